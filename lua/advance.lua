@@ -1,0 +1,119 @@
+-- advance.lua: the only write to a ticket after its claim. Checks, in order,
+-- that the ticket exists and parses, that the caller's fencing token is the
+-- one the ticket holds, and that the transition is in the table below; then
+-- applies the patch and bumps the revision, all in one atomic step.
+--
+-- KEYS[1] ticket   asc:{<asset>}:ticket:<run>
+-- KEYS[2] audit    asc:{<asset>}:audit
+-- ARGV[1] caller's fencing token
+-- ARGV[2] target status
+-- ARGV[3] now (unix ms)
+-- ARGV[4] patch JSON: {"facts": {k: v}, "complete_step": s, "attempts": {step: n},
+--         "last_error": {...} | null}; every key optional
+-- ARGV[5] (optional) ms to keep a ticket once it is terminal, 0 = forever
+-- ARGV[6] (optional) audit stream cap, default 1000
+--
+-- Returns the new ticket JSON.
+-- Errors: TICKET_NOT_FOUND | TICKET_CORRUPT | STALE_TOKEN <caller> <valid>
+--         | ILLEGAL_TRANSITION <from> <to> | BAD_ARGS <reason>
+-- Every rejection after the ticket was read is appended to the audit stream.
+
+local caller = tonumber(ARGV[1])
+local target = ARGV[2]
+local now = tonumber(ARGV[3])
+local retention = tonumber(ARGV[5] or '0') or 0
+local cap = tonumber(ARGV[6] or '1000') or 1000
+if caller == nil or target == nil or now == nil then
+  return redis.error_reply('BAD_ARGS token, target status and now are required')
+end
+
+-- Each status and the statuses it may move to; X -> X is allowed for every
+-- non-terminal X, and every non-terminal status may fail.
+local NEXT = {
+  INIT = { ASSET_ONLINE = true, ASSET_OFFLINE = true },
+  ASSET_ONLINE = { VULN_CHECK_DONE = true },
+  ASSET_OFFLINE = { FINISHED = true },
+  VULN_CHECK_DONE = { HIGH_RISK_FOUND = true, FINISHED = true },
+  HIGH_RISK_FOUND = { NOTIFYING = true },
+  NOTIFYING = { NOTIFIED = true },
+  NOTIFIED = { FINISHED = true },
+  FINISHED = {},
+  FAILED = {},
+}
+local function allowed(from, to)
+  local row = NEXT[from]
+  if row == nil or NEXT[to] == nil or from == 'FINISHED' or from == 'FAILED' then
+    return false
+  end
+  return from == to or to == 'FAILED' or row[to] == true
+end
+
+local raw = redis.call('GET', KEYS[1])
+if not raw then
+  return redis.error_reply('TICKET_NOT_FOUND ' .. KEYS[1])
+end
+local ok, ticket = pcall(cjson.decode, raw)
+if not ok or type(ticket) ~= 'table' or type(ticket.status) ~= 'string'
+    or type(ticket.fencing_token) ~= 'number' or type(ticket.revision) ~= 'number' then
+  return redis.error_reply('TICKET_CORRUPT ' .. KEYS[1])
+end
+
+local function reject(reply, reason)
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', cap, '*',
+    'op', 'advance', 'result', reason, 'ticket', KEYS[1], 'token', ARGV[1],
+    'valid', ticket.fencing_token, 'from', ticket.status, 'to', target,
+    'revision', ticket.revision, 'at', now)
+  return redis.error_reply(reply)
+end
+
+if caller ~= ticket.fencing_token then
+  return reject('STALE_TOKEN ' .. ARGV[1] .. ' ' .. ticket.fencing_token, 'STALE_TOKEN')
+end
+if not allowed(ticket.status, target) then
+  return reject('ILLEGAL_TRANSITION ' .. ticket.status .. ' ' .. target, 'ILLEGAL_TRANSITION')
+end
+
+local pok, patch = pcall(cjson.decode, ARGV[4] or '{}')
+if not pok or type(patch) ~= 'table' then
+  return redis.error_reply('BAD_ARGS patch is not a JSON object')
+end
+for key, _ in pairs(patch) do
+  if key ~= 'facts' and key ~= 'complete_step' and key ~= 'attempts' and key ~= 'last_error' then
+    return redis.error_reply('BAD_ARGS unknown patch key ' .. tostring(key))
+  end
+end
+
+if type(patch.facts) == 'table' then
+  if type(ticket.facts) ~= 'table' then ticket.facts = {} end
+  for k, v in pairs(patch.facts) do ticket.facts[k] = v end
+end
+if type(patch.attempts) == 'table' then
+  if type(ticket.attempts) ~= 'table' then ticket.attempts = {} end
+  for k, v in pairs(patch.attempts) do ticket.attempts[k] = v end
+end
+if type(patch.complete_step) == 'string' then
+  if type(ticket.completed_steps) ~= 'table' then ticket.completed_steps = {} end
+  local seen = false
+  for _, s in ipairs(ticket.completed_steps) do
+    if s == patch.complete_step then seen = true end
+  end
+  if not seen then table.insert(ticket.completed_steps, patch.complete_step) end
+end
+if patch.last_error ~= nil then
+  ticket.last_error = patch.last_error
+end
+
+local from = ticket.status
+ticket.status = target
+ticket.revision = ticket.revision + 1
+ticket.updated_at = now
+raw = cjson.encode(ticket)
+redis.call('SET', KEYS[1], raw)
+if (target == 'FINISHED' or target == 'FAILED') and retention > 0 then
+  redis.call('PEXPIRE', KEYS[1], retention)
+end
+
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', cap, '*',
+  'op', 'advance', 'result', 'ok', 'ticket', KEYS[1], 'token', ARGV[1],
+  'from', from, 'to', target, 'revision', ticket.revision, 'at', now)
+return raw

@@ -1,0 +1,5 @@
+//! assetscan-operator: fenced, crash-safe security scans per asset.
+
+pub mod crd;
+pub mod store;
+pub mod ticket;

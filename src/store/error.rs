@@ -1,0 +1,108 @@
+//! Typed errors of the ticket store. The Lua scripts answer with error replies
+//! whose first word is a stable code; [`StoreError::from_redis`] maps them.
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("asset {asset} is locked by {holder} for another {pttl_ms} ms")]
+    Locked {
+        asset: String,
+        holder: String,
+        pttl_ms: i64,
+    },
+    #[error("stale fencing token {caller}: the ticket now belongs to token {valid}")]
+    StaleToken { caller: u64, valid: u64 },
+    #[error("illegal transition {from} -> {to}")]
+    IllegalTransition { from: String, to: String },
+    #[error("ticket {key} not found")]
+    TicketNotFound { key: String },
+    #[error("ticket {key} is corrupt: {reason}")]
+    TicketCorrupt { key: String, reason: String },
+    #[error("invalid asset id {id:?}: {reason}")]
+    InvalidAssetId { id: String, reason: &'static str },
+    #[error("invalid run id {id:?}: {reason}")]
+    InvalidRunId { id: String, reason: &'static str },
+    #[error("script {script} rejected its arguments: {reason}")]
+    BadArgs {
+        script: &'static str,
+        reason: String,
+    },
+    #[error("unexpected reply from {script}: {reason}")]
+    Protocol {
+        script: &'static str,
+        reason: String,
+    },
+    #[error("redis error during {op}: {source}")]
+    Redis {
+        op: &'static str,
+        #[source]
+        source: redis::RedisError,
+    },
+    #[error("cannot connect to redis at {target}: {source}")]
+    Connect {
+        target: String,
+        #[source]
+        source: redis::RedisError,
+    },
+}
+
+impl StoreError {
+    /// Maps a script's error reply (`CODE detail…`) to its typed error;
+    /// anything else stays a Redis error of `op`.
+    pub(crate) fn from_redis(op: &'static str, key: &str, err: redis::RedisError) -> StoreError {
+        let Some(code) = err.code() else {
+            return StoreError::Redis { op, source: err };
+        };
+        let detail = err.detail().unwrap_or("").trim();
+        let words: Vec<&str> = detail.split_whitespace().collect();
+        match (code, words.as_slice()) {
+            ("LOCKED", [holder, pttl]) => StoreError::Locked {
+                asset: key.to_owned(),
+                holder: (*holder).to_owned(),
+                pttl_ms: pttl.parse().unwrap_or(0),
+            },
+            ("STALE_TOKEN", [caller, valid]) => StoreError::StaleToken {
+                caller: caller.parse().unwrap_or(0),
+                valid: valid.parse().unwrap_or(0),
+            },
+            ("ILLEGAL_TRANSITION", [from, to]) => StoreError::IllegalTransition {
+                from: (*from).to_owned(),
+                to: (*to).to_owned(),
+            },
+            ("TICKET_NOT_FOUND", _) => StoreError::TicketNotFound {
+                key: key.to_owned(),
+            },
+            ("TICKET_CORRUPT", _) => StoreError::TicketCorrupt {
+                key: key.to_owned(),
+                reason: "not a ticket object".to_owned(),
+            },
+            ("BAD_ARGS", _) => StoreError::BadArgs {
+                script: op,
+                reason: detail.to_owned(),
+            },
+            _ => StoreError::Redis { op, source: err },
+        }
+    }
+
+    /// Whether the failure is Redis being unreachable or failing, as opposed
+    /// to a verdict of the scripts. Callers retry the former with backoff.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, StoreError::Redis { .. } | StoreError::Connect { .. })
+    }
+
+    /// Short stable name, for metrics labels and condition reasons.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StoreError::Locked { .. } => "Locked",
+            StoreError::StaleToken { .. } => "StaleToken",
+            StoreError::IllegalTransition { .. } => "IllegalTransition",
+            StoreError::TicketNotFound { .. } => "TicketNotFound",
+            StoreError::TicketCorrupt { .. } => "TicketCorrupt",
+            StoreError::InvalidAssetId { .. } => "InvalidAssetId",
+            StoreError::InvalidRunId { .. } => "InvalidRunId",
+            StoreError::BadArgs { .. } => "BadArgs",
+            StoreError::Protocol { .. } => "Protocol",
+            StoreError::Redis { .. } => "RedisUnavailable",
+            StoreError::Connect { .. } => "RedisUnavailable",
+        }
+    }
+}

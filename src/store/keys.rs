@@ -1,0 +1,119 @@
+//! The Redis key layout. Every key of one asset carries the asset id as a
+//! hash tag, so one Lua script may touch them all, also on Redis Cluster.
+
+use super::StoreError;
+use std::fmt;
+
+/// Longest accepted asset id, in bytes.
+pub const MAX_ASSET_ID_LEN: usize = 128;
+
+/// A validated asset id: the scope of one lock and one fencing counter.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct AssetId(String);
+
+impl AssetId {
+    /// Rejects ids that would break the hash tag (`{`, `}`), the audit record
+    /// (whitespace, control characters) or the key length.
+    pub fn new(id: impl Into<String>) -> Result<AssetId, StoreError> {
+        let id = id.into();
+        let reason = if id.is_empty() {
+            Some("is empty")
+        } else if id.len() > MAX_ASSET_ID_LEN {
+            Some("is longer than 128 bytes")
+        } else if id.contains(['{', '}']) {
+            Some("contains '{' or '}'")
+        } else if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            Some("contains whitespace or control characters")
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => Err(StoreError::InvalidAssetId { id, reason }),
+            None => Ok(AssetId(id)),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for AssetId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Validates a run id the same way as an asset id: it is part of a key.
+pub(crate) fn validate_run(run: &str) -> Result<(), StoreError> {
+    AssetId::new(run).map(|_| ()).map_err(|err| match err {
+        StoreError::InvalidAssetId { id, reason } => StoreError::InvalidRunId { id, reason },
+        other => other,
+    })
+}
+
+/// The keys of one asset under a prefix.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssetKeys {
+    base: String,
+}
+
+impl AssetKeys {
+    pub fn new(prefix: &str, asset: &AssetId) -> AssetKeys {
+        AssetKeys {
+            base: format!("{prefix}:{{{asset}}}"),
+        }
+    }
+
+    /// `<prefix>:{<asset>}:lock`: holder id, PX ttl.
+    pub fn lock(&self) -> String {
+        format!("{}:lock", self.base)
+    }
+
+    /// `<prefix>:{<asset>}:fence`: the monotonic counter; never expires.
+    pub fn fence(&self) -> String {
+        format!("{}:fence", self.base)
+    }
+
+    /// `<prefix>:{<asset>}:ticket:<run>`: the ticket JSON.
+    pub fn ticket(&self, run: &str) -> String {
+        format!("{}:ticket:{run}", self.base)
+    }
+
+    /// Pattern matching every ticket of the asset.
+    pub fn ticket_pattern(&self) -> String {
+        format!("{}:ticket:*", self.base)
+    }
+
+    /// `<prefix>:{<asset>}:audit`: capped stream of accepted and rejected writes.
+    pub fn audit(&self) -> String {
+        format!("{}:audit", self.base)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_one_hash_tag() {
+        let keys = AssetKeys::new("asc", &AssetId::new("web-01").unwrap());
+        assert_eq!(keys.lock(), "asc:{web-01}:lock");
+        assert_eq!(keys.fence(), "asc:{web-01}:fence");
+        assert_eq!(keys.ticket("r1"), "asc:{web-01}:ticket:r1");
+        assert_eq!(keys.audit(), "asc:{web-01}:audit");
+    }
+
+    #[test]
+    fn rejects_ids_that_break_the_layout() {
+        for bad in ["", "a{b", "a}b", "a b", "a\tb", "x\u{7}", &"a".repeat(129)] {
+            assert!(AssetId::new(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(AssetId::new("host-01.example.com:443").is_ok());
+        assert!(validate_run("g3-1700000000000").is_ok());
+        assert!(matches!(
+            validate_run("a b"),
+            Err(StoreError::InvalidRunId { .. })
+        ));
+    }
+}

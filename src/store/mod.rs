@@ -1,0 +1,372 @@
+//! The fenced ticket store: the zombie-write defence, in one place.
+//!
+//! How a stale executor is stopped, top to bottom:
+//! 1. [`TicketStore::acquire`] runs `acquire.lua`: it takes the asset's lock
+//!    and, in the same atomic step, draws a new fencing token (strictly
+//!    greater than every earlier one, and than the caller's floor) and
+//!    **claims** the ticket with it. From then on, any older token is stale.
+//! 2. The [`Watchdog`] renews the lock while the holder works and fires the
+//!    lease's cancellation when it cannot (or when the holder's own monotonic
+//!    deadline passes, e.g. after a pause). That stops work early; it proves
+//!    nothing about writes.
+//! 3. [`TicketStore::advance`] runs `advance.lua`, the only write to a
+//!    ticket after its claim: the caller's token must equal the ticket's, and
+//!    the transition must be in the table. A stale token is rejected
+//!    server-side, atomically, and recorded in the audit stream; the caller
+//!    gets [`StoreError::StaleToken`] and must stop at once.
+//! 4. The CR status is fenced the same way by the CRD's CEL rule on
+//!    (fencingToken, revision), and `acquire` takes the status token as floor
+//!    so tokens never go backwards even after Redis loses data.
+
+mod audit;
+mod conn;
+mod error;
+mod keys;
+mod scripts;
+mod watchdog;
+
+pub use audit::AuditEntry;
+pub use conn::{RedisConn, RedisTarget};
+pub use error::StoreError;
+pub use keys::{AssetId, AssetKeys, MAX_ASSET_ID_LEN};
+pub use watchdog::{LeaseGuard, Watchdog, WatchdogStats};
+
+use crate::ticket::{LastError, Status, Step, Ticket, now_ms};
+use redis::AsyncCommands;
+use scripts::{ACQUIRE, ADVANCE, RELEASE, RENEW};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Store settings.
+#[derive(Clone, Debug)]
+pub struct StoreConfig {
+    /// Key prefix (`asc` by default).
+    pub prefix: String,
+    /// Lock time to live; the watchdog renews at a third of it.
+    pub lock_ttl: Duration,
+    /// Approximate cap of each asset's audit stream.
+    pub audit_cap: u32,
+    /// How long a terminal ticket is kept; zero keeps it until deleted.
+    pub terminal_retention: Duration,
+    /// Bound on connecting and on each Redis response.
+    pub timeout: Duration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            prefix: "asc".to_owned(),
+            lock_ttl: Duration::from_secs(30),
+            audit_cap: 1000,
+            terminal_retention: Duration::from_secs(7 * 24 * 3600),
+            timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A taken lock and the claimed ticket.
+pub struct Acquired {
+    pub token: u64,
+    pub ticket: Ticket,
+    pub lease: LeaseGuard,
+}
+
+/// What a step learned, merged into the ticket by `advance.lua`.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Patch {
+    /// Facts by name (`online`, `vulnerabilities`, …), each replaced whole.
+    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    pub facts: serde_json::Map<String, serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub complete_step: Option<Step>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub attempts: BTreeMap<Step, u32>,
+    /// `Some(None)` clears the last error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<Option<LastError>>,
+}
+
+impl Patch {
+    /// Sets one fact.
+    pub fn fact(mut self, name: &str, value: impl Serialize) -> Patch {
+        let value = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+        self.facts.insert(name.to_owned(), value);
+        self
+    }
+
+    /// Marks `step` done and clears the last error.
+    pub fn completes(mut self, step: Step) -> Patch {
+        self.complete_step = Some(step);
+        self.last_error = Some(None);
+        self
+    }
+}
+
+/// The ticket store over one Redis deployment.
+#[derive(Clone)]
+pub struct TicketStore {
+    conn: RedisConn,
+    config: StoreConfig,
+    watchdog: Watchdog,
+}
+
+impl TicketStore {
+    /// Connects and starts the process's watchdog.
+    pub async fn connect(
+        target: &RedisTarget,
+        config: StoreConfig,
+    ) -> Result<TicketStore, StoreError> {
+        let conn = RedisConn::connect(target, config.timeout).await?;
+        let watchdog = Watchdog::start(conn.clone(), config.lock_ttl);
+        Ok(TicketStore {
+            conn,
+            config,
+            watchdog,
+        })
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+
+    pub fn watchdog(&self) -> &Watchdog {
+        &self.watchdog
+    }
+
+    pub fn keys(&self, asset: &AssetId) -> AssetKeys {
+        AssetKeys::new(&self.config.prefix, asset)
+    }
+
+    /// Reads a ticket without the lock: the reconcile fast path.
+    pub async fn get_ticket(
+        &self,
+        asset: &AssetId,
+        run: &str,
+    ) -> Result<Option<Ticket>, StoreError> {
+        keys::validate_run(run)?;
+        let key = self.keys(asset).ticket(run);
+        let raw: Option<String> =
+            self.conn
+                .clone()
+                .get(&key)
+                .await
+                .map_err(|source| StoreError::Redis {
+                    op: "get ticket",
+                    source,
+                })?;
+        raw.map(|raw| parse_ticket(&key, &raw)).transpose()
+    }
+
+    /// Takes the asset's lock and claims the run's ticket (created at `INIT`
+    /// if missing) with a new token greater than `floor`. The lease is
+    /// renewed by the watchdog until released or dropped.
+    pub async fn acquire(
+        &self,
+        asset: &AssetId,
+        run: &str,
+        holder: &str,
+        floor: u64,
+    ) -> Result<Acquired, StoreError> {
+        keys::validate_run(run)?;
+        let keys = self.keys(asset);
+        let ticket_key = keys.ticket(run);
+        let now = now_ms();
+        let initial =
+            serde_json::to_string(&Ticket::new(asset.as_str(), run, now)).map_err(|e| {
+                StoreError::Protocol {
+                    script: "acquire",
+                    reason: e.to_string(),
+                }
+            })?;
+        let sent_at = Instant::now();
+        let (token, raw): (u64, String) = ACQUIRE
+            .key(keys.lock())
+            .key(keys.fence())
+            .key(&ticket_key)
+            .key(keys.audit())
+            .arg(holder)
+            .arg(self.ttl_ms())
+            .arg(floor)
+            .arg(now)
+            .arg(initial)
+            .arg(self.config.audit_cap)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| StoreError::from_redis("acquire", asset.as_str(), e))?;
+        let lease = self.watchdog.track(keys.lock(), holder.to_owned(), sent_at);
+        let ticket = match parse_ticket(&ticket_key, &raw) {
+            Ok(ticket) => ticket,
+            Err(err) => {
+                self.release(asset, &lease).await.ok();
+                return Err(err);
+            }
+        };
+        Ok(Acquired {
+            token,
+            ticket,
+            lease,
+        })
+    }
+
+    /// Moves the ticket to `to` with `patch`, if `token` is still the
+    /// ticket's and the transition is legal. The one write path after a claim.
+    pub async fn advance(
+        &self,
+        asset: &AssetId,
+        run: &str,
+        token: u64,
+        to: Status,
+        patch: &Patch,
+    ) -> Result<Ticket, StoreError> {
+        keys::validate_run(run)?;
+        let keys = self.keys(asset);
+        let ticket_key = keys.ticket(run);
+        let patch = serde_json::to_string(patch).map_err(|e| StoreError::Protocol {
+            script: "advance",
+            reason: e.to_string(),
+        })?;
+        let raw: String = ADVANCE
+            .key(&ticket_key)
+            .key(keys.audit())
+            .arg(token)
+            .arg(to.as_str())
+            .arg(now_ms())
+            .arg(patch)
+            .arg(self.config.terminal_retention.as_millis() as u64)
+            .arg(self.config.audit_cap)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| StoreError::from_redis("advance", &ticket_key, e))?;
+        parse_ticket(&ticket_key, &raw)
+    }
+
+    /// Renews one lock now (the watchdog batches this; exposed for tools).
+    pub async fn renew(&self, asset: &AssetId, holder: &str) -> Result<bool, StoreError> {
+        let renewed: i64 = RENEW
+            .key(self.keys(asset).lock())
+            .arg(holder)
+            .arg(self.ttl_ms())
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|source| StoreError::Redis {
+                op: "renew",
+                source,
+            })?;
+        Ok(renewed == 1)
+    }
+
+    /// Stops renewal (synchronously, first) and releases the lock if still
+    /// ours. Returns whether Redis released it.
+    pub async fn release(&self, asset: &AssetId, lease: &LeaseGuard) -> Result<bool, StoreError> {
+        lease.untrack();
+        self.release_holder(asset, lease.holder()).await
+    }
+
+    /// Releases the lock for `holder`, if it holds it (never another's).
+    pub async fn release_holder(&self, asset: &AssetId, holder: &str) -> Result<bool, StoreError> {
+        let keys = self.keys(asset);
+        let released: i64 = RELEASE
+            .key(keys.lock())
+            .key(keys.audit())
+            .arg(holder)
+            .arg(now_ms())
+            .arg(self.config.audit_cap)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|source| StoreError::Redis {
+                op: "release",
+                source,
+            })?;
+        Ok(released == 1)
+    }
+
+    /// The asset's audit stream, oldest first (at most `count` entries).
+    pub async fn audit(
+        &self,
+        asset: &AssetId,
+        count: usize,
+    ) -> Result<Vec<AuditEntry>, StoreError> {
+        audit::read(&mut self.conn.clone(), &self.keys(asset).audit(), count).await
+    }
+
+    /// Run ids of the asset's tickets.
+    pub async fn runs(&self, asset: &AssetId) -> Result<Vec<String>, StoreError> {
+        let keys = self.keys(asset);
+        let prefix = keys.ticket("");
+        let mut found: Vec<String> = self
+            .scan(&keys.ticket_pattern())
+            .await?
+            .into_iter()
+            .filter_map(|k| k.strip_prefix(&prefix).map(str::to_owned))
+            .collect();
+        found.sort();
+        Ok(found)
+    }
+
+    /// Every ticket key under the prefix (`ticket list`).
+    pub async fn ticket_keys(&self) -> Result<Vec<String>, StoreError> {
+        let mut found = self
+            .scan(&format!("{}:{{*}}:ticket:*", self.config.prefix))
+            .await?;
+        found.sort();
+        Ok(found)
+    }
+
+    /// Deletes the asset's tickets (not its fence: tokens must never repeat).
+    pub async fn delete_tickets(&self, asset: &AssetId) -> Result<usize, StoreError> {
+        let keys = self.keys(asset);
+        let mut deleted = 0;
+        for run in self.runs(asset).await? {
+            let n: usize = self
+                .conn
+                .clone()
+                .del(keys.ticket(&run))
+                .await
+                .map_err(|source| StoreError::Redis {
+                    op: "delete ticket",
+                    source,
+                })?;
+            deleted += n;
+        }
+        Ok(deleted)
+    }
+
+    /// Keys matching `pattern`: SCAN on a standalone server; on a Cluster,
+    /// KEYS on every primary (the client merges the answers). Both serve
+    /// troubleshooting and finalizers, never the hot path.
+    async fn scan(&self, pattern: &str) -> Result<Vec<String>, StoreError> {
+        let op = "scan";
+        let mut conn = self.conn.clone();
+        let mut found: Vec<String> = if conn.is_cluster() {
+            conn.keys(pattern)
+                .await
+                .map_err(|source| StoreError::Redis { op, source })?
+        } else {
+            use futures::TryStreamExt;
+            conn.scan_match::<_, String>(pattern)
+                .await
+                .map_err(|source| StoreError::Redis { op, source })?
+                .try_collect()
+                .await
+                .map_err(|source| StoreError::Redis { op, source })?
+        };
+        found.sort();
+        found.dedup();
+        Ok(found)
+    }
+
+    fn ttl_ms(&self) -> u64 {
+        self.config.lock_ttl.as_millis() as u64
+    }
+}
+
+/// Parses a stored ticket. `cjson` writes an empty array as `{}`; the ticket
+/// types accept both (see `ticket::lenient_vec`).
+fn parse_ticket(key: &str, raw: &str) -> Result<Ticket, StoreError> {
+    serde_json::from_str(raw).map_err(|e| StoreError::TicketCorrupt {
+        key: key.to_owned(),
+        reason: e.to_string(),
+    })
+}

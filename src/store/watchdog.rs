@@ -1,0 +1,405 @@
+//! The watchdog: keeps held locks alive, and tells a holder when its lock is
+//! lost.
+//!
+//! One task per process renews every held lock every ttl/3, in one round trip
+//! per Redis node (`renew_many.lua`). Each lease also keeps its own deadline on
+//! the monotonic clock (the send time of its last successful renewal + ttl):
+//! when the deadline passes, the lease's cancellation fires without waiting
+//! for Redis to say so, e.g. in a process that was paused and just woke up.
+//!
+//! The watchdog manages the lock's lifetime; it does not make a stale write
+//! impossible. That is the fencing token's job (see `advance.lua`).
+
+use super::conn::RedisConn;
+use super::scripts::{RENEW, RENEW_MANY};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+/// Counters of the watchdog's work, for metrics and tests.
+#[derive(Debug, Default)]
+pub struct WatchdogStats {
+    /// Round trips sent for renewal batches.
+    pub batches: AtomicU64,
+    /// Locks renewed.
+    pub renewals: AtomicU64,
+    /// Leases lost (deadline passed or Redis said the lock is not ours).
+    pub losses: AtomicU64,
+}
+
+struct Lease {
+    lock_key: String,
+    holder: String,
+    cancel: CancellationToken,
+    deadline: Instant,
+}
+
+struct Shared {
+    leases: Mutex<HashMap<u64, Lease>>,
+    next_id: AtomicU64,
+    ttl: Duration,
+    stats: WatchdogStats,
+    /// Wakes the task when a lease is added, so its deadline is watched.
+    changed: Arc<tokio::sync::Notify>,
+}
+
+impl Shared {
+    fn leases(&self) -> MutexGuard<'_, HashMap<u64, Lease>> {
+        // A panic while holding this lock cannot leave a lease half-written.
+        self.leases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Fires and forgets the lease `id`, if still tracked.
+    fn lose(&self, id: u64, why: &str) {
+        if let Some(lease) = self.leases().remove(&id) {
+            warn!(lock = %lease.lock_key, holder = %lease.holder, why, "lock lost");
+            self.stats.losses.fetch_add(1, Ordering::Relaxed);
+            lease.cancel.cancel();
+        }
+    }
+}
+
+/// Handle to the process's watchdog. Cloning shares it.
+#[derive(Clone)]
+pub struct Watchdog {
+    shared: Arc<Shared>,
+}
+
+impl Watchdog {
+    /// Starts the renewal task on the current tokio runtime. The task ends
+    /// when the last `Watchdog` handle is dropped.
+    pub(crate) fn start(conn: RedisConn, ttl: Duration) -> Watchdog {
+        let shared = Arc::new(Shared {
+            leases: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(1),
+            ttl,
+            stats: WatchdogStats::default(),
+            changed: Arc::new(tokio::sync::Notify::new()),
+        });
+        tokio::spawn(run(Arc::downgrade(&shared), conn));
+        Watchdog { shared }
+    }
+
+    pub fn ttl(&self) -> Duration {
+        self.shared.ttl
+    }
+
+    pub fn stats(&self) -> &WatchdogStats {
+        &self.shared.stats
+    }
+
+    /// Number of leases being renewed.
+    pub fn held(&self) -> usize {
+        self.shared.leases().len()
+    }
+
+    /// Tracks a lock taken at `taken_at` (the send time of the acquire call).
+    pub(crate) fn track(&self, lock_key: String, holder: String, taken_at: Instant) -> LeaseGuard {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let cancel = CancellationToken::new();
+        let deadline = taken_at + self.shared.ttl;
+        self.shared.leases().insert(
+            id,
+            Lease {
+                lock_key: lock_key.clone(),
+                holder: holder.clone(),
+                cancel: cancel.clone(),
+                deadline,
+            },
+        );
+        self.shared.changed.notify_one();
+        LeaseGuard {
+            id,
+            shared: Arc::downgrade(&self.shared),
+            lock_key,
+            holder,
+            cancel,
+        }
+    }
+}
+
+/// A held lock. Dropping it (or [`LeaseGuard::untrack`]) stops its renewal at
+/// once; releasing the lock in Redis is the store's `release`.
+pub struct LeaseGuard {
+    id: u64,
+    shared: Weak<Shared>,
+    lock_key: String,
+    holder: String,
+    cancel: CancellationToken,
+}
+
+impl LeaseGuard {
+    /// Fires when the lock is lost. Work done under the lock selects on it.
+    pub fn cancelled(&self) -> CancellationToken {
+        self.cancel.clone()
+    }
+
+    /// Whether the lease is still believed held: not cancelled, and its
+    /// deadline on the monotonic clock has not passed.
+    pub fn is_held(&self) -> bool {
+        if self.cancel.is_cancelled() {
+            return false;
+        }
+        let Some(shared) = self.shared.upgrade() else {
+            return false;
+        };
+        let expired = shared
+            .leases()
+            .get(&self.id)
+            .is_none_or(|lease| lease.deadline <= Instant::now());
+        if expired {
+            shared.lose(self.id, "lease deadline passed");
+        }
+        !expired
+    }
+
+    pub fn holder(&self) -> &str {
+        &self.holder
+    }
+
+    pub fn lock_key(&self) -> &str {
+        &self.lock_key
+    }
+
+    /// Stops renewal; synchronous, so no renewal is sent after it returns.
+    pub(crate) fn untrack(&self) {
+        if let Some(shared) = self.shared.upgrade() {
+            shared.leases().remove(&self.id);
+        }
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        self.untrack();
+    }
+}
+
+/// The renewal loop: sleep until the next tick or the earliest deadline,
+/// expire what is due, and on each tick renew the rest in batches.
+async fn run(shared: Weak<Shared>, mut conn: RedisConn) {
+    let mut slots = SlotMap::default();
+    let mut next_tick = Instant::now();
+    loop {
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        let interval = (strong.ttl / 3).max(Duration::from_millis(10));
+        let earliest = strong.leases().values().map(|l| l.deadline).min();
+        let wake = earliest.map_or(next_tick, |d| d.min(next_tick));
+        let changed = Arc::clone(&strong.changed);
+        drop(strong);
+        tokio::select! {
+            _ = tokio::time::sleep_until(wake) => {}
+            _ = changed.notified() => continue,
+        }
+        let Some(strong) = shared.upgrade() else {
+            return;
+        };
+        expire_due(&strong);
+        if Instant::now() >= next_tick {
+            next_tick = Instant::now() + interval;
+            renew_all(&strong, &mut conn, &mut slots).await;
+        }
+    }
+}
+
+fn expire_due(shared: &Shared) {
+    let now = Instant::now();
+    let due: Vec<u64> = shared
+        .leases()
+        .iter()
+        .filter(|(_, l)| l.deadline <= now)
+        .map(|(id, _)| *id)
+        .collect();
+    for id in due {
+        shared.lose(id, "no successful renewal within the ttl");
+    }
+}
+
+async fn renew_all(shared: &Shared, conn: &mut RedisConn, slots: &mut SlotMap) {
+    let batch: Vec<(u64, String, String)> = shared
+        .leases()
+        .iter()
+        .map(|(id, l)| (*id, l.lock_key.clone(), l.holder.clone()))
+        .collect();
+    if batch.is_empty() {
+        return;
+    }
+    let groups = if conn.is_cluster() {
+        slots.group_by_node(conn, batch).await
+    } else {
+        vec![batch]
+    };
+    let ttl_ms = shared.ttl.as_millis() as u64;
+    let sends = groups.into_iter().map(|group| {
+        let mut conn = conn.clone();
+        async move {
+            let sent_at = Instant::now();
+            let result = renew_group(&mut conn, &group, ttl_ms).await;
+            (group, sent_at, result)
+        }
+    });
+    for (group, sent_at, result) in futures::future::join_all(sends).await {
+        shared.stats.batches.fetch_add(1, Ordering::Relaxed);
+        match result {
+            Ok(renewed) => apply(shared, &group, &renewed, sent_at),
+            Err(err) => {
+                // Deadlines keep running: if Redis stays unreachable the
+                // leases expire on their own clock.
+                slots.invalidate();
+                warn!(error = %err, locks = group.len(), "lock renewal failed");
+            }
+        }
+    }
+}
+
+async fn renew_group(
+    conn: &mut RedisConn,
+    group: &[(u64, String, String)],
+    ttl_ms: u64,
+) -> redis::RedisResult<Vec<i64>> {
+    let mut call = RENEW_MANY.prepare_invoke();
+    call.arg(ttl_ms);
+    for (_, key, holder) in group {
+        call.key(key).arg(holder);
+    }
+    match call.invoke_async(conn).await {
+        Ok(renewed) => Ok(renewed),
+        // A topology change split the group: renew one by one this time.
+        Err(err) if conn.is_cluster() && err.code().is_some_and(|c| c != "NOSCRIPT") => {
+            debug!(error = %err, "batched renewal refused, renewing one by one");
+            let mut renewed = Vec::with_capacity(group.len());
+            for (_, key, holder) in group {
+                renewed.push(
+                    RENEW
+                        .key(key)
+                        .arg(holder)
+                        .arg(ttl_ms)
+                        .invoke_async(conn)
+                        .await?,
+                );
+            }
+            Ok(renewed)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+fn apply(shared: &Shared, group: &[(u64, String, String)], renewed: &[i64], sent_at: Instant) {
+    for (i, (id, _, _)) in group.iter().enumerate() {
+        if renewed.get(i) == Some(&1) {
+            let mut leases = shared.leases();
+            if let Some(lease) = leases.get_mut(id) {
+                lease.deadline = lease.deadline.max(sent_at + shared.ttl);
+                shared.stats.renewals.fetch_add(1, Ordering::Relaxed);
+            }
+        } else {
+            shared.lose(*id, "redis says the lock is no longer ours");
+        }
+    }
+}
+
+/// Which Cluster node serves which hash slot, from `CLUSTER SLOTS`; refreshed
+/// after any failed batch.
+#[derive(Default)]
+struct SlotMap {
+    /// (first slot, last slot, node address), sorted by first slot.
+    ranges: Vec<(u16, u16, String)>,
+}
+
+impl SlotMap {
+    fn invalidate(&mut self) {
+        self.ranges.clear();
+    }
+
+    async fn refresh(&mut self, conn: &mut RedisConn) {
+        let reply: redis::RedisResult<Vec<Vec<redis::Value>>> =
+            redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await;
+        let Ok(rows) = reply else { return };
+        let mut ranges = Vec::new();
+        for row in rows {
+            let (Some(redis::Value::Int(first)), Some(redis::Value::Int(last)), Some(node)) =
+                (row.first(), row.get(1), row.get(2))
+            else {
+                continue;
+            };
+            let addr = match node {
+                redis::Value::Array(parts) => match (parts.first(), parts.get(1)) {
+                    (Some(redis::Value::BulkString(host)), Some(redis::Value::Int(port))) => {
+                        format!("{}:{port}", String::from_utf8_lossy(host))
+                    }
+                    _ => continue,
+                },
+                _ => continue,
+            };
+            ranges.push((*first as u16, *last as u16, addr));
+        }
+        ranges.sort();
+        self.ranges = ranges;
+    }
+
+    fn node_of(&self, key: &str) -> Option<&str> {
+        let slot = hash_slot(key);
+        self.ranges
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot))
+            .map(|(_, _, addr)| addr.as_str())
+    }
+
+    /// Splits leases into one group per node; keys of unknown slots go alone.
+    async fn group_by_node(
+        &mut self,
+        conn: &mut RedisConn,
+        batch: Vec<(u64, String, String)>,
+    ) -> Vec<Vec<(u64, String, String)>> {
+        if self.ranges.is_empty() {
+            self.refresh(conn).await;
+        }
+        let mut by_node: HashMap<String, Vec<(u64, String, String)>> = HashMap::new();
+        let mut alone = Vec::new();
+        for lease in batch {
+            match self.node_of(&lease.1) {
+                Some(node) => by_node.entry(node.to_owned()).or_default().push(lease),
+                None => alone.push(vec![lease]),
+            }
+        }
+        by_node.into_values().chain(alone).collect()
+    }
+}
+
+/// Redis Cluster's hash slot: CRC16 (XMODEM) of the hash tag, mod 16384.
+pub(crate) fn hash_slot(key: &str) -> u16 {
+    let bytes = key.as_bytes();
+    let tagged = bytes
+        .iter()
+        .position(|b| *b == b'{')
+        .and_then(|open| {
+            let rest = &bytes[open + 1..];
+            rest.iter()
+                .position(|b| *b == b'}')
+                .filter(|close| *close > 0)
+                .map(|close| &rest[..close])
+        })
+        .unwrap_or(bytes);
+    crc16::State::<crc16::XMODEM>::calculate(tagged) % 16384
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hash_slot;
+
+    #[test]
+    fn hash_slot_matches_redis() {
+        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
+        assert_eq!(hash_slot("123456789"), 0x31C3);
+        assert_eq!(hash_slot("foo"), 12182);
+        assert_eq!(hash_slot("{user1000}.following"), hash_slot("user1000"));
+        // An empty tag does not count: the whole key is hashed.
+        assert_ne!(hash_slot("foo{}{bar}"), hash_slot("bar"));
+    }
+}

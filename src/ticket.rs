@@ -1,0 +1,377 @@
+//! The ticket: the source of truth for one scan run, and the state machine
+//! that decides which writes to it are legal.
+//!
+//! The transition table here is the Rust twin of the one in `lua/advance.lua`.
+//! The script enforces it (a write that breaks it never lands); this copy
+//! plans the next step. A test compares both on every (from, to) pair.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// A ticket's status. The wire names are the public contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Status {
+    Init,
+    AssetOnline,
+    AssetOffline,
+    VulnCheckDone,
+    HighRiskFound,
+    Notifying,
+    Notified,
+    Finished,
+    Failed,
+}
+
+impl Status {
+    pub const ALL: [Status; 9] = [
+        Status::Init,
+        Status::AssetOnline,
+        Status::AssetOffline,
+        Status::VulnCheckDone,
+        Status::HighRiskFound,
+        Status::Notifying,
+        Status::Notified,
+        Status::Finished,
+        Status::Failed,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Init => "INIT",
+            Status::AssetOnline => "ASSET_ONLINE",
+            Status::AssetOffline => "ASSET_OFFLINE",
+            Status::VulnCheckDone => "VULN_CHECK_DONE",
+            Status::HighRiskFound => "HIGH_RISK_FOUND",
+            Status::Notifying => "NOTIFYING",
+            Status::Notified => "NOTIFIED",
+            Status::Finished => "FINISHED",
+            Status::Failed => "FAILED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        Status::ALL.into_iter().find(|st| st.as_str() == s)
+    }
+
+    /// `FINISHED` and `FAILED` end a run: nothing is written after them.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Finished | Status::Failed)
+    }
+
+    /// The transition table (see DESIGN.md). `X -> X` is allowed for
+    /// non-terminal `X` so that errors, attempts and late facts can be recorded
+    /// without moving forward; any non-terminal status may fail.
+    pub fn allows(self, to: Status) -> bool {
+        use Status::*;
+        if self.is_terminal() {
+            return false;
+        }
+        if to == self || to == Failed {
+            return true;
+        }
+        matches!(
+            (self, to),
+            (Init, AssetOnline)
+                | (Init, AssetOffline)
+                | (AssetOnline, VulnCheckDone)
+                | (AssetOffline, Finished)
+                | (VulnCheckDone, HighRiskFound)
+                | (VulnCheckDone, Finished)
+                | (HighRiskFound, Notifying)
+                | (Notifying, Notified)
+                | (Notified, Finished)
+        )
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A unit of work of the pipeline. Completed steps are recorded in the ticket
+/// so that a takeover never repeats one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Step {
+    OnlineCheck,
+    VulnQuery,
+    ThreatIntel,
+    Notify,
+}
+
+impl Step {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::OnlineCheck => "online_check",
+            Step::VulnQuery => "vuln_query",
+            Step::ThreatIntel => "threat_intel",
+            Step::Notify => "notify",
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The last failure of a step, kept until the run moves on or ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LastError {
+    pub step: Step,
+    pub message: String,
+    /// Unix ms.
+    pub at: u64,
+    pub attempt: u32,
+}
+
+/// Severity bucket of a vulnerability, from its best CVSS base score.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Severity {
+    None,
+    Low,
+    Medium,
+    High,
+    Critical,
+    /// No score could be computed from the record.
+    Unknown,
+}
+
+impl Severity {
+    /// CVSS v3/v4 qualitative rating of a base score.
+    pub fn from_score(score: f64) -> Severity {
+        match score {
+            s if s >= 9.0 => Severity::Critical,
+            s if s >= 7.0 => Severity::High,
+            s if s >= 4.0 => Severity::Medium,
+            s if s > 0.0 => Severity::Low,
+            _ => Severity::None,
+        }
+    }
+}
+
+/// One vulnerability as the pipeline judges it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    /// The record's id (e.g. `GHSA-…`, `UBUNTU-CVE-…`).
+    pub id: String,
+    /// CVE ids this record is about (aliases, related, or the id itself).
+    #[serde(default, deserialize_with = "lenient_vec")]
+    pub cves: Vec<String>,
+    /// The package queried that matched.
+    pub package: String,
+    /// Best CVSS base score found in the record, if any vector parsed.
+    pub cvss: Option<f64>,
+    pub severity: Severity,
+    #[serde(default)]
+    pub summary: String,
+}
+
+/// The vulnerability query's confirmed result.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct VulnFacts {
+    pub total: u32,
+    /// Counts by severity bucket (wire names of [`Severity`]).
+    pub by_severity: BTreeMap<Severity, u32>,
+    /// The highest CVSS score among the findings.
+    pub max_cvss: Option<f64>,
+    /// The findings, most severe first (bounded by the provider).
+    #[serde(default, deserialize_with = "lenient_vec")]
+    pub findings: Vec<Finding>,
+}
+
+/// Threat-intel enrichment: known exploitation and exploit prediction.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ThreatIntelFacts {
+    /// CVEs of the findings that are listed as known exploited.
+    #[serde(default, deserialize_with = "lenient_vec")]
+    pub known_exploited: Vec<String>,
+    /// EPSS score per CVE (0..1).
+    pub epss: BTreeMap<String, f64>,
+    /// Version of the known-exploited catalog consulted.
+    #[serde(default)]
+    pub catalog_version: Option<String>,
+}
+
+/// Where a notification stands. `Sending` is written before the call, so a
+/// takeover knows a delivery may already have happened and re-sends with the
+/// same key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotificationState {
+    Sending,
+    Sent,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NotificationFacts {
+    /// Equal to the ticket id: the receiver deduplicates on it.
+    pub idempotency_key: String,
+    pub state: NotificationState,
+    /// Unix ms of the successful delivery.
+    pub sent_at: Option<u64>,
+    /// Receipt per channel (what each receiver answered).
+    #[serde(default)]
+    pub receipt: BTreeMap<String, String>,
+    /// Channels the notification goes to.
+    #[serde(default, deserialize_with = "lenient_vec")]
+    pub channels: Vec<String>,
+}
+
+/// The high-risk verdict and why.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RiskFacts {
+    pub high_risk: bool,
+    /// Human-readable reasons, e.g. `CVE-2024-3094 CVSS 10.0 >= 7.0`.
+    #[serde(default, deserialize_with = "lenient_vec")]
+    pub reasons: Vec<String>,
+}
+
+/// Confirmed facts. Each field is written once by the step that learns it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Facts {
+    #[serde(default)]
+    pub online: Option<bool>,
+    #[serde(default)]
+    pub vulnerabilities: Option<VulnFacts>,
+    #[serde(default)]
+    pub threat_intel: Option<ThreatIntelFacts>,
+    #[serde(default)]
+    pub risk: Option<RiskFacts>,
+    #[serde(default)]
+    pub notification: Option<NotificationFacts>,
+}
+
+/// The ticket as stored in Redis (JSON). Fields may be added, none removed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Ticket {
+    pub id: String,
+    pub asset: String,
+    pub run: String,
+    pub status: Status,
+    pub fencing_token: u64,
+    pub revision: u64,
+    #[serde(default)]
+    pub holder: Option<String>,
+    #[serde(default, deserialize_with = "lenient_vec")]
+    pub completed_steps: Vec<Step>,
+    #[serde(default)]
+    pub attempts: BTreeMap<Step, u32>,
+    #[serde(default)]
+    pub last_error: Option<LastError>,
+    #[serde(default)]
+    pub facts: Facts,
+    pub created_at: u64,
+    pub updated_at: u64,
+}
+
+impl Ticket {
+    /// A fresh ticket as `acquire.lua` stores it when none exists yet. The
+    /// script sets token, revision and holder itself.
+    pub fn new(asset: &str, run: &str, now_ms: u64) -> Ticket {
+        Ticket {
+            id: ticket_id(asset, run),
+            asset: asset.to_owned(),
+            run: run.to_owned(),
+            status: Status::Init,
+            fencing_token: 0,
+            revision: 0,
+            holder: None,
+            completed_steps: Vec::new(),
+            attempts: BTreeMap::new(),
+            last_error: None,
+            facts: Facts::default(),
+            created_at: now_ms,
+            updated_at: now_ms,
+        }
+    }
+
+    pub fn has_completed(&self, step: Step) -> bool {
+        self.completed_steps.contains(&step)
+    }
+
+    pub fn attempts_of(&self, step: Step) -> u32 {
+        self.attempts.get(&step).copied().unwrap_or(0)
+    }
+}
+
+/// The ticket id is `<asset>/<run>`: stable across takeovers, so it doubles as
+/// the notification's idempotency key.
+pub fn ticket_id(asset: &str, run: &str) -> String {
+    format!("{asset}/{run}")
+}
+
+/// Accepts a list, or `{}` for an empty one: Redis' Lua `cjson` cannot tell
+/// an empty array from an empty object and writes `{}`.
+fn lenient_vec<'de, D, T>(de: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum ListOrEmpty<T> {
+        List(Vec<T>),
+        Empty(BTreeMap<String, serde::de::IgnoredAny>),
+    }
+    match ListOrEmpty::deserialize(de)? {
+        ListOrEmpty::List(items) => Ok(items),
+        ListOrEmpty::Empty(map) if map.is_empty() => Ok(Vec::new()),
+        ListOrEmpty::Empty(_) => Err(serde::de::Error::custom("expected a list")),
+    }
+}
+
+/// Current unix time in ms.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terminal_statuses_accept_nothing() {
+        for to in Status::ALL {
+            assert!(!Status::Finished.allows(to));
+            assert!(!Status::Failed.allows(to));
+        }
+    }
+
+    #[test]
+    fn wire_names_round_trip() {
+        for s in Status::ALL {
+            let json = serde_json::to_string(&s).unwrap();
+            assert_eq!(json, format!("\"{}\"", s.as_str()));
+            assert_eq!(Status::parse(s.as_str()), Some(s));
+        }
+    }
+
+    #[test]
+    fn empty_lists_written_by_lua_parse() {
+        let mut raw = serde_json::to_value(Ticket::new("a", "r", 1)).unwrap();
+        raw["completed_steps"] = serde_json::json!({});
+        let ticket: Ticket = serde_json::from_value(raw.clone()).unwrap();
+        assert!(ticket.completed_steps.is_empty());
+        raw["completed_steps"] = serde_json::json!({"x": 1});
+        assert!(serde_json::from_value::<Ticket>(raw).is_err());
+    }
+
+    #[test]
+    fn no_regression_to_init() {
+        for from in Status::ALL {
+            if from != Status::Init {
+                assert!(!from.allows(Status::Init), "{from} -> INIT");
+            }
+        }
+    }
+}

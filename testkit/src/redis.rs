@@ -1,0 +1,381 @@
+//! Real `redis-server` fixtures: a standalone server and a 3-master Cluster,
+//! each on free loopback ports in its own temp dir, that tests can stop, kill,
+//! pause, restart and flush. Nothing here talks to a server it did not start.
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a server may take to answer PING after start.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum FixtureError {
+    #[error("cannot run {program}: {source} (install it: apt-get install -y redis-server)")]
+    Spawn {
+        program: &'static str,
+        source: std::io::Error,
+    },
+    #[error("redis-server on port {port} did not answer within {timeout:?}; log: {log}")]
+    NotReady {
+        port: u16,
+        timeout: Duration,
+        log: String,
+    },
+    #[error("{what}: {detail}")]
+    Command { what: String, detail: String },
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Options of a standalone server.
+#[derive(Clone, Debug, Default)]
+pub struct RedisOptions {
+    /// Keep data across restarts with an append-only file.
+    pub appendonly: bool,
+    /// Extra `--name value` arguments.
+    pub extra: Vec<(String, String)>,
+}
+
+/// One `redis-server` process.
+pub struct RedisServer {
+    port: u16,
+    dir: tempfile::TempDir,
+    options: RedisOptions,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a server on a free loopback port.
+    pub fn start() -> Result<RedisServer, FixtureError> {
+        RedisServer::start_with(RedisOptions::default())
+    }
+
+    pub fn start_with(options: RedisOptions) -> Result<RedisServer, FixtureError> {
+        let mut last = None;
+        // A port found free may be taken before redis binds it: try again.
+        for _ in 0..5 {
+            let mut server = RedisServer {
+                port: free_port()?,
+                dir: tempfile::Builder::new().prefix("asc-redis-").tempdir()?,
+                options: options.clone(),
+                child: None,
+            };
+            match server.spawn() {
+                Ok(()) => return Ok(server),
+                Err(err) => last = Some(err),
+            }
+        }
+        Err(last.unwrap_or(FixtureError::Command {
+            what: "start redis-server".into(),
+            detail: "no attempt made".into(),
+        }))
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The server's process id, while it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    fn spawn(&mut self) -> Result<(), FixtureError> {
+        let child = spawn_server(self.port, self.dir.path(), &self.args())?;
+        self.child = Some(child);
+        if let Err(err) = wait_ready(self.port, self.dir.path()) {
+            self.kill();
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    fn args(&self) -> Vec<String> {
+        let mut args = vec![
+            "--appendonly".into(),
+            if self.options.appendonly { "yes" } else { "no" }.into(),
+        ];
+        for (k, v) in &self.options.extra {
+            args.push(format!("--{k}"));
+            args.push(v.clone());
+        }
+        args
+    }
+
+    /// Graceful shutdown (`SHUTDOWN NOSAVE`), then wait for the process.
+    pub fn stop(&mut self) {
+        let _ = command(self.port, &["SHUTDOWN", "NOSAVE"]);
+        if let Some(mut child) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGKILL: the server dies without a word, like a crashed node.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGSTOP: the server freezes, connections hang.
+    pub fn pause(&self) -> Result<(), FixtureError> {
+        self.signal(Signal::SIGSTOP)
+    }
+
+    /// SIGCONT after [`RedisServer::pause`].
+    pub fn resume(&self) -> Result<(), FixtureError> {
+        self.signal(Signal::SIGCONT)
+    }
+
+    fn signal(&self, signal: Signal) -> Result<(), FixtureError> {
+        let pid = self.pid().ok_or_else(|| FixtureError::Command {
+            what: format!("signal {signal}"),
+            detail: "server is not running".into(),
+        })?;
+        kill(Pid::from_raw(pid as i32), signal).map_err(|e| FixtureError::Command {
+            what: format!("signal {signal}"),
+            detail: e.to_string(),
+        })
+    }
+
+    /// Starts the server again on the same port and dir (data survives only
+    /// with `appendonly`).
+    pub fn restart(&mut self) -> Result<(), FixtureError> {
+        if self.child.is_some() {
+            self.stop();
+        }
+        self.spawn()
+    }
+
+    /// `FLUSHALL`: every key gone, as after a restart without persistence.
+    pub fn flushall(&self) -> Result<(), FixtureError> {
+        self.command(&["FLUSHALL"]).map(|_| ())
+    }
+
+    /// Sends one command and returns the raw RESP reply (for checks such as
+    /// `INFO commandstats` without a client).
+    pub fn command(&self, args: &[&str]) -> Result<String, FixtureError> {
+        command(self.port, args)
+    }
+
+    /// `calls` of one command from `INFO commandstats` (e.g. `evalsha`).
+    pub fn command_calls(&self, name: &str) -> Result<u64, FixtureError> {
+        let info = self.command(&["INFO", "commandstats"])?;
+        Ok(parse_calls(&info, name))
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.resume();
+        self.kill();
+    }
+}
+
+/// A Redis Cluster of three masters, no replicas.
+pub struct RedisCluster {
+    nodes: Vec<RedisServer>,
+}
+
+impl RedisCluster {
+    pub fn start() -> Result<RedisCluster, FixtureError> {
+        let mut nodes = Vec::new();
+        for _ in 0..3 {
+            nodes.push(RedisServer::start_with(RedisOptions {
+                appendonly: false,
+                extra: vec![
+                    ("cluster-enabled".into(), "yes".into()),
+                    ("cluster-config-file".into(), "nodes.conf".into()),
+                    ("cluster-node-timeout".into(), "2000".into()),
+                ],
+            })?);
+        }
+        let addrs: Vec<String> = nodes
+            .iter()
+            .map(|n| format!("127.0.0.1:{}", n.port()))
+            .collect();
+        let output = Command::new("redis-cli")
+            .arg("--cluster")
+            .arg("create")
+            .args(&addrs)
+            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|source| FixtureError::Spawn {
+                program: "redis-cli",
+                source,
+            })?;
+        if !output.status.success() {
+            return Err(FixtureError::Command {
+                what: "redis-cli --cluster create".into(),
+                detail: String::from_utf8_lossy(&output.stdout).into_owned(),
+            });
+        }
+        let cluster = RedisCluster { nodes };
+        cluster.wait_ok()?;
+        Ok(cluster)
+    }
+
+    fn wait_ok(&self) -> Result<(), FixtureError> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let all_ok = self.nodes.iter().all(|n| {
+                n.command(&["CLUSTER", "INFO"])
+                    .is_ok_and(|info| info.contains("cluster_state:ok"))
+            });
+            if all_ok {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(FixtureError::Command {
+                    what: "cluster state".into(),
+                    detail: "cluster_state never became ok".into(),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+
+    /// Seed URLs of every node.
+    pub fn urls(&self) -> Vec<String> {
+        self.nodes.iter().map(RedisServer::url).collect()
+    }
+
+    /// The `--redis-url` form: `cluster:url1,url2,url3`.
+    pub fn target_spec(&self) -> String {
+        format!("cluster:{}", self.urls().join(","))
+    }
+}
+
+fn free_port() -> Result<u16, FixtureError> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+fn spawn_server(port: u16, dir: &Path, extra: &[String]) -> Result<Child, FixtureError> {
+    Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--daemonize", "no", "--protected-mode", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .args(["--logfile", "redis.log"])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|source| FixtureError::Spawn {
+            program: "redis-server",
+            source,
+        })
+}
+
+fn wait_ready(port: u16, dir: &Path) -> Result<(), FixtureError> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    while Instant::now() < deadline {
+        if command(port, &["PING"]).is_ok_and(|r| r.contains("PONG")) {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let log: PathBuf = dir.join("redis.log");
+    Err(FixtureError::NotReady {
+        port,
+        timeout: START_TIMEOUT,
+        log: std::fs::read_to_string(log).unwrap_or_default(),
+    })
+}
+
+/// Sends one RESP command on a fresh connection and reads until the reply is
+/// complete enough for these checks (a simple line, or one bulk string).
+fn command(port: u16, args: &[&str]) -> Result<String, FixtureError> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut req = format!("*{}\r\n", args.len());
+    for arg in args {
+        req.push_str(&format!("${}\r\n{}\r\n", arg.len(), arg));
+    }
+    stream.write_all(req.as_bytes())?;
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&buf[..n]);
+        if reply_complete(&reply) {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&reply).into_owned();
+    if let Some(err) = text.strip_prefix('-') {
+        return Err(FixtureError::Command {
+            what: args.join(" "),
+            detail: err.trim().to_owned(),
+        });
+    }
+    Ok(text)
+}
+
+fn reply_complete(reply: &[u8]) -> bool {
+    let Some(line_end) = reply.windows(2).position(|w| w == b"\r\n") else {
+        return false;
+    };
+    match reply.first() {
+        Some(b'$') => {
+            let len: i64 = String::from_utf8_lossy(&reply[1..line_end])
+                .parse()
+                .unwrap_or(0);
+            len < 0 || reply.len() >= line_end + 2 + len as usize + 2
+        }
+        _ => true,
+    }
+}
+
+fn parse_calls(info: &str, name: &str) -> u64 {
+    let prefix = format!("cmdstat_{name}:calls=");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_calls;
+
+    #[test]
+    fn parses_commandstats() {
+        let info = "# Commandstats\r\ncmdstat_evalsha:calls=12,usec=3,usec_per_call=0.25\r\ncmdstat_get:calls=4,usec=1\r\n";
+        assert_eq!(parse_calls(info, "evalsha"), 12);
+        assert_eq!(parse_calls(info, "get"), 4);
+        assert_eq!(parse_calls(info, "set"), 0);
+    }
+}

@@ -1,0 +1,510 @@
+//! The fenced Redis core against real redis-server instances: the zombie
+//! scenario, the claim at acquisition, the transition table, token floors,
+//! lock ownership, the watchdog, Cluster, corruption and outages, and a race.
+
+use assetscan_operator::store::{
+    AssetId, Patch, RedisTarget, StoreConfig, StoreError, TicketStore,
+};
+use assetscan_operator::ticket::{Status, Step, Ticket};
+use assetscan_testkit::redis::{RedisCluster, RedisServer};
+use redis::AsyncCommands;
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+fn config(ttl_ms: u64) -> StoreConfig {
+    StoreConfig {
+        lock_ttl: Duration::from_millis(ttl_ms),
+        audit_cap: 10_000,
+        timeout: Duration::from_secs(2),
+        ..StoreConfig::default()
+    }
+}
+
+async fn store(server: &RedisServer, ttl_ms: u64) -> TicketStore {
+    TicketStore::connect(&RedisTarget::Standalone(server.url()), config(ttl_ms))
+        .await
+        .expect("connect")
+}
+
+async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(server.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap()
+}
+
+fn asset(id: &str) -> AssetId {
+    AssetId::new(id).unwrap()
+}
+
+/// Waits out a lock's ttl (plus margin) so that it expires in Redis.
+async fn let_lock_expire(ttl_ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ttl_ms + 150)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn zombie_write_after_takeover_is_rejected_and_audited() {
+    let server = RedisServer::start().unwrap();
+    let a_store = store(&server, 400).await;
+    let b_store = store(&server, 400).await;
+    let web = asset("web-01");
+
+    // A acquires, sees the asset offline, then stalls: its renewals stop.
+    let a = a_store.acquire(&web, "r1", "A", 0).await.unwrap();
+    let a_token = a.token;
+    drop(a.lease);
+    let_lock_expire(400).await;
+
+    // B takes over with a larger token and runs the pipeline to NOTIFIED.
+    let b = b_store.acquire(&web, "r1", "B", 0).await.unwrap();
+    assert!(b.token > a_token);
+    let mut ticket = b.ticket.clone();
+    for (to, step) in [
+        (Status::AssetOnline, Step::OnlineCheck),
+        (Status::VulnCheckDone, Step::VulnQuery),
+        (Status::HighRiskFound, Step::ThreatIntel),
+        (Status::Notifying, Step::Notify),
+        (Status::Notified, Step::Notify),
+    ] {
+        ticket = b_store
+            .advance(&web, "r1", b.token, to, &Patch::default().completes(step))
+            .await
+            .unwrap();
+    }
+    assert_eq!(ticket.status, Status::Notified);
+
+    // A wakes up and writes its stale fact.
+    let err = a_store
+        .advance(
+            &web,
+            "r1",
+            a_token,
+            Status::AssetOffline,
+            &Patch::default().fact("online", false),
+        )
+        .await
+        .unwrap_err();
+    match err {
+        StoreError::StaleToken { caller, valid } => {
+            assert_eq!(caller, a_token);
+            assert_eq!(valid, b.token);
+        }
+        other => panic!("expected StaleToken, got {other:?}"),
+    }
+    let after = a_store.get_ticket(&web, "r1").await.unwrap().unwrap();
+    assert_eq!(
+        after, ticket,
+        "the ticket still holds B's state and revision"
+    );
+    assert_eq!(after.facts.online, None);
+
+    let audit = a_store.audit(&web, 100).await.unwrap();
+    let rejected: Vec<_> = audit.iter().filter(|e| !e.accepted()).collect();
+    assert_eq!(rejected.len(), 1);
+    assert_eq!(rejected[0].get("result"), Some("STALE_TOKEN"));
+    assert_eq!(rejected[0].token(), Some(a_token));
+    assert_eq!(rejected[0].get("to"), Some("ASSET_OFFLINE"));
+    b_store.release(&web, &b.lease).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_claim_at_acquisition_rejects_the_old_holder_before_any_new_write() {
+    let server = RedisServer::start().unwrap();
+    let s = store(&server, 300).await;
+    let web = asset("web-02");
+    let a = s.acquire(&web, "r1", "A", 0).await.unwrap();
+    let a_token = a.token;
+    drop(a.lease);
+    let_lock_expire(300).await;
+    let b = s.acquire(&web, "r1", "B", 0).await.unwrap();
+    assert_eq!(b.ticket.fencing_token, b.token, "claimed at acquisition");
+    assert_eq!(b.ticket.status, Status::Init);
+
+    let err = s
+        .advance(&web, "r1", a_token, Status::AssetOnline, &Patch::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::StaleToken { .. }), "{err:?}");
+    let now = s.get_ticket(&web, "r1").await.unwrap().unwrap();
+    assert_eq!(now.status, Status::Init);
+    assert_eq!(now.revision, b.ticket.revision);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lua_table_agrees_with_rust_table_on_every_pair() {
+    let server = RedisServer::start().unwrap();
+    let s = store(&server, 5_000).await;
+    let mut conn = raw(&server).await;
+    let a = asset("table");
+    let mut checked = 0;
+    for from in Status::ALL {
+        for to in Status::ALL {
+            let run = format!("{from}-{to}");
+            let mut ticket = Ticket::new(a.as_str(), &run, 1);
+            ticket.status = from;
+            ticket.fencing_token = 7;
+            ticket.revision = 3;
+            let key = s.keys(&a).ticket(&run);
+            let _: () = conn
+                .set(&key, serde_json::to_string(&ticket).unwrap())
+                .await
+                .unwrap();
+            let result = s.advance(&a, &run, 7, to, &Patch::default()).await;
+            match (from.allows(to), result) {
+                (true, Ok(t)) => {
+                    assert_eq!(t.status, to);
+                    assert_eq!(t.revision, 4);
+                }
+                (false, Err(StoreError::IllegalTransition { from: f, to: t })) => {
+                    assert_eq!((f.as_str(), t.as_str()), (from.as_str(), to.as_str()));
+                    let stored: String = conn.get(&key).await.unwrap();
+                    assert_eq!(stored, serde_json::to_string(&ticket).unwrap(), "unchanged");
+                }
+                (allowed, other) => {
+                    panic!("{from} -> {to}: rust says {allowed}, lua says {other:?}")
+                }
+            }
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 81);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn token_floor_survives_flushall_and_the_fence_never_goes_back() {
+    let server = RedisServer::start().unwrap();
+    let s = store(&server, 5_000).await;
+    let a = asset("flushed");
+    let mut last = 0;
+    for _ in 0..3 {
+        let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
+        assert!(got.token > last);
+        last = got.token;
+        s.release(&a, &got.lease).await.unwrap();
+    }
+    server.flushall().unwrap();
+    let got = s.acquire(&a, "r1", "A", 41).await.unwrap();
+    assert_eq!(got.token, 42, "floor + 1 after data loss");
+    s.release(&a, &got.lease).await.unwrap();
+    let next = s.acquire(&a, "r1", "A", 0).await.unwrap();
+    assert_eq!(next.token, 43, "the fence keeps the floor");
+    s.release(&a, &next.lease).await.unwrap();
+    let below = s.acquire(&a, "r1", "A", 10).await.unwrap();
+    assert_eq!(below.token, 44, "a lower floor never lowers the fence");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renew_and_release_never_touch_another_holders_lock() {
+    let server = RedisServer::start().unwrap();
+    let s = store(&server, 5_000).await;
+    let mut conn = raw(&server).await;
+    let a = asset("owned");
+    let held = s.acquire(&a, "r1", "A", 0).await.unwrap();
+    assert!(!s.renew(&a, "B").await.unwrap());
+    assert!(!s.release_holder(&a, "B").await.unwrap());
+    let lock: Option<String> = conn.get(s.keys(&a).lock()).await.unwrap();
+    assert_eq!(lock.as_deref(), Some("A"));
+    match s.acquire(&a, "r1", "B", 0).await {
+        Err(StoreError::Locked {
+            holder, pttl_ms, ..
+        }) => {
+            assert_eq!(holder, "A");
+            assert!(pttl_ms > 0 && pttl_ms <= 5_000);
+        }
+        other => panic!("expected Locked, got {:?}", other.map(|g| g.token)),
+    }
+    assert!(s.renew(&a, "A").await.unwrap());
+    assert!(s.release(&a, &held.lease).await.unwrap());
+    assert!(
+        !s.release_holder(&a, "A").await.unwrap(),
+        "already released"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_holder_keeps_its_lock_across_ten_ttls_in_one_round_trip_per_interval() {
+    let server = RedisServer::start().unwrap();
+    let ttl = 300;
+    let s = store(&server, ttl).await;
+    let mut leases = Vec::new();
+    for i in 0..20 {
+        let a = asset(&format!("keep-{i}"));
+        leases.push((a.clone(), s.acquire(&a, "r1", "A", 0).await.unwrap()));
+    }
+    let evalsha_before = server.command_calls("evalsha").unwrap();
+    let batches_before = s.watchdog().stats().batches.load(Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(10 * ttl)).await;
+    let batches = s.watchdog().stats().batches.load(Ordering::Relaxed) - batches_before;
+    let evalsha = server.command_calls("evalsha").unwrap() - evalsha_before;
+    for (a, got) in &leases {
+        assert!(got.lease.is_held(), "{a} lost");
+        assert!(!got.lease.cancelled().is_cancelled());
+    }
+    let mut conn = raw(&server).await;
+    for (a, _) in &leases {
+        let lock: Option<String> = conn.get(s.keys(a).lock()).await.unwrap();
+        assert_eq!(lock.as_deref(), Some("A"));
+    }
+    // 10 ttls at ttl/3 is about 30 intervals: one EVALSHA each, not 20.
+    assert!((25..=32).contains(&batches), "batches {batches}");
+    // A batch in flight when the counters are read may show on one side only.
+    assert!(
+        evalsha.abs_diff(batches) <= 1,
+        "one round trip per interval for 20 locks: {evalsha} EVALSHA, {batches} batches"
+    );
+    println!("20 locks over 10 ttl: {batches} renewal round trips, {evalsha} EVALSHA");
+    assert_eq!(s.watchdog().stats().losses.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn a_paused_holder_loses_its_lock_and_learns_it_when_it_resumes() {
+    let server = RedisServer::start().unwrap();
+    // One thread: blocking it freezes the watchdog too, like SIGSTOP.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let ttl = 300;
+        let s = store(&server, ttl).await;
+        let a = asset("paused");
+        let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
+        let cancelled = got.lease.cancelled();
+        tokio::time::sleep(Duration::from_millis(2 * ttl)).await;
+        assert!(got.lease.is_held(), "renewed while running");
+
+        std::thread::sleep(Duration::from_millis(2 * ttl)); // the stall
+        let mut conn = raw(&server).await;
+        let lock: Option<String> = conn.get(s.keys(&a).lock()).await.unwrap();
+        assert_eq!(lock, None, "expired in Redis during the stall");
+        tokio::time::timeout(Duration::from_millis(200), cancelled.cancelled())
+            .await
+            .expect("cancellation fires right after resuming");
+        assert!(!got.lease.is_held());
+        assert_eq!(s.watchdog().held(), 0);
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn released_locks_are_not_renewed() {
+    let server = RedisServer::start().unwrap();
+    let ttl = 300;
+    let s = store(&server, ttl).await;
+    let a = asset("released");
+    let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
+    s.release(&a, &got.lease).await.unwrap();
+    assert_eq!(s.watchdog().held(), 0);
+    // Another holder takes it; no orphan renewal may touch it.
+    let other = s.acquire(&a, "r1", "B", 0).await.unwrap();
+    drop(other.lease);
+    let before = s.watchdog().stats().renewals.load(Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(ttl)).await;
+    assert_eq!(
+        s.watchdog().stats().renewals.load(Ordering::Relaxed),
+        before
+    );
+    let mut conn = raw(&server).await;
+    let lock: Option<String> = conn.get(s.keys(&a).lock()).await.unwrap();
+    assert_eq!(lock, None, "B's lock expired: nobody renewed it");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn all_scripts_work_on_a_three_master_cluster() {
+    let cluster = RedisCluster::start().unwrap();
+    let target = RedisTarget::parse(&cluster.target_spec());
+    let s = TicketStore::connect(&target, config(300)).await.unwrap();
+    let mut held = Vec::new();
+    for i in 0..12 {
+        let a = asset(&format!("node-{i}"));
+        let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
+        let t = s
+            .advance(
+                &a,
+                "r1",
+                got.token,
+                Status::AssetOnline,
+                &Patch::default().fact("online", true),
+            )
+            .await
+            .unwrap();
+        assert_eq!(t.facts.online, Some(true));
+        assert!(!s.renew(&a, "B").await.unwrap());
+        assert!(s.renew(&a, "A").await.unwrap());
+        held.push((a, got));
+    }
+    // The keys spread over all three masters.
+    let mut nodes = HashSet::new();
+    for node in cluster.nodes() {
+        let keys = node.command(&["DBSIZE"]).unwrap();
+        if !keys.starts_with(":0") {
+            nodes.insert(node.port());
+        }
+    }
+    assert_eq!(nodes.len(), 3, "keys on every master");
+    // The watchdog renews across nodes: the locks outlive several ttls.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    for (a, got) in &held {
+        assert!(got.lease.is_held(), "{a} lost on the cluster");
+    }
+    assert_eq!(s.watchdog().stats().losses.load(Ordering::Relaxed), 0);
+    let batches = s.watchdog().stats().batches.load(Ordering::Relaxed);
+    let renewals = s.watchdog().stats().renewals.load(Ordering::Relaxed);
+    assert!(renewals >= 12 * 3, "renewals {renewals}");
+    assert!(
+        batches <= renewals / 3,
+        "batched per node: {batches} batches for {renewals} renewals"
+    );
+    for (a, got) in &held {
+        assert!(s.release(a, &got.lease).await.unwrap());
+    }
+    assert_eq!(
+        s.runs(&asset("node-3")).await.unwrap(),
+        vec!["r1".to_string()]
+    );
+    assert_eq!(s.ticket_keys().await.unwrap().len(), 12);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupted_ticket_is_reported_and_left_as_found() {
+    let server = RedisServer::start().unwrap();
+    let s = store(&server, 5_000).await;
+    let mut conn = raw(&server).await;
+    let a = asset("corrupt");
+    let key = s.keys(&a).ticket("r1");
+    for garbage in ["not json", "[1,2]", r#"{"status":"INIT"}"#] {
+        let _: () = conn.set(&key, garbage).await.unwrap();
+        let err = s
+            .acquire(&a, "r1", "A", 0)
+            .await
+            .err()
+            .expect("acquire must fail");
+        assert!(matches!(err, StoreError::TicketCorrupt { .. }), "{err:?}");
+        assert!(matches!(
+            s.get_ticket(&a, "r1").await,
+            Err(StoreError::TicketCorrupt { .. })
+        ));
+        let err = s
+            .advance(&a, "r1", 1, Status::AssetOnline, &Patch::default())
+            .await;
+        assert!(
+            matches!(err, Err(StoreError::TicketCorrupt { .. })),
+            "{err:?}"
+        );
+        let stored: String = conn.get(&key).await.unwrap();
+        assert_eq!(stored, garbage, "left as found");
+        let lock: Option<String> = conn.get(s.keys(&a).lock()).await.unwrap();
+        assert_eq!(lock, None, "no lock taken on a corrupt ticket");
+    }
+    // A ticket that is JSON but not ours to parse in Rust is corrupt as well.
+    let _: () = conn
+        .set(&key, r#"{"status":"INIT","fencing_token":1,"revision":1}"#)
+        .await
+        .unwrap();
+    assert!(matches!(
+        s.get_ticket(&a, "r1").await,
+        Err(StoreError::TicketCorrupt { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_outage_gives_a_typed_error_and_work_continues_after_restart() {
+    let mut server = RedisServer::start().unwrap();
+    let s = store(&server, 5_000).await;
+    let a = asset("outage");
+    let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
+    s.release(&a, &got.lease).await.unwrap();
+    server.kill();
+    let err = s
+        .acquire(&a, "r1", "A", 0)
+        .await
+        .err()
+        .expect("redis is down");
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(matches!(s.get_ticket(&a, "r1").await, Err(e) if e.is_unavailable()));
+    server.restart().unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    let token = loop {
+        match s.acquire(&a, "r1", "A", got.token).await {
+            Ok(again) => break again.token,
+            Err(e) if e.is_unavailable() && tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
+            Err(e) => panic!("no recovery: {e:?}"),
+        }
+    };
+    assert_eq!(
+        token,
+        got.token + 1,
+        "the floor carries over the lost fence"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_racers_never_hold_at_once_and_tokens_strictly_increase() {
+    let server = RedisServer::start().unwrap();
+    let s = store(&server, 5_000).await;
+    let a = asset("race");
+    let done = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for racer in 0..16 {
+        let (s, a, done) = (s.clone(), a.clone(), done.clone());
+        tasks.push(tokio::spawn(async move {
+            let holder = format!("racer-{racer}");
+            while done.load(Ordering::SeqCst) < 1000 {
+                match s.acquire(&a, "r1", &holder, 0).await {
+                    Ok(got) => {
+                        if done.fetch_add(1, Ordering::SeqCst) >= 1000 {
+                            s.release(&a, &got.lease).await.unwrap();
+                            break;
+                        }
+                        s.advance(&a, "r1", got.token, Status::Init, &Patch::default())
+                            .await
+                            .unwrap();
+                        s.release(&a, &got.lease).await.unwrap();
+                    }
+                    Err(StoreError::Locked { .. }) => tokio::task::yield_now().await,
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let audit = s.audit(&a, 100_000).await.unwrap();
+    let acquires = audit.iter().filter(|e| e.op() == "acquire").count();
+    assert!(acquires >= 1000, "{acquires} acquisitions");
+    let mut holder: Option<String> = None;
+    let mut last_token = 0;
+    for entry in &audit {
+        assert!(entry.accepted(), "rejected: {entry:?}");
+        match entry.op() {
+            "acquire" => {
+                assert_eq!(holder, None, "two holders at once at {}", entry.id);
+                let token = entry.token().unwrap();
+                assert!(token > last_token, "token {token} after {last_token}");
+                last_token = token;
+                holder = entry.get("holder").map(str::to_owned);
+            }
+            "advance" => {
+                assert_eq!(
+                    entry.token(),
+                    Some(last_token),
+                    "write by the current holder only"
+                );
+            }
+            "release" => {
+                assert_eq!(
+                    holder.as_deref(),
+                    entry.get("holder"),
+                    "released by its holder"
+                );
+                holder = None;
+            }
+            other => panic!("unknown op {other}"),
+        }
+    }
+}
