@@ -63,8 +63,7 @@ const MAX_MESSAGE_LEN: usize = 1024;
 /// Vulnerability ids shown in `status.vulnerabilities.topIds`.
 const MAX_TOP_IDS: usize = 5;
 
-/// Scan one asset: check it is online, query its vulnerabilities, enrich with
-/// threat intelligence when needed, and notify at once on a confirmed high risk.
+/// What to scan, and how to judge and report what is found.
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "assetscan.io",
@@ -154,14 +153,17 @@ pub struct Target {
 #[x_kube(validation = Rule::new(PACKAGE_RULE).message(PACKAGE_MESSAGE))]
 #[serde(rename_all = "camelCase")]
 pub struct Package {
+    /// Package name as the ecosystem spells it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
     pub name: Option<String>,
 
+    /// OSV ecosystem, e.g. `PyPI`, `npm`, `Debian:12`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 64))]
     pub ecosystem: Option<String>,
 
+    /// Installed version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 128))]
     pub version: Option<String>,
@@ -180,6 +182,7 @@ pub struct Package {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Policy {
+    /// CVSS base score from which a finding is high risk.
     #[serde(default = "default_cvss_threshold")]
     #[schemars(range(min = 0.0, max = 10.0))]
     pub cvss_threshold: f64,
@@ -187,6 +190,7 @@ pub struct Policy {
     #[serde(default)]
     pub threat_intel: ThreatIntelPolicy,
 
+    /// EPSS probability from which a finding is high risk.
     #[serde(default = "default_epss_threshold")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub epss_threshold: f64,
@@ -239,6 +243,7 @@ pub struct AssetScanStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ticket_id: Option<String>,
 
+    /// The run's id: a new spec generation or a scheduled rescan starts a new run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<String>,
 
@@ -262,9 +267,11 @@ pub struct AssetScanStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastErrorStatus>,
 
+    /// What the vulnerability query found; absent until it ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vulnerabilities: Option<VulnerabilitySummary>,
 
+    /// The high-risk notification of this run, if one was due.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notification: Option<NotificationStatus>,
 
@@ -272,6 +279,7 @@ pub struct AssetScanStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub high_risk: Option<bool>,
 
+    /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
 
@@ -297,6 +305,7 @@ pub struct LastErrorStatus {
     pub step: String,
     #[schemars(length(max = 1024))]
     pub message: String,
+    /// When the step failed.
     pub at: Time,
     /// Attempt number of the step that failed (1-based).
     pub attempt: i64,
@@ -305,7 +314,9 @@ pub struct LastErrorStatus {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct VulnerabilitySummary {
+    /// Findings, including those scored 0.
     pub total: i64,
+    /// Findings by CVSS rating: critical ≥ 9.0, high ≥ 7.0, medium ≥ 4.0, low > 0.
     pub critical: i64,
     pub high: i64,
     pub medium: i64,
@@ -315,6 +326,7 @@ pub struct VulnerabilitySummary {
     /// CVEs listed as known exploited; absent when threat intel was not consulted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known_exploited: Option<i64>,
+    /// The highest CVSS base score among the findings.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cvss: Option<f64>,
     /// The most severe findings' ids.
@@ -331,7 +343,9 @@ pub struct NotificationStatus {
     /// idempotent receiver).
     #[schemars(schema_with = "notification_state_schema")]
     pub state: NotificationState,
+    /// Equal to the ticket id: receivers deduplicate on it.
     pub idempotency_key: String,
+    /// When delivery succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sent_at: Option<Time>,
 }

@@ -3,3 +3,5 @@
 pub mod crd;
 pub mod store;
 pub mod ticket;
+pub mod config;
+pub mod pipeline;

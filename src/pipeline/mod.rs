@@ -1,0 +1,549 @@
+//! The scan pipeline: one run of one asset, driven by its ticket.
+//!
+//! fast path (terminal? done) → acquire (token floor) → loop { plan from the
+//! ticket → call the step's provider (timeout, cancelled by lock loss) →
+//! `advance` with the confirmed fact } → release.
+//!
+//! A `STALE_TOKEN` answer means another executor owns the run now: the runner
+//! stops at once, with no further provider call, notification or write.
+
+mod plan;
+mod retry;
+
+pub use plan::{Next, plan};
+pub use retry::RetryPolicy;
+
+use crate::store::{AssetId, LeaseGuard, Patch, StoreError, TicketStore};
+use crate::ticket::{
+    LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, ThreatIntelFacts,
+    Ticket, VulnFacts, now_ms,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// What a step's provider call failed with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepError {
+    pub message: String,
+    /// Worth another attempt (timeouts, 5xx, 429, connection errors).
+    pub retryable: bool,
+    /// A server's requested delay (e.g. `Retry-After`).
+    pub retry_after: Option<Duration>,
+}
+
+impl StepError {
+    pub fn retryable(message: impl Into<String>) -> StepError {
+        StepError {
+            message: message.into(),
+            retryable: true,
+            retry_after: None,
+        }
+    }
+
+    pub fn permanent(message: impl Into<String>) -> StepError {
+        StepError {
+            message: message.into(),
+            retryable: false,
+            retry_after: None,
+        }
+    }
+}
+
+/// Where the asset can be reached, for the online check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Target {
+    /// Online when a TCP connect to any of the ports succeeds.
+    Tcp { host: String, ports: Vec<u16> },
+    /// Online as the inventory says.
+    Inventory { id: String },
+}
+
+/// One package the vulnerability query asks about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Package {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecosystem: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub purl: Option<String>,
+}
+
+/// When threat intelligence is consulted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ThreatIntelMode {
+    /// When some finding's CVSS alone does not decide (below threshold or
+    /// unscored) and none already does.
+    #[default]
+    WhenNeeded,
+    Always,
+    Never,
+}
+
+/// What counts as high risk.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RiskPolicy {
+    pub cvss_threshold: f64,
+    pub epss_threshold: f64,
+    pub threat_intel: ThreatIntelMode,
+}
+
+impl Default for RiskPolicy {
+    fn default() -> Self {
+        RiskPolicy {
+            cvss_threshold: 7.0,
+            epss_threshold: 0.5,
+            threat_intel: ThreatIntelMode::WhenNeeded,
+        }
+    }
+}
+
+/// One scan run to perform.
+#[derive(Clone, Debug)]
+pub struct ScanRequest {
+    pub asset: AssetId,
+    pub run: String,
+    pub target: Target,
+    pub software: Vec<Package>,
+    pub policy: RiskPolicy,
+    /// Notification channel names.
+    pub channels: Vec<String>,
+    /// Lowest acceptable fencing token minus one (the CR status's token).
+    pub token_floor: u64,
+    /// This executor's holder id.
+    pub holder: String,
+}
+
+/// What the notifier is given. The ticket id is the idempotency key: a
+/// re-send after a takeover carries the same key and the same content.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Notification {
+    pub ticket_id: String,
+    pub asset: String,
+    pub run: String,
+    pub fencing_token: u64,
+    pub risk: RiskFacts,
+    pub vulnerabilities: VulnFacts,
+    pub threat_intel: Option<ThreatIntelFacts>,
+}
+
+/// The outside world, one method per step. Implemented over the configured
+/// providers; every call is bounded by the step's timeout and cancelled when
+/// the lock is lost.
+pub trait Effects: Send + Sync {
+    fn check_online(&self, req: &ScanRequest) -> impl Future<Output = Result<bool, StepError>> + Send;
+    fn query_vulnerabilities(
+        &self,
+        req: &ScanRequest,
+    ) -> impl Future<Output = Result<VulnFacts, StepError>> + Send;
+    fn threat_intel(
+        &self,
+        req: &ScanRequest,
+        vulns: &VulnFacts,
+    ) -> impl Future<Output = Result<ThreatIntelFacts, StepError>> + Send;
+    /// Sends to every channel; returns a receipt per channel.
+    fn notify(
+        &self,
+        channels: &[String],
+        notification: &Notification,
+    ) -> impl Future<Output = Result<BTreeMap<String, String>, StepError>> + Send;
+    /// Whether the threat-intel step runs for these findings.
+    fn needs_threat_intel(&self, policy: &RiskPolicy, vulns: &VulnFacts) -> bool;
+    /// The high-risk verdict.
+    fn assess(
+        &self,
+        policy: &RiskPolicy,
+        vulns: &VulnFacts,
+        intel: Option<&ThreatIntelFacts>,
+    ) -> RiskFacts;
+}
+
+/// Hears about a run's progress (the controller mirrors the ticket into the
+/// CR status from here; the CLI prints).
+pub trait Observer: Send + Sync {
+    /// Called with the claimed ticket and after every accepted write.
+    fn on_ticket(&self, ticket: &Ticket) -> impl Future<Output = ()> + Send;
+    /// Called when a step failed and will be retried or has failed the run.
+    fn on_step_error(&self, _ticket: &Ticket, _step: Step, _error: &StepError) {}
+}
+
+/// Observes nothing.
+impl Observer for () {
+    async fn on_ticket(&self, _ticket: &Ticket) {}
+}
+
+/// Per-step retry settings.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct StepPolicies {
+    pub online_check: RetryPolicy,
+    pub vuln_query: RetryPolicy,
+    pub threat_intel: RetryPolicy,
+    pub notify: RetryPolicy,
+}
+
+impl StepPolicies {
+    pub fn of(&self, step: Step) -> &RetryPolicy {
+        match step {
+            Step::OnlineCheck => &self.online_check,
+            Step::VulnQuery => &self.vuln_query,
+            Step::ThreatIntel => &self.threat_intel,
+            Step::Notify => &self.notify,
+        }
+    }
+}
+
+/// How a run ended for this executor.
+#[derive(Debug)]
+pub enum Outcome {
+    /// The run reached a terminal status (here or earlier).
+    Terminal(Ticket),
+    /// Another executor holds the asset; try again after `retry_after`.
+    Locked { holder: String, retry_after: Duration },
+    /// Another executor took the run over; this one stopped without writing.
+    Superseded { caller: u64, valid: u64 },
+    /// The lock was lost (renewal failed or lease deadline passed) before a
+    /// write was needed; this one stopped. The ticket is as last confirmed.
+    LockLost(Ticket),
+    /// Asked to stop (shutdown); the lock was released.
+    Stopped(Ticket),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PipelineError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Runs scans against one store with one set of effects.
+pub struct Pipeline<E> {
+    store: TicketStore,
+    effects: E,
+    steps: StepPolicies,
+}
+
+impl<E: Effects> Pipeline<E> {
+    pub fn new(store: TicketStore, effects: E, steps: StepPolicies) -> Pipeline<E> {
+        Pipeline {
+            store,
+            effects,
+            steps,
+        }
+    }
+
+    pub fn store(&self) -> &TicketStore {
+        &self.store
+    }
+
+    pub fn effects(&self) -> &E {
+        &self.effects
+    }
+
+    /// Performs the run to its end, or until it is locked, superseded, loses
+    /// its lock, or `shutdown` fires.
+    pub async fn run(
+        &self,
+        req: &ScanRequest,
+        observer: &impl Observer,
+        shutdown: &CancellationToken,
+    ) -> Result<Outcome, PipelineError> {
+        // Fast path: a finished run needs no lock.
+        if let Some(ticket) = self.store.get_ticket(&req.asset, &req.run).await? {
+            if ticket.status.is_terminal() {
+                observer.on_ticket(&ticket).await;
+                return Ok(Outcome::Terminal(ticket));
+            }
+        }
+        let acquired = match self
+            .store
+            .acquire(&req.asset, &req.run, &req.holder, req.token_floor)
+            .await
+        {
+            Ok(acquired) => acquired,
+            Err(StoreError::Locked { holder, pttl_ms, .. }) => {
+                return Ok(Outcome::Locked {
+                    holder,
+                    retry_after: Duration::from_millis(pttl_ms.max(0) as u64),
+                });
+            }
+            Err(err) => return Err(err.into()),
+        };
+        info!(asset = %req.asset, run = %req.run, token = acquired.token, status = %acquired.ticket.status, "acquired");
+        observer.on_ticket(&acquired.ticket).await;
+        let mut run = Run {
+            pipeline: self,
+            req,
+            observer,
+            token: acquired.token,
+            lease: &acquired.lease,
+            shutdown,
+        };
+        let outcome = run.drive(acquired.ticket).await;
+        // Release whatever happened; a failed release only delays the next
+        // holder by the ttl.
+        if let Err(err) = self.store.release(&req.asset, &acquired.lease).await {
+            warn!(asset = %req.asset, error = %err, "release failed; the lock expires by itself");
+        }
+        outcome
+    }
+}
+
+/// One acquired run in progress.
+struct Run<'a, E, O> {
+    pipeline: &'a Pipeline<E>,
+    req: &'a ScanRequest,
+    observer: &'a O,
+    token: u64,
+    lease: &'a LeaseGuard,
+    shutdown: &'a CancellationToken,
+}
+
+/// Why the loop stops before a terminal status.
+enum Halt {
+    Superseded { caller: u64, valid: u64 },
+    LockLost,
+    Stopped,
+}
+
+impl<E: Effects, O: Observer> Run<'_, E, O> {
+    async fn drive(&mut self, mut ticket: Ticket) -> Result<Outcome, PipelineError> {
+        loop {
+            let step = match self.next(&ticket) {
+                Next::Done => return Ok(Outcome::Terminal(ticket)),
+                Next::Move(to) => self.write(&ticket, to, Patch::default()).await,
+                Next::Decide => {
+                    let (to, patch) = self.decide(&ticket);
+                    self.write(&ticket, to, patch).await
+                }
+                Next::Call(step) => self.call(&ticket, step).await,
+            };
+            ticket = match step {
+                Ok(next) => next,
+                Err(Ok(Halt::Superseded { caller, valid })) => {
+                    warn!(asset = %self.req.asset, caller, valid, "superseded by a newer executor: stopping");
+                    return Ok(Outcome::Superseded { caller, valid });
+                }
+                Err(Ok(Halt::LockLost)) => {
+                    warn!(asset = %self.req.asset, "lock lost: stopping");
+                    return Ok(Outcome::LockLost(ticket));
+                }
+                Err(Ok(Halt::Stopped)) => return Ok(Outcome::Stopped(ticket)),
+                Err(Err(err)) => return Err(err.into()),
+            };
+        }
+    }
+
+    fn next(&self, ticket: &Ticket) -> Next {
+        let intel_needed = ticket.facts.vulnerabilities.as_ref().is_some_and(|v| {
+            self.pipeline
+                .effects
+                .needs_threat_intel(&self.req.policy, v)
+        });
+        plan(ticket, intel_needed)
+    }
+
+    /// The verdict at `VULN_CHECK_DONE`, from confirmed facts only.
+    fn decide(&self, ticket: &Ticket) -> (Status, Patch) {
+        let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
+        let risk = self.pipeline.effects.assess(
+            &self.req.policy,
+            &vulns,
+            ticket.facts.threat_intel.as_ref(),
+        );
+        let to = if risk.high_risk {
+            Status::HighRiskFound
+        } else {
+            Status::Finished
+        };
+        (to, Patch::default().fact("risk", risk))
+    }
+
+    /// One attempt of `step`, recorded in the ticket either way.
+    async fn call(&self, ticket: &Ticket, step: Step) -> Result<Ticket, Result<Halt, StoreError>> {
+        let policy = self.pipeline.steps.of(step);
+        let attempt = ticket.attempts_of(step) + 1;
+        if attempt > policy.max_attempts {
+            return self.fail(ticket, step, attempt - 1, "retries exhausted").await;
+        }
+        if !self.lease.is_held() {
+            return Err(Ok(Halt::LockLost));
+        }
+        let lost = self.lease.cancelled();
+        let result = tokio::select! {
+            _ = lost.cancelled() => return Err(Ok(Halt::LockLost)),
+            _ = self.shutdown.cancelled() => return Err(Ok(Halt::Stopped)),
+            r = tokio::time::timeout(policy.timeout, self.perform(ticket, step)) => r,
+        };
+        let result = result.unwrap_or_else(|_| {
+            Err(StepError::retryable(format!(
+                "{step} timed out after {:?}",
+                policy.timeout
+            )))
+        });
+        let mut patch = Patch::default();
+        patch.attempts.insert(step, attempt);
+        match result {
+            Ok((to, facts)) => {
+                patch.facts = facts;
+                self.write(ticket, to, patch.completes(step)).await
+            }
+            Err(error) => {
+                self.observer.on_step_error(ticket, step, &error);
+                warn!(asset = %self.req.asset, %step, attempt, error = %error.message, "step failed");
+                if !error.retryable || attempt >= policy.max_attempts {
+                    return self.fail(ticket, step, attempt, &error.message).await;
+                }
+                patch.last_error = Some(Some(LastError {
+                    step,
+                    message: error.message.clone(),
+                    at: now_ms(),
+                    attempt,
+                }));
+                let recorded = self.write(ticket, ticket.status, patch).await?;
+                let delay = policy.backoff(attempt, error.retry_after);
+                tokio::select! {
+                    _ = lost.cancelled() => Err(Ok(Halt::LockLost)),
+                    _ = self.shutdown.cancelled() => Err(Ok(Halt::Stopped)),
+                    _ = tokio::time::sleep(delay) => Ok(recorded),
+                }
+            }
+        }
+    }
+
+    /// The provider call of `step`: the status it leads to and its facts.
+    async fn perform(
+        &self,
+        ticket: &Ticket,
+        step: Step,
+    ) -> Result<(Status, serde_json::Map<String, serde_json::Value>), StepError> {
+        let effects = &self.pipeline.effects;
+        let mut facts = serde_json::Map::new();
+        let mut put = |name: &str, value: serde_json::Value| {
+            facts.insert(name.to_owned(), value);
+        };
+        let to = match step {
+            Step::OnlineCheck => {
+                let online = effects.check_online(self.req).await?;
+                put("online", online.into());
+                if online {
+                    Status::AssetOnline
+                } else {
+                    Status::AssetOffline
+                }
+            }
+            Step::VulnQuery => {
+                let vulns = effects.query_vulnerabilities(self.req).await?;
+                put("vulnerabilities", to_json(&vulns)?);
+                Status::VulnCheckDone
+            }
+            Step::ThreatIntel => {
+                let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
+                let intel = effects.threat_intel(self.req, &vulns).await?;
+                put("threat_intel", to_json(&intel)?);
+                Status::VulnCheckDone
+            }
+            Step::Notify => {
+                let notification = self.notification(ticket);
+                let receipt = effects.notify(&self.req.channels, &notification).await?;
+                put(
+                    "notification",
+                    to_json(&NotificationFacts {
+                        idempotency_key: ticket.id.clone(),
+                        state: NotificationState::Sent,
+                        sent_at: Some(now_ms()),
+                        receipt,
+                        channels: self.req.channels.clone(),
+                    })?,
+                );
+                Status::Notified
+            }
+        };
+        Ok((to, facts))
+    }
+
+    /// The notification is built from the ticket alone, so a re-send after a
+    /// takeover is the same message under the same key.
+    fn notification(&self, ticket: &Ticket) -> Notification {
+        Notification {
+            ticket_id: ticket.id.clone(),
+            asset: ticket.asset.clone(),
+            run: ticket.run.clone(),
+            fencing_token: self.token,
+            risk: ticket.facts.risk.clone().unwrap_or(RiskFacts {
+                high_risk: true,
+                reasons: Vec::new(),
+            }),
+            vulnerabilities: ticket.facts.vulnerabilities.clone().unwrap_or_default(),
+            threat_intel: ticket.facts.threat_intel.clone(),
+        }
+    }
+
+    async fn fail(
+        &self,
+        ticket: &Ticket,
+        step: Step,
+        attempt: u32,
+        message: &str,
+    ) -> Result<Ticket, Result<Halt, StoreError>> {
+        let mut patch = Patch::default();
+        patch.last_error = Some(Some(LastError {
+            step,
+            message: message.to_owned(),
+            at: now_ms(),
+            attempt,
+        }));
+        patch.attempts.insert(step, attempt);
+        self.write(ticket, Status::Failed, patch).await
+    }
+
+    /// `advance` under our token. Entering `NOTIFYING` records the
+    /// idempotency key first, so that a takeover re-sends under it.
+    async fn write(
+        &self,
+        ticket: &Ticket,
+        to: Status,
+        mut patch: Patch,
+    ) -> Result<Ticket, Result<Halt, StoreError>> {
+        if to == Status::Notifying && ticket.status != Status::Notifying {
+            patch = patch.fact(
+                "notification",
+                NotificationFacts {
+                    idempotency_key: ticket.id.clone(),
+                    state: NotificationState::Sending,
+                    sent_at: None,
+                    receipt: BTreeMap::new(),
+                    channels: self.req.channels.clone(),
+                },
+            );
+        }
+        match self
+            .pipeline
+            .store
+            .advance(&self.req.asset, &self.req.run, self.token, to, &patch)
+            .await
+        {
+            Ok(next) => {
+                info!(asset = %self.req.asset, run = %self.req.run, from = %ticket.status, to = %next.status, revision = next.revision, "advanced");
+                self.observer.on_ticket(&next).await;
+                Ok(next)
+            }
+            Err(StoreError::StaleToken { caller, valid }) => {
+                Err(Ok(Halt::Superseded { caller, valid }))
+            }
+            Err(err) => Err(Err(err)),
+        }
+    }
+}
+
+fn to_json(value: &impl Serialize) -> Result<serde_json::Value, StepError> {
+    serde_json::to_value(value).map_err(|e| StepError::permanent(format!("cannot record fact: {e}")))
+}

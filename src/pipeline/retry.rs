@@ -1,0 +1,71 @@
+//! Per-step timeouts and bounded retries with exponential backoff and jitter.
+
+use rand::RngExt;
+use serde::Deserialize;
+use std::time::Duration;
+
+/// How one step is retried. Attempts are counted in the ticket, so a
+/// takeover continues the count instead of starting over.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RetryPolicy {
+    /// Bound on one call of the step.
+    #[serde(with = "crate::config::duration")]
+    pub timeout: Duration,
+    /// Attempts before the run fails (≥ 1).
+    pub max_attempts: u32,
+    /// Delay before the second attempt; doubles after each failure.
+    #[serde(with = "crate::config::duration")]
+    pub initial_backoff: Duration,
+    /// Upper bound of the delay.
+    #[serde(with = "crate::config::duration")]
+    pub max_backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            timeout: Duration::from_secs(10),
+            max_attempts: 4,
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// Delay after failed attempt `attempt` (1-based): exponential, capped,
+    /// with jitter in [50 %, 100 %] so that retries of many assets spread out.
+    /// A server's `Retry-After` is honoured when longer.
+    pub fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let exp = attempt.saturating_sub(1).min(20);
+        let full = self
+            .initial_backoff
+            .saturating_mul(1u32 << exp)
+            .min(self.max_backoff);
+        let jittered = full.mul_f64(rand::rng().random_range(0.5..=1.0));
+        retry_after.map_or(jittered, |after| jittered.max(after))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_is_capped_and_honours_retry_after() {
+        let p = RetryPolicy {
+            initial_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(1000),
+            ..RetryPolicy::default()
+        };
+        for _ in 0..50 {
+            let first = p.backoff(1, None);
+            assert!(first >= Duration::from_millis(50) && first <= Duration::from_millis(100));
+            let third = p.backoff(3, None);
+            assert!(third >= Duration::from_millis(200) && third <= Duration::from_millis(400));
+            assert!(p.backoff(30, None) <= Duration::from_millis(1000));
+            assert!(p.backoff(1, Some(Duration::from_secs(2))) >= Duration::from_secs(2));
+        }
+    }
+}
