@@ -1,5 +1,158 @@
 //! The operator's configuration file (YAML): Redis, the lock, step timeouts
-//! and retries, providers and notification channels.
+//! and retries, providers and notification channels. `examples/config.yaml`
+//! is a complete, commented example; the README documents every key.
+
+use crate::pipeline::StepPolicies;
+use crate::providers::ProvidersConfig;
+use crate::store::StoreConfig;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The whole file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub redis: RedisSection,
+    #[serde(default)]
+    pub lock: LockSection,
+    #[serde(default)]
+    pub tickets: TicketsSection,
+    #[serde(default)]
+    pub steps: StepPolicies,
+    pub providers: ProvidersConfig,
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct RedisSection {
+    /// `redis://host:6379/0`, `rediss://…` (TLS), or `cluster:url1,url2,…`.
+    /// `--redis-url` / `REDIS_URL` take precedence. Put a password in the
+    /// environment variable rather than in this file.
+    pub url: Option<String>,
+    /// Key prefix.
+    pub prefix: String,
+    /// Bound on connecting and on each Redis reply.
+    #[serde(with = "duration")]
+    pub timeout: Duration,
+}
+
+impl Default for RedisSection {
+    fn default() -> Self {
+        RedisSection {
+            url: None,
+            prefix: "asc".into(),
+            timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct LockSection {
+    /// Lock time to live; renewed every third of it while the run works.
+    #[serde(with = "duration")]
+    pub ttl: Duration,
+}
+
+impl Default for LockSection {
+    fn default() -> Self {
+        LockSection {
+            ttl: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct TicketsSection {
+    /// How long a finished or failed ticket is kept (`0s`: until its
+    /// AssetScan is deleted).
+    #[serde(with = "duration")]
+    pub retention: Duration,
+    /// Approximate number of records kept in each asset's audit stream.
+    pub audit_cap: u32,
+}
+
+impl Default for TicketsSection {
+    fn default() -> Self {
+        TicketsSection {
+            retention: Duration::from_secs(7 * 24 * 3600),
+            audit_cap: 1000,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("config file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        #[source]
+        source: serde_yaml::Error,
+    },
+    #[error("config file {path}: {reason}")]
+    Invalid { path: PathBuf, reason: String },
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Config::parse(&text, path)
+    }
+
+    /// Parses and checks the values the types cannot.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let config: Config = serde_yaml::from_str(text).map_err(|source| ConfigError::Parse {
+            path: path.to_owned(),
+            source,
+        })?;
+        let invalid = |reason: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            reason,
+        };
+        if config.lock.ttl < Duration::from_millis(300) {
+            return Err(invalid("lock.ttl must be at least 300ms".into()));
+        }
+        for (name, step) in [
+            ("onlineCheck", &config.steps.online_check),
+            ("vulnQuery", &config.steps.vuln_query),
+            ("threatIntel", &config.steps.threat_intel),
+            ("notify", &config.steps.notify),
+        ] {
+            if step.max_attempts == 0 {
+                return Err(invalid(format!("steps.{name}.maxAttempts must be at least 1")));
+            }
+            if step.timeout.is_zero() {
+                return Err(invalid(format!("steps.{name}.timeout must be positive")));
+            }
+        }
+        if config.redis.prefix.is_empty() || config.redis.prefix.contains(['{', '}', ' ']) {
+            return Err(invalid("redis.prefix must be non-empty, without braces or spaces".into()));
+        }
+        Ok(config)
+    }
+
+    pub fn store(&self) -> StoreConfig {
+        StoreConfig {
+            prefix: self.redis.prefix.clone(),
+            lock_ttl: self.lock.ttl,
+            audit_cap: self.tickets.audit_cap,
+            terminal_retention: self.tickets.retention,
+            timeout: self.redis.timeout,
+        }
+    }
+}
 
 /// Durations in the config are strings like `500ms`, `10s`, `5m`, `6h`.
 pub mod duration {
@@ -52,5 +205,31 @@ pub mod duration {
                 assert!(parse(bad).is_err(), "{bad:?}");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_config_parses() {
+        let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/config.yaml"));
+        let config = Config::load(path).unwrap();
+        assert_eq!(config.redis.prefix, "asc");
+        assert!(config.lock.ttl >= Duration::from_secs(1));
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let path = Path::new("test.yaml");
+        let base = "providers: {vulnerabilities: {kind: osv}}\n";
+        let err = Config::parse(&format!("{base}lock: {{ttl: 10ms}}"), path).unwrap_err();
+        assert!(err.to_string().contains("lock.ttl"), "{err}");
+        let err = Config::parse(&format!("{base}steps: {{notify: {{maxAttempts: 0}}}}"), path).unwrap_err();
+        assert!(err.to_string().contains("steps.notify.maxAttempts"), "{err}");
+        let err = Config::parse(&format!("{base}lokc: {{}}"), path).unwrap_err();
+        assert!(err.to_string().contains("lokc"), "{err}");
+        assert!(Config::parse(base, path).is_ok());
     }
 }

@@ -15,7 +15,7 @@
 //!   stale executor cannot overwrite newer state even if it slipped one write
 //!   into Redis before the takeover.
 
-use crate::ticket::{NotificationState, Status, Ticket, VulnFacts};
+use crate::ticket::{NotificationState, Severity, Status, Ticket, VulnFacts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::{CustomResource, CustomResourceExt, KubeSchema};
@@ -382,6 +382,7 @@ impl AssetScan {
 }
 
 impl AssetScanStatus {
+    /// The condition of type `type_` (see [`condition`]), if set.
     pub fn condition(&self, type_: &str) -> Option<&Condition> {
         self.conditions.iter().find(|c| c.type_ == type_)
     }
@@ -463,38 +464,23 @@ pub fn status_from_ticket(
         conditions: previous.map(|p| p.conditions.clone()).unwrap_or_default(),
     };
 
-    let now = whole_seconds(now);
-    let cond = |type_: &str, status: &str, reason: &str, message: String| Condition {
-        type_: type_.to_owned(),
-        status: status.to_owned(),
-        reason: reason.to_owned(),
-        message: truncate(&message, MAX_MESSAGE_LEN),
-        observed_generation: generation,
-        last_transition_time: now.clone(),
-    };
-    let (ready, reconciling, stalled) = match ticket.status {
-        Status::Finished => {
-            let done = if facts.online == Some(false) {
-                "scan complete: asset offline".to_owned()
-            } else {
-                "scan complete".to_owned()
-            };
-            (
-                cond(
-                    condition::READY,
-                    condition::TRUE,
-                    "ScanComplete",
-                    done.clone(),
-                ),
-                cond(
-                    condition::RECONCILING,
-                    condition::FALSE,
-                    "ScanComplete",
-                    done.clone(),
-                ),
-                cond(condition::STALLED, condition::FALSE, "ScanComplete", done),
-            )
-        }
+    use condition::{FALSE, HIGH_RISK, READY, RECONCILING, STALLED, TRUE, UNKNOWN};
+    // (Ready, Reconciling, Stalled) share one reason and message: the run's.
+    let (ready, reconciling, stalled, reason, message) = match ticket.status {
+        Status::Finished if facts.online == Some(false) => (
+            TRUE,
+            FALSE,
+            FALSE,
+            "ScanComplete",
+            "scan complete: asset offline".to_owned(),
+        ),
+        Status::Finished => (
+            TRUE,
+            FALSE,
+            FALSE,
+            "ScanComplete",
+            "scan complete".to_owned(),
+        ),
         Status::Failed => {
             let why = match &ticket.last_error {
                 Some(e) => format!(
@@ -503,70 +489,50 @@ pub fn status_from_ticket(
                 ),
                 None => "scan failed".to_owned(),
             };
-            (
-                cond(condition::READY, condition::FALSE, "Failed", why.clone()),
-                cond(
-                    condition::RECONCILING,
-                    condition::FALSE,
-                    "Failed",
-                    why.clone(),
-                ),
-                cond(condition::STALLED, condition::TRUE, "Failed", why),
-            )
+            (FALSE, FALSE, TRUE, "Failed", why)
         }
-        phase => {
-            let progress = format!("scan in progress at {phase}");
-            (
-                cond(
-                    condition::READY,
-                    condition::UNKNOWN,
-                    "Scanning",
-                    progress.clone(),
-                ),
-                cond(
-                    condition::RECONCILING,
-                    condition::TRUE,
-                    "Scanning",
-                    progress.clone(),
-                ),
-                cond(condition::STALLED, condition::FALSE, "Scanning", progress),
-            )
-        }
-    };
-    let high_risk = match &facts.risk {
-        Some(risk) if risk.high_risk => cond(
-            condition::HIGH_RISK,
-            condition::TRUE,
-            "HighRiskFound",
-            risk.reasons.join("; "),
+        phase => (
+            UNKNOWN,
+            TRUE,
+            FALSE,
+            "Scanning",
+            format!("scan in progress at {phase}"),
         ),
-        Some(_) => cond(
-            condition::HIGH_RISK,
-            condition::FALSE,
+    };
+    let (high_risk, risk_reason, risk_message) = match &facts.risk {
+        Some(risk) if risk.high_risk => (TRUE, "HighRiskFound", risk.reasons.join("; ")),
+        Some(_) => (
+            FALSE,
             "NoHighRisk",
             "no finding reaches the policy's thresholds".to_owned(),
         ),
-        None if facts.online == Some(false) => cond(
-            condition::HIGH_RISK,
-            condition::UNKNOWN,
+        None if facts.online == Some(false) => (
+            UNKNOWN,
             "AssetOffline",
             "asset offline: not assessed".to_owned(),
         ),
-        None => cond(
-            condition::HIGH_RISK,
-            condition::UNKNOWN,
-            "NotAssessed",
-            "not assessed yet".to_owned(),
-        ),
+        None => (UNKNOWN, "NotAssessed", "not assessed yet".to_owned()),
     };
-    for c in [ready, reconciling, stalled, high_risk] {
-        status.set_condition(c);
+    let now = whole_seconds(now);
+    for (type_, value, reason, message) in [
+        (READY, ready, reason, &message),
+        (RECONCILING, reconciling, reason, &message),
+        (STALLED, stalled, reason, &message),
+        (HIGH_RISK, high_risk, risk_reason, &risk_message),
+    ] {
+        status.set_condition(Condition {
+            type_: type_.to_owned(),
+            status: value.to_owned(),
+            reason: reason.to_owned(),
+            message: truncate(message, MAX_MESSAGE_LEN),
+            observed_generation: generation,
+            last_transition_time: now.clone(),
+        });
     }
     status
 }
 
 fn summarize(v: &VulnFacts, known_exploited: Option<usize>) -> VulnerabilitySummary {
-    use crate::ticket::Severity;
     let count = |s: Severity| i64::from(v.by_severity.get(&s).copied().unwrap_or(0));
     let mut top_ids: Vec<String> = Vec::with_capacity(MAX_TOP_IDS);
     for finding in &v.findings {
@@ -585,7 +551,7 @@ fn summarize(v: &VulnFacts, known_exploited: Option<usize>) -> VulnerabilitySumm
         medium: count(Severity::Medium),
         low: count(Severity::Low),
         unknown: count(Severity::Unknown),
-        known_exploited: known_exploited.map(|n| saturating_i64(n as u64)),
+        known_exploited: known_exploited.map(saturating_i64),
         max_cvss: v.max_cvss,
         top_ids,
     }
@@ -661,8 +627,8 @@ fn notification_state_schema(_: &mut SchemaGenerator) -> Schema {
     json_schema!({ "type": "string", "enum": names })
 }
 
-fn saturating_i64(n: u64) -> i64 {
-    i64::try_from(n).unwrap_or(i64::MAX)
+fn saturating_i64(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
 }
 
 fn whole_seconds(ts: Timestamp) -> Time {
@@ -683,4 +649,397 @@ fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     text[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ticket::{Finding, LastError, NotificationFacts, RiskFacts, Step, ThreatIntelFacts};
+    use std::collections::BTreeMap;
+
+    const T0_MS: u64 = 1_767_225_600_123; // 2026-01-01T00:00:00.123Z
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).unwrap()
+    }
+
+    fn ticket(status: Status) -> Ticket {
+        let mut t = Ticket::new("web-01", "g3-1", T0_MS);
+        t.status = status;
+        t.fencing_token = 7;
+        t.revision = 4;
+        t.updated_at = T0_MS + 60_000;
+        t
+    }
+
+    fn high_risk() -> RiskFacts {
+        RiskFacts {
+            high_risk: true,
+            reasons: vec!["CVE-2024-3094 CVSS 10.0 >= 7.0".into()],
+        }
+    }
+
+    fn vulns() -> VulnFacts {
+        let finding = |id: &str, package: &str, cvss: f64| Finding {
+            id: id.into(),
+            cves: vec![],
+            package: package.into(),
+            cvss: Some(cvss),
+            severity: Severity::from_score(cvss),
+            summary: String::new(),
+        };
+        VulnFacts {
+            total: 8,
+            by_severity: BTreeMap::from([
+                (Severity::Critical, 2),
+                (Severity::High, 1),
+                (Severity::Medium, 1),
+                (Severity::Low, 1),
+                (Severity::Unknown, 3),
+            ]),
+            max_cvss: Some(10.0),
+            findings: vec![
+                finding("CVE-2024-3094", "xz-utils", 10.0),
+                finding("CVE-2024-3094", "liblzma5", 10.0),
+                finding("GHSA-aaaa", "a", 9.1),
+                finding("GHSA-bbbb", "b", 7.5),
+                finding("GHSA-cccc", "c", 5.0),
+                finding("GHSA-dddd", "d", 2.0),
+                finding("GHSA-eeee", "e", 1.0),
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn status_of<'a>(status: &'a AssetScanStatus, type_: &str) -> (&'a str, &'a str) {
+        let c = status
+            .condition(type_)
+            .unwrap_or_else(|| panic!("{type_} missing"));
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn every_phase_maps_to_operator_conditions() {
+        use condition::{FALSE, READY, RECONCILING, STALLED, TRUE, UNKNOWN};
+        for phase in Status::ALL {
+            let s = status_from_ticket(&ticket(phase), None, Some(3), at(1_000), None);
+            assert_eq!(s.phase, Some(phase));
+            let expected = match phase {
+                Status::Finished => [
+                    (TRUE, "ScanComplete"),
+                    (FALSE, "ScanComplete"),
+                    (FALSE, "ScanComplete"),
+                ],
+                Status::Failed => [(FALSE, "Failed"), (FALSE, "Failed"), (TRUE, "Failed")],
+                _ => [
+                    (UNKNOWN, "Scanning"),
+                    (TRUE, "Scanning"),
+                    (FALSE, "Scanning"),
+                ],
+            };
+            let actual = [
+                status_of(&s, READY),
+                status_of(&s, RECONCILING),
+                status_of(&s, STALLED),
+            ];
+            assert_eq!(actual, expected, "{phase}");
+            assert_eq!(
+                s.conditions.len(),
+                4,
+                "{phase}: Ready, Reconciling, Stalled, HighRisk"
+            );
+            assert!(
+                s.conditions
+                    .iter()
+                    .all(|c| c.observed_generation == Some(3))
+            );
+            assert_eq!(s.observed_generation, Some(3));
+            assert_eq!((s.fencing_token, s.revision), (Some(7), Some(4)));
+            assert_eq!(s.ticket_id.as_deref(), Some("web-01/g3-1"));
+            assert_eq!(s.run.as_deref(), Some("g3-1"));
+        }
+    }
+
+    #[test]
+    fn high_risk_is_reported_apart_from_operator_health() {
+        let mut t = ticket(Status::Finished);
+        t.facts.online = Some(true);
+        t.facts.vulnerabilities = Some(vulns());
+        t.facts.risk = Some(high_risk());
+        let s = status_from_ticket(&t, None, Some(1), at(1_000), None);
+        assert_eq!(s.high_risk, Some(true));
+        assert_eq!(
+            status_of(&s, condition::READY),
+            (condition::TRUE, "ScanComplete")
+        );
+        assert_eq!(
+            status_of(&s, condition::HIGH_RISK),
+            (condition::TRUE, "HighRiskFound")
+        );
+        assert!(
+            s.condition(condition::HIGH_RISK)
+                .unwrap()
+                .message
+                .contains("CVE-2024-3094")
+        );
+
+        t.facts.risk = Some(RiskFacts {
+            high_risk: false,
+            reasons: vec![],
+        });
+        let s = status_from_ticket(&t, None, Some(1), at(1_000), None);
+        assert_eq!(s.high_risk, Some(false));
+        assert_eq!(
+            status_of(&s, condition::HIGH_RISK),
+            (condition::FALSE, "NoHighRisk")
+        );
+    }
+
+    #[test]
+    fn unassessed_risk_is_unknown() {
+        let s = status_from_ticket(&ticket(Status::AssetOnline), None, None, at(1_000), None);
+        assert_eq!(s.high_risk, None);
+        assert_eq!(
+            status_of(&s, condition::HIGH_RISK),
+            (condition::UNKNOWN, "NotAssessed")
+        );
+
+        let mut offline = ticket(Status::Finished);
+        offline.facts.online = Some(false);
+        let s = status_from_ticket(&offline, None, None, at(1_000), None);
+        assert_eq!(
+            status_of(&s, condition::READY),
+            (condition::TRUE, "ScanComplete")
+        );
+        assert_eq!(
+            status_of(&s, condition::HIGH_RISK),
+            (condition::UNKNOWN, "AssetOffline")
+        );
+    }
+
+    #[test]
+    fn vulnerability_facts_are_summarized() {
+        let mut t = ticket(Status::VulnCheckDone);
+        t.facts.vulnerabilities = Some(vulns());
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        let v = s.vulnerabilities.unwrap();
+        assert_eq!(
+            (v.total, v.critical, v.high, v.medium, v.low, v.unknown),
+            (8, 2, 1, 1, 1, 3)
+        );
+        assert_eq!(v.max_cvss, Some(10.0));
+        assert_eq!(v.known_exploited, None, "threat intel not consulted yet");
+        assert_eq!(
+            v.top_ids,
+            [
+                "CVE-2024-3094",
+                "GHSA-aaaa",
+                "GHSA-bbbb",
+                "GHSA-cccc",
+                "GHSA-dddd"
+            ],
+            "most severe first, deduplicated, at most 5"
+        );
+
+        t.facts.threat_intel = Some(ThreatIntelFacts {
+            known_exploited: vec!["CVE-2024-3094".into()],
+            ..Default::default()
+        });
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        assert_eq!(s.vulnerabilities.unwrap().known_exploited, Some(1));
+    }
+
+    #[test]
+    fn notification_facts_are_mirrored() {
+        let mut t = ticket(Status::Notifying);
+        t.facts.risk = Some(high_risk());
+        t.facts.notification = Some(NotificationFacts {
+            idempotency_key: t.id.clone(),
+            state: NotificationState::Sending,
+            sent_at: None,
+            receipt: BTreeMap::new(),
+            channels: vec!["secops".into()],
+        });
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        let n = s.notification.unwrap();
+        assert_eq!(
+            (n.state, n.idempotency_key.as_str(), n.sent_at),
+            (NotificationState::Sending, "web-01/g3-1", None)
+        );
+
+        t.status = Status::Notified;
+        let sent = t.facts.notification.as_mut().unwrap();
+        sent.state = NotificationState::Sent;
+        sent.sent_at = Some(T0_MS + 5_000);
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["notification"]["state"], "sent");
+        assert_eq!(json["notification"]["sentAt"], "2026-01-01T00:00:05Z");
+    }
+
+    #[test]
+    fn failure_carries_the_last_error() {
+        let mut t = ticket(Status::Failed);
+        t.completed_steps = vec![Step::OnlineCheck];
+        t.last_error = Some(LastError {
+            step: Step::VulnQuery,
+            message: "osv: 503 Service Unavailable".into(),
+            at: T0_MS,
+            attempt: 5,
+        });
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        assert_eq!(s.completed_steps, ["online_check"]);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            json["lastError"],
+            serde_json::json!({
+                "step": "vuln_query",
+                "message": "osv: 503 Service Unavailable",
+                "at": "2026-01-01T00:00:00Z",
+                "attempt": 5,
+            })
+        );
+        assert_eq!(json["phase"], "FAILED");
+        let ready = s.condition(condition::READY).unwrap();
+        assert_eq!(ready.reason, "Failed");
+        assert_eq!(
+            ready.message,
+            "vuln_query failed after 5 attempt(s): osv: 503 Service Unavailable"
+        );
+    }
+
+    #[test]
+    fn long_messages_are_bounded() {
+        let mut t = ticket(Status::Failed);
+        t.last_error = Some(LastError {
+            step: Step::Notify,
+            message: "é".repeat(MAX_MESSAGE_LEN),
+            at: T0_MS,
+            attempt: 1,
+        });
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        assert!(s.last_error.unwrap().message.len() <= MAX_MESSAGE_LEN);
+        assert!(
+            s.conditions
+                .iter()
+                .all(|c| c.message.len() <= MAX_MESSAGE_LEN)
+        );
+    }
+
+    #[test]
+    fn mirroring_an_unchanged_ticket_again_changes_nothing() {
+        let mut t = ticket(Status::HighRiskFound);
+        t.facts.risk = Some(high_risk());
+        t.last_error = Some(LastError {
+            step: Step::ThreatIntel,
+            message: "kev: timeout".into(),
+            at: T0_MS,
+            attempt: 1,
+        });
+        let ms = |n: i64| Timestamp::from_millisecond(n).unwrap();
+        let first = status_from_ticket(&t, None, Some(2), ms(1_000_500), Some(ms(9_000_250)));
+        // What the API server hands back: `metav1.Time` has whole seconds.
+        let stored: AssetScanStatus =
+            serde_json::from_value(serde_json::to_value(&first).unwrap()).unwrap();
+        assert_eq!(stored, first);
+
+        let again = status_from_ticket(
+            &t,
+            Some(&stored),
+            Some(2),
+            ms(5_000_999),
+            Some(ms(9_000_250)),
+        );
+        assert_eq!(again, stored, "no timestamp churn, no status write");
+    }
+
+    #[test]
+    fn only_changed_conditions_get_a_new_transition_time() {
+        let mut t = ticket(Status::Notified);
+        t.facts.risk = Some(high_risk());
+        let before = status_from_ticket(&t, None, Some(2), at(1_000), None);
+
+        t.status = Status::Finished;
+        t.revision += 1;
+        let after = status_from_ticket(&t, Some(&before), Some(2), at(2_000), None);
+        let moved = |type_: &str| after.condition(type_).unwrap().last_transition_time.0;
+        assert_eq!(moved(condition::READY), at(2_000), "Unknown -> True");
+        assert_eq!(moved(condition::RECONCILING), at(2_000), "True -> False");
+        assert_eq!(moved(condition::STALLED), at(1_000), "False -> False");
+        assert_eq!(moved(condition::HIGH_RISK), at(1_000), "True -> True");
+        assert_eq!(
+            after.condition(condition::STALLED).unwrap().reason,
+            "ScanComplete",
+            "reason and message still follow the ticket"
+        );
+    }
+
+    #[test]
+    fn scan_times() {
+        let running = status_from_ticket(&ticket(Status::AssetOnline), None, None, at(1_000), None);
+        assert_eq!(running.last_scan_time, None);
+
+        let done = status_from_ticket(
+            &ticket(Status::Finished),
+            None,
+            None,
+            at(1_000),
+            Some(at(30_000)),
+        );
+        assert_eq!(done.last_scan_time, Some(time_from_ms(T0_MS + 60_000)));
+        assert_eq!(done.next_scan_time, Some(Time(at(30_000))));
+
+        // A rescan in progress still shows when the previous one ended.
+        let rescan = status_from_ticket(&ticket(Status::Init), Some(&done), None, at(31_000), None);
+        assert_eq!(rescan.last_scan_time, done.last_scan_time);
+        assert_eq!(rescan.next_scan_time, None);
+    }
+
+    #[test]
+    fn token_floor_is_the_recorded_token_or_zero() {
+        let mut scan = AssetScan::new(
+            "web-01",
+            AssetScanSpec {
+                asset_id: "web-01".into(),
+                target: Target {
+                    inventory_ref: Some("cmdb-1".into()),
+                    ..Default::default()
+                },
+                software: vec![],
+                policy: Policy::default(),
+                notify: vec![],
+                rescan_interval: None,
+                suspend: false,
+            },
+        );
+        assert_eq!(scan.token_floor(), 0);
+        scan.status = Some(status_from_ticket(
+            &ticket(Status::Init),
+            None,
+            None,
+            at(0),
+            None,
+        ));
+        assert_eq!(scan.token_floor(), 7);
+    }
+
+    #[test]
+    fn durations_parse_like_the_schema_pattern_says() {
+        assert_eq!(parse_duration("6h"), Ok(Duration::from_secs(6 * 3600)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(30 * 60)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+
+        let pattern = regex::Regex::new(DURATION_PATTERN).unwrap();
+        for text in [
+            "6h", "1h30m", "0s", "", "6", "h", "6x", "1.5h", "-1h", " 6h", "6h ", "6H", "1d",
+        ] {
+            assert_eq!(
+                parse_duration(text).is_ok(),
+                pattern.is_match(text),
+                "{text:?}: parser and schema pattern disagree"
+            );
+        }
+        assert!(parse_duration("99999999999999999999h").is_err(), "overflow");
+    }
 }

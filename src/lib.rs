@@ -5,3 +5,8 @@ pub mod store;
 pub mod ticket;
 pub mod config;
 pub mod pipeline;
+pub mod telemetry;
+pub mod controller;
+pub mod http;
+pub mod providers;
+pub mod cli;

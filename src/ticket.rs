@@ -184,6 +184,11 @@ pub struct VulnFacts {
     /// The findings, most severe first (bounded by the provider).
     #[serde(default, deserialize_with = "lenient_vec")]
     pub findings: Vec<Finding>,
+    /// Every CVE id over all findings, also those cut from `findings` by the
+    /// bound (sorted, deduplicated): threat intel looks all of them up, so a
+    /// known-exploited CVE is not missed because its CVSS ranked it low.
+    #[serde(default)]
+    pub cves: Vec<String>,
 }
 
 /// Threat-intel enrichment: known exploitation and exploit prediction.

@@ -37,7 +37,10 @@ fn checked_in_crd_matches_the_rust_types() {
 #[test]
 fn names_scope_columns_and_status_subresource() {
     let crd = AssetScan::crd();
-    assert_eq!(crd.metadata.name.as_deref(), Some("assetscans.assetscan.io"));
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("assetscans.assetscan.io")
+    );
     assert_eq!(AssetScan::api_version(&()), "assetscan.io/v1alpha1");
     assert_eq!(crd.spec.scope, "Namespaced");
     assert_eq!(crd.spec.names.kind, "AssetScan");
@@ -72,8 +75,16 @@ fn names_scope_columns_and_status_subresource() {
 
 fn schema() -> Value {
     let crd = AssetScan::crd();
-    serde_json::to_value(crd.spec.versions[0].schema.as_ref().unwrap().open_api_v3_schema.as_ref().unwrap())
-        .unwrap()
+    serde_json::to_value(
+        crd.spec.versions[0]
+            .schema
+            .as_ref()
+            .unwrap()
+            .open_api_v3_schema
+            .as_ref()
+            .unwrap(),
+    )
+    .unwrap()
 }
 
 /// The schema node at `path` (property names; `[]` steps into list items).
@@ -91,7 +102,12 @@ fn asset_id_pattern_is_at_least_as_strict_as_the_store() {
     assert_eq!(asset_id["pattern"], ASSET_ID_PATTERN);
     assert_eq!(asset_id["minLength"], 1);
     assert_eq!(asset_id["maxLength"], 128);
-    assert!(schema["properties"]["spec"]["required"].as_array().unwrap().contains(&json!("assetId")));
+    assert!(
+        schema["properties"]["spec"]["required"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("assetId"))
+    );
 
     let pattern = regex::Regex::new(ASSET_ID_PATTERN).unwrap();
     for good in ["web-01", "10.0.0.7", "prod/db:5432", "host_a.example.com"] {
@@ -99,7 +115,9 @@ fn asset_id_pattern_is_at_least_as_strict_as_the_store() {
     }
     // Everything the store refuses (braces would break the Redis Cluster hash
     // tag, whitespace and control characters the key layout), and more.
-    for bad in ["", "a{b", "a}b", "{a}", "a b", "a\tb", "a\nb", "a\u{7f}b", "ä", "-lead"] {
+    for bad in [
+        "", "a{b", "a}b", "{a}", "a b", "a\tb", "a\nb", "a\u{7f}b", "ä", "-lead",
+    ] {
         assert!(!pattern.is_match(bad), "{bad:?} should be rejected");
     }
 }
@@ -108,29 +126,50 @@ fn asset_id_pattern_is_at_least_as_strict_as_the_store() {
 fn ranges_and_enums_reject_out_of_bounds_values() {
     let schema = schema();
     let port = node(&schema, &["spec", "target", "ports", "[]"]);
-    assert_eq!((port["minimum"].as_f64(), port["maximum"].as_f64()), (Some(1.0), Some(65535.0)));
-    assert_eq!(port["format"], "int32", "no uint16: the API server does not know it");
+    assert_eq!(
+        (port["minimum"].as_f64(), port["maximum"].as_f64()),
+        (Some(1.0), Some(65535.0))
+    );
+    assert_eq!(
+        port["format"], "int32",
+        "no uint16: the API server does not know it"
+    );
     let ports = node(&schema, &["spec", "target", "ports"]);
     assert_eq!(ports["maxItems"], 16);
     assert_eq!(ports["x-kubernetes-list-type"], "set");
 
     let policy = node(&schema, &["spec", "policy"]);
     let cvss = &policy["properties"]["cvssThreshold"];
-    assert_eq!((cvss["minimum"].as_f64(), cvss["maximum"].as_f64()), (Some(0.0), Some(10.0)));
+    assert_eq!(
+        (cvss["minimum"].as_f64(), cvss["maximum"].as_f64()),
+        (Some(0.0), Some(10.0))
+    );
     assert_eq!(cvss["default"].as_f64(), Some(7.0));
     let epss = &policy["properties"]["epssThreshold"];
-    assert_eq!((epss["minimum"].as_f64(), epss["maximum"].as_f64()), (Some(0.0), Some(1.0)));
+    assert_eq!(
+        (epss["minimum"].as_f64(), epss["maximum"].as_f64()),
+        (Some(0.0), Some(1.0))
+    );
     assert_eq!(epss["default"].as_f64(), Some(0.5));
     let threat_intel = &policy["properties"]["threatIntel"];
-    assert_eq!(threat_intel["enum"], json!(["WhenNeeded", "Always", "Never"]));
+    assert_eq!(
+        threat_intel["enum"],
+        json!(["WhenNeeded", "Always", "Never"])
+    );
     assert_eq!(threat_intel["default"], "WhenNeeded");
 
     assert_eq!(node(&schema, &["spec", "software"])["maxItems"], 500);
     assert_eq!(node(&schema, &["spec", "notify"])["maxItems"], 8);
     assert_eq!(node(&schema, &["spec", "suspend"])["default"], false);
     assert!(node(&schema, &["spec", "rescanInterval"])["pattern"].is_string());
-    assert_eq!(node(&schema, &["status", "vulnerabilities", "topIds"])["maxItems"], 5);
-    assert_eq!(node(&schema, &["status", "fencingToken"])["format"], "int64");
+    assert_eq!(
+        node(&schema, &["status", "vulnerabilities", "topIds"])["maxItems"],
+        5
+    );
+    assert_eq!(
+        node(&schema, &["status", "fencingToken"])["format"],
+        "int64"
+    );
 }
 
 #[test]
@@ -150,7 +189,10 @@ fn phase_is_an_enum_of_the_ticket_wire_names() {
             "FAILED"
         ])
     );
-    assert_eq!(node(&schema, &["status", "notification", "state"])["enum"], json!(["sending", "sent"]));
+    assert_eq!(
+        node(&schema, &["status", "notification", "state"])["enum"],
+        json!(["sending", "sent"])
+    );
 }
 
 #[test]
@@ -161,7 +203,10 @@ fn conditions_are_a_list_map_keyed_by_type() {
     assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
     let required = conditions["items"]["required"].as_array().unwrap();
     for field in ["type", "status", "reason", "message", "lastTransitionTime"] {
-        assert!(required.contains(&json!(field)), "condition.{field} required");
+        assert!(
+            required.contains(&json!(field)),
+            "condition.{field} required"
+        );
     }
 }
 
@@ -236,7 +281,10 @@ fn status_fencing_rejects_going_backwards() {
 
     let mut removed = with_fence(5, 3);
     removed.status = None;
-    assert_rejected(validate_cel_update(&removed, &old), "status may not be removed");
+    assert_rejected(
+        validate_cel_update(&removed, &old),
+        "status may not be removed",
+    );
 }
 
 #[test]
@@ -298,7 +346,10 @@ fn software_entries_need_exactly_one_of_purl_or_name_ecosystem_version() {
         ..named.clone()
     };
     for bad in [both, partial, Package::default()] {
-        assert_rejected(validate_cel(&scan(host_target(), vec![named.clone(), bad])), message);
+        assert_rejected(
+            validate_cel(&scan(host_target(), vec![named.clone(), bad])),
+            message,
+        );
     }
 }
 
@@ -319,4 +370,3 @@ fn rescan_interval_has_a_floor() {
     fast.spec.rescan_interval = Some("1h30m".into());
     validate_cel(&fast).unwrap();
 }
-

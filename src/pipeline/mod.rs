@@ -13,6 +13,7 @@ mod retry;
 pub use plan::{Next, plan};
 pub use retry::RetryPolicy;
 
+pub use crate::crd::{Package, Policy, ThreatIntelPolicy};
 use crate::store::{AssetId, LeaseGuard, Patch, StoreError, TicketStore};
 use crate::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, ThreatIntelFacts,
@@ -63,50 +64,6 @@ pub enum Target {
     Inventory { id: String },
 }
 
-/// One package the vulnerability query asks about.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Package {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ecosystem: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub purl: Option<String>,
-}
-
-/// When threat intelligence is consulted.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum ThreatIntelMode {
-    /// When some finding's CVSS alone does not decide (below threshold or
-    /// unscored) and none already does.
-    #[default]
-    WhenNeeded,
-    Always,
-    Never,
-}
-
-/// What counts as high risk.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RiskPolicy {
-    pub cvss_threshold: f64,
-    pub epss_threshold: f64,
-    pub threat_intel: ThreatIntelMode,
-}
-
-impl Default for RiskPolicy {
-    fn default() -> Self {
-        RiskPolicy {
-            cvss_threshold: 7.0,
-            epss_threshold: 0.5,
-            threat_intel: ThreatIntelMode::WhenNeeded,
-        }
-    }
-}
-
 /// One scan run to perform.
 #[derive(Clone, Debug)]
 pub struct ScanRequest {
@@ -114,7 +71,7 @@ pub struct ScanRequest {
     pub run: String,
     pub target: Target,
     pub software: Vec<Package>,
-    pub policy: RiskPolicy,
+    pub policy: Policy,
     /// Notification channel names.
     pub channels: Vec<String>,
     /// Lowest acceptable fencing token minus one (the CR status's token).
@@ -157,11 +114,11 @@ pub trait Effects: Send + Sync {
         notification: &Notification,
     ) -> impl Future<Output = Result<BTreeMap<String, String>, StepError>> + Send;
     /// Whether the threat-intel step runs for these findings.
-    fn needs_threat_intel(&self, policy: &RiskPolicy, vulns: &VulnFacts) -> bool;
+    fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool;
     /// The high-risk verdict.
     fn assess(
         &self,
-        policy: &RiskPolicy,
+        policy: &Policy,
         vulns: &VulnFacts,
         intel: Option<&ThreatIntelFacts>,
     ) -> RiskFacts;
@@ -172,8 +129,17 @@ pub trait Effects: Send + Sync {
 pub trait Observer: Send + Sync {
     /// Called with the claimed ticket and after every accepted write.
     fn on_ticket(&self, ticket: &Ticket) -> impl Future<Output = ()> + Send;
+    /// Called after every provider call with how long it took.
+    fn on_step_timed(&self, _step: Step, _elapsed: Duration, _ok: bool) {}
     /// Called when a step failed and will be retried or has failed the run.
-    fn on_step_error(&self, _ticket: &Ticket, _step: Step, _error: &StepError) {}
+    fn on_step_error(
+        &self,
+        _ticket: &Ticket,
+        _step: Step,
+        _error: &StepError,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
 }
 
 /// Observes nothing.
@@ -257,11 +223,11 @@ impl<E: Effects> Pipeline<E> {
         shutdown: &CancellationToken,
     ) -> Result<Outcome, PipelineError> {
         // Fast path: a finished run needs no lock.
-        if let Some(ticket) = self.store.get_ticket(&req.asset, &req.run).await? {
-            if ticket.status.is_terminal() {
-                observer.on_ticket(&ticket).await;
-                return Ok(Outcome::Terminal(ticket));
-            }
+        if let Some(ticket) = self.store.get_ticket(&req.asset, &req.run).await?
+            && ticket.status.is_terminal()
+        {
+            observer.on_ticket(&ticket).await;
+            return Ok(Outcome::Terminal(ticket));
         }
         let acquired = match self
             .store
@@ -378,6 +344,7 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
             return Err(Ok(Halt::LockLost));
         }
         let lost = self.lease.cancelled();
+        let started = tokio::time::Instant::now();
         let result = tokio::select! {
             _ = lost.cancelled() => return Err(Ok(Halt::LockLost)),
             _ = self.shutdown.cancelled() => return Err(Ok(Halt::Stopped)),
@@ -389,6 +356,8 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
                 policy.timeout
             )))
         });
+        self.observer
+            .on_step_timed(step, started.elapsed(), result.is_ok());
         let mut patch = Patch::default();
         patch.attempts.insert(step, attempt);
         match result {
@@ -397,7 +366,7 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
                 self.write(ticket, to, patch.completes(step)).await
             }
             Err(error) => {
-                self.observer.on_step_error(ticket, step, &error);
+                self.observer.on_step_error(ticket, step, &error).await;
                 warn!(asset = %self.req.asset, %step, attempt, error = %error.message, "step failed");
                 if !error.retryable || attempt >= policy.max_attempts {
                     return self.fail(ticket, step, attempt, &error.message).await;
@@ -494,14 +463,16 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
         attempt: u32,
         message: &str,
     ) -> Result<Ticket, Result<Halt, StoreError>> {
-        let mut patch = Patch::default();
-        patch.last_error = Some(Some(LastError {
-            step,
-            message: message.to_owned(),
-            at: now_ms(),
-            attempt,
-        }));
-        patch.attempts.insert(step, attempt);
+        let patch = Patch {
+            last_error: Some(Some(LastError {
+                step,
+                message: message.to_owned(),
+                at: now_ms(),
+                attempt,
+            })),
+            attempts: BTreeMap::from([(step, attempt)]),
+            ..Patch::default()
+        };
         self.write(ticket, Status::Failed, patch).await
     }
 

@@ -6,6 +6,7 @@
 //! (whose path or query *is* the credential) only scheme, host and port.
 
 use super::ConfigError;
+use super::secret::SecretFrom;
 use super::text::excerpt;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{RequestBuilder, StatusCode, Url};
@@ -79,9 +80,9 @@ impl HttpError {
                 true
             }
             HttpError::Status { status, .. } => is_retryable_status(*status),
-            HttpError::BodyTooLarge { .. } | HttpError::Malformed { .. } | HttpError::Request { .. } => {
-                false
-            }
+            HttpError::BodyTooLarge { .. }
+            | HttpError::Malformed { .. }
+            | HttpError::Request { .. } => false,
         }
     }
 
@@ -278,7 +279,13 @@ impl Reply {
     }
 
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, HttpError> {
-        serde_json::from_slice(&self.body).map_err(|e| self.malformed(format!("invalid JSON: {e}")))
+        serde_json::from_slice(&self.body).map_err(|e| {
+            let what = match e.classify() {
+                serde_json::error::Category::Data => "JSON of the wrong shape",
+                _ => "not JSON",
+            };
+            self.malformed(format!("{what}: {e}"))
+        })
     }
 
     /// A [`HttpError::Malformed`] about this reply.
@@ -355,19 +362,19 @@ fn scrub(text: &str, url: &Url) -> String {
     text
 }
 
-/// A per-call timeout from a `timeoutMs` config value: 1 ms to 10 minutes.
-pub(crate) fn timeout_from_ms(
+/// A per-call `timeout` from the config: 1 ms to 10 minutes.
+pub(crate) fn check_timeout(
     provider: &'static str,
-    ms: u64,
+    timeout: Duration,
 ) -> Result<Duration, ConfigError> {
-    if ms == 0 || ms > 600_000 {
+    if timeout.is_zero() || timeout > Duration::from_secs(600) {
         return Err(ConfigError::invalid(
             provider,
-            "timeoutMs",
-            format!("{ms} is outside 1..=600000"),
+            "timeout",
+            format!("{timeout:?} is outside 1ms..=10m"),
         ));
     }
-    Ok(Duration::from_millis(ms))
+    Ok(timeout)
 }
 
 /// A body cap from a `maxBodyBytes` config value: at least 1 KiB.
@@ -392,9 +399,41 @@ pub(crate) fn parse_http_url(
     let url = Url::parse(text.trim())
         .map_err(|e| ConfigError::invalid(provider, field, format!("not a URL: {e}")))?;
     if !matches!(url.scheme(), "http" | "https") || url.cannot_be_a_base() {
-        return Err(ConfigError::invalid(provider, field, "must be an http or https URL"));
+        return Err(ConfigError::invalid(
+            provider,
+            field,
+            "must be an http or https URL",
+        ));
     }
     Ok(url)
+}
+
+/// A URL that is itself a credential (a webhook URL): loaded from its
+/// secret source and checked once; `Debug` shows scheme, host and port only.
+#[derive(Clone)]
+pub(crate) struct SecretUrl(Url);
+
+impl SecretUrl {
+    pub fn load(
+        provider: &'static str,
+        field: &'static str,
+        from: &SecretFrom,
+    ) -> Result<SecretUrl, ConfigError> {
+        let secret = from
+            .load()
+            .map_err(|e| ConfigError::secret(provider, field, e))?;
+        parse_http_url(provider, field, secret.expose()).map(SecretUrl)
+    }
+
+    pub fn url(&self) -> Url {
+        self.0.clone()
+    }
+}
+
+impl std::fmt::Debug for SecretUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&redact(&self.0, Exposure::HostOnly))
+    }
 }
 
 /// `base` with `segments` appended as path segments (each percent-encoded,
@@ -413,19 +452,35 @@ mod tests {
 
     #[test]
     fn redaction_hides_credentials() {
-        let url = Url::parse("https://user:pw@hooks.example.com:8443/services/T1/B2/XyZ?key=abc#f").unwrap();
-        assert_eq!(redact(&url, Exposure::Path), "https://hooks.example.com:8443/services/T1/B2/XyZ");
-        assert_eq!(redact(&url, Exposure::HostOnly), "https://hooks.example.com:8443/…");
+        let url = Url::parse("https://user:pw@hooks.example.com:8443/services/T1/B2/XyZ?key=abc#f")
+            .unwrap();
+        assert_eq!(
+            redact(&url, Exposure::Path),
+            "https://hooks.example.com:8443/services/T1/B2/XyZ"
+        );
+        assert_eq!(
+            redact(&url, Exposure::HostOnly),
+            "https://hooks.example.com:8443/…"
+        );
         let scrubbed = scrub("failed for https://x/services/T1/B2/XyZ?key=abc", &url);
-        assert!(!scrubbed.contains("XyZ") && !scrubbed.contains("abc"), "{scrubbed}");
+        assert!(
+            !scrubbed.contains("XyZ") && !scrubbed.contains("abc"),
+            "{scrubbed}"
+        );
     }
 
     #[test]
     fn join_path_encodes_segments() {
         let base = Url::parse("http://127.0.0.1:1/api/").unwrap();
-        assert_eq!(join_path(&base, &["assets", "a/b c"]).as_str(), "http://127.0.0.1:1/api/assets/a%2Fb%20c");
+        assert_eq!(
+            join_path(&base, &["assets", "a/b c"]).as_str(),
+            "http://127.0.0.1:1/api/assets/a%2Fb%20c"
+        );
         let bare = Url::parse("http://h").unwrap();
-        assert_eq!(join_path(&bare, &["v1", "vulns", "GHSA-1"]).as_str(), "http://h/v1/vulns/GHSA-1");
+        assert_eq!(
+            join_path(&bare, &["v1", "vulns", "GHSA-1"]).as_str(),
+            "http://h/v1/vulns/GHSA-1"
+        );
     }
 
     #[test]
@@ -440,8 +495,9 @@ mod tests {
 
     #[test]
     fn config_values_are_checked() {
-        assert!(timeout_from_ms("p", 0).is_err());
-        assert!(timeout_from_ms("p", 5_000).is_ok());
+        assert!(check_timeout("p", Duration::ZERO).is_err());
+        assert!(check_timeout("p", Duration::from_secs(5)).is_ok());
+        assert!(check_timeout("p", Duration::from_secs(3600)).is_err());
         assert!(body_cap("p", 10).is_err());
         let err = parse_http_url("p", "urlFrom", "ftp://secret-host/k").unwrap_err();
         assert!(!err.to_string().contains("secret-host"), "{err}");

@@ -1,9 +1,12 @@
-//! Is the asset online? Either a TCP connect to one of its ports, or the
-//! answer of an inventory service that already knows.
+//! Is the asset online? The asset's target decides how to ask: a TCP connect
+//! to one of its ports, or the inventory service that already knows.
 
 use super::ConfigError;
-use super::http::{Exposure, HttpClient, HttpError, body_cap, join_path, parse_http_url, timeout_from_ms};
+use super::http::{
+    Exposure, HttpClient, HttpError, body_cap, check_timeout, join_path, parse_http_url,
+};
 use super::secret::{Secret, SecretFrom};
+use crate::pipeline::Target;
 use futures::stream::{FuturesUnordered, StreamExt};
 use reqwest::Url;
 use serde::Deserialize;
@@ -12,44 +15,55 @@ use std::time::Duration;
 use tokio::net::TcpStream;
 use tokio::time::{Instant, timeout_at};
 
-/// `online:` in the config: which probe decides, by `kind`.
+/// `online:` in the config. Both keys are optional; without `inventory`,
+/// assets that name an inventory id cannot be checked.
 ///
 /// ```yaml
 /// online:
-///   kind: tcp            # or: inventory
-///   timeoutMs: 3000
+///   tcp: {timeout: 3s}
+///   inventory: {baseUrl: https://inventory.internal/api, bearerTokenFrom: {env: INVENTORY_TOKEN}}
 /// ```
-#[derive(Clone, Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "camelCase")]
-pub enum OnlineConfig {
-    Tcp(TcpProbeConfig),
-    Inventory(InventoryConfig),
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct OnlineConfig {
+    pub tcp: TcpProbeConfig,
+    pub inventory: Option<InventoryConfig>,
 }
 
-/// `kind: tcp` — the asset is online when a TCP connection to any of its
-/// ports succeeds within the timeout.
+/// The asset is online when a TCP connection to any of its ports succeeds
+/// within the timeout.
 #[derive(Clone, Debug, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct TcpProbeConfig {
     /// Budget for name resolution and all connection attempts together.
-    #[serde(default = "default_tcp_timeout_ms")]
-    pub timeout_ms: u64,
+    /// Default `3s`.
+    #[serde(with = "crate::config::duration")]
+    pub timeout: Duration,
 }
 
-fn default_tcp_timeout_ms() -> u64 {
-    3_000
+impl Default for TcpProbeConfig {
+    fn default() -> TcpProbeConfig {
+        TcpProbeConfig {
+            timeout: Duration::from_secs(3),
+        }
+    }
 }
 
-/// `kind: inventory` — `GET <baseUrl>/assets/<assetId>` answers
-/// `{"online": true|false}` (other keys are ignored). A 404 means the
-/// inventory does not know the asset: a permanent error, not "offline".
+/// `GET <baseUrl>/assets/<id>` answers `{"online": true|false}` (other keys
+/// are ignored). A 404 means the inventory does not know the asset: a
+/// permanent error, not "offline".
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InventoryConfig {
     /// e.g. `https://inventory.internal/api`.
     pub base_url: String,
-    #[serde(default = "default_inventory_timeout_ms")]
-    pub timeout_ms: u64,
+    /// Per call. Default `3s`.
+    #[serde(
+        default = "default_inventory_timeout",
+        with = "crate::config::duration"
+    )]
+    pub timeout: Duration,
+    /// Default 64 KiB.
     #[serde(default = "default_inventory_max_body")]
     pub max_body_bytes: u64,
     /// Sent as `Authorization: Bearer <token>` when set.
@@ -57,19 +71,12 @@ pub struct InventoryConfig {
     pub bearer_token_from: Option<SecretFrom>,
 }
 
-fn default_inventory_timeout_ms() -> u64 {
-    3_000
+fn default_inventory_timeout() -> Duration {
+    Duration::from_secs(3)
 }
 
 fn default_inventory_max_body() -> u64 {
     64 * 1024
-}
-
-/// Where a TCP probe connects: the asset's host name or IP and its ports.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TcpTarget {
-    pub host: String,
-    pub ports: Vec<u16>,
 }
 
 /// At most this many ports are tried per asset.
@@ -77,12 +84,13 @@ const MAX_PORTS: usize = 64;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OnlineError {
-    /// The asset gives nothing to probe (no host, no ports). Not retryable.
-    #[error("online probe: invalid target: {0}")]
+    /// The target gives nothing to probe, or needs a probe that is not
+    /// configured. Not retryable.
+    #[error("online check: {0}")]
     InvalidTarget(String),
     /// The host name did not resolve in time or at all. Retryable: DNS
     /// hiccups pass, and an unresolvable name is not proof of "offline".
-    #[error("online probe: cannot resolve {host}: {reason}")]
+    #[error("online check: cannot resolve {host}: {reason}")]
     Resolve { host: String, reason: String },
     #[error(transparent)]
     Http(#[from] HttpError),
@@ -98,6 +106,39 @@ impl OnlineError {
     }
 }
 
+/// The online check: TCP for `Target::Tcp`, the inventory for
+/// `Target::Inventory`.
+#[derive(Debug)]
+pub struct OnlineProbe {
+    tcp: TcpProbe,
+    inventory: Option<InventoryProbe>,
+}
+
+impl OnlineProbe {
+    pub fn from_config(config: &OnlineConfig) -> Result<OnlineProbe, ConfigError> {
+        Ok(OnlineProbe {
+            tcp: TcpProbe::new(&config.tcp)?,
+            inventory: config
+                .inventory
+                .as_ref()
+                .map(InventoryProbe::new)
+                .transpose()?,
+        })
+    }
+
+    pub async fn is_online(&self, target: &Target) -> Result<bool, OnlineError> {
+        match target {
+            Target::Tcp { host, ports } => self.tcp.check(host, ports).await,
+            Target::Inventory { id } => match &self.inventory {
+                Some(inventory) => inventory.check(id).await,
+                None => Err(OnlineError::InvalidTarget(
+                    "the asset names an inventory id, but no inventory is configured".to_owned(),
+                )),
+            },
+        }
+    }
+}
+
 /// TCP reachability probe.
 #[derive(Clone, Debug)]
 pub struct TcpProbe {
@@ -107,17 +148,17 @@ pub struct TcpProbe {
 impl TcpProbe {
     pub fn new(config: &TcpProbeConfig) -> Result<TcpProbe, ConfigError> {
         Ok(TcpProbe {
-            timeout: timeout_from_ms("tcp probe", config.timeout_ms)?,
+            timeout: check_timeout("tcp probe", config.timeout)?,
         })
     }
 
     /// `Ok(true)` as soon as one port accepts a connection; `Ok(false)` when
     /// every port refuses or none answers within the timeout. The ports are
     /// tried in parallel, so a dead port does not eat the others' budget.
-    pub async fn check(&self, target: &TcpTarget) -> Result<bool, OnlineError> {
-        validate(target)?;
+    pub async fn check(&self, host: &str, ports: &[u16]) -> Result<bool, OnlineError> {
+        validate(host, ports)?;
         let deadline = Instant::now() + self.timeout;
-        let addrs = resolve(target, deadline).await?;
+        let addrs = resolve(host, ports, deadline).await?;
         let mut attempts: FuturesUnordered<_> = addrs.into_iter().map(TcpStream::connect).collect();
         let any_accepts = async {
             while let Some(attempt) = attempts.next().await {
@@ -131,30 +172,32 @@ impl TcpProbe {
     }
 }
 
-fn validate(target: &TcpTarget) -> Result<(), OnlineError> {
-    let invalid = |reason: &str| Err(OnlineError::InvalidTarget(reason.to_owned()));
-    if target.host.trim().is_empty() {
-        return invalid("the host is empty");
-    }
-    if target.ports.is_empty() {
-        return invalid("no ports to probe");
-    }
-    if target.ports.len() > MAX_PORTS {
-        return invalid("more than 64 ports");
-    }
-    if target.ports.contains(&0) {
-        return invalid("port 0 cannot be probed");
-    }
-    Ok(())
+fn validate(host: &str, ports: &[u16]) -> Result<(), OnlineError> {
+    let reason = if host.trim().is_empty() {
+        "the host is empty"
+    } else if ports.is_empty() {
+        "no ports to probe"
+    } else if ports.len() > MAX_PORTS {
+        "more than 64 ports"
+    } else if ports.contains(&0) {
+        "port 0 cannot be probed"
+    } else {
+        return Ok(());
+    };
+    Err(OnlineError::InvalidTarget(reason.to_owned()))
 }
 
 /// Every address of the host, combined with every port.
-async fn resolve(target: &TcpTarget, deadline: Instant) -> Result<Vec<SocketAddr>, OnlineError> {
+async fn resolve(
+    host: &str,
+    ports: &[u16],
+    deadline: Instant,
+) -> Result<Vec<SocketAddr>, OnlineError> {
     let failed = |reason: String| OnlineError::Resolve {
-        host: target.host.clone(),
+        host: host.to_owned(),
         reason,
     };
-    let ips: Vec<_> = timeout_at(deadline, tokio::net::lookup_host((target.host.as_str(), 0)))
+    let ips: Vec<_> = timeout_at(deadline, tokio::net::lookup_host((host, 0)))
         .await
         .map_err(|_| failed("timed out".to_owned()))?
         .map_err(|e| failed(e.to_string()))?
@@ -165,7 +208,7 @@ async fn resolve(target: &TcpTarget, deadline: Instant) -> Result<Vec<SocketAddr
     }
     Ok(ips
         .iter()
-        .flat_map(|ip| target.ports.iter().map(move |port| SocketAddr::new(*ip, *port)))
+        .flat_map(|ip| ports.iter().map(move |port| SocketAddr::new(*ip, *port)))
         .collect())
 }
 
@@ -183,12 +226,15 @@ impl InventoryProbe {
         let token = config
             .bearer_token_from
             .as_ref()
-            .map(|from| from.load().map_err(|e| ConfigError::secret(PROVIDER, "bearerTokenFrom", e)))
+            .map(|from| {
+                from.load()
+                    .map_err(|e| ConfigError::secret(PROVIDER, "bearerTokenFrom", e))
+            })
             .transpose()?;
         Ok(InventoryProbe {
             http: HttpClient::new(
                 PROVIDER,
-                timeout_from_ms(PROVIDER, config.timeout_ms)?,
+                check_timeout(PROVIDER, config.timeout)?,
                 body_cap(PROVIDER, config.max_body_bytes)?,
                 Exposure::Path,
             )?,
@@ -197,12 +243,13 @@ impl InventoryProbe {
         })
     }
 
-    pub async fn check(&self, asset_id: &str) -> Result<bool, OnlineError> {
+    /// `id` is the asset's id in the inventory.
+    pub async fn check(&self, id: &str) -> Result<bool, OnlineError> {
         #[derive(Deserialize)]
         struct Answer {
             online: bool,
         }
-        let mut request = self.http.get(join_path(&self.base, &["assets", asset_id]));
+        let mut request = self.http.get(join_path(&self.base, &["assets", id]));
         if let Some(token) = &self.token {
             request = request.bearer_auth(token.expose());
         }
@@ -211,82 +258,73 @@ impl InventoryProbe {
     }
 }
 
-/// The configured online probe.
-#[derive(Clone, Debug)]
-pub enum OnlineProbe {
-    Tcp(TcpProbe),
-    Inventory(InventoryProbe),
-}
-
-impl OnlineProbe {
-    pub fn from_config(config: &OnlineConfig) -> Result<OnlineProbe, ConfigError> {
-        Ok(match config {
-            OnlineConfig::Tcp(c) => OnlineProbe::Tcp(TcpProbe::new(c)?),
-            OnlineConfig::Inventory(c) => OnlineProbe::Inventory(InventoryProbe::new(c)?),
-        })
-    }
-
-    /// The TCP probe needs `target`; the inventory probe needs only the id.
-    pub async fn is_online(&self, asset_id: &str, target: Option<&TcpTarget>) -> Result<bool, OnlineError> {
-        match self {
-            OnlineProbe::Tcp(probe) => match target {
-                Some(target) => probe.check(target).await,
-                None => Err(OnlineError::InvalidTarget(
-                    "the tcp probe needs the asset's host and ports".to_owned(),
-                )),
-            },
-            OnlineProbe::Inventory(probe) => probe.check(asset_id).await,
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn config_by_kind() {
-        let tcp: OnlineConfig = serde_yaml::from_str("kind: tcp").unwrap();
-        assert!(matches!(tcp, OnlineConfig::Tcp(TcpProbeConfig { timeout_ms: 3000 })));
-        let inv: OnlineConfig =
-            serde_yaml::from_str("{kind: inventory, baseUrl: 'http://inv', timeoutMs: 500}").unwrap();
-        assert!(matches!(inv, OnlineConfig::Inventory(InventoryConfig { timeout_ms: 500, .. })));
-        assert!(serde_yaml::from_str::<OnlineConfig>("{kind: tcp, timeout: 5}").is_err());
-        assert!(serde_yaml::from_str::<OnlineConfig>("{kind: ping}").is_err());
+    fn config_shapes() {
+        let empty: OnlineConfig = serde_yaml::from_str("{}").unwrap();
+        assert_eq!(empty.tcp.timeout, Duration::from_secs(3));
+        assert!(empty.inventory.is_none());
+        let both: OnlineConfig = serde_yaml::from_str(
+            "{tcp: {timeout: 500ms}, inventory: {baseUrl: 'http://inv', timeout: 2s}}",
+        )
+        .unwrap();
+        assert_eq!(both.tcp.timeout, Duration::from_millis(500));
+        assert_eq!(both.inventory.unwrap().timeout, Duration::from_secs(2));
+        assert!(serde_yaml::from_str::<OnlineConfig>("{tcp: {timeoutMs: 5}}").is_err());
+        assert!(serde_yaml::from_str::<OnlineConfig>("{ping: {}}").is_err());
+    }
+
+    fn tcp(host: &str, ports: Vec<u16>) -> Target {
+        Target::Tcp {
+            host: host.into(),
+            ports,
+        }
     }
 
     #[tokio::test]
-    async fn tcp_probe_sees_a_listener_and_a_closed_port() {
+    async fn tcp_sees_a_listener_and_a_closed_port() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let open = listener.local_addr().unwrap().port();
         let closed = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let probe = TcpProbe::new(&TcpProbeConfig { timeout_ms: 2000 }).unwrap();
-        let target = |ports: Vec<u16>| TcpTarget {
-            host: "127.0.0.1".into(),
-            ports,
-        };
-        assert!(probe.check(&target(vec![closed, open])).await.unwrap());
-        assert!(!probe.check(&target(vec![closed])).await.unwrap());
-        let err = probe.check(&target(vec![])).await.unwrap_err();
-        assert!(!err.is_retryable(), "{err}");
+        let probe = OnlineProbe::from_config(&OnlineConfig::default()).unwrap();
+        assert!(
+            probe
+                .is_online(&tcp("127.0.0.1", vec![closed, open]))
+                .await
+                .unwrap()
+        );
+        assert!(
+            !probe
+                .is_online(&tcp("127.0.0.1", vec![closed]))
+                .await
+                .unwrap()
+        );
+        for bad in [
+            tcp("127.0.0.1", vec![]),
+            tcp(" ", vec![22]),
+            tcp("h", vec![0]),
+        ] {
+            assert!(!probe.is_online(&bad).await.unwrap_err().is_retryable());
+        }
+        let unconfigured = probe.is_online(&Target::Inventory { id: "a".into() }).await;
+        assert!(matches!(unconfigured, Err(OnlineError::InvalidTarget(_))));
     }
 
     #[tokio::test]
-    async fn tcp_probe_times_out_as_offline() {
+    async fn tcp_times_out_as_offline() {
         // 192.0.2.0/24 (TEST-NET-1) is never routed: connects hang or fail.
-        let probe = TcpProbe::new(&TcpProbeConfig { timeout_ms: 200 }).unwrap();
+        let config = TcpProbeConfig {
+            timeout: Duration::from_millis(200),
+        };
+        let probe = TcpProbe::new(&config).unwrap();
         let started = std::time::Instant::now();
-        let online = probe
-            .check(&TcpTarget {
-                host: "192.0.2.1".into(),
-                ports: vec![9],
-            })
-            .await
-            .unwrap();
-        assert!(!online);
+        assert!(!probe.check("192.0.2.1", &[9]).await.unwrap());
         assert!(started.elapsed() < Duration::from_secs(2));
     }
 }

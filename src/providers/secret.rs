@@ -120,7 +120,9 @@ fn read_small_file(path: &Path) -> Result<String, SecretError> {
         path: path.to_path_buf(),
         reason,
     };
-    let len = std::fs::metadata(path).map_err(|e| fail(e.kind().to_string()))?.len();
+    let len = std::fs::metadata(path)
+        .map_err(|e| fail(e.kind().to_string()))?
+        .len();
     if len > MAX_SECRET_FILE_BYTES {
         return Err(fail(format!(
             "{len} bytes is more than the {MAX_SECRET_FILE_BYTES} a secret may have"
@@ -166,7 +168,9 @@ mod tests {
         let err = SecretFrom::File(path.clone()).load().unwrap_err();
         assert!(matches!(err, SecretError::Empty(_)), "{err}");
 
-        let missing = SecretFrom::File(dir.path().join("nope")).load().unwrap_err();
+        let missing = SecretFrom::File(dir.path().join("nope"))
+            .load()
+            .unwrap_err();
         assert!(missing.to_string().contains("nope"), "{missing}");
 
         let unset = SecretFrom::Env("ASSETSCAN_TEST_SURELY_UNSET_VAR".into()).load();

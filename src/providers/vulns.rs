@@ -1,90 +1,57 @@
-//! The vulnerability step's shared parts: what an asset's software looks
-//! like, the error type, the configured source (OSV or a generic endpoint),
-//! and how findings become [`VulnFacts`].
+//! The vulnerability step's shared parts: checking the asset's packages
+//! (the CRD's [`Package`]), the error type, the configured source (OSV or a
+//! generic endpoint), and how findings become [`VulnFacts`].
 
 use super::ConfigError;
 use super::generic::{GenericVulnClient, GenericVulnConfig};
 use super::http::HttpError;
 use super::osv::{OsvClient, OsvConfig};
+pub use crate::crd::Package;
 use crate::ticket::{Finding, Severity, VulnFacts};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Deserializer};
 use std::collections::BTreeSet;
 
-/// One installed package of an asset: `name` + `ecosystem` (+ `version`), or
-/// a `purl`. OSV's rule applies: a versioned purl (`pkg:pypi/jinja2@3.1.4`)
-/// must not also carry `version` (the API answers 400).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct Software {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// OSV ecosystem name, e.g. `PyPI`, `Go`, `Debian:10`, `Ubuntu:22.04:LTS`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ecosystem: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub purl: Option<String>,
+/// Checks an asset's package the way OSV would: a `purl` alone, or `name` +
+/// `ecosystem` (+ `version`); a versioned purl must not also carry `version`
+/// (osv.dev answers 400). The CRD enforces the same on the API server; this
+/// guards the standalone `scan` path. The reason is for humans.
+pub fn validate_package(package: &Package) -> Result<(), String> {
+    let set = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.trim().is_empty());
+    match (&package.purl, set(&package.name), set(&package.ecosystem)) {
+        (Some(purl), false, false) => {
+            if !purl.starts_with("pkg:") {
+                return Err(format!("{purl:?} is not a purl (pkg:…)"));
+            }
+            if purl.contains('@') && package.version.is_some() {
+                return Err("a versioned purl must not also give `version`".to_owned());
+            }
+            Ok(())
+        }
+        (None, true, true) => Ok(()),
+        (Some(_), _, _) => Err("give either `purl` or `name` + `ecosystem`, not both".to_owned()),
+        (None, _, _) => Err("`name` and `ecosystem` are both required without `purl`".to_owned()),
+    }
 }
 
-impl Software {
-    pub fn package(ecosystem: &str, name: &str, version: &str) -> Software {
-        Software {
-            name: Some(name.to_owned()),
-            ecosystem: Some(ecosystem.to_owned()),
-            version: Some(version.to_owned()),
-            purl: None,
-        }
-    }
-
-    pub fn purl(purl: &str) -> Software {
-        Software {
-            name: None,
-            ecosystem: None,
-            version: None,
-            purl: Some(purl.to_owned()),
-        }
-    }
-
-    /// Checks the combination of fields; the reason is for humans.
-    pub fn validate(&self) -> Result<(), String> {
-        let set = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.trim().is_empty());
-        match (&self.purl, set(&self.name), set(&self.ecosystem)) {
-            (Some(purl), false, false) => {
-                if !purl.starts_with("pkg:") {
-                    return Err(format!("{purl:?} is not a purl (pkg:…)"));
-                }
-                if purl.contains('@') && self.version.is_some() {
-                    return Err("a versioned purl must not also give `version`".to_owned());
-                }
-                Ok(())
-            }
-            (None, true, true) => Ok(()),
-            (Some(_), _, _) => Err("give either `purl` or `name` + `ecosystem`, not both".to_owned()),
-            (None, _, _) => Err("`name` and `ecosystem` are both required without `purl`".to_owned()),
-        }
-    }
-
-    /// How findings name the package: `PyPI/jinja2@3.1.4`, or the purl.
-    pub fn label(&self) -> String {
-        let base = match (&self.purl, &self.ecosystem, &self.name) {
-            (Some(purl), _, _) => purl.clone(),
-            (None, Some(eco), Some(name)) => format!("{eco}/{name}"),
-            _ => "?".to_owned(),
-        };
-        match &self.version {
-            Some(v) => format!("{base}@{v}"),
-            None => base,
-        }
+/// How findings name a package: `PyPI/jinja2@3.1.4`, or the purl.
+pub(crate) fn package_label(package: &Package) -> String {
+    let base = match (&package.purl, &package.ecosystem, &package.name) {
+        (Some(purl), _, _) => purl.clone(),
+        (None, Some(eco), Some(name)) => format!("{eco}/{name}"),
+        _ => "?".to_owned(),
+    };
+    match &package.version {
+        Some(v) => format!("{base}@{v}"),
+        None => base,
     }
 }
 
 /// A failed vulnerability query.
 #[derive(Debug, thiserror::Error)]
 pub enum VulnError {
-    /// The asset's software list is wrong; asking again will not help.
-    #[error("{provider}: software entry #{index}: {reason}")]
-    InvalidSoftware {
+    /// A package of the asset is invalid; asking again will not help.
+    #[error("{provider}: package #{index}: {reason}")]
+    InvalidPackage {
         provider: &'static str,
         index: usize,
         reason: String,
@@ -99,17 +66,20 @@ pub enum VulnError {
 impl VulnError {
     pub fn is_retryable(&self) -> bool {
         match self {
-            VulnError::InvalidSoftware { .. } | VulnError::TooManyPages { .. } => false,
+            VulnError::InvalidPackage { .. } | VulnError::TooManyPages { .. } => false,
             VulnError::Http(e) => e.is_retryable(),
         }
     }
 }
 
-/// Rejects the first invalid software entry.
-pub(crate) fn validate_all(provider: &'static str, software: &[Software]) -> Result<(), VulnError> {
-    for (index, s) in software.iter().enumerate() {
-        s.validate()
-            .map_err(|reason| VulnError::InvalidSoftware { provider, index, reason })?;
+/// Rejects the first invalid package.
+pub(crate) fn validate_all(provider: &'static str, software: &[Package]) -> Result<(), VulnError> {
+    for (index, package) in software.iter().enumerate() {
+        validate_package(package).map_err(|reason| VulnError::InvalidPackage {
+            provider,
+            index,
+            reason,
+        })?;
     }
     Ok(())
 }
@@ -143,7 +113,11 @@ impl VulnSource {
         })
     }
 
-    pub async fn query(&self, asset_id: &str, software: &[Software]) -> Result<VulnFacts, VulnError> {
+    pub async fn query(
+        &self,
+        asset_id: &str,
+        software: &[Package],
+    ) -> Result<VulnFacts, VulnError> {
         match self {
             VulnSource::Osv(osv) => osv.query(software).await,
             VulnSource::Generic(generic) => generic.query(asset_id, software).await,
@@ -154,7 +128,7 @@ impl VulnSource {
 /// Where a severity sorts, most severe first. An unscored finding ranks
 /// below `Low` (it may be anything, but nothing says it is bad) and above
 /// `None` (which says it is not).
-fn rank(severity: Severity) -> u8 {
+pub(crate) fn rank(severity: Severity) -> u8 {
     match severity {
         Severity::Critical => 5,
         Severity::High => 4,
@@ -231,7 +205,12 @@ mod tests {
                 finding("unknown", None, Severity::Unknown, &["CVE-2024-0004"]),
                 finding("crit", Some(10.0), Severity::Critical, &["CVE-2024-0001"]),
                 finding("med", Some(4.4), Severity::Medium, &[]),
-                finding("high", Some(8.1), Severity::High, &["CVE-2024-0002", "CVE-2024-0001"]),
+                finding(
+                    "high",
+                    Some(8.1),
+                    Severity::High,
+                    &["CVE-2024-0002", "CVE-2024-0001"],
+                ),
             ],
             3,
         );
@@ -241,20 +220,40 @@ mod tests {
         assert_eq!(ids, ["crit", "high", "med"]);
         assert_eq!(facts.by_severity[&Severity::Unknown], 1);
         assert_eq!(facts.by_severity.values().sum::<u32>(), 5);
-        assert_eq!(facts.cves, ["CVE-2024-0001", "CVE-2024-0002", "CVE-2024-0003", "CVE-2024-0004"]);
+        assert_eq!(
+            facts.cves,
+            [
+                "CVE-2024-0001",
+                "CVE-2024-0002",
+                "CVE-2024-0003",
+                "CVE-2024-0004"
+            ]
+        );
     }
 
     #[test]
-    fn software_validation() {
-        assert!(Software::package("PyPI", "jinja2", "3.1.4").validate().is_ok());
-        assert!(Software::purl("pkg:pypi/jinja2@3.1.4").validate().is_ok());
-        let mut both = Software::purl("pkg:pypi/jinja2@3.1.4");
-        both.version = Some("3.1.4".into());
-        assert!(both.validate().is_err());
-        let mut no_eco = Software::package("PyPI", "jinja2", "1");
-        no_eco.ecosystem = None;
-        assert!(no_eco.validate().is_err());
-        assert!(Software::purl("jinja2").validate().is_err());
-        assert_eq!(Software::package("PyPI", "jinja2", "3.1.4").label(), "PyPI/jinja2@3.1.4");
+    fn package_validation() {
+        let named = |eco: Option<&str>| Package {
+            name: Some("jinja2".into()),
+            ecosystem: eco.map(str::to_owned),
+            version: Some("3.1.4".into()),
+            purl: None,
+        };
+        let purl = |p: &str, version: Option<&str>| Package {
+            purl: Some(p.into()),
+            version: version.map(str::to_owned),
+            ..Package::default()
+        };
+        assert!(validate_package(&named(Some("PyPI"))).is_ok());
+        assert!(validate_package(&named(None)).is_err());
+        assert!(validate_package(&purl("pkg:pypi/jinja2@3.1.4", None)).is_ok());
+        assert!(validate_package(&purl("pkg:pypi/jinja2", Some("3.1.4"))).is_ok());
+        assert!(validate_package(&purl("pkg:pypi/jinja2@3.1.4", Some("3.1.4"))).is_err());
+        assert!(validate_package(&purl("jinja2", None)).is_err());
+        assert_eq!(package_label(&named(Some("PyPI"))), "PyPI/jinja2@3.1.4");
+        assert_eq!(
+            package_label(&purl("pkg:pypi/jinja2@3.1.4", None)),
+            "pkg:pypi/jinja2@3.1.4"
+        );
     }
 }

@@ -314,23 +314,23 @@ impl TicketStore {
         Ok(found)
     }
 
-    /// Deletes the asset's tickets (not its fence: tokens must never repeat).
-    pub async fn delete_tickets(&self, asset: &AssetId) -> Result<usize, StoreError> {
-        let keys = self.keys(asset);
-        let mut deleted = 0;
-        for run in self.runs(asset).await? {
-            let n: usize = self
-                .conn
-                .clone()
-                .del(keys.ticket(&run))
-                .await
-                .map_err(|source| StoreError::Redis {
-                    op: "delete ticket",
-                    source,
-                })?;
-            deleted += n;
-        }
-        Ok(deleted)
+    /// Deletes one ticket (never the fence: tokens must not repeat).
+    pub async fn delete_ticket(&self, asset: &AssetId, run: &str) -> Result<usize, StoreError> {
+        keys::validate_run(run)?;
+        self.conn
+            .clone()
+            .del(self.keys(asset).ticket(run))
+            .await
+            .map_err(|source| StoreError::Redis { op: "delete ticket", source })
+    }
+
+    /// Checks that Redis answers (readiness).
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        redis::cmd("PING")
+            .query_async::<String>(&mut self.conn.clone())
+            .await
+            .map(|_| ())
+            .map_err(|source| StoreError::Redis { op: "ping", source })
     }
 
     /// Keys matching `pattern`: SCAN on a standalone server; on a Cluster,

@@ -1,1 +1,3 @@
+pub mod emulator;
 pub mod redis;
+pub mod stubs;

@@ -39,12 +39,20 @@ pub struct FieldError {
 
 impl FieldError {
     pub fn new(reason: &str, field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { reason: reason.to_string(), field: field.into(), message: message.into() }
+        Self {
+            reason: reason.to_string(),
+            field: field.into(),
+            message: message.into(),
+        }
     }
 
     /// `field.Invalid(path, value, detail)`: `Invalid value: <value>: <detail>`.
     pub fn invalid(field: &str, value: &Value, detail: &str) -> Self {
-        Self::new("FieldValueInvalid", field, format!("Invalid value: {}: {detail}", go_value(value)))
+        Self::new(
+            "FieldValueInvalid",
+            field,
+            format!("Invalid value: {}: {detail}", go_value(value)),
+        )
     }
 
     /// `field.Required(path, detail)`.
@@ -100,37 +108,65 @@ pub struct ApplyConflict {
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
     #[error("{resource} \"{name}\" not found")]
-    NotFound { resource: GroupResource, name: String },
+    NotFound {
+        resource: GroupResource,
+        name: String,
+    },
     /// A path that names no known resource (404 with an empty `details`).
     #[error("the server could not find the requested resource")]
     UnknownResource,
     #[error("{resource} \"{name}\" already exists")]
-    AlreadyExists { resource: GroupResource, name: String },
+    AlreadyExists {
+        resource: GroupResource,
+        name: String,
+    },
     /// Optimistic-concurrency failure or a failed precondition.
     #[error("Operation cannot be fulfilled on {resource} \"{name}\": {detail}")]
-    Conflict { resource: GroupResource, name: String, detail: String },
+    Conflict {
+        resource: GroupResource,
+        name: String,
+        detail: String,
+    },
     /// Server-side apply found fields owned by other managers.
     #[error("{}", apply_conflict_message(.conflicts))]
-    ApplyConflict { resource: GroupResource, name: String, conflicts: Vec<ApplyConflict> },
+    ApplyConflict {
+        resource: GroupResource,
+        name: String,
+        conflicts: Vec<ApplyConflict>,
+    },
     /// Validation failed; `kind` is `Kind.group`, e.g. `AssetScan.example.com`.
     #[error("{} \"{name}\" is invalid: {}", .kind, aggregate(.causes))]
-    Invalid { kind: String, group: String, kind_name: String, name: String, causes: Vec<FieldError> },
+    Invalid {
+        kind: String,
+        group: String,
+        kind_name: String,
+        name: String,
+        causes: Vec<FieldError>,
+    },
     /// 422 without field causes (e.g. a JSON patch `test` that failed).
     #[error("{0}")]
     Unprocessable(String),
     /// The requested resourceVersion or continue token is older than the history window.
     #[error("{message}")]
-    Gone { message: String, continue_token: Option<String> },
+    Gone {
+        message: String,
+        continue_token: Option<String>,
+    },
     #[error("{0}")]
     BadRequest(String),
     #[error("{0}")]
     Forbidden(String),
-    #[error("the body of the request was in an unknown format - accepted media types include: {accepted}")]
+    #[error(
+        "the body of the request was in an unknown format - accepted media types include: {accepted}"
+    )]
     UnsupportedMediaType { accepted: String },
     #[error("the server does not allow this method on the requested resource")]
     MethodNotAllowed,
     #[error("{message}")]
-    TooManyRequests { message: String, retry_after_seconds: u64 },
+    TooManyRequests {
+        message: String,
+        retry_after_seconds: u64,
+    },
     #[error("{0}")]
     Timeout(String),
     #[error("Internal error occurred: {0}")]
@@ -140,7 +176,13 @@ pub enum ApiError {
 fn aggregate(causes: &[FieldError]) -> String {
     match causes {
         [one] => one.line(),
-        many => format!("[{}]", many.iter().map(FieldError::line).collect::<Vec<_>>().join(", ")),
+        many => format!(
+            "[{}]",
+            many.iter()
+                .map(FieldError::line)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     }
 }
 
@@ -161,7 +203,10 @@ fn apply_conflict_message(conflicts: &[ApplyConflict]) -> String {
     }
     for (manager, api_version) in managers {
         lines.push(format!("conflicts with \"{manager}\" using {api_version}:"));
-        for c in conflicts.iter().filter(|c| c.manager == manager && c.api_version == api_version) {
+        for c in conflicts
+            .iter()
+            .filter(|c| c.manager == manager && c.api_version == api_version)
+        {
             lines.push(format!("- {}", c.field));
         }
     }
@@ -171,7 +216,10 @@ fn apply_conflict_message(conflicts: &[ApplyConflict]) -> String {
 
 impl ApiError {
     pub fn not_found(resource: &GroupResource, name: &str) -> Self {
-        Self::NotFound { resource: resource.clone(), name: name.to_string() }
+        Self::NotFound {
+            resource: resource.clone(),
+            name: name.to_string(),
+        }
     }
 
     /// The standard optimistic-concurrency conflict.
@@ -220,7 +268,10 @@ impl ApiError {
     /// `Retry-After` header value, when the server asks the client to back off.
     pub fn retry_after(&self) -> Option<u64> {
         match self {
-            Self::TooManyRequests { retry_after_seconds, .. } => Some(*retry_after_seconds),
+            Self::TooManyRequests {
+                retry_after_seconds,
+                ..
+            } => Some(*retry_after_seconds),
             _ => None,
         }
     }
@@ -231,7 +282,11 @@ impl ApiError {
             Self::NotFound { resource, name }
             | Self::AlreadyExists { resource, name }
             | Self::Conflict { resource, name, .. } => named(resource, name),
-            Self::ApplyConflict { resource, name, conflicts } => {
+            Self::ApplyConflict {
+                resource,
+                name,
+                conflicts,
+            } => {
                 let mut d = named(resource, name);
                 d["causes"] = conflicts
                     .iter()
@@ -245,7 +300,13 @@ impl ApiError {
                     .collect();
                 d
             }
-            Self::Invalid { group, kind_name, name, causes, .. } => json!({
+            Self::Invalid {
+                group,
+                kind_name,
+                name,
+                causes,
+                ..
+            } => json!({
                 "name": name,
                 "group": group,
                 "kind": kind_name,
@@ -254,7 +315,10 @@ impl ApiError {
                     .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
                     .collect::<Vec<_>>(),
             }),
-            Self::TooManyRequests { retry_after_seconds, .. } => json!({"retryAfterSeconds": retry_after_seconds}),
+            Self::TooManyRequests {
+                retry_after_seconds,
+                ..
+            } => json!({"retryAfterSeconds": retry_after_seconds}),
             Self::Internal(message) => json!({"causes": [{"message": message}]}),
             _ => return None,
         };
@@ -275,7 +339,11 @@ impl ApiError {
         if let Some(details) = self.details() {
             status["details"] = details;
         }
-        if let Self::Gone { continue_token: Some(token), .. } = self {
+        if let Self::Gone {
+            continue_token: Some(token),
+            ..
+        } = self
+        {
             status["metadata"]["continue"] = Value::String(token.clone());
         }
         status
@@ -286,9 +354,15 @@ impl ApiError {
 #[derive(Debug, thiserror::Error)]
 pub enum EmulatorError {
     #[error("reading {path}: {source}")]
-    Io { path: String, source: std::io::Error },
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("parsing YAML in {path}: {source}")]
-    Yaml { path: String, source: serde_yaml::Error },
+    Yaml {
+        path: String,
+        source: serde_yaml::Error,
+    },
     #[error("invalid CustomResourceDefinition {name}: {reason}")]
     InvalidCrd { name: String, reason: String },
     #[error("binding the listener: {0}")]

@@ -28,7 +28,9 @@ pub fn meta_mut(obj: &mut Value) -> &mut Map<String, Value> {
         *obj = Value::Object(Map::new());
     }
     let root = obj.as_object_mut().expect("just made an object");
-    let meta = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    let meta = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
     if !meta.is_object() {
         *meta = Value::Object(Map::new());
     }
@@ -47,7 +49,11 @@ pub fn finalizers(obj: &Value) -> Vec<String> {
     obj.get("metadata")
         .and_then(|m| m.get("finalizers"))
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -73,7 +79,9 @@ pub fn generation(obj: &Value) -> Option<i64> {
 
 /// RFC 3339 UTC with second precision, as `metav1.Time` serializes.
 pub fn now_rfc3339() -> String {
-    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
 }
 
 /// A random RFC 4122 version 4 UUID.
@@ -82,14 +90,23 @@ pub fn new_uid() -> String {
     b[6] = (b[6] & 0x0f) | 0x40;
     b[8] = (b[8] & 0x3f) | 0x80;
     let hex: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!("{}-{}-{}-{}-{}", &hex[0..8], &hex[8..12], &hex[12..16], &hex[16..20], &hex[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..32]
+    )
 }
 
 /// The 5-character suffix kube-apiserver appends to `generateName`
 /// (consonants and digits that cannot spell words).
 pub fn generate_name_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-    (0..5).map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char).collect()
+    (0..5)
+        .map(|_| ALPHABET[rand::random_range(0..ALPHABET.len())] as char)
+        .collect()
 }
 
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
@@ -98,7 +115,8 @@ const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lowe
 fn is_dns1123_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
+        && s.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -109,17 +127,33 @@ pub fn validate_name(name: &str, label_only: bool) -> Vec<FieldError> {
     let mut errs = Vec::new();
     if label_only {
         if name.len() > 63 {
-            errs.push(FieldError::invalid("metadata.name", &value, "must be no more than 63 characters"));
+            errs.push(FieldError::invalid(
+                "metadata.name",
+                &value,
+                "must be no more than 63 characters",
+            ));
         }
         if !is_dns1123_label(name) {
-            errs.push(FieldError::invalid("metadata.name", &value, DNS1123_LABEL_MSG));
+            errs.push(FieldError::invalid(
+                "metadata.name",
+                &value,
+                DNS1123_LABEL_MSG,
+            ));
         }
     } else {
         if name.len() > 253 {
-            errs.push(FieldError::invalid("metadata.name", &value, "must be no more than 253 characters"));
+            errs.push(FieldError::invalid(
+                "metadata.name",
+                &value,
+                "must be no more than 253 characters",
+            ));
         }
         if !name.split('.').all(is_dns1123_label) {
-            errs.push(FieldError::invalid("metadata.name", &value, DNS1123_SUBDOMAIN_MSG));
+            errs.push(FieldError::invalid(
+                "metadata.name",
+                &value,
+                DNS1123_SUBDOMAIN_MSG,
+            ));
         }
     }
     errs
@@ -131,7 +165,8 @@ pub fn validate_labels(obj: &Value) -> Vec<FieldError> {
     let is_name_part = |s: &str| {
         !s.is_empty()
             && s.len() <= 63
-            && s.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+            && s.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
             && s.as_bytes()[0].is_ascii_alphanumeric()
             && s.as_bytes()[s.len() - 1].is_ascii_alphanumeric()
     };
@@ -160,7 +195,9 @@ pub fn validate_labels(obj: &Value) -> Vec<FieldError> {
 
 /// Walks a dotted path (`spec.target.host`) into an object.
 pub fn dotted<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
-    path.split('.').filter(|p| !p.is_empty()).try_fold(obj, |v, part| v.get(part))
+    path.split('.')
+        .filter(|p| !p.is_empty())
+        .try_fold(obj, |v, part| v.get(part))
 }
 
 /// Canonical string form of a scalar for selectors and printing.

@@ -73,16 +73,27 @@ pub struct ResourceType {
 
 impl ResourceType {
     pub fn api_version(&self) -> String {
-        if self.group.is_empty() { self.version.clone() } else { format!("{}/{}", self.group, self.version) }
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
     pub fn group_resource(&self) -> GroupResource {
-        GroupResource { group: self.group.clone(), resource: self.plural.clone() }
+        GroupResource {
+            group: self.group.clone(),
+            resource: self.plural.clone(),
+        }
     }
 
     /// `Kind.group` as used in `Invalid` messages.
     pub fn qualified_kind(&self) -> String {
-        if self.group.is_empty() { self.kind.clone() } else { format!("{}.{}", self.kind, self.group) }
+        if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
     }
 
     /// The stored object as this resource's API representation.
@@ -105,7 +116,10 @@ impl ResourceType {
             Conversion::EventsV1 => rename_fields(view, EVENT_RENAMES, true),
         };
         if let Some(map) = obj.as_object_mut() {
-            map.insert("apiVersion".into(), Value::String(self.storage_api_version.clone()));
+            map.insert(
+                "apiVersion".into(),
+                Value::String(self.storage_api_version.clone()),
+            );
             if self.conversion == Conversion::EventsV1 {
                 map.insert("kind".into(), Value::String("Event".into()));
             }
@@ -119,11 +133,15 @@ impl ResourceType {
         self.plural == lower
             || self.singular == lower
             || self.kind.to_ascii_lowercase() == lower
-            || self.short_names.iter().any(|s| *s == lower)
+            || self.short_names.contains(&lower)
     }
 
     fn builtin(group: &str, version: &str, kind: &str, plural: &str, namespaced: bool) -> Self {
-        let api_version = if group.is_empty() { version.to_string() } else { format!("{group}/{version}") };
+        let api_version = if group.is_empty() {
+            version.to_string()
+        } else {
+            format!("{group}/{version}")
+        };
         Self {
             group: group.into(),
             version: version.into(),
@@ -137,7 +155,10 @@ impl ResourceType {
             status_subresource: false,
             has_generation: false,
             custom: false,
-            storage: StorageId { group: group.into(), resource: plural.into() },
+            storage: StorageId {
+                group: group.into(),
+                resource: plural.into(),
+            },
             storage_api_version: api_version,
             conversion: Conversion::None,
             schema: None,
@@ -160,11 +181,17 @@ const EVENT_RENAMES: &[(&str, &str)] = &[
 ];
 
 fn rename_fields(obj: &Value, renames: &[(&str, &str)], view_to_storage: bool) -> Value {
-    let Some(map) = obj.as_object() else { return obj.clone() };
+    let Some(map) = obj.as_object() else {
+        return obj.clone();
+    };
     let mut out = serde_json::Map::new();
     for (k, v) in map {
         let renamed = renames.iter().find_map(|(view, stored)| {
-            if view_to_storage { (k == view).then_some(*stored) } else { (k == stored).then_some(*view) }
+            if view_to_storage {
+                (k == view).then_some(*stored)
+            } else {
+                (k == stored).then_some(*view)
+            }
         });
         out.insert(renamed.map_or_else(|| k.clone(), str::to_string), v.clone());
     }
@@ -231,7 +258,10 @@ fn builtins() -> Vec<ResourceType> {
 
     let mut events_v1 = ResourceType::builtin("events.k8s.io", "v1", "Event", "events", true);
     events_v1.short_names = vec!["ev".into()];
-    events_v1.storage = StorageId { group: String::new(), resource: "events".into() };
+    events_v1.storage = StorageId {
+        group: String::new(),
+        resource: "events".into(),
+    };
     events_v1.storage_api_version = "v1".into();
     events_v1.conversion = Conversion::EventsV1;
     events_v1.selectable_fields = core_event.selectable_fields.clone();
@@ -244,15 +274,27 @@ fn builtins() -> Vec<ResourceType> {
     ];
 
     let mut lease = ResourceType::builtin("coordination.k8s.io", "v1", "Lease", "leases", true);
-    lease.printer_columns = vec![column("Holder", "string", ".spec.holderIdentity"), age_column()];
+    lease.printer_columns = vec![
+        column("Holder", "string", ".spec.holderIdentity"),
+        age_column(),
+    ];
 
-    let mut crd =
-        ResourceType::builtin("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions", false);
+    let mut crd = ResourceType::builtin(
+        "apiextensions.k8s.io",
+        "v1",
+        "CustomResourceDefinition",
+        "customresourcedefinitions",
+        false,
+    );
     crd.short_names = vec!["crd".into(), "crds".into()];
     crd.categories = vec!["api-extensions".into()];
     crd.status_subresource = true;
     crd.has_generation = true;
-    crd.printer_columns = vec![column("Created At", "string", ".metadata.creationTimestamp")];
+    crd.printer_columns = vec![column(
+        "Created At",
+        "string",
+        ".metadata.creationTimestamp",
+    )];
 
     vec![ns, cm, secret, core_event, events_v1, lease, crd]
 }
@@ -265,7 +307,9 @@ pub struct Registry {
 
 impl Default for Registry {
     fn default() -> Self {
-        Self { types: builtins().into_iter().map(Arc::new).collect() }
+        Self {
+            types: builtins().into_iter().map(Arc::new).collect(),
+        }
     }
 }
 
@@ -275,12 +319,17 @@ impl Registry {
     }
 
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {
-        self.types.iter().find(|t| t.group == group && t.version == version && t.plural == plural).cloned()
+        self.types
+            .iter()
+            .find(|t| t.group == group && t.version == version && t.plural == plural)
+            .cloned()
     }
 
     /// Whether the group/version is served at all (for 404 vs. empty lists).
     pub fn serves_group_version(&self, group: &str, version: &str) -> bool {
-        self.types.iter().any(|t| t.group == group && t.version == version)
+        self.types
+            .iter()
+            .any(|t| t.group == group && t.version == version)
     }
 
     /// Resolves a kubectl-style name: `assetscans`, `assetscan`, `AssetScan`,
@@ -302,7 +351,9 @@ impl Registry {
         let mut out: Vec<(String, Vec<String>)> = Vec::new();
         for t in &self.types {
             match out.iter_mut().find(|(g, _)| *g == t.group) {
-                Some((_, versions)) if !versions.contains(&t.version) => versions.push(t.version.clone()),
+                Some((_, versions)) if !versions.contains(&t.version) => {
+                    versions.push(t.version.clone())
+                }
                 Some(_) => {}
                 None => out.push((t.group.clone(), vec![t.version.clone()])),
             }
@@ -313,7 +364,10 @@ impl Registry {
     /// Registers (or re-registers) every served version of a CRD.
     pub fn add_crd(&mut self, crd: &Value) -> Result<Vec<Arc<ResourceType>>, EmulatorError> {
         let parsed = parse_crd(crd)?;
-        let name = parsed.first().and_then(|t| t.crd_name.clone()).unwrap_or_default();
+        let name = parsed
+            .first()
+            .and_then(|t| t.crd_name.clone())
+            .unwrap_or_default();
         self.remove_crd(&name);
         let arcs: Vec<Arc<ResourceType>> = parsed.into_iter().map(Arc::new).collect();
         self.types.extend(arcs.iter().cloned());
@@ -322,14 +376,22 @@ impl Registry {
 
     /// Unregisters a CRD's resources; returns their storage id if any were registered.
     pub fn remove_crd(&mut self, crd_name: &str) -> Option<StorageId> {
-        let storage = self.types.iter().find(|t| t.crd_name.as_deref() == Some(crd_name)).map(|t| t.storage.clone());
-        self.types.retain(|t| t.crd_name.as_deref() != Some(crd_name));
+        let storage = self
+            .types
+            .iter()
+            .find(|t| t.crd_name.as_deref() == Some(crd_name))
+            .map(|t| t.storage.clone());
+        self.types
+            .retain(|t| t.crd_name.as_deref() != Some(crd_name));
         storage
     }
 }
 
 fn invalid(name: &str, reason: impl Into<String>) -> EmulatorError {
-    EmulatorError::InvalidCrd { name: name.to_string(), reason: reason.into() }
+    EmulatorError::InvalidCrd {
+        name: name.to_string(),
+        reason: reason.into(),
+    }
 }
 
 /// Turns an apiextensions.k8s.io/v1 CRD into one `ResourceType` per served version.
@@ -338,23 +400,46 @@ pub fn parse_crd(crd: &Value) -> Result<Vec<ResourceType>, EmulatorError> {
     if crd.get("kind").and_then(Value::as_str) != Some("CustomResourceDefinition") {
         return Err(invalid(&name, "kind is not CustomResourceDefinition"));
     }
-    let spec = crd.get("spec").ok_or_else(|| invalid(&name, "spec is required"))?;
-    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let spec = crd
+        .get("spec")
+        .ok_or_else(|| invalid(&name, "spec is required"))?;
+    let s = |v: &Value, k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let group = s(spec, "group");
-    let names = spec.get("names").ok_or_else(|| invalid(&name, "spec.names is required"))?;
+    let names = spec
+        .get("names")
+        .ok_or_else(|| invalid(&name, "spec.names is required"))?;
     let plural = s(names, "plural");
     let kind = s(names, "kind");
     if group.is_empty() || plural.is_empty() || kind.is_empty() {
-        return Err(invalid(&name, "spec.group, spec.names.plural and spec.names.kind are required"));
+        return Err(invalid(
+            &name,
+            "spec.group, spec.names.plural and spec.names.kind are required",
+        ));
     }
     if name != format!("{plural}.{group}") {
-        return Err(invalid(&name, format!("metadata.name must be spec.names.plural+\".\"+spec.group: {plural}.{group}")));
+        return Err(invalid(
+            &name,
+            format!("metadata.name must be spec.names.plural+\".\"+spec.group: {plural}.{group}"),
+        ));
     }
-    let singular = Some(s(names, "singular")).filter(|x| !x.is_empty()).unwrap_or_else(|| kind.to_ascii_lowercase());
-    let list_kind = Some(s(names, "listKind")).filter(|x| !x.is_empty()).unwrap_or_else(|| format!("{kind}List"));
+    let singular = Some(s(names, "singular"))
+        .filter(|x| !x.is_empty())
+        .unwrap_or_else(|| kind.to_ascii_lowercase());
+    let list_kind = Some(s(names, "listKind"))
+        .filter(|x| !x.is_empty())
+        .unwrap_or_else(|| format!("{kind}List"));
     let strings = |v: Option<&Value>| -> Vec<String> {
         v.and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let namespaced = match spec.get("scope").and_then(Value::as_str) {
@@ -373,7 +458,10 @@ pub fn parse_crd(crd: &Value) -> Result<Vec<ResourceType>, EmulatorError> {
         .map(|v| s(v, "name"))
         .collect();
     let [storage_version] = storage_versions.as_slice() else {
-        return Err(invalid(&name, "exactly one version must be marked as storage version"));
+        return Err(invalid(
+            &name,
+            "exactly one version must be marked as storage version",
+        ));
     };
     let mut out = Vec::new();
     for v in versions {
@@ -381,11 +469,21 @@ pub fn parse_crd(crd: &Value) -> Result<Vec<ResourceType>, EmulatorError> {
             continue;
         }
         let version = s(v, "name");
-        let schema = v
+        let schema: Value = v
             .get("schema")
             .and_then(|sc| sc.get("openAPIV3Schema"))
             .cloned()
-            .ok_or_else(|| invalid(&name, format!("version {version}: schema.openAPIV3Schema is required")))?;
+            .ok_or_else(|| {
+                invalid(
+                    &name,
+                    format!("version {version}: schema.openAPIV3Schema is required"),
+                )
+            })?;
+        check_structural(
+            &schema,
+            &format!("spec.versions[{version}].schema.openAPIV3Schema"),
+        )
+        .map_err(|reason| invalid(&name, reason))?;
         let mut columns: Vec<PrinterColumn> = v
             .get("additionalPrinterColumns")
             .and_then(Value::as_array)
@@ -425,10 +523,16 @@ pub fn parse_crd(crd: &Value) -> Result<Vec<ResourceType>, EmulatorError> {
             short_names: strings(names.get("shortNames")),
             categories: strings(names.get("categories")),
             namespaced,
-            status_subresource: v.get("subresources").and_then(|sr| sr.get("status")).is_some(),
+            status_subresource: v
+                .get("subresources")
+                .and_then(|sr| sr.get("status"))
+                .is_some(),
             has_generation: true,
             custom: true,
-            storage: StorageId { group: group.clone(), resource: plural.clone() },
+            storage: StorageId {
+                group: group.clone(),
+                resource: plural.clone(),
+            },
             storage_api_version: format!("{group}/{storage_version}"),
             conversion: Conversion::None,
             schema: Some(Arc::new(StructuralSchema::new(schema))),
@@ -443,11 +547,55 @@ pub fn parse_crd(crd: &Value) -> Result<Vec<ResourceType>, EmulatorError> {
     Ok(out)
 }
 
+/// The structural-schema rules kube-apiserver enforces that tests are most
+/// likely to trip over: `properties` and `additionalProperties` are
+/// mutually exclusive, and list-map keys must be required or defaulted.
+fn check_structural(schema: &Value, path: &str) -> Result<(), String> {
+    if schema.get("properties").is_some() && schema.get("additionalProperties").is_some() {
+        return Err(format!(
+            "{path}.additionalProperties: Forbidden: additionalProperties and properties are mutual exclusive"
+        ));
+    }
+    if schema.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map") {
+        let items = schema.get("items").cloned().unwrap_or(Value::Null);
+        let required: Vec<&str> = items
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        for key in super::schema::list_map_keys(schema) {
+            let defaulted = items
+                .pointer(&format!("/properties/{key}/default"))
+                .is_some();
+            if !required.contains(&key.as_str()) && !defaulted {
+                return Err(format!(
+                    "{path}.items.properties[{key}]: Required value: this property is in x-kubernetes-list-map-keys, so it must have a default or be a required property"
+                ));
+            }
+        }
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, child) in props {
+            check_structural(child, &format!("{path}.properties[{k}]"))?;
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(child) = schema.get(key).filter(|c| c.is_object()) {
+            check_structural(child, &format!("{path}.{key}"))?;
+        }
+    }
+    Ok(())
+}
+
 /// The `status` a real server reports once a CRD is established.
 pub fn established_crd_status(crd: &Value, now: &str) -> Value {
     let spec = crd.get("spec").cloned().unwrap_or(Value::Null);
     let mut accepted = spec.get("names").cloned().unwrap_or_else(|| json!({}));
-    if let Some(kind) = accepted.get("kind").and_then(Value::as_str).map(str::to_string) {
+    if let Some(kind) = accepted
+        .get("kind")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+    {
         if accepted.get("singular").is_none() {
             accepted["singular"] = Value::String(kind.to_ascii_lowercase());
         }
@@ -497,8 +645,15 @@ mod tests {
     #[test]
     fn resolves_kubectl_names() {
         let reg = Registry::default();
-        assert_eq!(reg.resolve("cm").map(|t| t.plural.clone()), Some("configmaps".into()));
-        assert_eq!(reg.resolve("leases.coordination.k8s.io").map(|t| t.kind.clone()), Some("Lease".into()));
+        assert_eq!(
+            reg.resolve("cm").map(|t| t.plural.clone()),
+            Some("configmaps".into())
+        );
+        assert_eq!(
+            reg.resolve("leases.coordination.k8s.io")
+                .map(|t| t.kind.clone()),
+            Some("Lease".into())
+        );
         assert!(reg.resolve("pods").is_none());
     }
 }

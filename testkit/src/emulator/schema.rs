@@ -46,7 +46,10 @@ pub struct StructuralSchema {
 
 impl StructuralSchema {
     pub fn new(root: Value) -> Self {
-        Self { root, patterns: Mutex::new(HashMap::new()) }
+        Self {
+            root,
+            patterns: Mutex::new(HashMap::new()),
+        }
     }
 
     /// Drops unknown fields (returning their paths, for `fieldValidation`)
@@ -95,13 +98,27 @@ impl StructuralSchema {
 
     fn regex(&self, pattern: &str) -> Option<Regex> {
         let mut cache = self.patterns.lock().unwrap_or_else(|e| e.into_inner());
-        cache.entry(pattern.to_string()).or_insert_with(|| Regex::new(pattern).ok()).clone()
+        cache
+            .entry(pattern.to_string())
+            .or_insert_with(|| Regex::new(pattern).ok())
+            .clone()
     }
 
-    fn validate_node(&self, value: &Value, schema: &Value, path: &str, root: bool, errs: &mut Vec<FieldError>) {
+    fn validate_node(
+        &self,
+        value: &Value,
+        schema: &Value,
+        path: &str,
+        root: bool,
+        errs: &mut Vec<FieldError>,
+    ) {
         if value.is_null() {
             if !is_true(schema, "nullable") && !path.is_empty() {
-                errs.push(type_error(path, value, schema_type(schema).unwrap_or("object")));
+                errs.push(type_error(
+                    path,
+                    value,
+                    schema_type(schema).unwrap_or("object"),
+                ));
             }
             return;
         }
@@ -140,7 +157,11 @@ impl StructuralSchema {
             errs.push(FieldError::new(
                 "FieldValueNotSupported",
                 path,
-                format!("Unsupported value: {}: supported values: {}", go_value(value), supported.join(", ")),
+                format!(
+                    "Unsupported value: {}: supported values: {}",
+                    go_value(value),
+                    supported.join(", ")
+                ),
             ));
         }
 
@@ -153,7 +174,9 @@ impl StructuralSchema {
         }
 
         for keyword in ["allOf", "anyOf", "oneOf"] {
-            let Some(branches) = schema.get(keyword).and_then(Value::as_array) else { continue };
+            let Some(branches) = schema.get(keyword).and_then(Value::as_array) else {
+                continue;
+            };
             let results: Vec<Vec<FieldError>> = branches
                 .iter()
                 .map(|b| {
@@ -168,12 +191,18 @@ impl StructuralSchema {
                 "anyOf" if passing == 0 => errs.push(FieldError::invalid(
                     path,
                     value,
-                    &format!("{} in body must validate at least one schema (anyOf)", display_path(path)),
+                    &format!(
+                        "{} in body must validate at least one schema (anyOf)",
+                        display_path(path)
+                    ),
                 )),
                 "oneOf" if passing != 1 => errs.push(FieldError::invalid(
                     path,
                     value,
-                    &format!("{} in body must validate one and only one schema (oneOf)", display_path(path)),
+                    &format!(
+                        "{} in body must validate one and only one schema (oneOf)",
+                        display_path(path)
+                    ),
                 )),
                 _ => {}
             }
@@ -185,18 +214,32 @@ impl StructuralSchema {
                 errs.push(FieldError::invalid(
                     path,
                     value,
-                    &format!("{} in body must not validate the schema (not)", display_path(path)),
+                    &format!(
+                        "{} in body must not validate the schema (not)",
+                        display_path(path)
+                    ),
                 ));
             }
         }
     }
 
-    fn validate_string(&self, s: &str, value: &Value, schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    fn validate_string(
+        &self,
+        s: &str,
+        value: &Value,
+        schema: &Value,
+        path: &str,
+        errs: &mut Vec<FieldError>,
+    ) {
         let chars = s.chars().count() as u64;
         if let Some(max) = schema.get("maxLength").and_then(Value::as_u64)
             && chars > max
         {
-            errs.push(FieldError::new("FieldValueTooLong", path, format!("Too long: may not be longer than {max}")));
+            errs.push(FieldError::new(
+                "FieldValueTooLong",
+                path,
+                format!("Too long: may not be longer than {max}"),
+            ));
         }
         if let Some(min) = schema.get("minLength").and_then(Value::as_u64)
             && chars < min
@@ -204,7 +247,10 @@ impl StructuralSchema {
             errs.push(FieldError::invalid(
                 path,
                 value,
-                &format!("{} in body should be at least {min} chars long", display_path(path)),
+                &format!(
+                    "{} in body should be at least {min} chars long",
+                    display_path(path)
+                ),
             ));
         }
         if let Some(pattern) = schema.get("pattern").and_then(Value::as_str)
@@ -217,21 +263,36 @@ impl StructuralSchema {
                 &format!("{} in body should match '{pattern}'", display_path(path)),
             ));
         }
-        if schema.get("format").and_then(Value::as_str) == Some("date-time") && s.parse::<jiff::Timestamp>().is_err() {
+        if schema.get("format").and_then(Value::as_str) == Some("date-time")
+            && s.parse::<jiff::Timestamp>().is_err()
+        {
             errs.push(FieldError::invalid(
                 path,
                 value,
-                &format!("{} in body must be of type date-time: {s:?}", display_path(path)),
+                &format!(
+                    "{} in body must be of type date-time: {s:?}",
+                    display_path(path)
+                ),
             ));
         }
     }
 
-    fn validate_array(&self, items: &[Value], schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    fn validate_array(
+        &self,
+        items: &[Value],
+        schema: &Value,
+        path: &str,
+        errs: &mut Vec<FieldError>,
+    ) {
         let len = items.len() as u64;
         if let Some(max) = schema.get("maxItems").and_then(Value::as_u64)
             && len > max
         {
-            errs.push(FieldError::new("FieldValueTooMany", path, format!("Too many: {len}: must have at most {max} items")));
+            errs.push(FieldError::new(
+                "FieldValueTooMany",
+                path,
+                format!("Too many: {len}: must have at most {max} items"),
+            ));
         }
         if let Some(min) = schema.get("minItems").and_then(Value::as_u64)
             && len < min
@@ -239,7 +300,10 @@ impl StructuralSchema {
             errs.push(FieldError::invalid(
                 path,
                 &Value::from(len),
-                &format!("{} in body should have at least {min} items", display_path(path)),
+                &format!(
+                    "{} in body should have at least {min} items",
+                    display_path(path)
+                ),
             ));
         }
         match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
@@ -247,14 +311,23 @@ impl StructuralSchema {
                 let keys = list_map_keys(schema);
                 let mut seen: Vec<Vec<Value>> = Vec::new();
                 for (i, item) in items.iter().enumerate() {
-                    let key: Vec<Value> = keys.iter().map(|k| item.get(k).cloned().unwrap_or(Value::Null)).collect();
+                    let key: Vec<Value> = keys
+                        .iter()
+                        .map(|k| item.get(k).cloned().unwrap_or(Value::Null))
+                        .collect();
                     if seen.contains(&key) {
-                        let shown: Vec<String> =
-                            keys.iter().zip(&key).map(|(k, v)| format!("{k:?}:{}", go_value(v))).collect();
+                        let shown: Vec<String> = keys
+                            .iter()
+                            .zip(&key)
+                            .map(|(k, v)| format!("{k:?}:{}", go_value(v)))
+                            .collect();
                         errs.push(FieldError::new(
                             "FieldValueDuplicate",
                             format!("{path}[{i}]"),
-                            format!("Duplicate value: map[string]interface {{}}{{{}}}", shown.join(", ")),
+                            format!(
+                                "Duplicate value: map[string]interface {{}}{{{}}}",
+                                shown.join(", ")
+                            ),
                         ));
                     } else {
                         seen.push(key);
@@ -292,7 +365,8 @@ impl StructuralSchema {
         let embedded = root || is_true(schema, "x-kubernetes-embedded-resource");
         if let Some(required) = schema.get("required").and_then(Value::as_array) {
             for field in required.iter().filter_map(Value::as_str) {
-                if !map.contains_key(field) && !(embedded && field == "metadata") {
+                let metadata_of_embedded = embedded && field == "metadata";
+                if !map.contains_key(field) && !metadata_of_embedded {
                     errs.push(FieldError::required(&join(path, field), ""));
                 }
             }
@@ -313,7 +387,10 @@ impl StructuralSchema {
             errs.push(FieldError::invalid(
                 path,
                 &Value::from(count),
-                &format!("{} in body should have at least {min} properties", display_path(path)),
+                &format!(
+                    "{} in body should have at least {min} properties",
+                    display_path(path)
+                ),
             ));
         }
         let props = schema.get("properties").and_then(Value::as_object);
@@ -338,23 +415,37 @@ fn validate_number(value: &Value, schema: &Value, path: &str, errs: &mut Vec<Fie
     let p = display_path(path);
     if let Some(max) = bound("maximum") {
         if is_true(schema, "exclusiveMaximum") && n >= max {
-            errs.push(FieldError::invalid(path, value, &format!("{p} in body should be less than {}", shown("maximum"))));
+            errs.push(FieldError::invalid(
+                path,
+                value,
+                &format!("{p} in body should be less than {}", shown("maximum")),
+            ));
         } else if n > max {
             errs.push(FieldError::invalid(
                 path,
                 value,
-                &format!("{p} in body should be less than or equal to {}", shown("maximum")),
+                &format!(
+                    "{p} in body should be less than or equal to {}",
+                    shown("maximum")
+                ),
             ));
         }
     }
     if let Some(min) = bound("minimum") {
         if is_true(schema, "exclusiveMinimum") && n <= min {
-            errs.push(FieldError::invalid(path, value, &format!("{p} in body should be greater than {}", shown("minimum"))));
+            errs.push(FieldError::invalid(
+                path,
+                value,
+                &format!("{p} in body should be greater than {}", shown("minimum")),
+            ));
         } else if n < min {
             errs.push(FieldError::invalid(
                 path,
                 value,
-                &format!("{p} in body should be greater than or equal to {}", shown("minimum")),
+                &format!(
+                    "{p} in body should be greater than or equal to {}",
+                    shown("minimum")
+                ),
             ));
         }
     }
@@ -362,14 +453,28 @@ fn validate_number(value: &Value, schema: &Value, path: &str, errs: &mut Vec<Fie
         && m != 0.0
         && (n / m).fract() != 0.0
     {
-        errs.push(FieldError::invalid(path, value, &format!("{p} in body should be a multiple of {}", shown("multipleOf"))));
+        errs.push(FieldError::invalid(
+            path,
+            value,
+            &format!(
+                "{p} in body should be a multiple of {}",
+                shown("multipleOf")
+            ),
+        ));
     }
 }
 
 /// Prunes one object node. `embedded` keeps apiVersion/kind/metadata
 /// (the root, and nodes marked `x-kubernetes-embedded-resource`).
-fn prune_object(map: &mut Map<String, Value>, schema: &Value, path: &str, embedded: bool, pruned: &mut Vec<String>) {
-    if is_true(schema, "x-kubernetes-preserve-unknown-fields") && schema.get("properties").is_none() {
+fn prune_object(
+    map: &mut Map<String, Value>,
+    schema: &Value,
+    path: &str,
+    embedded: bool,
+    pruned: &mut Vec<String>,
+) {
+    if is_true(schema, "x-kubernetes-preserve-unknown-fields") && schema.get("properties").is_none()
+    {
         // Unknown fields are kept, but nulls are still dropped where declared children say so.
         return;
     }
@@ -385,7 +490,8 @@ fn prune_object(map: &mut Map<String, Value>, schema: &Value, path: &str, embedd
         let child_path = join(path, &key);
         match child_schema {
             Some(cs) => {
-                let drop_null = map.get(&key).is_some_and(Value::is_null) && !is_true(cs, "nullable");
+                let drop_null =
+                    map.get(&key).is_some_and(Value::is_null) && !is_true(cs, "nullable");
                 if drop_null {
                     map.remove(&key);
                 } else if let Some(child) = map.get_mut(&key) {
@@ -403,9 +509,13 @@ fn prune_object(map: &mut Map<String, Value>, schema: &Value, path: &str, embedd
 
 fn prune_value(value: &mut Value, schema: &Value, path: &str, pruned: &mut Vec<String>) {
     match value {
-        Value::Object(map) => {
-            prune_object(map, schema, path, is_true(schema, "x-kubernetes-embedded-resource"), pruned)
-        }
+        Value::Object(map) => prune_object(
+            map,
+            schema,
+            path,
+            is_true(schema, "x-kubernetes-embedded-resource"),
+            pruned,
+        ),
         Value::Array(items) => {
             if let Some(item_schema) = schema.get("items") {
                 for (i, item) in items.iter_mut().enumerate() {
@@ -469,7 +579,11 @@ pub fn list_map_keys(schema: &Value) -> Vec<String> {
     schema
         .get("x-kubernetes-list-map-keys")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|k| k.as_str().map(str::to_string)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|k| k.as_str().map(str::to_string))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -508,12 +622,19 @@ fn type_error(path: &str, value: &Value, expected: &str) -> FieldError {
     FieldError::new(
         "FieldValueTypeInvalid",
         path,
-        format!("Invalid value: {got}: {} in body must be of type {expected}: {got}", display_path(path)),
+        format!(
+            "Invalid value: {got}: {} in body must be of type {expected}: {got}",
+            display_path(path)
+        ),
     )
 }
 
 fn join(path: &str, field: &str) -> String {
-    if path.is_empty() { field.to_string() } else { format!("{path}.{field}") }
+    if path.is_empty() {
+        field.to_string()
+    } else {
+        format!("{path}.{field}")
+    }
 }
 
 /// kube-openapi names the root `body`; children keep their path.
@@ -568,7 +689,10 @@ mod tests {
         let mut obj = json!({"apiVersion": "x/v1", "kind": "X", "metadata": {"name": "a", "junk": 1},
             "spec": {"port": 70000, "extra": true, "name": "ABCDEFG"}});
         let pruned = s.prune_and_default(&mut obj);
-        assert_eq!(pruned, vec!["metadata.junk".to_string(), "spec.extra".to_string()]);
+        assert_eq!(
+            pruned,
+            vec!["metadata.junk".to_string(), "spec.extra".to_string()]
+        );
         assert_eq!(obj["spec"]["mode"], "a");
         let errs = s.validate(&obj);
         let lines: Vec<String> = errs.iter().map(FieldError::line).collect();
@@ -576,7 +700,9 @@ mod tests {
             &"spec.port: Invalid value: 70000: spec.port in body should be less than or equal to 65535".to_string()
         ));
         assert!(lines.contains(&"spec.name: Too long: may not be longer than 5".to_string()));
-        assert!(lines.iter().any(|l| l.starts_with("spec.name: Invalid value: \"ABCDEFG\": spec.name in body should match")));
+        assert!(lines.iter().any(|l| {
+            l.starts_with("spec.name: Invalid value: \"ABCDEFG\": spec.name in body should match")
+        }));
     }
 
     #[test]

@@ -77,7 +77,9 @@ fn bad(req: &str, why: &str) -> ApiError {
 fn valid_key(key: &str) -> bool {
     !key.is_empty()
         && key.len() <= 317
-        && key.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/'))
+        && key
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.' | b'/'))
 }
 
 fn parse_set(req: &str, rest: &str) -> Result<Vec<String>, ApiError> {
@@ -88,7 +90,10 @@ fn parse_set(req: &str, rest: &str) -> Result<Vec<String>, ApiError> {
         .ok_or_else(|| bad(req, "expected parenthesized set of values"))?;
     let values: Vec<String> = inner.split(',').map(|v| v.trim().to_string()).collect();
     if values.iter().all(String::is_empty) {
-        return Err(bad(req, "for 'in', 'notin' operators, values set can't be empty"));
+        return Err(bad(
+            req,
+            "for 'in', 'notin' operators, values set can't be empty",
+        ));
     }
     Ok(values)
 }
@@ -96,7 +101,11 @@ fn parse_set(req: &str, rest: &str) -> Result<Vec<String>, ApiError> {
 fn parse_requirement(req: &str) -> Result<(String, LabelOp), ApiError> {
     if let Some(key) = req.strip_prefix('!') {
         let key = key.trim();
-        return if valid_key(key) { Ok((key.to_string(), LabelOp::DoesNotExist)) } else { Err(bad(req, "invalid key")) };
+        return if valid_key(key) {
+            Ok((key.to_string(), LabelOp::DoesNotExist))
+        } else {
+            Err(bad(req, "invalid key"))
+        };
     }
     for (sym, is_eq) in [("!=", false), ("==", true), ("=", true)] {
         if let Some((k, v)) = req.split_once(sym) {
@@ -104,7 +113,11 @@ fn parse_requirement(req: &str) -> Result<(String, LabelOp), ApiError> {
             if !valid_key(k) {
                 return Err(bad(req, "invalid label key"));
             }
-            let op = if is_eq { LabelOp::Eq(v.to_string()) } else { LabelOp::NotEq(v.to_string()) };
+            let op = if is_eq {
+                LabelOp::Eq(v.to_string())
+            } else {
+                LabelOp::NotEq(v.to_string())
+            };
             return Ok((k.to_string(), op));
         }
     }
@@ -112,7 +125,11 @@ fn parse_requirement(req: &str) -> Result<(String, LabelOp), ApiError> {
     let key = words.next().unwrap_or_default().trim();
     let rest = words.next().unwrap_or_default().trim();
     if rest.is_empty() {
-        return if valid_key(key) { Ok((key.to_string(), LabelOp::Exists)) } else { Err(bad(req, "invalid key")) };
+        return if valid_key(key) {
+            Ok((key.to_string(), LabelOp::Exists))
+        } else {
+            Err(bad(req, "invalid key"))
+        };
     }
     if !valid_key(key) {
         return Err(bad(req, "invalid label key"));
@@ -123,7 +140,10 @@ fn parse_requirement(req: &str) -> Result<(String, LabelOp), ApiError> {
     if let Some(set) = rest.strip_prefix("in") {
         return Ok((key.to_string(), LabelOp::In(parse_set(req, set)?)));
     }
-    Err(bad(req, "found unknown operator, expected one of: =, ==, !=, in, notin"))
+    Err(bad(
+        req,
+        "found unknown operator, expected one of: =, ==, !=, in, notin",
+    ))
 }
 
 /// A parsed `fieldSelector`.
@@ -144,7 +164,9 @@ impl FieldSelector {
             } else if let Some((f, v)) = req.split_once('=') {
                 (f, true, v)
             } else {
-                return Err(ApiError::BadRequest(format!("invalid selector: '{input}'; can't understand '{req}'")));
+                return Err(ApiError::BadRequest(format!(
+                    "invalid selector: '{input}'; can't understand '{req}'"
+                )));
             };
             let field = field.trim();
             if !supported.iter().any(|s| s == field) {
@@ -160,7 +182,9 @@ impl FieldSelector {
     /// Evaluated against the stored representation (field names of the storage version).
     pub fn matches(&self, obj: &Value) -> bool {
         self.reqs.iter().all(|(field, eq, expected)| {
-            let actual = meta::dotted(obj, field).map(meta::scalar_string).unwrap_or_default();
+            let actual = meta::dotted(obj, field)
+                .map(meta::scalar_string)
+                .unwrap_or_default();
             (actual == *expected) == *eq
         })
     }
@@ -192,10 +216,21 @@ mod tests {
 
     #[test]
     fn field_selectors() {
-        let supported = vec!["metadata.name".to_string(), "metadata.namespace".to_string()];
+        let supported = vec![
+            "metadata.name".to_string(),
+            "metadata.namespace".to_string(),
+        ];
         let obj = json!({"metadata": {"name": "a", "namespace": "x"}});
-        assert!(FieldSelector::parse("metadata.name=a", &supported).expect("ok").matches(&obj));
-        assert!(!FieldSelector::parse("metadata.namespace!=x", &supported).expect("ok").matches(&obj));
+        assert!(
+            FieldSelector::parse("metadata.name=a", &supported)
+                .expect("ok")
+                .matches(&obj)
+        );
+        assert!(
+            !FieldSelector::parse("metadata.namespace!=x", &supported)
+                .expect("ok")
+                .matches(&obj)
+        );
         assert!(FieldSelector::parse("spec.x=1", &supported).is_err());
     }
 }

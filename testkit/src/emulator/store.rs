@@ -128,10 +128,6 @@ impl Store {
         self.rv
     }
 
-    pub fn compacted_rv(&self) -> u64 {
-        self.compacted
-    }
-
     pub fn get(&self, key: &ObjKey) -> Option<Arc<Value>> {
         self.objects.get(key).cloned()
     }
@@ -146,12 +142,20 @@ impl Store {
     }
 
     /// The objects as they were at `rv`, rebuilt by undoing later changes.
-    pub fn list_at(&self, storage: &StorageId, namespace: Option<&str>, rv: u64) -> Result<Vec<Arc<Value>>, TooOld> {
+    pub fn list_at(
+        &self,
+        storage: &StorageId,
+        namespace: Option<&str>,
+        rv: u64,
+    ) -> Result<Vec<Arc<Value>>, TooOld> {
         if rv >= self.rv {
             return Ok(self.list(storage, namespace));
         }
         if rv < self.compacted {
-            return Err(TooOld { requested: rv, oldest: self.compacted });
+            return Err(TooOld {
+                requested: rv,
+                oldest: self.compacted,
+            });
         }
         let mut snapshot: BTreeMap<&ObjKey, Arc<Value>> = self
             .objects
@@ -180,7 +184,10 @@ impl Store {
     /// Changes after `rv`, oldest first.
     pub fn changes_since(&self, rv: u64) -> Result<Vec<Arc<Change>>, TooOld> {
         if rv < self.compacted {
-            return Err(TooOld { requested: rv, oldest: self.compacted });
+            return Err(TooOld {
+                requested: rv,
+                oldest: self.compacted,
+            });
         }
         let start = self.log.partition_point(|c| c.rv <= rv);
         Ok(self.log.iter().skip(start).cloned().collect())
@@ -193,24 +200,43 @@ impl Store {
 
     /// Commits a write: stamps a new resourceVersion, stores (or removes, for
     /// `Deleted`) the object, logs and broadcasts the change, records history.
-    pub fn commit(&mut self, key: ObjKey, event: EventType, mut object: Value, how: WriteMeta) -> Arc<Value> {
+    pub fn commit(
+        &mut self,
+        key: ObjKey,
+        event: EventType,
+        mut object: Value,
+        how: WriteMeta,
+    ) -> Arc<Value> {
         self.rv += 1;
         let rv = self.rv;
-        meta::set_meta(&mut object, "resourceVersion", Value::String(rv.to_string()));
+        meta::set_meta(
+            &mut object,
+            "resourceVersion",
+            Value::String(rv.to_string()),
+        );
         let object = Arc::new(object);
         let previous = match event {
             EventType::Deleted => self.objects.remove(&key),
             _ => self.objects.insert(key.clone(), object.clone()),
         };
-        self.history.entry(key.clone()).or_default().push(WriteRecord {
-            resource_version: rv,
+        self.history
+            .entry(key.clone())
+            .or_default()
+            .push(WriteRecord {
+                resource_version: rv,
+                event,
+                operation: how.operation,
+                subresource: how.subresource,
+                field_manager: how.field_manager,
+                object: (*object).clone(),
+            });
+        let change = Arc::new(Change {
+            rv,
+            key,
             event,
-            operation: how.operation,
-            subresource: how.subresource,
-            field_manager: how.field_manager,
-            object: (*object).clone(),
+            object: object.clone(),
+            previous,
         });
-        let change = Arc::new(Change { rv, key, event, object: object.clone(), previous });
         self.log.push_back(change.clone());
         while self.log.len() > self.window {
             if let Some(old) = self.log.pop_front() {
@@ -235,12 +261,20 @@ impl Store {
 
     /// Keys of all objects in a namespace (any storage), for namespace deletion.
     pub fn keys_in_namespace(&self, namespace: &str) -> Vec<ObjKey> {
-        self.objects.keys().filter(|k| k.namespace == namespace).cloned().collect()
+        self.objects
+            .keys()
+            .filter(|k| k.namespace == namespace)
+            .cloned()
+            .collect()
     }
 
     /// Keys of all objects of one storage, for CRD deletion.
     pub fn keys_of(&self, storage: &StorageId) -> Vec<ObjKey> {
-        self.objects.keys().filter(|k| k.storage == *storage).cloned().collect()
+        self.objects
+            .keys()
+            .filter(|k| k.storage == *storage)
+            .cloned()
+            .collect()
     }
 }
 
@@ -250,21 +284,47 @@ mod tests {
     use serde_json::json;
 
     fn key(name: &str) -> ObjKey {
-        ObjKey { storage: StorageId { group: "g".into(), resource: "things".into() }, namespace: "ns".into(), name: name.into() }
+        ObjKey {
+            storage: StorageId {
+                group: "g".into(),
+                resource: "things".into(),
+            },
+            namespace: "ns".into(),
+            name: name.into(),
+        }
     }
 
     fn how() -> WriteMeta {
-        WriteMeta { operation: Operation::Create, subresource: None, field_manager: None }
+        WriteMeta {
+            operation: Operation::Create,
+            subresource: None,
+            field_manager: None,
+        }
     }
 
     #[test]
     fn snapshots_and_compaction() {
         let mut s = Store::new(100);
         let storage = key("a").storage;
-        s.commit(key("a"), EventType::Added, json!({"metadata": {"name": "a"}, "v": 1}), how());
+        s.commit(
+            key("a"),
+            EventType::Added,
+            json!({"metadata": {"name": "a"}, "v": 1}),
+            how(),
+        );
         let rv_a = s.current_rv();
-        s.commit(key("a"), EventType::Modified, json!({"metadata": {"name": "a"}, "v": 2}), how());
-        s.commit(key("b"), EventType::Added, json!({"metadata": {"name": "b"}}), how());
+        s.commit(
+            key("a"),
+            EventType::Modified,
+            json!({"metadata": {"name": "a"}, "v": 2}),
+            how(),
+        );
+        s.commit(
+            key("b"),
+            EventType::Added,
+            json!({"metadata": {"name": "b"}}),
+            how(),
+        );
         let then = s.list_at(&storage, None, rv_a).expect("in window");
         assert_eq!(then.len(), 1);
         assert_eq!(then[0]["v"], 1);

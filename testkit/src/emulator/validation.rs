@@ -22,7 +22,10 @@ pub fn admit(rt: &ResourceType, new: &Value, old: Option<&Value>) -> Result<(), 
     let name = meta::name(new).unwrap_or_default().to_string();
     if old.is_none() {
         if name.is_empty() {
-            errs.push(FieldError::required("metadata.name", "name or generateName is required"));
+            errs.push(FieldError::required(
+                "metadata.name",
+                "name or generateName is required",
+            ));
         } else {
             errs.extend(meta::validate_name(&name, rt.plural == "namespaces"));
         }
@@ -30,7 +33,9 @@ pub fn admit(rt: &ResourceType, new: &Value, old: Option<&Value>) -> Result<(), 
     errs.extend(meta::validate_labels(new));
     if let Some(schema) = &rt.schema {
         let mut schema_errs = schema.validate(new);
-        let blocking = schema_errs.iter().any(|e| e.reason == "FieldValueTypeInvalid");
+        let blocking = schema_errs
+            .iter()
+            .any(|e| e.reason == "FieldValueTypeInvalid");
         if !blocking {
             schema_errs.extend(cel_errors(schema, new, old));
         }
@@ -60,22 +65,38 @@ pub fn invalid(rt: &ResourceType, name: &str, causes: Vec<FieldError>) -> ApiErr
     }
 }
 
+thread_local! {
+    /// Registering the Kubernetes CEL functions is not free: once per thread.
+    static CEL: kube::core::cel::Validator = kube::core::cel::Validator::new();
+}
+
 /// Runs the CEL rules; maps kube-cel's errors to kube-apiserver's field errors.
 fn cel_errors(schema: &StructuralSchema, new: &Value, old: Option<&Value>) -> Vec<FieldError> {
-    let Err(errors) = kube::core::cel::validate(&schema.root, new, old) else {
+    let Err(errors) = CEL.with(|cel| cel.validate(&schema.root, new, old)) else {
         return Vec::new();
     };
     errors
         .into_iter()
         .map(|e| {
-            let field = if e.field_path.is_empty() { "<nil>".to_string() } else { e.field_path.clone() };
-            let type_name = schema.node_at(&e.field_path).and_then(schema_type).unwrap_or("object");
+            let field = if e.field_path.is_empty() {
+                "<nil>".to_string()
+            } else {
+                e.field_path.clone()
+            };
+            let type_name = schema
+                .node_at(&e.field_path)
+                .and_then(schema_type)
+                .unwrap_or("object");
             match e.reason.as_deref() {
                 Some("FieldValueForbidden") => FieldError::forbidden(&field, &e.message),
                 Some("FieldValueRequired") => FieldError::required(&field, &e.message),
                 Some("FieldValueDuplicate") => {
                     let v = value_at(new, &e.field_path).cloned().unwrap_or(Value::Null);
-                    FieldError::new("FieldValueDuplicate", field, format!("Duplicate value: {}", go_value(&v)))
+                    FieldError::new(
+                        "FieldValueDuplicate",
+                        field,
+                        format!("Duplicate value: {}", go_value(&v)),
+                    )
                 }
                 _ => FieldError::invalid(&field, &Value::String(type_name.to_string()), &e.message),
             }
@@ -85,8 +106,16 @@ fn cel_errors(schema: &StructuralSchema, new: &Value, old: Option<&Value>) -> Ve
 
 /// Ratcheting: an error on a value the update left as it was is not reported.
 fn unchanged(err: &FieldError, new: &Value, old: &Value) -> bool {
-    let path = if err.field == "<nil>" { "" } else { err.field.as_str() };
-    let path = if err.reason == "FieldValueRequired" { parent_path(path) } else { path };
+    let path = if err.field == "<nil>" {
+        ""
+    } else {
+        err.field.as_str()
+    };
+    let path = if err.reason == "FieldValueRequired" {
+        parent_path(path)
+    } else {
+        path
+    };
     match (value_at(new, path), value_at(old, path)) {
         (Some(a), Some(b)) => a == b,
         (None, None) => err.reason == "FieldValueRequired",
@@ -127,20 +156,37 @@ fn validate_events_v1(ev: &Value) -> Vec<FieldError> {
     if ev.get("eventTime").is_none_or(Value::is_null) {
         errs.push(FieldError::required("eventTime", ""));
     }
-    for (field, max) in [("reportingController", 316usize), ("reportingInstance", 128), ("action", 128), ("reason", 128)] {
+    for (field, max) in [
+        ("reportingController", 316usize),
+        ("reportingInstance", 128),
+        ("action", 128),
+        ("reason", 128),
+    ] {
         let v = s(field);
         if v.is_empty() {
             errs.push(FieldError::required(field, ""));
         } else if v.len() > max {
-            errs.push(FieldError::invalid(field, &Value::String(v.to_string()), &format!("can have at most {max} characters")));
+            errs.push(FieldError::invalid(
+                field,
+                &Value::String(v.to_string()),
+                &format!("can have at most {max} characters"),
+            ));
         }
     }
     if s("note").len() > 1024 {
-        errs.push(FieldError::invalid("note", &Value::String(String::new()), "can have at most 1024 characters"));
+        errs.push(FieldError::invalid(
+            "note",
+            &Value::String(String::new()),
+            "can have at most 1024 characters",
+        ));
     }
     let ty = s("type");
     if ty != "Normal" && ty != "Warning" {
-        errs.push(FieldError::invalid("type", &Value::String(ty.to_string()), "has invalid value"));
+        errs.push(FieldError::invalid(
+            "type",
+            &Value::String(ty.to_string()),
+            "has invalid value",
+        ));
     }
     errs
 }
@@ -153,7 +199,10 @@ mod tests {
     #[test]
     fn paths_resolve() {
         let obj = json!({"status": {"conditions": [{"type": "Ready"}]}, "spec": {"m": {"k": 1}}});
-        assert_eq!(value_at(&obj, "status.conditions[0].type"), Some(&json!("Ready")));
+        assert_eq!(
+            value_at(&obj, "status.conditions[0].type"),
+            Some(&json!("Ready"))
+        );
         assert_eq!(value_at(&obj, "spec.m[k]"), Some(&json!(1)));
         assert_eq!(parent_path("spec.a.b"), "spec.a");
     }

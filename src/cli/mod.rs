@@ -1,0 +1,257 @@
+//! The command line: `run`, `crd`, `scan`, `ticket`. Every setting is a flag
+//! with an environment variable.
+
+mod scan;
+mod ticket;
+
+use crate::config::Config;
+use crate::controller::{self, ControllerSettings};
+use crate::pipeline::Pipeline;
+use crate::providers::{Providers, install_crypto_provider};
+use crate::store::{AssetId, RedisTarget, TicketStore};
+use crate::telemetry::{LogFormat, Metrics};
+use clap::{Args, Parser, Subcommand};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+#[derive(Parser, Debug)]
+#[command(name = "assetscan-operator", version, about = "Fenced, crash-safe security scans per asset")]
+pub struct Cli {
+    /// Log format on stderr.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the controller.
+    Run(RunArgs),
+    /// Print the CRDs (YAML).
+    Crd,
+    /// Run one scan standalone, against Redis, without Kubernetes; prints the
+    /// final ticket.
+    Scan(scan::ScanArgs),
+    /// Read tickets and their audit history.
+    #[command(subcommand)]
+    Ticket(TicketCommand),
+}
+
+/// Where Redis is and how the operator is configured.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Redis: `redis://host:6379`, `rediss://…` (TLS) or `cluster:url1,url2`.
+    /// Overrides `redis.url` of the config file.
+    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
+    redis_url: Option<String>,
+    /// The YAML configuration file.
+    #[arg(long, env = "ASSETSCAN_CONFIG")]
+    config: PathBuf,
+}
+
+impl Common {
+    fn load(&self) -> Result<(Config, RedisTarget), String> {
+        let config = Config::load(&self.config).map_err(|e| e.to_string())?;
+        let url = self
+            .redis_url
+            .clone()
+            .or_else(|| config.redis.url.clone())
+            .ok_or("no Redis: pass --redis-url (REDIS_URL) or set redis.url in the config")?;
+        Ok((config, RedisTarget::parse(&url)))
+    }
+
+    async fn store(&self) -> Result<(Config, TicketStore), String> {
+        let (config, target) = self.load()?;
+        let store = TicketStore::connect(&target, config.store())
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((config, store))
+    }
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Address of /metrics, /healthz and /readyz.
+    #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    metrics_addr: SocketAddr,
+    /// Reconciles in flight at once.
+    #[arg(long, env = "ASSETSCAN_CONCURRENCY", default_value_t = 8)]
+    concurrency: u16,
+    /// Watch only this namespace (default: all).
+    #[arg(long, env = "WATCH_NAMESPACE")]
+    namespace: Option<String>,
+    /// This replica's id (lock holder prefix, event reporter).
+    #[arg(long, env = "POD_NAME")]
+    instance: Option<String>,
+    /// With --shard-count: handle only assets whose id hashes to this index.
+    #[arg(long, env = "ASSETSCAN_SHARD_INDEX", requires = "shard_count")]
+    shard_index: Option<u32>,
+    /// Number of shards the replicas split the assets into.
+    #[arg(long, env = "ASSETSCAN_SHARD_COUNT", requires = "shard_index")]
+    shard_count: Option<u32>,
+}
+
+#[derive(Subcommand, Debug)]
+enum TicketCommand {
+    /// Print one ticket (JSON).
+    Show {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long)]
+        asset: String,
+        #[arg(long)]
+        run: String,
+    },
+    /// Print an asset's audit history: acquisitions, accepted and rejected writes.
+    History {
+        #[command(flatten)]
+        common: Common,
+        #[arg(long)]
+        asset: String,
+        /// At most this many records, oldest first.
+        #[arg(long, default_value_t = 200)]
+        limit: usize,
+    },
+    /// List tickets.
+    List {
+        #[command(flatten)]
+        common: Common,
+        /// Only this asset's tickets.
+        #[arg(long)]
+        asset: Option<String>,
+    },
+}
+
+/// Exit code for errors before or outside a scan (bad flags, config, Redis).
+const EXIT_ERROR: u8 = 1;
+
+pub async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    crate::telemetry::init_logging(cli.log_format, "info,kube=warn,hyper=warn");
+    install_crypto_provider();
+    let result = match cli.command {
+        Command::Crd => {
+            print!("{}", crate::crd::crd_yaml());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Run(args) => run(args).await.map(|()| ExitCode::SUCCESS),
+        Command::Scan(args) => scan::run(args).await,
+        Command::Ticket(command) => ticket_command(command).await.map(|()| ExitCode::SUCCESS),
+    };
+    result.unwrap_or_else(|message| {
+        error!("{message}");
+        eprintln!("error: {message}");
+        ExitCode::from(EXIT_ERROR)
+    })
+}
+
+/// Fires on SIGINT or SIGTERM.
+fn shutdown_on_signal() -> CancellationToken {
+    let token = CancellationToken::new();
+    let fire = token.clone();
+    tokio::spawn(async move {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut int)) =
+                (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+            else {
+                return;
+            };
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+        info!("shutdown requested");
+        fire.cancel();
+    });
+    token
+}
+
+fn instance_id(given: Option<String>) -> String {
+    given.unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_owned())
+            .unwrap_or_else(|_| "host".into());
+        format!("{host}-{}", std::process::id())
+    })
+}
+
+async fn run(args: RunArgs) -> Result<(), String> {
+    let (config, store) = args.common.store().await?;
+    let providers = Providers::from_config(&config.providers).map_err(|e| e.to_string())?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot reach the Kubernetes API: {e}"))?;
+    let shutdown = shutdown_on_signal();
+    let metrics = Arc::new(Metrics::new());
+    let started = Arc::new(AtomicBool::new(false));
+    let http = tokio::spawn(crate::http::serve(
+        args.metrics_addr,
+        metrics.clone(),
+        store.clone(),
+        started.clone(),
+        shutdown.clone(),
+    ));
+    let settings = ControllerSettings {
+        concurrency: args.concurrency,
+        shard: args.shard_index.zip(args.shard_count),
+        namespace: args.namespace,
+        instance: instance_id(args.instance),
+    };
+    info!(instance = %settings.instance, metrics = %args.metrics_addr, "starting controller");
+    let pipeline = Pipeline::new(store, providers, config.steps.clone());
+    let ctx = Arc::new(controller::Context::new(
+        client,
+        pipeline,
+        metrics,
+        settings,
+        shutdown.clone(),
+    ));
+    started.store(true, Ordering::Relaxed);
+    controller::run(ctx).await;
+    shutdown.cancel();
+    match http.await {
+        Ok(Err(e)) => Err(format!("metrics server on {}: {e}", args.metrics_addr)),
+        _ => Ok(()),
+    }
+}
+
+async fn ticket_command(command: TicketCommand) -> Result<(), String> {
+    match command {
+        TicketCommand::Show { common, asset, run } => {
+            let (_, store) = common.store().await?;
+            let asset = AssetId::new(asset).map_err(|e| e.to_string())?;
+            match store.get_ticket(&asset, &run).await.map_err(|e| e.to_string())? {
+                Some(t) => println!("{}", ticket::show(&t)),
+                None => return Err(format!("no ticket for asset {asset} run {run}")),
+            }
+        }
+        TicketCommand::History { common, asset, limit } => {
+            let (_, store) = common.store().await?;
+            let asset = AssetId::new(asset).map_err(|e| e.to_string())?;
+            let entries = store.audit(&asset, limit).await.map_err(|e| e.to_string())?;
+            print!("{}", ticket::history_table(&entries));
+        }
+        TicketCommand::List { common, asset } => {
+            let (_, store) = common.store().await?;
+            let asset = asset
+                .map(AssetId::new)
+                .transpose()
+                .map_err(|e| e.to_string())?;
+            print!("{}", ticket::list(&store, asset.as_ref()).await.map_err(|e| e.to_string())?);
+        }
+    }
+    Ok(())
+}

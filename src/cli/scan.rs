@@ -1,0 +1,214 @@
+//! `scan`: one run of one asset, standalone (no Kubernetes). The same
+//! pipeline, lock and fencing as the controller: a killed `scan` is resumed
+//! by running it again with the same `--run`.
+
+use super::{Common, shutdown_on_signal};
+use crate::crd::{Package, Policy, ThreatIntelPolicy};
+use crate::pipeline::{Outcome, Pipeline, ScanRequest, Target};
+use crate::providers::Providers;
+use crate::store::AssetId;
+use crate::ticket::{Status, Ticket, now_ms};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Exit codes, one per outcome, so that scripts can branch on them.
+pub mod exit {
+    /// Finished; no high risk (or the asset was offline).
+    pub const CLEAN: u8 = 0;
+    /// Finished; a high risk was confirmed and notified.
+    pub const HIGH_RISK: u8 = 3;
+    /// The run failed (retries exhausted or a permanent error).
+    pub const FAILED: u8 = 4;
+    /// Another executor holds the asset's lock.
+    pub const LOCKED: u8 = 5;
+    /// This executor lost the run (lock lost, superseded, or interrupted).
+    pub const INTERRUPTED: u8 = 6;
+}
+
+#[derive(Args, Debug)]
+pub struct ScanArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The asset's id (the lock scope).
+    #[arg(long)]
+    asset: String,
+    /// The run's id; run again with the same id to resume a killed scan.
+    #[arg(long)]
+    run: Option<String>,
+    /// Host for the TCP online check.
+    #[arg(long, conflicts_with = "inventory", requires = "port")]
+    host: Option<String>,
+    /// Port for the TCP online check (repeatable).
+    #[arg(long = "port")]
+    port: Vec<u16>,
+    /// Id in the inventory for the online check.
+    #[arg(long)]
+    inventory: Option<String>,
+    /// A package as `ECOSYSTEM/NAME@VERSION` (e.g. `Debian:12/openssl@3.0.11-1`,
+    /// `npm/@babel/core@7.0.0`); repeatable.
+    #[arg(long = "package")]
+    packages: Vec<String>,
+    /// A package URL (repeatable).
+    #[arg(long = "purl")]
+    purls: Vec<String>,
+    /// A YAML or JSON file with a list of packages, as in `spec.software`.
+    #[arg(long)]
+    software: Option<PathBuf>,
+    /// Notification channel from the config (repeatable).
+    #[arg(long = "notify")]
+    notify: Vec<String>,
+    #[arg(long, default_value_t = 7.0)]
+    cvss_threshold: f64,
+    #[arg(long, default_value_t = 0.5)]
+    epss_threshold: f64,
+    #[arg(long, value_parser = parse_intel_policy, default_value = "WhenNeeded")]
+    threat_intel: ThreatIntelPolicy,
+    /// Lowest token minus one (e.g. the last token recorded elsewhere).
+    #[arg(long, default_value_t = 0)]
+    token_floor: u64,
+    /// Lock holder id (default: `scan-<host>-<pid>`).
+    #[arg(long)]
+    holder: Option<String>,
+}
+
+fn parse_intel_policy(text: &str) -> Result<ThreatIntelPolicy, String> {
+    match text {
+        "WhenNeeded" => Ok(ThreatIntelPolicy::WhenNeeded),
+        "Always" => Ok(ThreatIntelPolicy::Always),
+        "Never" => Ok(ThreatIntelPolicy::Never),
+        other => Err(format!("{other:?}: expected WhenNeeded, Always or Never")),
+    }
+}
+
+/// Parses `ECOSYSTEM/NAME@VERSION`: the ecosystem ends at the first `/`, the
+/// version starts after the last `@`.
+pub fn parse_package(text: &str) -> Result<Package, String> {
+    let bad = || format!("package {text:?}: expected ECOSYSTEM/NAME@VERSION");
+    let (ecosystem, rest) = text.split_once('/').ok_or_else(bad)?;
+    let (name, version) = rest.rsplit_once('@').ok_or_else(bad)?;
+    if ecosystem.is_empty() || name.is_empty() || version.is_empty() {
+        return Err(bad());
+    }
+    Ok(Package {
+        name: Some(name.to_owned()),
+        ecosystem: Some(ecosystem.to_owned()),
+        version: Some(version.to_owned()),
+        purl: None,
+    })
+}
+
+impl ScanArgs {
+    fn request(&self) -> Result<ScanRequest, String> {
+        let asset = AssetId::new(self.asset.clone()).map_err(|e| e.to_string())?;
+        let target = match (&self.host, &self.inventory) {
+            (Some(host), None) => Target::Tcp {
+                host: host.clone(),
+                ports: self.port.clone(),
+            },
+            (None, Some(id)) => Target::Inventory { id: id.clone() },
+            _ => return Err("give --host with --port, or --inventory".into()),
+        };
+        let mut software = Vec::new();
+        if let Some(path) = &self.software {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let listed: Vec<Package> = serde_yaml::from_str(&text)
+                .map_err(|e| format!("{}: not a list of packages: {e}", path.display()))?;
+            software.extend(listed);
+        }
+        for text in &self.packages {
+            software.push(parse_package(text)?);
+        }
+        software.extend(self.purls.iter().map(|purl| Package {
+            purl: Some(purl.clone()),
+            ..Package::default()
+        }));
+        for package in &software {
+            crate::providers::validate_package(package).map_err(|e| e.to_string())?;
+        }
+        let holder = self.holder.clone().unwrap_or_else(|| {
+            format!("scan-{}", super::instance_id(None))
+        });
+        Ok(ScanRequest {
+            asset,
+            run: self.run.clone().unwrap_or_else(|| format!("cli-{}", now_ms())),
+            target,
+            software,
+            policy: Policy {
+                cvss_threshold: self.cvss_threshold,
+                threat_intel: self.threat_intel,
+                epss_threshold: self.epss_threshold,
+            },
+            channels: self.notify.clone(),
+            token_floor: self.token_floor,
+            holder,
+        })
+    }
+}
+
+pub async fn run(args: ScanArgs) -> Result<ExitCode, String> {
+    let request = args.request()?;
+    let (config, store) = args.common.store().await?;
+    let providers = Providers::from_config(&config.providers).map_err(|e| e.to_string())?;
+    for channel in &request.channels {
+        if !providers.notifiers.contains_key(channel) {
+            return Err(format!("--notify {channel}: no such channel in the config"));
+        }
+    }
+    eprintln!("scanning asset {} as run {}", request.asset, request.run);
+    let pipeline = Pipeline::new(store, providers, config.steps.clone());
+    let shutdown = shutdown_on_signal();
+    let outcome = pipeline
+        .run(&request, &(), &shutdown)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (code, ticket): (u8, Option<Ticket>) = match outcome {
+        Outcome::Terminal(ticket) => (terminal_code(&ticket), Some(ticket)),
+        Outcome::Locked { holder, retry_after } => {
+            eprintln!("asset {} is locked by {holder} for another {retry_after:?}", request.asset);
+            (exit::LOCKED, None)
+        }
+        Outcome::Superseded { caller, valid } => {
+            eprintln!("superseded: token {caller} is stale, token {valid} owns the run");
+            (exit::INTERRUPTED, None)
+        }
+        Outcome::LockLost(ticket) | Outcome::Stopped(ticket) => {
+            eprintln!("stopped before the run ended; resume with --run {}", request.run);
+            (exit::INTERRUPTED, Some(ticket))
+        }
+    };
+    if let Some(ticket) = ticket {
+        println!("{}", super::ticket::show(&ticket));
+    }
+    Ok(ExitCode::from(code))
+}
+
+fn terminal_code(ticket: &Ticket) -> u8 {
+    match ticket.status {
+        Status::Failed => exit::FAILED,
+        _ if ticket.facts.risk.as_ref().is_some_and(|r| r.high_risk) => exit::HIGH_RISK,
+        _ => exit::CLEAN,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_package;
+
+    #[test]
+    fn parses_package_specs() {
+        let p = parse_package("Debian:12/openssl@3.0.11-1").unwrap();
+        assert_eq!(
+            (p.ecosystem.as_deref(), p.name.as_deref(), p.version.as_deref()),
+            (Some("Debian:12"), Some("openssl"), Some("3.0.11-1"))
+        );
+        let p = parse_package("npm/@babel/core@7.0.0").unwrap();
+        assert_eq!(p.name.as_deref(), Some("@babel/core"));
+        let p = parse_package("Go/golang.org/x/net@v0.1.0").unwrap();
+        assert_eq!(p.name.as_deref(), Some("golang.org/x/net"));
+        for bad in ["openssl", "Debian/openssl", "/x@1", "Debian/@1", "Debian/x@"] {
+            assert!(parse_package(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,376 @@
+//! The AssetScan controller: kube-runtime's `Controller` with a small
+//! `Context`, `reconcile` and `error_policy`, a finalizer, and the ticket
+//! mirrored into the status after every accepted transition.
+
+mod mirror;
+mod runs;
+
+pub use mirror::{FIELD_MANAGER, StatusMirror, merge_patch};
+pub use runs::{RunDecision, decide, run_id};
+
+use crate::crd::{AssetScan, AssetScanStatus, condition, parse_duration};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use crate::pipeline::{Effects, Outcome, Pipeline, PipelineError, ScanRequest, Target};
+use crate::store::{AssetId, StoreError};
+use crate::telemetry::Metrics;
+use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use rand::RngExt;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// Finalizer that releases locks and deletes tickets before the object goes.
+pub const FINALIZER: &str = "assetscan.io/tickets";
+
+/// Controller settings (flags of `run`).
+#[derive(Clone, Debug)]
+pub struct ControllerSettings {
+    /// Reconciles in flight at once.
+    pub concurrency: u16,
+    /// `(index, count)`: only assets whose id hashes to `index` are handled.
+    pub shard: Option<(u32, u32)>,
+    /// Watch one namespace instead of all.
+    pub namespace: Option<String>,
+    /// This replica's id (pod name), the prefix of its lock holder ids.
+    pub instance: String,
+}
+
+/// What every reconcile shares.
+pub struct Context<E> {
+    pub client: Client,
+    pub pipeline: Pipeline<E>,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub settings: ControllerSettings,
+    /// Fires on shutdown: runs in flight stop and release their locks.
+    pub shutdown: CancellationToken,
+    /// Consecutive failures per object, for `error_policy`'s backoff.
+    failures: Mutex<HashMap<String, u32>>,
+}
+
+impl<E> Context<E> {
+    pub fn new(
+        client: Client,
+        pipeline: Pipeline<E>,
+        metrics: Arc<Metrics>,
+        settings: ControllerSettings,
+        shutdown: CancellationToken,
+    ) -> Context<E> {
+        let reporter = Reporter {
+            controller: "assetscan-operator".into(),
+            instance: Some(settings.instance.clone()),
+        };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            pipeline,
+            metrics,
+            settings,
+            shutdown,
+            failures: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<String, u32>> {
+        self.failures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("ticket store: {0}")]
+    Store(#[from] StoreError),
+    #[error("kubernetes api: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+}
+
+impl Error {
+    /// Stable reason, for metrics and the `Stalled` condition.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Store(e) => e.reason(),
+            Error::Kube(_) => "KubernetesApi",
+            Error::Finalizer(_) => "Finalizer",
+        }
+    }
+}
+
+impl From<PipelineError> for Error {
+    fn from(err: PipelineError) -> Error {
+        match err {
+            PipelineError::Store(e) => Error::Store(e),
+        }
+    }
+}
+
+/// Runs the controller until `shutdown` fires; in-flight runs then stop and
+/// release their locks before this returns.
+pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
+    let api: Api<AssetScan> = match &ctx.settings.namespace {
+        Some(ns) => Api::namespaced(ctx.client.clone(), ns),
+        None => Api::all(ctx.client.clone()),
+    };
+    if let Err(err) = api.list(&ListParams::default().limit(1)).await {
+        warn!(error = %err, "cannot list AssetScans: is the CRD installed (assetscan-operator crd | kubectl apply -f -)?");
+    }
+    let shutdown = ctx.shutdown.clone();
+    let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
+    Controller::new(api, watcher::Config::default().any_semantic())
+        .with_config(config)
+        .graceful_shutdown_on(async move { shutdown.cancelled().await })
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(err) = result {
+                warn!(error = %err, "reconcile failed");
+            }
+        })
+        .await;
+}
+
+fn object_key(obj: &AssetScan) -> String {
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+/// Whether this replica's shard owns the asset.
+fn in_shard(settings: &ControllerSettings, asset: &str) -> bool {
+    match settings.shard {
+        Some((index, count)) if count > 1 => {
+            // FNV-1a: stable across processes and versions, unlike std's hasher.
+            let hash = asset.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+            hash % u64::from(count) == u64::from(index)
+        }
+        _ => true,
+    }
+}
+
+pub async fn reconcile<E: Effects + 'static>(
+    obj: Arc<AssetScan>,
+    ctx: Arc<Context<E>>,
+) -> Result<Action, Error> {
+    if !in_shard(&ctx.settings, &obj.spec.asset_id) {
+        return Ok(Action::await_change());
+    }
+    let api: Api<AssetScan> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let result = finalizer(&api, FINALIZER, obj, |event| async {
+        match event {
+            Finalizer::Apply(obj) => apply(&obj, &ctx, &api).await,
+            Finalizer::Cleanup(obj) => cleanup(&obj, &ctx).await,
+        }
+    })
+    .await;
+    result.map_err(|e| match *Box::new(e) {
+        kube::runtime::finalizer::Error::ApplyFailed(inner)
+        | kube::runtime::finalizer::Error::CleanupFailed(inner) => inner,
+        other => Error::Finalizer(Box::new(other)),
+    })
+}
+
+async fn apply<E: Effects + 'static>(
+    obj: &AssetScan,
+    ctx: &Context<E>,
+    api: &Api<AssetScan>,
+) -> Result<Action, Error> {
+    let key = object_key(obj);
+    let rescan = obj
+        .spec
+        .rescan_interval
+        .as_deref()
+        .and_then(|text| parse_duration(text).ok());
+    let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan);
+    let run = match decide(obj, Timestamp::now()) {
+        RunDecision::Run(run) => run,
+        RunDecision::Wait(delay) => {
+            ctx.failures().remove(&key);
+            return Ok(delay.map_or_else(Action::await_change, Action::requeue));
+        }
+        RunDecision::Suspended => {
+            ctx.metrics.reconciled("suspended");
+            return Ok(Action::await_change());
+        }
+    };
+    let request = match scan_request(obj, &run, &ctx.settings.instance) {
+        Ok(request) => request,
+        Err(message) => {
+            // The CRD's schema makes this unreachable for accepted objects;
+            // say so on the object rather than retrying forever.
+            let mut status = obj.status.clone().unwrap_or_default();
+            status.set_condition(cond(condition::STALLED, condition::TRUE, "InvalidSpec", &message, obj));
+            mirror.write(status).await;
+            return Ok(Action::await_change());
+        }
+    };
+    let outcome = ctx.pipeline.run(&request, &mirror, &ctx.shutdown).await;
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            let err = Error::from(err);
+            stall(obj, &mirror, &err).await;
+            return Err(err);
+        }
+    };
+    ctx.failures().remove(&key);
+    let jitter = || Duration::from_millis(rand::rng().random_range(100..1000));
+    Ok(match outcome {
+        Outcome::Terminal(ticket) => {
+            ctx.metrics.reconciled(if ticket.status == crate::ticket::Status::Failed {
+                "failed"
+            } else {
+                "finished"
+            });
+            // Mirror in case an earlier status write was lost.
+            crate::pipeline::Observer::on_ticket(&mirror, &ticket).await;
+            match rescan {
+                Some(every) => Action::requeue(every),
+                None => Action::await_change(),
+            }
+        }
+        Outcome::Locked { holder, retry_after } => {
+            ctx.metrics.lock_contention.inc();
+            ctx.metrics.reconciled("locked");
+            info!(object = %key, %holder, "asset locked by another executor");
+            Action::requeue(retry_after + jitter())
+        }
+        Outcome::Superseded { caller, valid } => {
+            ctx.metrics.stale_writes_rejected.inc();
+            ctx.metrics.reconciled("superseded");
+            mirror
+                .publish(
+                    EventType::Warning,
+                    "StaleWriteRejected",
+                    "Scan",
+                    format!("write with token {caller} rejected: token {valid} owns the run; this executor stopped"),
+                )
+                .await;
+            Action::requeue(jitter())
+        }
+        Outcome::LockLost(_) => {
+            ctx.metrics.reconciled("lock_lost");
+            Action::requeue(jitter())
+        }
+        Outcome::Stopped(_) => {
+            ctx.metrics.reconciled("stopped");
+            Action::await_change()
+        }
+    })
+}
+
+/// Reports an infrastructure failure on the object: `Stalled=True`,
+/// `Ready=False`, with the reason and the error's text (never a secret: store
+/// and API errors carry no credentials).
+async fn stall(obj: &AssetScan, mirror: &StatusMirror<'_>, err: &Error) {
+    let mut status: AssetScanStatus = obj.status.clone().unwrap_or_default();
+    let message = err.to_string();
+    status.set_condition(cond(condition::STALLED, condition::TRUE, err.reason(), &message, obj));
+    status.set_condition(cond(condition::READY, condition::FALSE, err.reason(), &message, obj));
+    mirror.write(status).await;
+}
+
+fn cond(type_: &str, status: &str, reason: &str, message: &str, obj: &AssetScan) -> Condition {
+    Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message: message.chars().take(1024).collect(),
+        last_transition_time: Time(Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::now())),
+        observed_generation: obj.metadata.generation,
+    }
+}
+
+/// Deletes the object's tickets (runs whose id carries its uid). Locks of its
+/// runs in this process are released as their runs stop; another replica's
+/// lock expires with its ttl.
+async fn cleanup<E: Effects + 'static>(obj: &AssetScan, ctx: &Context<E>) -> Result<Action, Error> {
+    let Ok(asset) = AssetId::new(obj.spec.asset_id.clone()) else {
+        return Ok(Action::await_change());
+    };
+    let store = ctx.pipeline.store();
+    let prefix = run_id(obj, 0);
+    let uid_prefix = prefix.split('-').next().unwrap_or_default().to_owned();
+    let mut deleted = 0;
+    for run in store.runs(&asset).await? {
+        if run.starts_with(&format!("{uid_prefix}-")) {
+            deleted += store.delete_ticket(&asset, &run).await?;
+        }
+    }
+    info!(object = %object_key(obj), deleted, "tickets deleted");
+    Ok(Action::await_change())
+}
+
+/// The pipeline's request for `run` of `obj`.
+fn scan_request(obj: &AssetScan, run: &str, instance: &str) -> Result<ScanRequest, String> {
+    let asset = AssetId::new(obj.spec.asset_id.clone()).map_err(|e| e.to_string())?;
+    let target = match (&obj.spec.target.host, &obj.spec.target.inventory_ref) {
+        (Some(host), None) => Target::Tcp {
+            host: host.clone(),
+            ports: obj.spec.target.ports.clone(),
+        },
+        (None, Some(id)) => Target::Inventory { id: id.clone() },
+        _ => return Err("spec.target needs exactly one of host (with ports) or inventoryRef".into()),
+    };
+    Ok(ScanRequest {
+        asset,
+        run: run.to_owned(),
+        target,
+        software: obj.spec.software.clone(),
+        policy: obj.spec.policy.clone(),
+        channels: obj.spec.notify.clone(),
+        token_floor: obj.token_floor(),
+        // Stable per replica and object: a reconcile of the same object in
+        // the same process may re-enter its own lock after an error.
+        holder: format!("{instance}:{}", object_key(obj)),
+    })
+}
+
+/// Exponential backoff per object, reset by the next successful reconcile.
+pub fn error_policy<E: Effects + 'static>(obj: Arc<AssetScan>, err: &Error, ctx: Arc<Context<E>>) -> Action {
+    ctx.metrics.failed(err.reason());
+    let failures = {
+        let mut map = ctx.failures();
+        let n = map.entry(object_key(&obj)).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    };
+    let base = Duration::from_secs(1).saturating_mul(1 << failures.min(8).saturating_sub(1));
+    let delay = base.min(Duration::from_secs(120));
+    let jittered = delay.mul_f64(rand::rng().random_range(0.5..=1.0));
+    warn!(object = %object_key(&obj), error = %err, failures, retry_in = ?jittered, "reconcile error");
+    Action::requeue(jittered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_split_assets_and_cover_them_all() {
+        let settings = |shard| ControllerSettings {
+            concurrency: 1,
+            shard,
+            namespace: None,
+            instance: "i".into(),
+        };
+        let mut owners = vec![0; 3];
+        for n in 0..300 {
+            let asset = format!("asset-{n}");
+            let mine: Vec<u32> = (0..3).filter(|i| in_shard(&settings(Some((*i, 3))), &asset)).collect();
+            assert_eq!(mine.len(), 1, "{asset} owned by {mine:?}");
+            owners[mine[0] as usize] += 1;
+            assert!(in_shard(&settings(None), &asset));
+        }
+        assert!(owners.iter().all(|n| *n > 50), "{owners:?}");
+    }
+}

@@ -1,0 +1,127 @@
+//! The pipeline's [`Effects`] over the configured providers: each step's
+//! call, with provider errors turned into [`StepError`]s that keep their
+//! retryability and any server-requested delay.
+
+use super::intel::IntelError;
+use super::notify::{Notification, NotifyError};
+use super::online::OnlineError;
+use super::vulns::VulnError;
+use super::{Providers, risk};
+use crate::pipeline::{Effects, Policy, ScanRequest, StepError};
+use crate::ticket::{RiskFacts, ThreatIntelFacts, VulnFacts};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+impl Effects for Providers {
+    async fn check_online(&self, req: &ScanRequest) -> Result<bool, StepError> {
+        Ok(self.online.is_online(&req.target).await?)
+    }
+
+    async fn query_vulnerabilities(&self, req: &ScanRequest) -> Result<VulnFacts, StepError> {
+        Ok(self
+            .vulnerabilities
+            .query(req.asset.as_str(), &req.software)
+            .await?)
+    }
+
+    async fn threat_intel(
+        &self,
+        _req: &ScanRequest,
+        vulns: &VulnFacts,
+    ) -> Result<ThreatIntelFacts, StepError> {
+        Ok(self.threat_intel.enrich(vulns).await?)
+    }
+
+    /// Sends to all channels at once. If any fails, the step fails: retryable
+    /// only when every failure is, after the longest delay asked for. A retry
+    /// sends to every channel again; the webhook receiver deduplicates on the
+    /// ticket id, WeCom and Slack show the message twice.
+    async fn notify(
+        &self,
+        channels: &[String],
+        notification: &Notification,
+    ) -> Result<BTreeMap<String, String>, StepError> {
+        let sends = channels.iter().map(|name| async move {
+            let result = match self.notifiers.get(name) {
+                Some(notifier) => notifier.send(notification).await.map_err(StepError::from),
+                None => Err(StepError::permanent("not configured")),
+            };
+            (name, result)
+        });
+        let mut receipts = BTreeMap::new();
+        let mut failures = Vec::new();
+        for (name, result) in futures::future::join_all(sends).await {
+            match result {
+                Ok(receipt) => {
+                    receipts.insert(name.clone(), receipt);
+                }
+                Err(e) => failures.push((name, e)),
+            }
+        }
+        if failures.is_empty() {
+            return Ok(receipts);
+        }
+        Err(StepError {
+            message: failures
+                .iter()
+                .map(|(name, e)| format!("channel {name}: {}", e.message))
+                .collect::<Vec<_>>()
+                .join("; "),
+            retryable: failures.iter().all(|(_, e)| e.retryable),
+            retry_after: failures.iter().filter_map(|(_, e)| e.retry_after).max(),
+        })
+    }
+
+    fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool {
+        risk::needs_threat_intel(policy.threat_intel, vulns, policy.cvss_threshold)
+    }
+
+    fn assess(
+        &self,
+        policy: &Policy,
+        vulns: &VulnFacts,
+        intel: Option<&ThreatIntelFacts>,
+    ) -> RiskFacts {
+        risk::assess(vulns, intel, policy)
+    }
+}
+
+fn step_error(
+    error: &dyn std::error::Error,
+    retryable: bool,
+    retry_after: Option<Duration>,
+) -> StepError {
+    StepError {
+        message: error.to_string(),
+        retryable,
+        retry_after,
+    }
+}
+
+impl From<OnlineError> for StepError {
+    fn from(e: OnlineError) -> StepError {
+        step_error(&e, e.is_retryable(), None)
+    }
+}
+
+impl From<VulnError> for StepError {
+    fn from(e: VulnError) -> StepError {
+        let retry_after = match &e {
+            VulnError::Http(http) => http.retry_after(),
+            _ => None,
+        };
+        step_error(&e, e.is_retryable(), retry_after)
+    }
+}
+
+impl From<IntelError> for StepError {
+    fn from(e: IntelError) -> StepError {
+        step_error(&e, e.is_retryable(), None)
+    }
+}
+
+impl From<NotifyError> for StepError {
+    fn from(e: NotifyError) -> StepError {
+        step_error(&e, e.is_retryable(), e.retry_after())
+    }
+}

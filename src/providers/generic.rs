@@ -1,0 +1,161 @@
+//! Vulnerabilities from a generic JSON endpoint, for scanners that are not
+//! OSV-shaped. The contract:
+//!
+//! ```text
+//! POST <url>
+//! {"assetId": "web-1", "software": [{"name": "jinja2", "ecosystem": "PyPI", "version": "3.1.4"}, {"purl": "pkg:…"}]}
+//!
+//! 200 OK
+//! {"vulnerabilities": [
+//!   {"id": "GHSA-…", "cves": ["CVE-…"], "cvss": 9.8, "summary": "…", "package": "jinja2"}
+//! ]}
+//! ```
+//!
+//! `id` is required; `cves` (default `[]`), `cvss` (0–10 or `null`),
+//! `summary` and `package` are optional. Entries with the same `id` count
+//! once. A finding without `cvss` is [`Severity::Unknown`].
+
+use super::ConfigError;
+use super::http::{Exposure, HttpClient, body_cap, check_timeout, parse_http_url};
+use super::secret::{Secret, SecretFrom};
+use super::text::truncate_chars;
+use super::vulns::{Package, VulnError, null_as_empty, round_score, summarize, validate_all};
+use crate::ticket::{Finding, Severity, VulnFacts};
+use reqwest::Url;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+const PROVIDER: &str = "vulnerability endpoint";
+
+/// `vulnerabilities: {kind: generic, url: ..., ...}`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GenericVulnConfig {
+    /// The endpoint that takes the POST.
+    pub url: String,
+    #[serde(default = "default_timeout", with = "crate::config::duration")]
+    pub timeout: Duration,
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: u64,
+    /// Findings kept, most severe first; counts cover all. Default 50.
+    #[serde(default = "default_max_findings")]
+    pub max_findings: usize,
+    /// Sent as `Authorization: Bearer <token>` when set.
+    #[serde(default)]
+    pub bearer_token_from: Option<SecretFrom>,
+}
+
+fn default_timeout() -> Duration {
+    Duration::from_secs(15)
+}
+
+fn default_max_body() -> u64 {
+    4 * 1024 * 1024
+}
+
+fn default_max_findings() -> usize {
+    50
+}
+
+#[derive(Debug)]
+pub struct GenericVulnClient {
+    http: HttpClient,
+    url: Url,
+    max_findings: usize,
+    token: Option<Secret>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Request<'a> {
+    asset_id: &'a str,
+    software: &'a [Package],
+}
+
+#[derive(Deserialize)]
+struct Response {
+    vulnerabilities: Vec<Entry>,
+}
+
+#[derive(Deserialize)]
+struct Entry {
+    id: String,
+    #[serde(default, deserialize_with = "null_as_empty")]
+    cves: Vec<String>,
+    #[serde(default)]
+    cvss: Option<f64>,
+    #[serde(default)]
+    summary: Option<String>,
+    #[serde(default)]
+    package: Option<String>,
+}
+
+impl GenericVulnClient {
+    pub fn new(config: &GenericVulnConfig) -> Result<GenericVulnClient, ConfigError> {
+        let token = config
+            .bearer_token_from
+            .as_ref()
+            .map(|from| {
+                from.load()
+                    .map_err(|e| ConfigError::secret(PROVIDER, "bearerTokenFrom", e))
+            })
+            .transpose()?;
+        Ok(GenericVulnClient {
+            http: HttpClient::new(
+                PROVIDER,
+                check_timeout(PROVIDER, config.timeout)?,
+                body_cap(PROVIDER, config.max_body_bytes)?,
+                Exposure::Path,
+            )?,
+            url: parse_http_url(PROVIDER, "url", &config.url)?,
+            max_findings: config.max_findings,
+            token,
+        })
+    }
+
+    pub async fn query(
+        &self,
+        asset_id: &str,
+        software: &[Package],
+    ) -> Result<VulnFacts, VulnError> {
+        validate_all(PROVIDER, software)?;
+        let mut request = self
+            .http
+            .post(self.url.clone())
+            .json(&Request { asset_id, software });
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token.expose());
+        }
+        let reply = self.http.send(request).await?.success()?;
+        let response: Response = reply.json()?;
+        let mut seen = BTreeSet::new();
+        let mut findings = Vec::new();
+        for entry in response.vulnerabilities {
+            if entry.id.trim().is_empty() {
+                return Err(reply.malformed("a vulnerability without an id").into());
+            }
+            if let Some(cvss) = entry.cvss.filter(|c| !(0.0..=10.0).contains(c)) {
+                return Err(reply
+                    .malformed(format!("{}: cvss {cvss} is outside 0..10", entry.id))
+                    .into());
+            }
+            if seen.insert(entry.id.clone()) {
+                findings.push(finding(entry));
+            }
+        }
+        Ok(summarize(findings, self.max_findings))
+    }
+}
+
+fn finding(entry: Entry) -> Finding {
+    let cvss = entry.cvss.map(round_score);
+    Finding {
+        id: entry.id,
+        cves: entry.cves,
+        package: entry.package.unwrap_or_default(),
+        cvss,
+        severity: cvss.map_or(Severity::Unknown, Severity::from_score),
+        summary: truncate_chars(entry.summary.as_deref().unwrap_or_default().trim(), 200),
+    }
+}

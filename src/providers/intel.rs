@@ -1,0 +1,110 @@
+//! Threat-intel enrichment: which of the asset's CVEs are known to be
+//! exploited (KEV) and how likely exploitation is (EPSS).
+
+use super::ConfigError;
+use super::epss::{EpssClient, EpssConfig};
+use super::http::HttpError;
+use super::kev::{KevConfig, KevFeed};
+use crate::ticket::{ThreatIntelFacts, VulnFacts};
+use serde::Deserialize;
+use std::collections::BTreeSet;
+
+/// `threatIntel:` in the config.
+///
+/// ```yaml
+/// threatIntel:
+///   kev: {url: https://…/known_exploited_vulnerabilities.json, refreshInterval: 6h}
+///   epss: {baseUrl: https://api.first.org/data/v1}
+/// ```
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct ThreatIntelConfig {
+    pub kev: KevConfig,
+    pub epss: EpssConfig,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum IntelError {
+    /// No known-exploited catalog has ever been loaded. Always retryable,
+    /// whatever the cause: the feed may come back.
+    #[error("known-exploited catalog unavailable (none loaded yet): {0}")]
+    NoCatalog(#[source] HttpError),
+    #[error(transparent)]
+    Epss(HttpError),
+}
+
+impl IntelError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            IntelError::NoCatalog(_) => true,
+            IntelError::Epss(e) => e.is_retryable(),
+        }
+    }
+}
+
+/// The configured threat-intel sources; either may be switched off.
+#[derive(Debug)]
+pub struct ThreatIntel {
+    kev: Option<KevFeed>,
+    epss: Option<EpssClient>,
+}
+
+impl ThreatIntel {
+    pub fn from_config(config: &ThreatIntelConfig) -> Result<ThreatIntel, ConfigError> {
+        Ok(ThreatIntel {
+            kev: config
+                .kev
+                .enabled
+                .then(|| KevFeed::new(&config.kev))
+                .transpose()?,
+            epss: config
+                .epss
+                .enabled
+                .then(|| EpssClient::new(&config.epss))
+                .transpose()?,
+        })
+    }
+
+    /// Looks up every CVE of the findings (also those cut from the facts'
+    /// bounded `findings` list). Both sources are asked at the same time.
+    pub async fn enrich(&self, vulns: &VulnFacts) -> Result<ThreatIntelFacts, IntelError> {
+        let cves = cves_of(vulns);
+        if cves.is_empty() {
+            return Ok(ThreatIntelFacts::default());
+        }
+        let kev = async {
+            match &self.kev {
+                Some(feed) => feed.catalog().await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let epss = async {
+            match &self.epss {
+                Some(client) => client.scores(&cves).await.map_err(IntelError::Epss),
+                None => Ok(Default::default()),
+            }
+        };
+        let (catalog, scores) = tokio::try_join!(kev, epss)?;
+        Ok(ThreatIntelFacts {
+            known_exploited: catalog
+                .as_ref()
+                .map(|c| cves.iter().filter(|cve| c.contains(cve)).cloned().collect())
+                .unwrap_or_default(),
+            epss: scores.into_iter().map(|(cve, s)| (cve, s.epss)).collect(),
+            catalog_version: catalog.map(|c| c.version.clone()),
+        })
+    }
+}
+
+/// The facts' CVE list together with the CVEs of the listed findings (facts
+/// written by other code may leave the list empty), sorted and deduplicated.
+fn cves_of(vulns: &VulnFacts) -> Vec<String> {
+    vulns
+        .cves
+        .iter()
+        .chain(vulns.findings.iter().flat_map(|f| &f.cves))
+        .cloned()
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}

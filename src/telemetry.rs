@@ -1,0 +1,193 @@
+//! Logging and metrics, wired once at start-up.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::Ordering;
+use tracing_subscriber::EnvFilter;
+
+use crate::store::WatchdogStats;
+
+/// Log format on stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// Installs the global tracing subscriber; `RUST_LOG` overrides `default`.
+pub fn init_logging(format: LogFormat, default: &str) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // A second call (tests) keeps the first subscriber.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabels {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    pub step: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ChannelLabels {
+    pub channel: String,
+}
+
+/// The operator's metrics.
+pub struct Metrics {
+    pub registry: Registry,
+    /// Reconciles by outcome (`finished`, `failed`, `locked`, `superseded`, …).
+    pub reconciles: Family<ResultLabels, Counter>,
+    /// Reconcile errors by reason (`RedisUnavailable`, `KubeApi`, …).
+    pub failures: Family<ReasonLabels, Counter>,
+    pub step_duration: Family<StepLabels, Histogram>,
+    pub step_errors: Family<StepLabels, Counter>,
+    /// Writes the store refused because a newer executor owns the run.
+    pub stale_writes_rejected: Counter,
+    /// Acquisitions that found the asset locked by another holder.
+    pub lock_contention: Counter,
+    pub notifications_sent: Family<ChannelLabels, Counter>,
+    pub watchdog_renewals: Gauge,
+    pub watchdog_losses: Gauge,
+    pub locks_held: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("assetscan");
+        let reconciles = Family::<ResultLabels, Counter>::default();
+        let failures = Family::<ReasonLabels, Counter>::default();
+        let step_duration = Family::<StepLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.005, 2.0, 14))
+        });
+        let step_errors = Family::<StepLabels, Counter>::default();
+        let stale_writes_rejected = Counter::default();
+        let lock_contention = Counter::default();
+        let notifications_sent = Family::<ChannelLabels, Counter>::default();
+        let watchdog_renewals = Gauge::default();
+        let watchdog_losses = Gauge::default();
+        let locks_held = Gauge::default();
+        registry.register("reconciles", "Reconciles by outcome", reconciles.clone());
+        registry.register("reconcile_failures", "Reconcile errors by reason", failures.clone());
+        registry.register(
+            "step_duration_seconds",
+            "Provider call duration per pipeline step",
+            step_duration.clone(),
+        );
+        registry.register("step_errors", "Failed step attempts", step_errors.clone());
+        registry.register(
+            "stale_writes_rejected",
+            "Writes rejected because a newer executor holds the run",
+            stale_writes_rejected.clone(),
+        );
+        registry.register(
+            "lock_contention",
+            "Acquisitions that found the asset locked",
+            lock_contention.clone(),
+        );
+        registry.register(
+            "notifications_sent",
+            "Notifications delivered per channel",
+            notifications_sent.clone(),
+        );
+        registry.register(
+            "watchdog_renewals",
+            "Lock renewals by the watchdog since start",
+            watchdog_renewals.clone(),
+        );
+        registry.register(
+            "watchdog_losses",
+            "Locks lost since start (renewal failed or lease deadline passed)",
+            watchdog_losses.clone(),
+        );
+        registry.register("locks_held", "Locks held by this process", locks_held.clone());
+        Metrics {
+            registry,
+            reconciles,
+            failures,
+            step_duration,
+            step_errors,
+            stale_writes_rejected,
+            lock_contention,
+            notifications_sent,
+            watchdog_renewals,
+            watchdog_losses,
+            locks_held,
+        }
+    }
+
+    pub fn reconciled(&self, result: &str) {
+        self.reconciles
+            .get_or_create(&ResultLabels {
+                result: result.to_owned(),
+            })
+            .inc();
+    }
+
+    pub fn failed(&self, reason: &str) {
+        self.failures
+            .get_or_create(&ReasonLabels {
+                reason: reason.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Copies the watchdog's counters into the gauges before a scrape.
+    pub fn observe_watchdog(&self, stats: &WatchdogStats, held: usize) {
+        self.watchdog_renewals
+            .set(stats.renewals.load(Ordering::Relaxed) as i64);
+        self.watchdog_losses
+            .set(stats.losses.load(Ordering::Relaxed) as i64);
+        self.locks_held.set(held as i64);
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposes_counters_by_label() {
+        let m = Metrics::new();
+        m.reconciled("finished");
+        m.failed("RedisUnavailable");
+        m.stale_writes_rejected.inc();
+        let text = m.encode();
+        assert!(text.contains("assetscan_reconciles_total{result=\"finished\"} 1"), "{text}");
+        assert!(text.contains("assetscan_reconcile_failures_total{reason=\"RedisUnavailable\"} 1"));
+        assert!(text.contains("assetscan_stale_writes_rejected_total 1"));
+    }
+}

@@ -1,0 +1,89 @@
+//! `kube-emulator`: the Kubernetes API emulator as a standalone server, for
+//! people and scripts (the demo, chaos runs, trying `kubectl` by hand).
+//!
+//! ```text
+//! cargo run -p assetscan-testkit --bin kube-emulator -- --port 6443 --crds crds/ --kubeconfig target/kubeconfig
+//! KUBECONFIG=target/kubeconfig kubectl get assetscans -A
+//! ```
+//!
+//! Prints one line with the URL once it serves; stops on SIGINT or SIGTERM.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
+use clap::Parser;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kube-emulator",
+    about = "A Kubernetes API server emulator for tests and demos"
+)]
+struct Args {
+    /// Port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Directory of CRD manifests to register at start.
+    #[arg(long)]
+    crds: Option<PathBuf>,
+    /// Where to write a kubeconfig for kubectl and the operator.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Extra namespaces to create (repeatable).
+    #[arg(long = "namespace")]
+    namespaces: Vec<String>,
+    /// Changes kept for watch resumption; older resourceVersions answer 410.
+    #[arg(long, default_value_t = 10_000)]
+    watch_history: usize,
+    /// Seconds between watch bookmarks.
+    #[arg(long, default_value_t = 5)]
+    bookmark_seconds: u64,
+}
+
+async fn stop_signal() -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .context("installing the SIGTERM handler")?;
+        tokio::select! {
+            r = tokio::signal::ctrl_c() => r.context("waiting for SIGINT")?,
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    tokio::signal::ctrl_c()
+        .await
+        .context("waiting for Ctrl-C")?;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let emulator = Emulator::start(EmulatorOptions {
+        crd_dir: args.crds.clone(),
+        port: Some(args.port),
+        namespaces: args.namespaces.clone(),
+        watch_history: args.watch_history,
+        bookmark_interval: Duration::from_secs(args.bookmark_seconds.max(1)),
+        ..Default::default()
+    })
+    .await
+    .context("starting the emulator")?;
+    if let Some(path) = &args.kubeconfig {
+        emulator
+            .write_kubeconfig(path)
+            .context("writing the kubeconfig")?;
+        println!(
+            "kube-emulator listening on {} (kubeconfig: {})",
+            emulator.url(),
+            path.display()
+        );
+    } else {
+        println!("kube-emulator listening on {}", emulator.url());
+    }
+    stop_signal().await?;
+    emulator.shutdown().await;
+    Ok(())
+}

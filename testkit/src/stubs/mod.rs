@@ -1,0 +1,110 @@
+//! Provider stubs: real HTTP servers on free loopback ports that speak the
+//! providers' protocols (inventory, OSV, KEV feed, EPSS, a signed-webhook
+//! sink, WeCom robot, Slack webhook), count calls per route, and misbehave
+//! on demand (latency, statuses, malformed or wrong-shape bodies, oversized
+//! streamed bodies, hangs) through [`Faults`].
+//!
+//! Each stub derefs to its [`StubServer`] for `url()`, `faults()` and
+//! `calls(route)`. They need a running tokio runtime and stop when dropped.
+
+pub mod epss;
+pub mod inventory;
+pub mod kev;
+pub mod osv;
+pub mod server;
+pub mod sink;
+pub mod slack;
+pub mod wecom;
+
+pub use epss::EpssStub;
+pub use inventory::InventoryStub;
+pub use kev::KevStub;
+pub use osv::OsvStub;
+pub use server::{Fault, Faults, StubServer};
+pub use sink::{Delivery, WebhookSink};
+pub use slack::SlackStub;
+pub use wecom::WeComStub;
+
+use std::path::{Path, PathBuf};
+
+/// The shared fixtures (real provider data, see its README): the directory
+/// in `ASSETSCAN_FIXTURES`, else `shared/fixtures` beside the repository.
+pub fn fixtures_dir() -> PathBuf {
+    match std::env::var_os("ASSETSCAN_FIXTURES") {
+        Some(dir) => PathBuf::from(dir),
+        // This crate sits at <repo>/testkit; shared/ sits beside <repo>.
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
+    }
+}
+
+/// Every stub at once, loaded with the real fixtures: the 15 OSV records,
+/// the whole KEV catalog, FIRST's EPSS example.
+#[derive(Debug)]
+pub struct ProviderStubs {
+    pub inventory: InventoryStub,
+    pub osv: OsvStub,
+    pub kev: KevStub,
+    pub epss: EpssStub,
+    pub sink: WebhookSink,
+    pub wecom: WeComStub,
+    pub slack: SlackStub,
+}
+
+impl ProviderStubs {
+    /// The sink's HMAC secret.
+    pub const WEBHOOK_SECRET: &'static str = "assetscan-test-webhook-secret";
+    /// The WeCom robot's key.
+    pub const WECOM_KEY: &'static str = "693a91f6-7xxx-4bc4-97a0-0ec2sifa5aaa";
+
+    pub async fn start() -> std::io::Result<ProviderStubs> {
+        let fixtures = fixtures_dir();
+        let osv = OsvStub::start().await?;
+        osv.load_records_dir(&fixtures.join("osv/records"))?;
+        let epss = EpssStub::start().await?;
+        epss.load_response(&std::fs::read(
+            fixtures.join("epss/first-api-docs-example-response.json"),
+        )?)?;
+        Ok(ProviderStubs {
+            inventory: InventoryStub::start().await?,
+            osv,
+            kev: KevStub::start().await?,
+            epss,
+            sink: WebhookSink::start(Self::WEBHOOK_SECRET).await?,
+            wecom: WeComStub::start(Self::WECOM_KEY).await?,
+            slack: SlackStub::start().await?,
+        })
+    }
+
+    /// Writes the channel secrets as files into `dir` and returns the
+    /// operator's `providers` config section (YAML) pointing at the stubs:
+    /// the inventory (the TCP probe needs no stub), OSV, KEV, EPSS, and
+    /// channels `webhook`, `wecom` and `slack`.
+    pub fn write_config(&self, dir: &Path) -> std::io::Result<String> {
+        let secret = |name: &str, value: &str| -> std::io::Result<String> {
+            let path = dir.join(name);
+            std::fs::write(&path, value)?;
+            Ok(path.display().to_string())
+        };
+        let webhook_url = secret("webhook-url", &self.sink.hook_url())?;
+        let webhook_secret = secret("webhook-secret", Self::WEBHOOK_SECRET)?;
+        let wecom_key = secret("wecom-key", Self::WECOM_KEY)?;
+        let slack_url = secret("slack-url", &self.slack.webhook_url())?;
+        Ok(format!(
+            r#"online: {{inventory: {{baseUrl: "{inventory}"}}}}
+vulnerabilities: {{kind: osv, baseUrl: "{osv}"}}
+threatIntel:
+  kev: {{url: "{kev}"}}
+  epss: {{baseUrl: "{epss}"}}
+notifications:
+  webhook: {{kind: webhook, urlFrom: {{file: "{webhook_url}"}}, secretFrom: {{file: "{webhook_secret}"}}}}
+  wecom: {{kind: wecom, baseUrl: "{wecom}", keyFrom: {{file: "{wecom_key}"}}}}
+  slack: {{kind: slack, urlFrom: {{file: "{slack_url}"}}}}
+"#,
+            inventory = self.inventory.url(),
+            osv = self.osv.url(),
+            kev = self.kev.feed_url(),
+            epss = self.epss.url(),
+            wecom = self.wecom.url(),
+        ))
+    }
+}

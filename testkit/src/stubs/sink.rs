@@ -1,0 +1,159 @@
+//! Webhook sink: an idempotent receiver for the generic webhook at
+//! `POST /hook`.
+//!
+//! It checks `X-AssetScan-Signature: sha256=<hex HMAC-SHA256 of the body>`
+//! with its secret (401 when wrong or missing) and demands an
+//! `Idempotency-Key` (400 without). Every accepted delivery is recorded; a
+//! key seen before is acknowledged (200, `"duplicate": true`) but is not a
+//! new effect. So `deliveries()` counts what arrived, `effects()` what a real
+//! idempotent receiver would have done.
+
+use super::server::{StubServer, lock};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use axum::{Json, Router};
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::json;
+use sha2::Sha256;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Deref;
+use std::sync::{Arc, Mutex};
+
+pub const HOOK_ROUTE: &str = "/hook";
+
+/// One accepted delivery.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    /// Header names in lower case.
+    pub headers: BTreeMap<String, String>,
+    pub body: Vec<u8>,
+    /// False when its idempotency key had been seen before.
+    pub new_effect: bool,
+}
+
+impl Delivery {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
+    }
+
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body).unwrap_or_default()
+    }
+}
+
+#[derive(Debug)]
+struct SinkState {
+    secret: Vec<u8>,
+    deliveries: Vec<Delivery>,
+    keys: BTreeSet<String>,
+    rejected: u64,
+}
+
+#[derive(Debug)]
+pub struct WebhookSink {
+    server: StubServer,
+    state: Arc<Mutex<SinkState>>,
+}
+
+impl WebhookSink {
+    pub async fn start(secret: &str) -> std::io::Result<WebhookSink> {
+        let state = Arc::new(Mutex::new(SinkState {
+            secret: secret.as_bytes().to_vec(),
+            deliveries: Vec::new(),
+            keys: BTreeSet::new(),
+            rejected: 0,
+        }));
+        let router = Router::new()
+            .route(HOOK_ROUTE, post(receive))
+            .with_state(Arc::clone(&state));
+        Ok(WebhookSink {
+            server: StubServer::start(router, &[HOOK_ROUTE]).await?,
+            state,
+        })
+    }
+
+    /// The URL to configure as the webhook.
+    pub fn hook_url(&self) -> String {
+        format!("{}{HOOK_ROUTE}", self.server.url())
+    }
+
+    /// Accepted deliveries, repeats included, in order.
+    pub fn deliveries(&self) -> Vec<Delivery> {
+        lock(&self.state).deliveries.clone()
+    }
+
+    /// Distinct idempotency keys accepted: the effects an idempotent receiver
+    /// would have had.
+    pub fn effects(&self) -> usize {
+        lock(&self.state).keys.len()
+    }
+
+    /// Deliveries refused for a bad or missing signature or key.
+    pub fn rejected(&self) -> u64 {
+        lock(&self.state).rejected
+    }
+}
+
+impl Deref for WebhookSink {
+    type Target = StubServer;
+
+    fn deref(&self) -> &StubServer {
+        &self.server
+    }
+}
+
+/// Verifies `sha256=<hex>` over `body` in constant time.
+pub fn signature_is_valid(secret: &[u8], body: &[u8], header: Option<&str>) -> bool {
+    let Some(hex_sig) = header.and_then(|h| h.strip_prefix("sha256=")) else {
+        return false;
+    };
+    let (Ok(expected), Ok(mut mac)) = (
+        hex::decode(hex_sig),
+        <Hmac<Sha256> as KeyInit>::new_from_slice(secret),
+    ) else {
+        return false;
+    };
+    mac.update(body);
+    mac.verify_slice(&expected).is_ok()
+}
+
+async fn receive(
+    State(state): State<Arc<Mutex<SinkState>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let mut state = lock(&state);
+    if !signature_is_valid(&state.secret, &body, header("x-assetscan-signature")) {
+        state.rejected += 1;
+        return (
+            StatusCode::UNAUTHORIZED,
+            Json(json!({"error": "bad signature"})),
+        )
+            .into_response();
+    }
+    let Some(key) = header("idempotency-key").map(str::to_owned) else {
+        state.rejected += 1;
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({"error": "Idempotency-Key missing"})),
+        )
+            .into_response();
+    };
+    let new_effect = state.keys.insert(key);
+    let headers = headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+        .collect();
+    state.deliveries.push(Delivery {
+        headers,
+        body: body.to_vec(),
+        new_effect,
+    });
+    Json(json!({"accepted": true, "duplicate": !new_effect})).into_response()
+}

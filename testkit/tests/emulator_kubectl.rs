@@ -1,0 +1,329 @@
+//! The machine's real `kubectl` against the emulator, through the generated
+//! kubeconfig: `get` (server-side tables with the CRD's printer columns),
+//! `get -o yaml`, client-side and server-side `apply -f`, validation errors
+//! as users see them, registering a CRD with `apply`, and `delete -f`.
+//! Skipped, with a printed reason, when kubectl is not installed.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use assetscan_testkit::emulator::{Emulator, EmulatorOptions, parse_manifests};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use serde_json::{Value, json};
+
+const CRD: &str = include_str!("fixtures/assetscans-crd.yaml");
+const KUBECTL: &str = "/usr/bin/kubectl";
+
+struct Kubectl {
+    kubeconfig: PathBuf,
+    cache: PathBuf,
+}
+
+struct Output {
+    ok: bool,
+    stdout: String,
+    stderr: String,
+}
+
+impl Kubectl {
+    async fn run(&self, args: &[&str]) -> Output {
+        let out = tokio::time::timeout(
+            Duration::from_secs(20),
+            tokio::process::Command::new(KUBECTL)
+                .arg("--kubeconfig")
+                .arg(&self.kubeconfig)
+                .arg("--cache-dir")
+                .arg(&self.cache)
+                .args(args)
+                .env_remove("KUBECONFIG")
+                .output(),
+        )
+        .await
+        .expect("kubectl finishes")
+        .expect("kubectl runs");
+        Output {
+            ok: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args).await;
+        assert!(out.ok, "kubectl {args:?} failed: {}", out.stderr);
+        out.stdout
+    }
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write manifest");
+    path.display().to_string()
+}
+
+const SCAN: &str = "apiVersion: example.com/v1
+kind: AssetScan
+metadata:
+  name: web
+spec:
+  target:
+    host: example.org
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_get_yaml_and_apply() {
+    if !Path::new(KUBECTL).exists() {
+        println!("skipped: {KUBECTL} is not installed");
+        return;
+    }
+    let crds = parse_manifests(CRD).expect("fixture CRD parses");
+    let emu = Emulator::start(EmulatorOptions {
+        crds,
+        ..Default::default()
+    })
+    .await
+    .expect("emulator starts");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    emu.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+    let kubectl = Kubectl {
+        kubeconfig,
+        cache: dir.path().join("cache"),
+    };
+
+    // Client-side apply creates, then patches, then finds nothing to do.
+    let scan = write(dir.path(), "scan.yaml", SCAN);
+    assert_eq!(
+        kubectl.ok(&["apply", "-f", &scan]).await.trim(),
+        "assetscan.example.com/web created"
+    );
+    let changed = write(dir.path(), "scan.yaml", &format!("{SCAN}    port: 8443\n"));
+    assert_eq!(
+        kubectl.ok(&["apply", "-f", &changed]).await.trim(),
+        "assetscan.example.com/web configured"
+    );
+    assert_eq!(
+        kubectl.ok(&["apply", "-f", &changed]).await.trim(),
+        "assetscan.example.com/web unchanged"
+    );
+
+    // Server-side table with the CRD's printer columns.
+    let api: Api<DynamicObject> = Api::default_namespaced_with(
+        emu.client().expect("client"),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("example.com", "v1", "AssetScan"),
+            "assetscans",
+        ),
+    );
+    let status = json!({"status": {"phase": "FINISHED", "fencingToken": 3, "revision": 1,
+        "conditions": [{"type": "Ready", "status": "True"}]}});
+    api.patch_status("web", &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .expect("status");
+    let table = kubectl.ok(&["get", "assetscans"]).await;
+    let lines: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        lines[0],
+        vec!["NAME", "PHASE", "READY", "TOKEN", "AGE"],
+        "{table}"
+    );
+    assert_eq!(&lines[1][..4], &["web", "FINISHED", "True", "3"], "{table}");
+    assert!(
+        kubectl
+            .ok(&["get", "ascan", "-A"])
+            .await
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("default"))
+    );
+
+    // -o yaml: the stored object with defaults, server fields and status.
+    let yaml = kubectl.ok(&["get", "assetscan", "web", "-o", "yaml"]).await;
+    let obj: Value = serde_yaml::from_str(&yaml).expect("yaml");
+    assert_eq!(obj["spec"]["target"]["port"], 8443);
+    assert_eq!(obj["spec"]["threatIntel"], "WhenNeeded", "schema default");
+    assert_eq!(obj["metadata"]["generation"], 2);
+    assert_eq!(obj["status"]["phase"], "FINISHED");
+    assert!(
+        obj["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string()
+    );
+
+    // Errors read the way they do against a real cluster.
+    let bad = write(
+        dir.path(),
+        "bad.yaml",
+        &SCAN
+            .replace("web", "bad")
+            .replace("example.org", "example.org\n    port: 70000"),
+    );
+    let out = kubectl.run(&["apply", "-f", &bad]).await;
+    assert!(!out.ok);
+    assert!(
+        out.stderr.contains(
+            "The AssetScan \"bad\" is invalid: spec.target.port: Invalid value: 70000: spec.target.port in body should be less than or equal to 65535"
+        ),
+        "{}",
+        out.stderr
+    );
+    let unknown = write(
+        dir.path(),
+        "unknown.yaml",
+        &SCAN
+            .replace("web", "unknown")
+            .replace("spec:\n", "spec:\n  bogus: 1\n"),
+    );
+    let out = kubectl.run(&["apply", "-f", &unknown]).await;
+    assert!(
+        !out.ok
+            && out
+                .stderr
+                .contains("strict decoding error: unknown field \"spec.bogus\""),
+        "{}",
+        out.stderr
+    );
+
+    // Server-side apply.
+    let ssa = write(dir.path(), "ssa.yaml", &SCAN.replace("web", "ssa"));
+    assert_eq!(
+        kubectl
+            .ok(&["apply", "--server-side", "-f", &ssa])
+            .await
+            .trim(),
+        "assetscan.example.com/ssa serverside-applied"
+    );
+    let ssa_obj = emu
+        .object("assetscans", Some("default"), "ssa")
+        .expect("created");
+    assert_eq!(
+        ssa_obj["metadata"]["managedFields"][0]["manager"],
+        "kubectl"
+    );
+    assert_eq!(
+        ssa_obj["metadata"]["managedFields"][0]["operation"],
+        "Apply"
+    );
+
+    // A CRD registered with kubectl apply is served at once.
+    let widget_crd = write(
+        dir.path(),
+        "widgets.yaml",
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec: {type: object, properties: {size: {type: integer}}}
+",
+    );
+    assert_eq!(
+        kubectl.ok(&["apply", "-f", &widget_crd]).await.trim(),
+        "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created"
+    );
+    let widget = write(
+        dir.path(),
+        "widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 3}\n",
+    );
+    assert_eq!(
+        kubectl.ok(&["apply", "-f", &widget]).await.trim(),
+        "widget.example.com/w created"
+    );
+    assert!(
+        kubectl
+            .ok(&["get", "widgets"])
+            .await
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("w "))
+    );
+
+    assert_eq!(
+        kubectl.ok(&["delete", "-f", &changed]).await.trim(),
+        "assetscan.example.com \"web\" deleted"
+    );
+    let out = kubectl.run(&["get", "assetscan", "web"]).await;
+    assert!(
+        !out.ok
+            && out
+                .stderr
+                .contains("assetscans.example.com \"web\" not found"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// The standalone binary: ready line, kubeconfig, SIGTERM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binary_serves_until_sigterm() {
+    use tokio::io::AsyncBufReadExt;
+    if !Path::new(KUBECTL).exists() {
+        println!("skipped: {KUBECTL} is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("tempdir");
+    let crds = dir.path().join("crds");
+    std::fs::create_dir(&crds).expect("mkdir");
+    std::fs::write(crds.join("assetscans.yaml"), CRD).expect("crd");
+    let kubeconfig = dir.path().join("kubeconfig");
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kube-emulator"))
+        .args(["--port", "0", "--crds"])
+        .arg(&crds)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn kube-emulator");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    let ready = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("ready line in time")
+        .expect("read")
+        .expect("a line");
+    assert!(
+        ready.starts_with("kube-emulator listening on http://127.0.0.1:"),
+        "{ready}"
+    );
+
+    let kubectl = Kubectl {
+        kubeconfig,
+        cache: dir.path().join("cache"),
+    };
+    let crd_list = kubectl.ok(&["get", "crd"]).await;
+    assert!(crd_list.contains("assetscans.example.com"), "{crd_list}");
+    assert!(
+        kubectl
+            .ok(&["get", "namespaces"])
+            .await
+            .contains("kube-system")
+    );
+
+    let pid = child.id().expect("running").to_string();
+    let sent = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .expect("kill runs");
+    assert!(sent.success());
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("exits on SIGTERM")
+        .expect("wait");
+    assert!(status.success(), "clean exit: {status:?}");
+}

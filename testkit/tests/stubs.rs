@@ -1,0 +1,400 @@
+//! The provider stubs on the wire, through a bare HTTP/1.1 client, so that
+//! what they promise does not depend on the operator's providers.
+
+use assetscan_testkit::stubs::{
+    EpssStub, Fault, InventoryStub, OsvStub, ProviderStubs, SlackStub, WeComStub, WebhookSink,
+    fixtures_dir,
+};
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+struct Answer {
+    status: u16,
+    headers: BTreeMap<String, String>,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
+/// One request on a fresh connection (`Connection: close`), read to the end.
+async fn call(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Answer {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).await.unwrap();
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("no header end");
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    Answer {
+        status,
+        headers,
+        body: raw[split + 4..].to_vec(),
+    }
+}
+
+async fn get(addr: SocketAddr, path: &str) -> Answer {
+    call(addr, "GET", path, &[], b"").await
+}
+
+fn sign(secret: &str, body: &[u8]) -> String {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+}
+
+#[test]
+fn fixtures_are_found() {
+    assert!(
+        fixtures_dir().join("README.md").is_file(),
+        "{}",
+        fixtures_dir().display()
+    );
+}
+
+#[tokio::test]
+async fn faults_queue_then_stick_then_clear() {
+    let stub = InventoryStub::start().await.unwrap();
+    stub.set_online("web-1", true);
+    stub.faults().fail_next(1, Fault::Status(503));
+    stub.faults().always(Fault::WrongShape);
+
+    assert_eq!(get(stub.addr(), "/assets/web-1").await.status, 503);
+    let wrong = get(stub.addr(), "/assets/web-1").await;
+    assert_eq!(wrong.status, 200);
+    assert!(wrong.json().get("online").is_none());
+    stub.faults().fail_next(1, Fault::Malformed);
+    assert!(
+        serde_json::from_slice::<Value>(&get(stub.addr(), "/assets/web-1").await.body).is_err()
+    );
+
+    stub.faults().clear();
+    assert_eq!(
+        get(stub.addr(), "/assets/web-1").await.json()["online"],
+        true
+    );
+    assert_eq!(get(stub.addr(), "/assets/other").await.status, 404);
+    assert_eq!(stub.asset_calls(), 5);
+    assert_eq!(get(stub.addr(), "/unrouted").await.status, 404);
+    assert_eq!(stub.total_calls(), 5, "only stub routes are counted");
+}
+
+#[tokio::test]
+async fn latency_and_hang() {
+    let stub = InventoryStub::start().await.unwrap();
+    stub.set_online("a", false);
+    stub.faults().set_latency(Duration::from_millis(300));
+    let started = Instant::now();
+    assert_eq!(get(stub.addr(), "/assets/a").await.status, 200);
+    assert!(started.elapsed() >= Duration::from_millis(300));
+
+    stub.faults().clear();
+    stub.faults().fail_next(1, Fault::Hang);
+    let hung =
+        tokio::time::timeout(Duration::from_millis(300), get(stub.addr(), "/assets/a")).await;
+    assert!(hung.is_err(), "a hanging stub never answers");
+    assert_eq!(
+        get(stub.addr(), "/assets/a").await.status,
+        200,
+        "the next call is normal"
+    );
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_streamed_without_a_length() {
+    let stub = InventoryStub::start().await.unwrap();
+    stub.faults()
+        .fail_next(1, Fault::Oversized(10 * 1024 * 1024));
+    let answer = get(stub.addr(), "/assets/a").await;
+    assert_eq!(answer.status, 200);
+    assert!(!answer.headers.contains_key("content-length"));
+    assert_eq!(
+        answer.headers.get("transfer-encoding").map(String::as_str),
+        Some("chunked")
+    );
+    assert!(
+        answer.body.len() >= 10 * 1024 * 1024,
+        "{} bytes",
+        answer.body.len()
+    );
+}
+
+#[tokio::test]
+async fn sink_checks_signatures_and_counts_distinct_keys() {
+    let sink = WebhookSink::start("k3y").await.unwrap();
+    let post = |body: &'static [u8], signature: String, key: Option<&'static str>| {
+        let addr = sink.addr();
+        async move {
+            let mut headers = vec![("X-AssetScan-Signature", signature.as_str())];
+            if let Some(key) = key {
+                headers.push(("Idempotency-Key", key));
+            }
+            call(addr, "POST", "/hook", &headers, body).await
+        }
+    };
+    let first = post(b"{\"n\":1}", sign("k3y", b"{\"n\":1}"), Some("a/1")).await;
+    assert_eq!(
+        (first.status, first.json()["duplicate"].clone()),
+        (200, json!(false))
+    );
+    let again = post(b"{\"n\":1}", sign("k3y", b"{\"n\":1}"), Some("a/1")).await;
+    assert_eq!(
+        (again.status, again.json()["duplicate"].clone()),
+        (200, json!(true))
+    );
+    assert_eq!(
+        post(b"{\"n\":2}", sign("k3y", b"{\"n\":2}"), Some("a/2"))
+            .await
+            .status,
+        200
+    );
+    assert_eq!(
+        post(b"{\"n\":3}", sign("k3y", b"{\"n\":2}"), Some("a/3"))
+            .await
+            .status,
+        401,
+        "signature of other bytes"
+    );
+    assert_eq!(
+        post(b"{\"n\":3}", sign("other", b"{\"n\":3}"), Some("a/3"))
+            .await
+            .status,
+        401,
+        "other secret"
+    );
+    assert_eq!(
+        post(b"{\"n\":3}", sign("k3y", b"{\"n\":3}"), None)
+            .await
+            .status,
+        400,
+        "no key"
+    );
+
+    assert_eq!(sink.deliveries().len(), 3);
+    assert_eq!(sink.effects(), 2);
+    assert_eq!(sink.rejected(), 3);
+    assert_eq!(sink.deliveries()[0].header("Idempotency-Key"), Some("a/1"));
+    assert_eq!(sink.deliveries()[2].json(), json!({"n": 2}));
+}
+
+#[tokio::test]
+async fn osv_stub_pages_serves_records_and_404s() {
+    let stub = OsvStub::start().await.unwrap();
+    assert_eq!(
+        stub.load_records_dir(&fixtures_dir().join("osv/records"))
+            .unwrap(),
+        15
+    );
+    stub.set_package_vulns(
+        "PyPI",
+        "p",
+        &["GHSA-34jh-p97f-mpxf", "PYSEC-2023-74", "GO-2024-2963"],
+    );
+    stub.set_page_size(Some(2));
+    let batch = |body: Value| {
+        let addr = stub.addr();
+        async move {
+            call(
+                addr,
+                "POST",
+                "/v1/querybatch",
+                &[],
+                &serde_json::to_vec(&body).unwrap(),
+            )
+            .await
+        }
+    };
+
+    let first = batch(json!({"queries": [{"package": {"name": "p", "ecosystem": "PyPI"}, "version": "1"}, {"package": {"purl": "pkg:npm/none@1"}}]})).await.json();
+    assert_eq!(
+        first["results"][0]["vulns"][0],
+        json!({"id": "GHSA-34jh-p97f-mpxf", "modified": "2024-06-17T21:37:20Z"})
+    );
+    assert_eq!(first["results"][0]["next_page_token"], "2");
+    assert_eq!(first["results"][1], json!({}));
+    let second = batch(
+        json!({"queries": [{"package": {"name": "p", "ecosystem": "PyPI"}, "page_token": "2"}]}),
+    )
+    .await
+    .json();
+    assert_eq!(second["results"][0]["vulns"].as_array().unwrap().len(), 1);
+    assert!(second["results"][0].get("next_page_token").is_none());
+
+    let record = get(stub.addr(), "/v1/vulns/GO-2024-2963").await;
+    assert_eq!(
+        record.body,
+        std::fs::read(fixtures_dir().join("osv/records/GO-2024-2963.json")).unwrap(),
+        "served verbatim"
+    );
+    let missing = get(stub.addr(), "/v1/vulns/NOPE-1").await;
+    assert_eq!(
+        (missing.status, missing.json()["code"].clone()),
+        (404, json!(5))
+    );
+    assert_eq!((stub.querybatch_calls(), stub.vuln_calls()), (2, 2));
+}
+
+#[tokio::test]
+async fn epss_stub_answers_in_first_format() {
+    let stub = EpssStub::start().await.unwrap();
+    let rows = stub
+        .load_response(
+            &std::fs::read(fixtures_dir().join("epss/first-api-docs-example-response.json"))
+                .unwrap(),
+        )
+        .unwrap();
+    assert_eq!(rows, 2);
+    let answer = get(stub.addr(), "/epss?cve=CVE-2021-40438%2CCVE-2000-0001")
+        .await
+        .json();
+    assert_eq!(answer["status"], "OK");
+    assert_eq!(answer["total"], 1);
+    assert_eq!(
+        answer["data"],
+        json!([{"cve": "CVE-2021-40438", "epss": "0.972240000", "percentile": "1.000000000", "date": "2022-02-28"}])
+    );
+    assert_eq!(stub.cve_params(), ["CVE-2021-40438,CVE-2000-0001"]);
+}
+
+#[tokio::test]
+async fn wecom_stub_answers_200_with_errcodes() {
+    let stub = WeComStub::start("key-1").await.unwrap();
+    let send = |key: &'static str, content: String| {
+        let addr = stub.addr();
+        async move {
+            let body = serde_json::to_vec(
+                &json!({"msgtype": "markdown", "markdown": {"content": content}}),
+            )
+            .unwrap();
+            call(
+                addr,
+                "POST",
+                &format!("/cgi-bin/webhook/send?key={key}"),
+                &[],
+                &body,
+            )
+            .await
+        }
+    };
+    let errcode = |a: Answer| {
+        assert_eq!(a.status, 200);
+        a.json()["errcode"].as_i64().unwrap()
+    };
+    assert_eq!(errcode(send("key-1", "hello".into()).await), 0);
+    assert_eq!(errcode(send("key-2", "hello".into()).await), 93000);
+    assert_eq!(errcode(send("key-1", String::new()).await), 44004);
+    assert_eq!(errcode(send("key-1", "漏".repeat(1366)).await), 40058); // 4098 bytes
+    stub.errcode_next(1, 45009);
+    let limited = send("key-1", "hello".into()).await;
+    assert!(limited.text().contains("api freq out of limit"));
+    assert_eq!(errcode(limited), 45009);
+    assert_eq!(stub.messages(), ["hello"]);
+    assert_eq!(stub.send_calls(), 5);
+}
+
+#[tokio::test]
+async fn slack_stub_answers_like_slack() {
+    let stub = SlackStub::start().await.unwrap();
+    let path = "/services/T0000/B0000/XXXX";
+    assert_eq!(stub.webhook_url(), format!("{}{path}", stub.url()));
+    let post = |body: &'static [u8]| call(stub.addr(), "POST", path, &[], body);
+    let ok = post(b"{\"text\":\"hi\"}").await;
+    assert_eq!((ok.status, ok.text()), (200, "ok".to_owned()));
+    let invalid = post(b"text=hi").await;
+    assert_eq!(
+        (invalid.status, invalid.text()),
+        (400, "invalid_payload".to_owned())
+    );
+    let no_text = post(b"{}").await;
+    assert_eq!(
+        (no_text.status, no_text.text()),
+        (400, "no_text".to_owned())
+    );
+    stub.rate_limit_next(1, 3);
+    let limited = post(b"{\"text\":\"hi\"}").await;
+    assert_eq!(
+        (limited.status, limited.headers.get("retry-after").cloned()),
+        (429, Some("3".to_owned()))
+    );
+    stub.reject_next(1, 410, "channel_is_archived");
+    let archived = post(b"{\"text\":\"hi\"}").await;
+    assert_eq!(
+        (archived.status, archived.text()),
+        (410, "channel_is_archived".to_owned())
+    );
+    assert_eq!(stub.messages(), [json!({"text": "hi"})]);
+}
+
+#[tokio::test]
+async fn provider_stubs_start_with_the_real_fixtures() {
+    let stubs = ProviderStubs::start().await.unwrap();
+    assert_eq!(
+        get(stubs.osv.addr(), "/v1/vulns/UBUNTU-CVE-2024-3094")
+            .await
+            .status,
+        200
+    );
+    let kev = get(stubs.kev.addr(), "/known_exploited_vulnerabilities.json")
+        .await
+        .json();
+    assert_eq!(kev["count"], 1404);
+    assert_eq!(
+        get(stubs.epss.addr(), "/epss?cve=CVE-2019-16759")
+            .await
+            .json()["data"][0]["epss"],
+        "0.968170000"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let yaml = stubs.write_config(dir.path()).unwrap();
+    assert!(yaml.contains(&stubs.osv.url()));
+    let secret = std::fs::read_to_string(dir.path().join("wecom-key")).unwrap();
+    assert_eq!(secret, ProviderStubs::WECOM_KEY);
+    assert!(
+        !yaml.contains(ProviderStubs::WECOM_KEY),
+        "secrets live in files, not in the config"
+    );
+}
