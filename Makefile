@@ -10,11 +10,13 @@ deps:
 
 test: deps
 	$(CARGO) fmt --all --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	$(CARGO) test --workspace -- --test-threads=$(TEST_THREADS)
+	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	$(CARGO) test --workspace --all-features -- --test-threads=$(TEST_THREADS)
 
+# The real operator binary (with the fault-drill feature) and the demo driver.
 demo: deps
-	$(CARGO) run --release -p assetscan-testkit --bin demo
+	$(CARGO) build --features failpoints --bin assetscan-operator --example demo
+	./target/debug/examples/demo
 
 fmt:
 	$(CARGO) fmt --all

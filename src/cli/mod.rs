@@ -135,6 +135,8 @@ const EXIT_ERROR: u8 = 1;
 
 pub async fn main() -> ExitCode {
     let cli = Cli::parse();
+    // Reads FAILPOINTS; inert unless built with the `failpoints` feature.
+    let _drills = fail::FailScenario::setup();
     crate::telemetry::init_logging(cli.log_format, "info,kube=warn,hyper=warn");
     install_crypto_provider();
     let result = match cli.command {

@@ -7,6 +7,7 @@
 //! A `STALE_TOKEN` answer means another executor owns the run now: the runner
 //! stops at once, with no further provider call, notification or write.
 
+mod drill;
 mod plan;
 mod retry;
 
@@ -496,6 +497,7 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
                 },
             );
         }
+        drill::stop_before_write(self.req.asset.as_str(), to);
         match self
             .pipeline
             .store

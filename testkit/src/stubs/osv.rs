@@ -74,6 +74,37 @@ impl OsvStub {
         Ok(())
     }
 
+    /// Maps every served record to the packages its `affected[].package`
+    /// names (`ecosystem/name`), so that queries for those packages find it,
+    /// as on osv.dev (versions are still not evaluated). Returns the number
+    /// of package entries.
+    pub fn index_affected_packages(&self) -> usize {
+        let mut state = lock(&self.state);
+        let mut index: HashMap<String, Vec<String>> = HashMap::new();
+        for (id, raw) in &state.records {
+            let Ok(record) = serde_json::from_slice::<Value>(raw) else {
+                continue;
+            };
+            for affected in record["affected"].as_array().into_iter().flatten() {
+                let package = &affected["package"];
+                if let (Some(eco), Some(name)) =
+                    (package["ecosystem"].as_str(), package["name"].as_str())
+                {
+                    let ids = index.entry(format!("{eco}/{name}")).or_default();
+                    if !ids.contains(id) {
+                        ids.push(id.clone());
+                    }
+                }
+            }
+        }
+        let count = index.len();
+        for (key, mut ids) in index {
+            ids.sort();
+            state.packages.entry(key).or_default().extend(ids);
+        }
+        count
+    }
+
     pub fn set_package_vulns(&self, ecosystem: &str, name: &str, ids: &[&str]) {
         self.set_vulns(format!("{ecosystem}/{name}"), ids);
     }
