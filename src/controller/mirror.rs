@@ -153,6 +153,17 @@ impl Observer for StatusMirror<'_> {
         let moved = previous.as_ref().and_then(|p| p.phase) != status.phase;
         let same_run = previous.as_ref().and_then(|p| p.run.as_deref()) == Some(ticket.run.as_str());
         if self.write(status).await && (moved || !same_run) {
+            if ticket.status == crate::ticket::Status::Notified {
+                let receipts = ticket.facts.notification.iter().flat_map(|n| n.receipt.keys());
+                for channel in receipts {
+                    self.metrics
+                        .notifications_sent
+                        .get_or_create(&crate::telemetry::ChannelLabels {
+                            channel: channel.clone(),
+                        })
+                        .inc();
+                }
+            }
             let (type_, reason) = match ticket.status {
                 crate::ticket::Status::Failed => (EventType::Warning, "ScanFailed"),
                 crate::ticket::Status::HighRiskFound => (EventType::Warning, "HighRiskFound"),

@@ -8,9 +8,7 @@
 //! 100 rows by default, so CVEs go out in batches that respect both.
 
 use super::ConfigError;
-use super::http::{
-    Exposure, HttpClient, HttpError, Reply, body_cap, check_timeout, join_path, parse_http_url,
-};
+use super::http::{Exposure, HttpClient, HttpError, Reply, join_path, parse_http_url};
 use super::text::is_cve_id;
 use reqwest::Url;
 use serde::{Deserialize, Deserializer};
@@ -109,8 +107,8 @@ impl EpssClient {
         Ok(EpssClient {
             http: HttpClient::new(
                 PROVIDER,
-                check_timeout(PROVIDER, config.timeout)?,
-                body_cap(PROVIDER, config.max_body_bytes)?,
+                config.timeout,
+                config.max_body_bytes,
                 Exposure::Path,
             )?,
             url: join_path(&base, &["epss"]),

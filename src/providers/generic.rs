@@ -16,7 +16,7 @@
 //! once. A finding without `cvss` is [`Severity::Unknown`].
 
 use super::ConfigError;
-use super::http::{Exposure, HttpClient, body_cap, check_timeout, parse_http_url};
+use super::http::{Exposure, HttpClient, parse_http_url};
 use super::secret::{Secret, SecretFrom};
 use super::text::truncate_chars;
 use super::vulns::{Package, VulnError, null_as_empty, round_score, summarize, validate_all};
@@ -93,19 +93,16 @@ struct Entry {
 
 impl GenericVulnClient {
     pub fn new(config: &GenericVulnConfig) -> Result<GenericVulnClient, ConfigError> {
-        let token = config
-            .bearer_token_from
-            .as_ref()
-            .map(|from| {
-                from.load()
-                    .map_err(|e| ConfigError::secret(PROVIDER, "bearerTokenFrom", e))
-            })
-            .transpose()?;
+        let token = SecretFrom::load_optional(
+            config.bearer_token_from.as_ref(),
+            PROVIDER,
+            "bearerTokenFrom",
+        )?;
         Ok(GenericVulnClient {
             http: HttpClient::new(
                 PROVIDER,
-                check_timeout(PROVIDER, config.timeout)?,
-                body_cap(PROVIDER, config.max_body_bytes)?,
+                config.timeout,
+                config.max_body_bytes,
                 Exposure::Path,
             )?,
             url: parse_http_url(PROVIDER, "url", &config.url)?,

@@ -150,15 +150,17 @@ pub(crate) struct Reply {
 }
 
 impl HttpClient {
-    /// Redirects are followed (at most 5) only for [`Exposure::Path`]
-    /// endpoints; a webhook is never redirected, so its credential is not
-    /// replayed to another host.
+    /// Checks the configured timeout and body cap. Redirects are followed
+    /// (at most 5) only for [`Exposure::Path`] endpoints; a webhook is never
+    /// redirected, so its credential is not replayed to another host.
     pub fn new(
         provider: &'static str,
         timeout: Duration,
         max_body_bytes: u64,
         exposure: Exposure,
     ) -> Result<HttpClient, ConfigError> {
+        let timeout = check_timeout(provider, timeout)?;
+        let max_body_bytes = body_cap(provider, max_body_bytes)?;
         super::install_crypto_provider();
         let redirects = match exposure {
             Exposure::Path => reqwest::redirect::Policy::limited(5),
@@ -378,7 +380,7 @@ pub(crate) fn check_timeout(
 }
 
 /// A body cap from a `maxBodyBytes` config value: at least 1 KiB.
-pub(crate) fn body_cap(provider: &'static str, bytes: u64) -> Result<u64, ConfigError> {
+fn body_cap(provider: &'static str, bytes: u64) -> Result<u64, ConfigError> {
     if bytes < 1024 {
         return Err(ConfigError::invalid(
             provider,

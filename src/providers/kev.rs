@@ -8,7 +8,7 @@
 //! since the feed may come back — and each lookup then tries the feed again.
 
 use super::ConfigError;
-use super::http::{Exposure, HttpClient, HttpError, body_cap, check_timeout, parse_http_url};
+use super::http::{Exposure, HttpClient, HttpError, parse_http_url};
 use super::intel::IntelError;
 use reqwest::Url;
 use serde::Deserialize;
@@ -181,8 +181,8 @@ impl KevFeed {
         Ok(KevFeed {
             http: HttpClient::new(
                 PROVIDER,
-                check_timeout(PROVIDER, config.timeout)?,
-                body_cap(PROVIDER, config.max_body_bytes)?,
+                config.timeout,
+                config.max_body_bytes,
                 Exposure::Path,
             )?,
             url: parse_http_url(PROVIDER, "url", &config.url)?,

@@ -2,9 +2,7 @@
 //! to one of its ports, or the inventory service that already knows.
 
 use super::ConfigError;
-use super::http::{
-    Exposure, HttpClient, HttpError, body_cap, check_timeout, join_path, parse_http_url,
-};
+use super::http::{Exposure, HttpClient, HttpError, check_timeout, join_path, parse_http_url};
 use super::secret::{Secret, SecretFrom};
 use crate::pipeline::Target;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -223,19 +221,16 @@ pub struct InventoryProbe {
 impl InventoryProbe {
     pub fn new(config: &InventoryConfig) -> Result<InventoryProbe, ConfigError> {
         const PROVIDER: &str = "inventory";
-        let token = config
-            .bearer_token_from
-            .as_ref()
-            .map(|from| {
-                from.load()
-                    .map_err(|e| ConfigError::secret(PROVIDER, "bearerTokenFrom", e))
-            })
-            .transpose()?;
+        let token = SecretFrom::load_optional(
+            config.bearer_token_from.as_ref(),
+            PROVIDER,
+            "bearerTokenFrom",
+        )?;
         Ok(InventoryProbe {
             http: HttpClient::new(
                 PROVIDER,
-                check_timeout(PROVIDER, config.timeout)?,
-                body_cap(PROVIDER, config.max_body_bytes)?,
+                config.timeout,
+                config.max_body_bytes,
                 Exposure::Path,
             )?,
             base: parse_http_url(PROVIDER, "baseUrl", &config.base_url)?,

@@ -16,7 +16,7 @@
 //! counted.
 
 use super::ConfigError;
-use super::http::{Exposure, HttpClient, body_cap, check_timeout, join_path, parse_http_url};
+use super::http::{Exposure, HttpClient, join_path, parse_http_url};
 use super::text::{embedded_cve, truncate_chars};
 use super::vulns::{
     Package, VulnError, null_as_empty, package_label, rank, round_score, summarize, validate_all,
@@ -106,8 +106,8 @@ impl OsvClient {
         Ok(OsvClient {
             http: HttpClient::new(
                 PROVIDER,
-                check_timeout(PROVIDER, config.timeout)?,
-                body_cap(PROVIDER, config.max_body_bytes)?,
+                config.timeout,
+                config.max_body_bytes,
                 Exposure::Path,
             )?,
             base: parse_http_url(PROVIDER, "baseUrl", &config.base_url)?,

@@ -11,7 +11,7 @@
 //! idempotency header; the ticket id is in the text.
 
 use super::ConfigError;
-use super::http::{Exposure, HttpClient, SecretUrl, body_cap, check_timeout};
+use super::http::{Exposure, HttpClient, SecretUrl};
 use super::notify::{
     Notification, NotifyError, finding_line, headline, known_exploited, ticket_line, top_findings,
 };
@@ -122,8 +122,8 @@ impl SlackNotifier {
         Ok(SlackNotifier {
             http: HttpClient::new(
                 PROVIDER,
-                check_timeout(PROVIDER, config.timeout)?,
-                body_cap(PROVIDER, config.max_body_bytes)?,
+                config.timeout,
+                config.max_body_bytes,
                 Exposure::HostOnly,
             )?,
             url: SecretUrl::load(PROVIDER, "urlFrom", &config.url_from)?,

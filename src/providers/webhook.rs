@@ -24,7 +24,7 @@
 //! is a delivery; the receipt is the status and the start of the body.
 
 use super::ConfigError;
-use super::http::{Exposure, HttpClient, HttpError, SecretUrl, body_cap, check_timeout};
+use super::http::{Exposure, HttpClient, HttpError, SecretUrl};
 use super::notify::{Notification, NotifyError};
 use super::secret::{Secret, SecretFrom};
 use hmac::{Hmac, KeyInit, Mac};
@@ -80,8 +80,8 @@ impl WebhookNotifier {
         Ok(WebhookNotifier {
             http: HttpClient::new(
                 PROVIDER,
-                check_timeout(PROVIDER, config.timeout)?,
-                body_cap(PROVIDER, config.max_body_bytes)?,
+                config.timeout,
+                config.max_body_bytes,
                 Exposure::HostOnly,
             )?,
             url: SecretUrl::load(PROVIDER, "urlFrom", &config.url_from)?,

@@ -13,7 +13,7 @@
 //! text.
 
 use super::ConfigError;
-use super::http::{Exposure, HttpClient, body_cap, check_timeout, join_path, parse_http_url};
+use super::http::{Exposure, HttpClient, join_path, parse_http_url};
 use super::notify::{
     Notification, NotifyError, finding_line, headline, known_exploited, ticket_line, top_findings,
 };
@@ -82,8 +82,8 @@ impl WeComNotifier {
         Ok(WeComNotifier {
             http: HttpClient::new(
                 PROVIDER,
-                check_timeout(PROVIDER, config.timeout)?,
-                body_cap(PROVIDER, config.max_body_bytes)?,
+                config.timeout,
+                config.max_body_bytes,
                 Exposure::HostOnly,
             )?,
             send_url: join_path(&base, &["cgi-bin", "webhook", "send"]),

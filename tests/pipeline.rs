@@ -1,0 +1,1067 @@
+//! The pipeline in process, end to end: a real redis-server, the provider
+//! stubs loaded with the real fixtures, the real providers. What issue 3
+//! promises, one test (or table of cases) each:
+//! - the three paths (offline, clean, high risk with exactly one delivery);
+//! - a crash after each status is resumed by a new runner from the ticket,
+//!   and no confirmed step is repeated (the stubs' counters prove it);
+//! - a takeover at `NOTIFYING` re-sends under the same idempotency key;
+//! - bad provider replies end in `FAILED` with a clear `last_error`, after
+//!   retries with backoff for retryable ones, at once for permanent ones;
+//! - threat intel is called exactly as the policy says.
+//!
+//! The crashes are in process: the run's task is aborted right after the
+//! ticket reached a status (nothing released: the lock expires by its ttl).
+//! The same with real, killed and stopped processes is in `scan_cli.rs`.
+
+use assetscan_operator::config::Config;
+use assetscan_operator::pipeline::{
+    Effects, Notification, Observer, Outcome, Package, Pipeline, Policy, ScanRequest, StepError,
+    Target, ThreatIntelPolicy,
+};
+use assetscan_operator::providers::Providers;
+use assetscan_operator::store::{AssetId, RedisTarget, TicketStore};
+use assetscan_operator::ticket::{
+    NotificationState, RiskFacts, Status, Step, ThreatIntelFacts, Ticket, VulnFacts,
+};
+use assetscan_testkit::redis::RedisServer;
+use assetscan_testkit::stubs::{Fault, ProviderStubs, StubServer};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+const ASSET: &str = "web-01";
+const RUN: &str = "r1";
+
+/// A package and the one real OSV record the stub answers for it.
+#[derive(Clone, Copy, Debug)]
+struct Pkg {
+    ecosystem: &'static str,
+    name: &'static str,
+    version: &'static str,
+    record: &'static str,
+}
+
+/// CVSS 10.0 (CVE-2024-3094, not in KEV).
+const XZ: Pkg = Pkg {
+    ecosystem: "Ubuntu:22.04:LTS",
+    name: "xz-utils",
+    version: "5.6.0-0.1",
+    record: "UBUNTU-CVE-2024-3094",
+};
+/// CVSS 8.1 (CVE-2024-6387, not in KEV).
+const OPENSSH: Pkg = Pkg {
+    ecosystem: "Ubuntu:22.04:LTS",
+    name: "openssh",
+    version: "1:8.9p1-3ubuntu0.6",
+    record: "UBUNTU-CVE-2024-6387",
+};
+/// CVSS 7.8, CVE-2023-4911 is in the KEV catalog.
+const GLIBC: Pkg = Pkg {
+    ecosystem: "Ubuntu:22.04:LTS",
+    name: "glibc",
+    version: "2.35-0ubuntu3.3",
+    record: "UBUNTU-CVE-2023-4911",
+};
+/// CVSS 4.4 (CVE-2024-37891, not in KEV).
+const URLLIB3: Pkg = Pkg {
+    ecosystem: "PyPI",
+    name: "urllib3",
+    version: "2.2.1",
+    record: "GHSA-34jh-p97f-mpxf",
+};
+/// No CVSS vector (CVE-2024-24791, not in KEV).
+const GO_STDLIB: Pkg = Pkg {
+    ecosystem: "Go",
+    name: "stdlib",
+    version: "1.22.4",
+    record: "GO-2024-2963",
+};
+
+/// Small timeouts and backoffs, so that retries are quick to watch.
+const STEPS: &str = "steps:
+  onlineCheck: {timeout: 1s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}
+  vulnQuery:   {timeout: 1s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}
+  threatIntel: {timeout: 1s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}
+  notify:      {timeout: 1s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}
+";
+
+/// Redis, the stubs and the operator's config file pointing at both.
+struct Env {
+    redis: RedisServer,
+    stubs: ProviderStubs,
+    config: Config,
+    _dir: tempfile::TempDir,
+}
+
+impl Env {
+    async fn start(lock_ttl: &str) -> Env {
+        let redis = RedisServer::start().unwrap();
+        let stubs = ProviderStubs::start().await.unwrap();
+        for p in [XZ, OPENSSH, GLIBC, URLLIB3, GO_STDLIB] {
+            stubs.osv.set_package_vulns(p.ecosystem, p.name, &[p.record]);
+        }
+        stubs.inventory.set_online(ASSET, true);
+        let dir = tempfile::tempdir().unwrap();
+        let providers: String = stubs
+            .write_config(dir.path())
+            .unwrap()
+            .lines()
+            .map(|line| format!("  {line}\n"))
+            .collect();
+        let text = format!(
+            "redis: {{url: \"{}\", timeout: 2s}}\nlock: {{ttl: {lock_ttl}}}\n\
+             tickets: {{retention: 0s, auditCap: 10000}}\n{STEPS}providers:\n{providers}",
+            redis.url()
+        );
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, text).unwrap();
+        let config = Config::load(&path).unwrap();
+        Env {
+            redis,
+            stubs,
+            config,
+            _dir: dir,
+        }
+    }
+
+    /// A store of its own (connection and watchdog), as another process has.
+    async fn store(&self) -> TicketStore {
+        TicketStore::connect(
+            &RedisTarget::Standalone(self.redis.url()),
+            self.config.store(),
+        )
+        .await
+        .unwrap()
+    }
+
+    /// Fresh providers: no record cache, no KEV catalog loaded yet.
+    fn providers(&self) -> Providers {
+        Providers::from_config(&self.config.providers).unwrap()
+    }
+
+    /// A runner as a new process would build it.
+    async fn pipeline(&self) -> Pipeline<Providers> {
+        Pipeline::new(
+            self.store().await,
+            self.providers(),
+            self.config.steps.clone(),
+        )
+    }
+
+    fn counters(&self) -> Counters {
+        let s = &self.stubs;
+        Counters {
+            inventory: s.inventory.asset_calls(),
+            querybatch: s.osv.querybatch_calls(),
+            records: s.osv.vuln_calls(),
+            kev: s.kev.feed_calls(),
+            epss: s.epss.epss_calls(),
+            deliveries: s.sink.deliveries().len(),
+            effects: s.sink.effects(),
+        }
+    }
+}
+
+/// Provider calls so far, per stub route.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counters {
+    inventory: u64,
+    querybatch: u64,
+    records: u64,
+    kev: u64,
+    epss: u64,
+    deliveries: usize,
+    effects: usize,
+}
+
+fn asset() -> AssetId {
+    AssetId::new(ASSET).unwrap()
+}
+
+fn package(p: Pkg) -> Package {
+    Package {
+        name: Some(p.name.into()),
+        ecosystem: Some(p.ecosystem.into()),
+        version: Some(p.version.into()),
+        purl: None,
+    }
+}
+
+fn request(holder: &str, software: &[Pkg], policy: Policy) -> ScanRequest {
+    ScanRequest {
+        asset: asset(),
+        run: RUN.into(),
+        target: Target::Inventory { id: ASSET.into() },
+        software: software.iter().copied().map(package).collect(),
+        policy,
+        channels: vec!["webhook".into()],
+        token_floor: 0,
+        holder: holder.into(),
+    }
+}
+
+fn policy(threat_intel: ThreatIntelPolicy, cvss_threshold: f64) -> Policy {
+    Policy {
+        cvss_threshold,
+        threat_intel,
+        epss_threshold: 0.5,
+    }
+}
+
+/// Records every ticket it is shown, with the time; optionally "crashes"
+/// (never returns) right after the ticket matched `crash`.
+#[derive(Default)]
+struct Recorder {
+    seen: Mutex<Vec<(Instant, Ticket)>>,
+    crash: Option<Box<dyn Fn(&Ticket) -> bool + Send + Sync>>,
+    crashed: tokio::sync::Notify,
+}
+
+impl Recorder {
+    fn crashing_at(at: impl Fn(&Ticket) -> bool + Send + Sync + 'static) -> Recorder {
+        Recorder {
+            crash: Some(Box::new(at)),
+            ..Recorder::default()
+        }
+    }
+
+    fn tickets(&self) -> Vec<(Instant, Ticket)> {
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Observer for Recorder {
+    async fn on_ticket(&self, ticket: &Ticket) {
+        self.seen
+            .lock()
+            .unwrap()
+            .push((Instant::now(), ticket.clone()));
+        if self.crash.as_ref().is_some_and(|crash| crash(ticket)) {
+            self.crashed.notify_one();
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Runs `req` in its own task with its own store and providers until the
+/// ticket matches `at`, then aborts the task: a crash right after that write,
+/// without release. Returns the last ticket the crashed runner saw.
+async fn crash_at(
+    env: &Env,
+    req: ScanRequest,
+    at: impl Fn(&Ticket) -> bool + Send + Sync + 'static,
+) -> Ticket {
+    let pipeline = env.pipeline().await;
+    let recorder = Arc::new(Recorder::crashing_at(at));
+    let observer = Arc::clone(&recorder);
+    let task = tokio::spawn(async move {
+        pipeline
+            .run(&req, &*observer, &CancellationToken::new())
+            .await
+            .map(|outcome| format!("{outcome:?}"))
+    });
+    if tokio::time::timeout(Duration::from_secs(5), recorder.crashed.notified())
+        .await
+        .is_err()
+    {
+        task.abort();
+        panic!("crash point never reached; seen {:#?}", recorder.tickets());
+    }
+    task.abort();
+    assert!(task.await.unwrap_err().is_cancelled());
+    recorder.tickets().pop().unwrap().1
+}
+
+/// Runs until the run is over, waiting out the lock of a crashed holder.
+async fn run_to_end<E: Effects>(
+    pipeline: &Pipeline<E>,
+    req: &ScanRequest,
+    observer: &impl Observer,
+) -> Ticket {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match pipeline
+            .run(req, observer, &CancellationToken::new())
+            .await
+            .unwrap()
+        {
+            Outcome::Terminal(ticket) => return ticket,
+            Outcome::Locked { retry_after, .. } if Instant::now() < deadline => {
+                tokio::time::sleep(retry_after + Duration::from_millis(20)).await;
+            }
+            other => panic!("unexpected outcome {other:?}"),
+        }
+    }
+}
+
+/// The accepted transitions of the asset's audit stream, in order.
+async fn path(store: &TicketStore) -> Vec<(String, String)> {
+    store
+        .audit(&asset(), 1000)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e.op() == "advance" && e.accepted())
+        .map(|e| {
+            (
+                e.get("from").unwrap().to_owned(),
+                e.get("to").unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(path: &[(&str, &str)]) -> Vec<(String, String)> {
+    path.iter()
+        .map(|(from, to)| (from.to_string(), to.to_string()))
+        .collect()
+}
+
+/// INIT → … → FINISHED through threat intel and a notification.
+const HIGH_RISK_WITH_INTEL: &[(&str, &str)] = &[
+    ("INIT", "ASSET_ONLINE"),
+    ("ASSET_ONLINE", "VULN_CHECK_DONE"),
+    ("VULN_CHECK_DONE", "VULN_CHECK_DONE"),
+    ("VULN_CHECK_DONE", "HIGH_RISK_FOUND"),
+    ("HIGH_RISK_FOUND", "NOTIFYING"),
+    ("NOTIFYING", "NOTIFIED"),
+    ("NOTIFIED", "FINISHED"),
+];
+
+mod paths {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_offline_asset_finishes_without_a_vulnerability_query() {
+        let env = Env::start("5s").await;
+        env.stubs.inventory.set_online(ASSET, false);
+        let req = request("A", &[XZ], Policy::default());
+        let recorder = Recorder::default();
+        let ticket = run_to_end(&env.pipeline().await, &req, &recorder).await;
+
+        assert_eq!(ticket.status, Status::Finished);
+        assert_eq!(ticket.facts.online, Some(false));
+        assert_eq!(ticket.completed_steps, [Step::OnlineCheck]);
+        assert_eq!(ticket.facts.vulnerabilities, None);
+        assert_eq!(
+            env.counters(),
+            Counters {
+                inventory: 1,
+                ..Counters::default()
+            }
+        );
+        let store = env.store().await;
+        assert_eq!(
+            path(&store).await,
+            pairs(&[("INIT", "ASSET_OFFLINE"), ("ASSET_OFFLINE", "FINISHED")])
+        );
+        let statuses: Vec<Status> = recorder.tickets().iter().map(|(_, t)| t.status).collect();
+        assert_eq!(
+            statuses,
+            [Status::Init, Status::AssetOffline, Status::Finished]
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_online_asset_without_high_risk_finishes_without_notifying() {
+        let env = Env::start("5s").await;
+        // CVSS 4.4, not in KEV, no EPSS score: intel is asked and finds nothing.
+        let req = request("A", &[URLLIB3], Policy::default());
+        let ticket = run_to_end(&env.pipeline().await, &req, &()).await;
+
+        assert_eq!(ticket.status, Status::Finished);
+        assert_eq!(ticket.facts.online, Some(true));
+        let vulns = ticket.facts.vulnerabilities.as_ref().unwrap();
+        assert_eq!(vulns.total, 1);
+        assert_eq!(vulns.max_cvss, Some(4.4));
+        assert_eq!(
+            ticket.facts.risk,
+            Some(RiskFacts {
+                high_risk: false,
+                reasons: vec![]
+            })
+        );
+        assert_eq!(ticket.facts.notification, None);
+        assert_eq!(ticket.last_error, None);
+        let c = env.counters();
+        assert_eq!((c.deliveries, c.effects), (0, 0), "nobody is told");
+        assert_eq!((c.inventory, c.querybatch, c.records), (1, 1, 1));
+        assert_eq!(
+            path(&env.store().await).await,
+            pairs(&[
+                ("INIT", "ASSET_ONLINE"),
+                ("ASSET_ONLINE", "VULN_CHECK_DONE"),
+                ("VULN_CHECK_DONE", "VULN_CHECK_DONE"),
+                ("VULN_CHECK_DONE", "FINISHED"),
+            ])
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn high_risk_is_notified_exactly_once_then_finished() {
+        let env = Env::start("5s").await;
+        let req = request("A", &[XZ], Policy::default());
+        let ticket = run_to_end(&env.pipeline().await, &req, &()).await;
+
+        assert_eq!(ticket.status, Status::Finished);
+        let risk = ticket.facts.risk.as_ref().unwrap();
+        assert!(risk.high_risk);
+        assert_eq!(
+            risk.reasons,
+            ["UBUNTU-CVE-2024-3094 (CVE-2024-3094) CVSS 10.0 >= 7.0"]
+        );
+        let notification = ticket.facts.notification.as_ref().unwrap();
+        assert_eq!(notification.idempotency_key, "web-01/r1");
+        assert_eq!(notification.state, NotificationState::Sent);
+        assert!(notification.sent_at.is_some());
+        assert!(notification.receipt["webhook"].starts_with("HTTP 200"));
+        assert_eq!(
+            ticket.completed_steps,
+            [Step::OnlineCheck, Step::VulnQuery, Step::Notify]
+        );
+
+        let deliveries = env.stubs.sink.deliveries();
+        assert_eq!(deliveries.len(), 1);
+        assert_eq!(env.stubs.sink.effects(), 1);
+        assert_eq!(env.stubs.sink.rejected(), 0, "signed and keyed");
+        let d = &deliveries[0];
+        assert_eq!(d.header("Idempotency-Key"), Some("web-01/r1"));
+        let token = ticket.fencing_token.to_string();
+        assert_eq!(d.header("X-AssetScan-Fencing-Token"), Some(token.as_str()));
+        assert_eq!(d.json()["ticket_id"], "web-01/r1");
+        assert_eq!(d.json()["risk"]["high_risk"], true);
+        // CVSS alone decides: no threat intel.
+        assert_eq!((env.counters().kev, env.counters().epss), (0, 0));
+
+        assert_eq!(
+            path(&env.store().await).await,
+            pairs(&[
+                ("INIT", "ASSET_ONLINE"),
+                ("ASSET_ONLINE", "VULN_CHECK_DONE"),
+                ("VULN_CHECK_DONE", "HIGH_RISK_FOUND"),
+                ("HIGH_RISK_FOUND", "NOTIFYING"),
+                ("NOTIFYING", "NOTIFIED"),
+                ("NOTIFIED", "FINISHED"),
+            ])
+        );
+        // One acquire, one release, nothing rejected.
+        let audit = env.store().await.audit(&asset(), 1000).await.unwrap();
+        assert!(audit.iter().all(|e| e.accepted()), "{audit:#?}");
+        let ops: Vec<&str> = audit.iter().map(|e| e.op()).collect();
+        assert_eq!(ops.first(), Some(&"acquire"));
+        assert_eq!(ops.last(), Some(&"release"));
+    }
+}
+
+mod resume {
+    use super::*;
+
+    type CrashPoint = (&'static str, fn(&Ticket) -> bool);
+
+    /// After every status the run can be at, in turn.
+    const CRASH_POINTS: &[CrashPoint] = &[
+        ("INIT (claimed)", |t| t.status == Status::Init),
+        ("ASSET_ONLINE", |t| t.status == Status::AssetOnline),
+        ("VULN_CHECK_DONE (vulnerabilities)", |t| {
+            t.status == Status::VulnCheckDone && !t.has_completed(Step::ThreatIntel)
+        }),
+        ("VULN_CHECK_DONE (threat intel)", |t| {
+            t.status == Status::VulnCheckDone && t.has_completed(Step::ThreatIntel)
+        }),
+        ("HIGH_RISK_FOUND", |t| t.status == Status::HighRiskFound),
+        ("NOTIFYING", |t| t.status == Status::Notifying),
+        ("NOTIFIED", |t| t.status == Status::Notified),
+    ];
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_crash_after_each_status_is_resumed_without_repeating_a_confirmed_step() {
+        for (name, at) in CRASH_POINTS {
+            // glibc: CVSS 7.8 < 9.0, so threat intel runs; KEV lists
+            // CVE-2023-4911, so the asset is high risk: every status is visited.
+            let env = Env::start("400ms").await;
+            let policy = policy(ThreatIntelPolicy::WhenNeeded, 9.0);
+            let crashed = crash_at(&env, request("A", &[GLIBC], policy), at).await;
+            assert!(at(&crashed), "{name}");
+
+            let b = env.pipeline().await;
+            let req = request("B", &[GLIBC], policy);
+            // The crashed runner did not release: its lock holds until the ttl.
+            match b
+                .run(&req, &(), &CancellationToken::new())
+                .await
+                .unwrap()
+            {
+                Outcome::Locked { holder, .. } => assert_eq!(holder, "A", "{name}"),
+                other => panic!("{name}: expected Locked, got {other:?}"),
+            }
+            let done = run_to_end(&b, &req, &()).await;
+
+            assert_eq!(done.status, Status::Finished, "{name}");
+            assert!(done.fencing_token > crashed.fencing_token, "{name}");
+            assert_eq!(done.holder.as_deref(), Some("B"), "{name}");
+            assert_eq!(
+                done.completed_steps,
+                [
+                    Step::OnlineCheck,
+                    Step::VulnQuery,
+                    Step::ThreatIntel,
+                    Step::Notify
+                ],
+                "{name}"
+            );
+            assert_eq!(
+                done.attempts,
+                BTreeMap::from([
+                    (Step::OnlineCheck, 1),
+                    (Step::VulnQuery, 1),
+                    (Step::ThreatIntel, 1),
+                    (Step::Notify, 1)
+                ]),
+                "{name}"
+            );
+            let risk = done.facts.risk.as_ref().unwrap();
+            assert!(risk.high_risk, "{name}");
+            assert!(
+                risk.reasons[0].contains("CVE-2023-4911 is listed as known exploited"),
+                "{name}: {risk:?}"
+            );
+            // Every provider was called once over both runners: nothing
+            // confirmed was done again (fresh providers, so no cache hides it).
+            assert_eq!(
+                env.counters(),
+                Counters {
+                    inventory: 1,
+                    querybatch: 1,
+                    records: 1,
+                    kev: 1,
+                    epss: 1,
+                    deliveries: 1,
+                    effects: 1,
+                },
+                "{name}"
+            );
+            // Each transition was written once, A's part then B's.
+            let store = env.store().await;
+            assert_eq!(path(&store).await, pairs(HIGH_RISK_WITH_INTEL), "{name}");
+            let audit = store.audit(&asset(), 1000).await.unwrap();
+            let acquirers: Vec<&str> = audit
+                .iter()
+                .filter(|e| e.op() == "acquire")
+                .filter_map(|e| e.get("holder"))
+                .collect();
+            assert_eq!(acquirers, ["A", "B"], "{name}");
+            assert!(audit.iter().all(|e| e.accepted()), "{name}: {audit:#?}");
+        }
+    }
+
+    /// The providers, except that after a successful delivery the "process"
+    /// dies before it can record `NOTIFIED`.
+    struct DiesAfterDelivery {
+        inner: Providers,
+        delivered: Arc<tokio::sync::Notify>,
+    }
+
+    impl Effects for DiesAfterDelivery {
+        async fn check_online(&self, req: &ScanRequest) -> Result<bool, StepError> {
+            self.inner.check_online(req).await
+        }
+
+        async fn query_vulnerabilities(&self, req: &ScanRequest) -> Result<VulnFacts, StepError> {
+            self.inner.query_vulnerabilities(req).await
+        }
+
+        async fn threat_intel(
+            &self,
+            req: &ScanRequest,
+            vulns: &VulnFacts,
+        ) -> Result<ThreatIntelFacts, StepError> {
+            self.inner.threat_intel(req, vulns).await
+        }
+
+        async fn notify(
+            &self,
+            channels: &[String],
+            notification: &Notification,
+        ) -> Result<BTreeMap<String, String>, StepError> {
+            self.inner.notify(channels, notification).await?;
+            self.delivered.notify_one();
+            std::future::pending().await
+        }
+
+        fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool {
+            self.inner.needs_threat_intel(policy, vulns)
+        }
+
+        fn assess(
+            &self,
+            policy: &Policy,
+            vulns: &VulnFacts,
+            intel: Option<&ThreatIntelFacts>,
+        ) -> RiskFacts {
+            self.inner.assess(policy, vulns, intel)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_takeover_at_notifying_resends_under_the_same_idempotency_key() {
+        let env = Env::start("400ms").await;
+        let delivered = Arc::new(tokio::sync::Notify::new());
+        let a = Pipeline::new(
+            env.store().await,
+            DiesAfterDelivery {
+                inner: env.providers(),
+                delivered: Arc::clone(&delivered),
+            },
+            env.config.steps.clone(),
+        );
+        let req_a = request("A", &[XZ], Policy::default());
+        let recorder = Arc::new(Recorder::default());
+        let observer = Arc::clone(&recorder);
+        let task = tokio::spawn(async move {
+            let _ = a.run(&req_a, &*observer, &CancellationToken::new()).await;
+        });
+        tokio::time::timeout(Duration::from_secs(5), delivered.notified())
+            .await
+            .expect("A delivers");
+        task.abort();
+        let _ = task.await;
+        let a_ticket = recorder.tickets().pop().unwrap().1;
+        assert_eq!(a_ticket.status, Status::Notifying);
+        let sending = a_ticket.facts.notification.as_ref().unwrap();
+        assert_eq!(sending.state, NotificationState::Sending);
+        assert_eq!(sending.idempotency_key, "web-01/r1");
+        assert_eq!(env.stubs.sink.deliveries().len(), 1);
+
+        let b = env.pipeline().await;
+        let done = run_to_end(&b, &request("B", &[XZ], Policy::default()), &()).await;
+        assert_eq!(done.status, Status::Finished);
+        assert!(done.fencing_token > a_ticket.fencing_token);
+        assert_eq!(
+            done.facts.notification.as_ref().unwrap().state,
+            NotificationState::Sent
+        );
+
+        // At least once on the wire, once in effect: two raw deliveries, one
+        // key, the same message, each under its sender's token.
+        let deliveries = env.stubs.sink.deliveries();
+        assert_eq!(deliveries.len(), 2);
+        assert_eq!(env.stubs.sink.effects(), 1);
+        assert!(deliveries[0].new_effect && !deliveries[1].new_effect);
+        for d in &deliveries {
+            assert_eq!(d.header("Idempotency-Key"), Some("web-01/r1"));
+        }
+        let tokens: Vec<String> = deliveries
+            .iter()
+            .map(|d| d.header("X-AssetScan-Fencing-Token").unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            tokens,
+            [
+                a_ticket.fencing_token.to_string(),
+                done.fencing_token.to_string()
+            ]
+        );
+        let strip = |d: &assetscan_testkit::stubs::Delivery| {
+            let mut body = d.json();
+            body["fencing_token"] = serde_json::Value::Null;
+            body
+        };
+        assert_eq!(strip(&deliveries[0]), strip(&deliveries[1]));
+        // Nothing before the notification was done again.
+        let c = env.counters();
+        assert_eq!((c.inventory, c.querybatch, c.records), (1, 1, 1));
+
+        // NOTIFIED and FINISHED were written by B's token, once.
+        let audit = env.store().await.audit(&asset(), 1000).await.unwrap();
+        let notified: Vec<_> = audit
+            .iter()
+            .filter(|e| e.op() == "advance" && e.get("to") == Some("NOTIFIED"))
+            .collect();
+        assert_eq!(notified.len(), 1);
+        assert_eq!(notified[0].token(), Some(done.fencing_token));
+        assert!(notified[0].accepted());
+    }
+}
+
+mod bad_replies {
+    use super::*;
+
+    /// Which stub misbehaves; its call counter for the failing route.
+    #[derive(Clone, Copy, Debug)]
+    enum Target {
+        Inventory,
+        Osv,
+        Kev,
+        Epss,
+        Sink,
+    }
+
+    impl Target {
+        fn server(self, stubs: &ProviderStubs) -> &StubServer {
+            match self {
+                Target::Inventory => &stubs.inventory,
+                Target::Osv => &stubs.osv,
+                Target::Kev => &stubs.kev,
+                Target::Epss => &stubs.epss,
+                Target::Sink => &stubs.sink,
+            }
+        }
+
+        fn calls(self, c: Counters) -> u64 {
+            match self {
+                Target::Inventory => c.inventory,
+                Target::Osv => c.querybatch,
+                Target::Kev => c.kev,
+                Target::Epss => c.epss,
+                Target::Sink => c.deliveries as u64 + 0,
+            }
+        }
+    }
+
+    struct Case {
+        name: &'static str,
+        target: Target,
+        fault: Fault,
+        step: Step,
+        /// What `last_error.message` must contain.
+        message: &'static str,
+        /// The status the run was at when the step failed.
+        at: Status,
+    }
+
+    /// urllib3 (CVSS 4.4) so that threat intel runs, xz (10.0) so that a
+    /// notification is sent.
+    fn software(case: &Case) -> &'static [Pkg] {
+        match case.step {
+            Step::ThreatIntel => &[URLLIB3],
+            _ => &[XZ],
+        }
+    }
+
+    /// Runs `case` on a fresh environment and checks the common promises:
+    /// FAILED with a clear `last_error` after `attempts` attempts, nothing
+    /// confirmed before the failing step repeated, no panic.
+    async fn check(case: &Case, attempts: u32) -> Vec<(Instant, Ticket)> {
+        let env = Env::start("5s").await;
+        case.target.server(&env.stubs).faults().always(case.fault.clone());
+        let recorder = Recorder::default();
+        let req = request("A", software(case), Policy::default());
+        let ticket = run_to_end(&env.pipeline().await, &req, &recorder).await;
+        let name = case.name;
+
+        assert_eq!(ticket.status, Status::Failed, "{name}: {ticket:#?}");
+        let error = ticket.last_error.as_ref().expect("last_error");
+        assert_eq!(error.step, case.step, "{name}");
+        assert_eq!(error.attempt, attempts, "{name}");
+        assert!(
+            error.message.contains(case.message),
+            "{name}: {:?} lacks {:?}",
+            error.message,
+            case.message
+        );
+        assert!(error.at > 0, "{name}");
+        assert_eq!(ticket.attempts[&case.step], attempts, "{name}");
+        assert!(!ticket.has_completed(case.step), "{name}");
+        // The misbehaving route was called once per attempt, no more.
+        // (Calls made only in later steps must not have happened.)
+        let c = env.counters();
+        assert_eq!(case.target.calls(c), attempts as u64, "{name}: {c:?}");
+        assert_eq!(c.inventory, 1, "{name}: online check once");
+        if case.step != Step::OnlineCheck && case.step != Step::VulnQuery {
+            assert_eq!(c.querybatch, 1, "{name}: vulnerability query once");
+        }
+        if case.step != Step::Notify {
+            assert_eq!(c.effects, 0, "{name}: nothing notified");
+        }
+        // The run failed from the status it was at, nothing in between.
+        let path = path(&env.store().await).await;
+        assert_eq!(
+            path.last(),
+            Some(&(case.at.to_string(), "FAILED".to_owned())),
+            "{name}: {path:?}"
+        );
+        recorder.tickets()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn permanent_errors_fail_the_run_at_once() {
+        let cases = [
+            Case {
+                name: "inventory answers a body that is not JSON",
+                target: Target::Inventory,
+                fault: Fault::Malformed,
+                step: Step::OnlineCheck,
+                message: "not JSON",
+                at: Status::Init,
+            },
+            Case {
+                name: "inventory answers 404",
+                target: Target::Inventory,
+                fault: Fault::Status(404),
+                step: Step::OnlineCheck,
+                message: "HTTP 404",
+                at: Status::Init,
+            },
+            Case {
+                name: "OSV answers JSON of the wrong shape",
+                target: Target::Osv,
+                fault: Fault::WrongShape,
+                step: Step::VulnQuery,
+                message: "wrong shape",
+                at: Status::AssetOnline,
+            },
+            Case {
+                name: "OSV answers 400",
+                target: Target::Osv,
+                fault: Fault::Status(400),
+                step: Step::VulnQuery,
+                message: "HTTP 400",
+                at: Status::AssetOnline,
+            },
+            Case {
+                name: "OSV streams a 10 MB body",
+                target: Target::Osv,
+                fault: Fault::Oversized(10 * 1024 * 1024),
+                step: Step::VulnQuery,
+                message: "larger than the 4194304 byte cap",
+                at: Status::AssetOnline,
+            },
+            Case {
+                name: "EPSS answers a body that is not JSON",
+                target: Target::Epss,
+                fault: Fault::Malformed,
+                step: Step::ThreatIntel,
+                message: "not JSON",
+                at: Status::VulnCheckDone,
+            },
+            Case {
+                name: "the webhook answers 403",
+                target: Target::Sink,
+                fault: Fault::Status(403),
+                step: Step::Notify,
+                message: "HTTP 403",
+                at: Status::Notifying,
+            },
+        ];
+        for case in &cases {
+            let seen = check(case, 1).await;
+            // No retry was recorded before FAILED.
+            assert!(
+                seen.iter()
+                    .all(|(_, t)| t.last_error.is_none() || t.status == Status::Failed),
+                "{}",
+                case.name
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn retryable_errors_are_retried_with_backoff_then_fail_the_run() {
+        let cases = [
+            Case {
+                name: "inventory answers 503",
+                target: Target::Inventory,
+                fault: Fault::Status(503),
+                step: Step::OnlineCheck,
+                message: "HTTP 503",
+                at: Status::Init,
+            },
+            Case {
+                name: "OSV answers 502",
+                target: Target::Osv,
+                fault: Fault::Status(502),
+                step: Step::VulnQuery,
+                message: "HTTP 502",
+                at: Status::AssetOnline,
+            },
+            Case {
+                name: "OSV never answers",
+                target: Target::Osv,
+                fault: Fault::Hang,
+                step: Step::VulnQuery,
+                message: "vuln_query timed out after 1s",
+                at: Status::AssetOnline,
+            },
+            Case {
+                name: "the KEV feed answers 500",
+                target: Target::Kev,
+                fault: Fault::Status(500),
+                step: Step::ThreatIntel,
+                message: "known-exploited catalog unavailable",
+                at: Status::VulnCheckDone,
+            },
+            Case {
+                name: "the webhook answers 500",
+                target: Target::Sink,
+                fault: Fault::Status(500),
+                step: Step::Notify,
+                message: "HTTP 500",
+                at: Status::Notifying,
+            },
+        ];
+        for case in &cases {
+            let name = case.name;
+            let seen = check(case, 3).await;
+            // Each failed attempt was recorded before the next one, at the
+            // same status, with the attempt counter.
+            let retries: Vec<&(Instant, Ticket)> = seen
+                .iter()
+                .filter(|(_, t)| t.last_error.is_some())
+                .collect();
+            assert_eq!(retries.len(), 3, "{name}: {seen:#?}");
+            for (i, (_, t)) in retries.iter().enumerate() {
+                let attempt = i as u32 + 1;
+                let error = t.last_error.as_ref().unwrap();
+                assert_eq!((error.step, error.attempt), (case.step, attempt), "{name}");
+                assert_eq!(t.attempts[&case.step], attempt, "{name}");
+                let expected = if attempt < 3 { case.at } else { Status::Failed };
+                assert_eq!(t.status, expected, "{name}");
+            }
+            // Backoff: 100 ms then 200 ms, jittered down to half at most.
+            let gap = |i: usize| retries[i + 1].0 - retries[i].0;
+            assert!(gap(0) >= Duration::from_millis(50), "{name}: {:?}", gap(0));
+            assert!(gap(1) >= Duration::from_millis(100), "{name}: {:?}", gap(1));
+        }
+    }
+}
+
+mod threat_intel {
+    use super::*;
+
+    struct Case {
+        name: &'static str,
+        software: &'static [Pkg],
+        policy: ThreatIntelPolicy,
+        cvss_threshold: f64,
+        /// Whether KEV and EPSS are each called once (else never).
+        intel: bool,
+        high_risk: bool,
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn intel_calls_follow_the_policy_exactly() {
+        use ThreatIntelPolicy::*;
+        let cases = [
+            Case {
+                name: "WhenNeeded, every finding >= threshold",
+                software: &[XZ, OPENSSH],
+                policy: WhenNeeded,
+                cvss_threshold: 7.0,
+                intel: false,
+                high_risk: true,
+            },
+            Case {
+                name: "WhenNeeded, one finding >= threshold decides alone",
+                software: &[XZ, URLLIB3],
+                policy: WhenNeeded,
+                cvss_threshold: 7.0,
+                intel: false,
+                high_risk: true,
+            },
+            Case {
+                name: "WhenNeeded, findings below threshold or unscored",
+                software: &[URLLIB3, GO_STDLIB],
+                policy: WhenNeeded,
+                cvss_threshold: 7.0,
+                intel: true,
+                high_risk: false,
+            },
+            Case {
+                name: "WhenNeeded, below threshold but known exploited",
+                software: &[GLIBC],
+                policy: WhenNeeded,
+                cvss_threshold: 9.0,
+                intel: true,
+                high_risk: true,
+            },
+            Case {
+                name: "WhenNeeded, no findings",
+                software: &[],
+                policy: WhenNeeded,
+                cvss_threshold: 7.0,
+                intel: false,
+                high_risk: false,
+            },
+            Case {
+                name: "Always, findings >= threshold",
+                software: &[XZ],
+                policy: Always,
+                cvss_threshold: 7.0,
+                intel: true,
+                high_risk: true,
+            },
+            Case {
+                name: "Always, findings below threshold",
+                software: &[URLLIB3],
+                policy: Always,
+                cvss_threshold: 7.0,
+                intel: true,
+                high_risk: false,
+            },
+            Case {
+                name: "Always, no findings",
+                software: &[],
+                policy: Always,
+                cvss_threshold: 7.0,
+                intel: false,
+                high_risk: false,
+            },
+            Case {
+                name: "Never, below threshold and known exploited",
+                software: &[GLIBC],
+                policy: Never,
+                cvss_threshold: 9.0,
+                intel: false,
+                high_risk: false,
+            },
+            Case {
+                name: "Never, findings >= threshold",
+                software: &[XZ, URLLIB3, GO_STDLIB],
+                policy: Never,
+                cvss_threshold: 7.0,
+                intel: false,
+                high_risk: true,
+            },
+        ];
+        for case in &cases {
+            let name = case.name;
+            let env = Env::start("5s").await;
+            let req = request("A", case.software, policy(case.policy, case.cvss_threshold));
+            let ticket = run_to_end(&env.pipeline().await, &req, &()).await;
+            assert_eq!(ticket.status, Status::Finished, "{name}");
+
+            let c = env.counters();
+            let calls = u64::from(case.intel);
+            assert_eq!((c.kev, c.epss), (calls, calls), "{name}");
+            assert_eq!(ticket.has_completed(Step::ThreatIntel), case.intel, "{name}");
+            assert_eq!(ticket.facts.threat_intel.is_some(), case.intel, "{name}");
+            let risk = ticket.facts.risk.as_ref().unwrap();
+            assert_eq!(risk.high_risk, case.high_risk, "{name}: {risk:?}");
+            assert_eq!(c.effects, usize::from(case.high_risk), "{name}");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_epss_score_over_threshold_makes_high_risk() {
+        let env = Env::start("5s").await;
+        // Derived: the stub gets an EPSS score for urllib3's CVE (the
+        // fixtures have none for the OSV records' CVEs).
+        env.stubs
+            .epss
+            .set_score("CVE-2024-37891", "0.910000000", "0.990000000", "2025-08-25");
+        let req = request("A", &[URLLIB3], Policy::default());
+        let ticket = run_to_end(&env.pipeline().await, &req, &()).await;
+        assert_eq!(ticket.status, Status::Finished);
+        let intel = ticket.facts.threat_intel.as_ref().unwrap();
+        assert_eq!(intel.epss.get("CVE-2024-37891"), Some(&0.91));
+        assert_eq!(intel.known_exploited, Vec::<String>::new());
+        assert_eq!(intel.catalog_version.as_deref(), Some("2025.08.25"));
+        let risk = ticket.facts.risk.as_ref().unwrap();
+        assert!(risk.high_risk);
+        assert_eq!(risk.reasons, ["CVE-2024-37891 EPSS 0.910 >= 0.500"]);
+        assert_eq!(env.stubs.epss.cve_params(), ["CVE-2024-37891"]);
+        assert_eq!(env.counters().effects, 1);
+    }
+}
