@@ -23,3 +23,4 @@ fmt:
 
 crds:
 	UPDATE_CRDS=1 $(CARGO) test --test crd
+	cp crds/assetscans.assetscan.io.yaml charts/assetscan-operator/crds/

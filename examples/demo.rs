@@ -499,7 +499,7 @@ fn print_table(scans: &[AssetScan], kubeconfig: &Path) {
             st.high_risk.map(|h| h.to_string()).unwrap_or_default(),
             st.notification
                 .as_ref()
-                .and_then(|n| serde_json::to_value(&n.state).ok())
+                .and_then(|n| serde_json::to_value(n.state).ok())
                 .and_then(|v| v.as_str().map(str::to_owned))
                 .unwrap_or_default(),
             st.fencing_token.map(|t| t.to_string()).unwrap_or_default(),

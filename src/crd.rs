@@ -54,7 +54,10 @@ const FENCE_PAIR_MESSAGE: &str = "status.fencingToken and status.revision must b
 /// rule: the API server evaluates it only on update, and only once a status
 /// exists, so the first status write always passes.
 const FENCE_RULE: &str = "!has(oldSelf.fencingToken) || (has(self.fencingToken) && (self.fencingToken > oldSelf.fencingToken || (self.fencingToken == oldSelf.fencingToken && self.revision >= oldSelf.revision)))";
-const FENCE_MESSAGE: &str = "status.fencingToken/revision may not go backwards (a stale executor tried to overwrite newer state)";
+/// The API server's message when the fencing rule rejects a status write
+/// (contained in the 422's message), so the operator can tell a fenced
+/// stale write from any other invalid status.
+pub const FENCE_MESSAGE: &str = "status.fencingToken/revision may not go backwards (a stale executor tried to overwrite newer state)";
 
 /// Bound on free-text messages copied into status, so that a provider's long
 /// error text can never make a status write fail schema validation.

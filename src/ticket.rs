@@ -187,7 +187,7 @@ pub struct VulnFacts {
     /// Every CVE id over all findings, also those cut from `findings` by the
     /// bound (sorted, deduplicated): threat intel looks all of them up, so a
     /// known-exploited CVE is not missed because its CVSS ranked it low.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_vec")]
     pub cves: Vec<String>,
 }
 
@@ -368,7 +368,13 @@ mod tests {
         let ticket: Ticket = serde_json::from_value(raw.clone()).unwrap();
         assert!(ticket.completed_steps.is_empty());
         raw["completed_steps"] = serde_json::json!({"x": 1});
-        assert!(serde_json::from_value::<Ticket>(raw).is_err());
+        assert!(serde_json::from_value::<Ticket>(raw.clone()).is_err());
+        // An asset without findings: every list in its facts comes back `{}`.
+        raw["completed_steps"] = serde_json::json!({});
+        raw["facts"]["vulnerabilities"] =
+            serde_json::json!({"total": 0, "by_severity": {}, "max_cvss": null, "findings": {}, "cves": {}});
+        let ticket: Ticket = serde_json::from_value(raw).unwrap();
+        assert_eq!(ticket.facts.vulnerabilities, Some(VulnFacts::default()));
     }
 
     #[test]

@@ -482,11 +482,11 @@ mod resume {
             // CVE-2023-4911, so the asset is high risk: every status is visited.
             let env = Env::start("400ms").await;
             let policy = policy(ThreatIntelPolicy::WhenNeeded, 9.0);
-            let crashed = crash_at(&env, request("A", &[GLIBC], policy), at).await;
+            let crashed = crash_at(&env, request("A", &[GLIBC], policy.clone()), *at).await;
             assert!(at(&crashed), "{name}");
 
             let b = env.pipeline().await;
-            let req = request("B", &[GLIBC], policy);
+            let req = request("B", &[GLIBC], policy.clone());
             // The crashed runner did not release: its lock holds until the ttl.
             match b
                 .run(&req, &(), &CancellationToken::new())
@@ -685,12 +685,144 @@ mod resume {
     }
 }
 
+mod stall {
+    use super::*;
+
+    /// How long the frozen runner's process stands still.
+    const FREEZE: Duration = Duration::from_millis(2000);
+
+    /// The providers, except that the vulnerability query takes two round
+    /// trips, and the whole process freezes (a GC pause, a frozen VM) while
+    /// the second one's reply is awaited. The reply comes in during the
+    /// freeze, through a channel rather than a socket so that the order of
+    /// wake-ups is fixed; the query then goes on with a third round trip.
+    struct FreezesMidStep {
+        inner: Providers,
+        waiting: Arc<tokio::sync::Notify>,
+        reply: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+    }
+
+    impl Effects for FreezesMidStep {
+        async fn check_online(&self, req: &ScanRequest) -> Result<bool, StepError> {
+            self.inner.check_online(req).await
+        }
+
+        async fn query_vulnerabilities(&self, req: &ScanRequest) -> Result<VulnFacts, StepError> {
+            self.inner.query_vulnerabilities(req).await?;
+            let reply = self.reply.lock().unwrap().take();
+            // Everything on this runtime (the runner, its watchdog, its HTTP
+            // connections) stands still from the next yield on.
+            tokio::spawn(async { std::thread::sleep(FREEZE) });
+            self.waiting.notify_one();
+            if let Some(reply) = reply {
+                let _ = reply.await;
+            }
+            self.inner.query_vulnerabilities(req).await
+        }
+
+        async fn threat_intel(
+            &self,
+            req: &ScanRequest,
+            vulns: &VulnFacts,
+        ) -> Result<ThreatIntelFacts, StepError> {
+            self.inner.threat_intel(req, vulns).await
+        }
+
+        async fn notify(
+            &self,
+            channels: &[String],
+            notification: &Notification,
+        ) -> Result<BTreeMap<String, String>, StepError> {
+            self.inner.notify(channels, notification).await
+        }
+
+        fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool {
+            self.inner.needs_threat_intel(policy, vulns)
+        }
+
+        fn assess(
+            &self,
+            policy: &Policy,
+            vulns: &VulnFacts,
+            intel: Option<&ThreatIntelFacts>,
+        ) -> RiskFacts {
+            self.inner.assess(policy, vulns, intel)
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_runner_frozen_past_its_ttl_makes_no_provider_call_when_it_wakes() {
+        let env = Env::start("400ms").await;
+        let waiting = Arc::new(tokio::sync::Notify::new());
+        let (reply, reply_rx) = tokio::sync::oneshot::channel();
+        // A runs in a process of its own: its own thread and runtime.
+        let a = {
+            let (config, url, waiting) = (env.config.clone(), env.redis.url(), Arc::clone(&waiting));
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    let store = TicketStore::connect(&RedisTarget::Standalone(url), config.store())
+                        .await
+                        .unwrap();
+                    let effects = FreezesMidStep {
+                        inner: Providers::from_config(&config.providers).unwrap(),
+                        waiting,
+                        reply: Mutex::new(Some(reply_rx)),
+                    };
+                    // The step's own timeout is not what stops A here.
+                    let mut steps = config.steps.clone();
+                    steps.vuln_query.timeout = Duration::from_secs(10);
+                    let pipeline = Pipeline::new(store, effects, steps);
+                    let req = request("A", &[XZ], Policy::default());
+                    let outcome = pipeline.run(&req, &(), &CancellationToken::new()).await;
+                    format!("{:?}", outcome.unwrap())
+                })
+            })
+        };
+        tokio::time::timeout(Duration::from_secs(5), waiting.notified())
+            .await
+            .expect("A reaches its second round trip");
+        let frozen_at = Instant::now();
+
+        // A's lock expires unrenewed; B takes the run over and finishes it.
+        let b = env.pipeline().await;
+        let done = run_to_end(&b, &request("B", &[XZ], Policy::default()), &()).await;
+        assert_eq!(done.status, Status::Finished);
+        let before = env.counters();
+        assert_eq!((before.deliveries, before.effects), (1, 1));
+        assert!(
+            frozen_at.elapsed() + Duration::from_millis(300) < FREEZE,
+            "B took {:?}: A may be awake already",
+            frozen_at.elapsed()
+        );
+        // The reply A waits for arrives while A is still frozen.
+        reply.send(()).unwrap();
+
+        let outcome = tokio::task::spawn_blocking(move || a.join().unwrap())
+            .await
+            .unwrap();
+        assert!(frozen_at.elapsed() >= FREEZE);
+        assert!(
+            outcome.starts_with("LockLost") || outcome.starts_with("Superseded"),
+            "{outcome}"
+        );
+        eprintln!("DEBUG {outcome} {before:?} {:?}", env.counters());
+        // Awake, A sent nothing more to any provider, and wrote nothing.
+        assert_eq!(env.counters(), before, "A's outcome: {outcome}");
+        let store = env.store().await;
+        assert_eq!(store.get_ticket(&asset(), RUN).await.unwrap(), Some(done));
+    }
+}
+
 mod bad_replies {
     use super::*;
 
-    /// Which stub misbehaves; its call counter for the failing route.
+    /// Which stub misbehaves.
     #[derive(Clone, Copy, Debug)]
-    enum Target {
+    enum Culprit {
         Inventory,
         Osv,
         Kev,
@@ -698,31 +830,21 @@ mod bad_replies {
         Sink,
     }
 
-    impl Target {
+    impl Culprit {
         fn server(self, stubs: &ProviderStubs) -> &StubServer {
             match self {
-                Target::Inventory => &stubs.inventory,
-                Target::Osv => &stubs.osv,
-                Target::Kev => &stubs.kev,
-                Target::Epss => &stubs.epss,
-                Target::Sink => &stubs.sink,
-            }
-        }
-
-        fn calls(self, c: Counters) -> u64 {
-            match self {
-                Target::Inventory => c.inventory,
-                Target::Osv => c.querybatch,
-                Target::Kev => c.kev,
-                Target::Epss => c.epss,
-                Target::Sink => c.deliveries as u64 + 0,
+                Culprit::Inventory => &stubs.inventory,
+                Culprit::Osv => &stubs.osv,
+                Culprit::Kev => &stubs.kev,
+                Culprit::Epss => &stubs.epss,
+                Culprit::Sink => &stubs.sink,
             }
         }
     }
 
     struct Case {
         name: &'static str,
-        target: Target,
+        culprit: Culprit,
         fault: Fault,
         step: Step,
         /// What `last_error.message` must contain.
@@ -745,7 +867,7 @@ mod bad_replies {
     /// confirmed before the failing step repeated, no panic.
     async fn check(case: &Case, attempts: u32) -> Vec<(Instant, Ticket)> {
         let env = Env::start("5s").await;
-        case.target.server(&env.stubs).faults().always(case.fault.clone());
+        case.culprit.server(&env.stubs).faults().always(case.fault.clone());
         let recorder = Recorder::default();
         let req = request("A", software(case), Policy::default());
         let ticket = run_to_end(&env.pipeline().await, &req, &recorder).await;
@@ -764,11 +886,13 @@ mod bad_replies {
         assert!(error.at > 0, "{name}");
         assert_eq!(ticket.attempts[&case.step], attempts, "{name}");
         assert!(!ticket.has_completed(case.step), "{name}");
-        // The misbehaving route was called once per attempt, no more.
-        // (Calls made only in later steps must not have happened.)
+        // The misbehaving stub was called once per attempt, no more.
+        let calls = case.culprit.server(&env.stubs).total_calls();
+        assert_eq!(calls, u64::from(attempts), "{name}");
         let c = env.counters();
-        assert_eq!(case.target.calls(c), attempts as u64, "{name}: {c:?}");
-        assert_eq!(c.inventory, 1, "{name}: online check once");
+        if case.step != Step::OnlineCheck {
+            assert_eq!(c.inventory, 1, "{name}: online check once");
+        }
         if case.step != Step::OnlineCheck && case.step != Step::VulnQuery {
             assert_eq!(c.querybatch, 1, "{name}: vulnerability query once");
         }
@@ -790,7 +914,7 @@ mod bad_replies {
         let cases = [
             Case {
                 name: "inventory answers a body that is not JSON",
-                target: Target::Inventory,
+                culprit: Culprit::Inventory,
                 fault: Fault::Malformed,
                 step: Step::OnlineCheck,
                 message: "not JSON",
@@ -798,7 +922,7 @@ mod bad_replies {
             },
             Case {
                 name: "inventory answers 404",
-                target: Target::Inventory,
+                culprit: Culprit::Inventory,
                 fault: Fault::Status(404),
                 step: Step::OnlineCheck,
                 message: "HTTP 404",
@@ -806,7 +930,7 @@ mod bad_replies {
             },
             Case {
                 name: "OSV answers JSON of the wrong shape",
-                target: Target::Osv,
+                culprit: Culprit::Osv,
                 fault: Fault::WrongShape,
                 step: Step::VulnQuery,
                 message: "wrong shape",
@@ -814,7 +938,7 @@ mod bad_replies {
             },
             Case {
                 name: "OSV answers 400",
-                target: Target::Osv,
+                culprit: Culprit::Osv,
                 fault: Fault::Status(400),
                 step: Step::VulnQuery,
                 message: "HTTP 400",
@@ -822,7 +946,7 @@ mod bad_replies {
             },
             Case {
                 name: "OSV streams a 10 MB body",
-                target: Target::Osv,
+                culprit: Culprit::Osv,
                 fault: Fault::Oversized(10 * 1024 * 1024),
                 step: Step::VulnQuery,
                 message: "larger than the 4194304 byte cap",
@@ -830,7 +954,7 @@ mod bad_replies {
             },
             Case {
                 name: "EPSS answers a body that is not JSON",
-                target: Target::Epss,
+                culprit: Culprit::Epss,
                 fault: Fault::Malformed,
                 step: Step::ThreatIntel,
                 message: "not JSON",
@@ -838,7 +962,7 @@ mod bad_replies {
             },
             Case {
                 name: "the webhook answers 403",
-                target: Target::Sink,
+                culprit: Culprit::Sink,
                 fault: Fault::Status(403),
                 step: Step::Notify,
                 message: "HTTP 403",
@@ -862,7 +986,7 @@ mod bad_replies {
         let cases = [
             Case {
                 name: "inventory answers 503",
-                target: Target::Inventory,
+                culprit: Culprit::Inventory,
                 fault: Fault::Status(503),
                 step: Step::OnlineCheck,
                 message: "HTTP 503",
@@ -870,7 +994,7 @@ mod bad_replies {
             },
             Case {
                 name: "OSV answers 502",
-                target: Target::Osv,
+                culprit: Culprit::Osv,
                 fault: Fault::Status(502),
                 step: Step::VulnQuery,
                 message: "HTTP 502",
@@ -878,7 +1002,7 @@ mod bad_replies {
             },
             Case {
                 name: "OSV never answers",
-                target: Target::Osv,
+                culprit: Culprit::Osv,
                 fault: Fault::Hang,
                 step: Step::VulnQuery,
                 message: "vuln_query timed out after 1s",
@@ -886,7 +1010,7 @@ mod bad_replies {
             },
             Case {
                 name: "the KEV feed answers 500",
-                target: Target::Kev,
+                culprit: Culprit::Kev,
                 fault: Fault::Status(500),
                 step: Step::ThreatIntel,
                 message: "known-exploited catalog unavailable",
@@ -894,7 +1018,7 @@ mod bad_replies {
             },
             Case {
                 name: "the webhook answers 500",
-                target: Target::Sink,
+                culprit: Culprit::Sink,
                 fault: Fault::Status(500),
                 step: Step::Notify,
                 message: "HTTP 500",

@@ -12,12 +12,17 @@ pub fn show(ticket: &Ticket) -> String {
 
 /// `ticket history`: the audit stream as a table, oldest first.
 pub fn history_table(entries: &[AuditEntry]) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "{:<24} {:<8} {:<19} {:>6} {:>6} {:<17} {:<17} {:>4}  {}",
-        "TIME", "OP", "RESULT", "TOKEN", "VALID", "FROM", "TO", "REV", "HOLDER/TICKET"
-    );
+    let mut out = history_row([
+        "TIME",
+        "OP",
+        "RESULT",
+        "TOKEN",
+        "VALID",
+        "FROM",
+        "TO",
+        "REV",
+        "HOLDER/TICKET",
+    ]);
     for e in entries {
         let at = e
             .get("at")
@@ -25,15 +30,13 @@ pub fn history_table(entries: &[AuditEntry]) -> String {
             .and_then(|ms| k8s_openapi::jiff::Timestamp::from_millisecond(ms).ok())
             .map(|t| t.to_string())
             .unwrap_or_else(|| "-".into());
-        let field = |name: &str| e.get(name).unwrap_or("-").to_owned();
+        let field = |name: &str| e.get(name).unwrap_or("-");
         let who = e
             .get("holder")
             .or_else(|| e.get("ticket").and_then(|t| t.rsplit(':').next()))
             .unwrap_or("-");
-        let _ = writeln!(
-            out,
-            "{:<24} {:<8} {:<19} {:>6} {:>6} {:<17} {:<17} {:>4}  {}",
-            at.chars().take(24).collect::<String>(),
+        out.push_str(&history_row([
+            &at,
             e.op(),
             field("result"),
             field("token"),
@@ -41,23 +44,42 @@ pub fn history_table(entries: &[AuditEntry]) -> String {
             field("from"),
             field("to"),
             field("revision"),
-            who
-        );
+            who,
+        ]));
     }
     out
 }
 
+fn history_row(cols: [&str; 9]) -> String {
+    let [at, op, result, token, valid, from, to, revision, who] = cols;
+    let at: String = at.chars().take(24).collect();
+    format!(
+        "{at:<24} {op:<8} {result:<19} {token:>6} {valid:>6} {from:<17} {to:<17} {revision:>4}  {who}\n"
+    )
+}
+
 /// `ticket list`: one line per ticket: key, status, token, revision.
-pub async fn list(store: &TicketStore, asset: Option<&AssetId>) -> Result<String, crate::store::StoreError> {
+pub async fn list(
+    store: &TicketStore,
+    asset: Option<&AssetId>,
+) -> Result<String, crate::store::StoreError> {
     let keys = store.ticket_keys().await?;
     let mut out = String::new();
-    let _ = writeln!(out, "{:<40} {:<24} {:<17} {:>6} {:>4}", "ASSET", "RUN", "STATUS", "TOKEN", "REV");
+    let _ = writeln!(
+        out,
+        "{:<40} {:<24} {:<17} {:>6} {:>4}",
+        "ASSET", "RUN", "STATUS", "TOKEN", "REV"
+    );
     for key in keys {
-        let Some((asset_id, run)) = parse_ticket_key(store, &key) else { continue };
+        let Some((asset_id, run)) = parse_ticket_key(store, &key) else {
+            continue;
+        };
         if asset.is_some_and(|a| a.as_str() != asset_id) {
             continue;
         }
-        let Ok(id) = AssetId::new(asset_id.clone()) else { continue };
+        let Ok(id) = AssetId::new(asset_id.clone()) else {
+            continue;
+        };
         let line = match store.get_ticket(&id, &run).await {
             Ok(Some(t)) => format!(
                 "{:<40} {:<24} {:<17} {:>6} {:>4}",

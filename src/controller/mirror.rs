@@ -7,7 +7,7 @@
 //! a takeover still cannot overwrite the newer status. Such a rejection is
 //! expected and counted, not retried.
 
-use crate::crd::{AssetScan, AssetScanStatus, status_from_ticket};
+use crate::crd::{AssetScan, AssetScanStatus, FENCE_MESSAGE, status_from_ticket};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::{Metrics, StepLabels};
 use crate::ticket::{Step, Ticket};
@@ -22,8 +22,14 @@ use tracing::{debug, warn};
 /// Field manager of the operator's writes.
 pub const FIELD_MANAGER: &str = "assetscan-operator";
 
-/// Attempts of one status write on transient API errors.
-const STATUS_WRITE_ATTEMPTS: u32 = 4;
+/// Attempts of one status write on transient API errors (409 from a
+/// conflicting writer, 429, 5xx, transport errors), with exponential backoff
+/// from [`STATUS_WRITE_BACKOFF`]: about 6 s in all before the write is given
+/// up (the next transition, or the end of the run, writes the whole status
+/// again).
+const STATUS_WRITE_ATTEMPTS: u32 = 7;
+const STATUS_WRITE_BACKOFF: Duration = Duration::from_millis(100);
+const STATUS_WRITE_MAX_BACKOFF: Duration = Duration::from_secs(2);
 
 pub struct StatusMirror<'a> {
     pub api: Api<AssetScan>,
@@ -34,6 +40,14 @@ pub struct StatusMirror<'a> {
     pub rescan: Option<Duration>,
     /// The status as last written (or as read with the object).
     pub last: Mutex<Option<AssetScanStatus>>,
+    /// `(fencingToken, revision)` of the last status refused as stale, so
+    /// that one stale status is counted and reported once.
+    refused: Mutex<Option<Option<(i64, i64)>>>,
+}
+
+/// `(fencingToken, revision)` of a status, if it carries them.
+fn fence_of(status: &AssetScanStatus) -> Option<(i64, i64)> {
+    Some((status.fencing_token?, status.revision?))
 }
 
 impl<'a> StatusMirror<'a> {
@@ -51,11 +65,18 @@ impl<'a> StatusMirror<'a> {
             metrics,
             rescan,
             last: Mutex::new(obj.status.clone()),
+            refused: Mutex::new(None),
         }
     }
 
     fn last(&self) -> Option<AssetScanStatus> {
         self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The status as last written or read: the base for a status that only
+    /// changes conditions (a stall), so it never goes behind what is stored.
+    pub fn current(&self) -> Option<AssetScanStatus> {
+        self.last()
     }
 
     fn remember(&self, status: Option<AssetScanStatus>) {
@@ -64,11 +85,28 @@ impl<'a> StatusMirror<'a> {
 
     /// Writes `status` unless it equals the stored one. Returns whether the
     /// API server holds it now.
+    ///
+    /// A status behind the one known to be stored (lower
+    /// `(fencingToken, revision)`) is not sent at all: the CRD's rule would
+    /// refuse it, and sending it again after a refusal is a retry storm.
     pub async fn write(&self, status: AssetScanStatus) -> bool {
+        let name = self.obj.metadata.name.as_deref().unwrap_or_default();
         for attempt in 1..=STATUS_WRITE_ATTEMPTS {
             let previous = self.last();
             if previous.as_ref() == Some(&status) {
                 return true;
+            }
+            if let (Some(stored), Some(mine)) = (
+                previous.as_ref().and_then(fence_of),
+                fence_of(&status),
+            ) && mine < stored
+            {
+                let why = format!(
+                    "status with token {}, revision {} not written: token {}, revision {} is stored",
+                    mine.0, mine.1, stored.0, stored.1
+                );
+                self.refused(fence_of(&status), why).await;
+                return false;
             }
             let patch = serde_json::json!({
                 "status": merge_patch(
@@ -76,7 +114,6 @@ impl<'a> StatusMirror<'a> {
                     &serde_json::to_value(&status).unwrap_or(Value::Null),
                 )
             });
-            let name = self.obj.metadata.name.as_deref().unwrap_or_default();
             match self
                 .api
                 .patch_status(name, &PatchParams::apply(FIELD_MANAGER), &Patch::Merge(&patch))
@@ -86,15 +123,23 @@ impl<'a> StatusMirror<'a> {
                     self.remember(stored.status);
                     return true;
                 }
-                Err(kube::Error::Api(status_err)) if status_err.code == 422 => {
+                Err(kube::Error::Api(status_err))
+                    if status_err.code == 422 && status_err.message.contains(FENCE_MESSAGE) =>
+                {
                     // The fence: a newer executor's status is stored.
-                    self.metrics.stale_writes_rejected.inc();
-                    warn!(object = name, message = %status_err.message, "status write rejected by the fence");
+                    self.refused(fence_of(&status), status_err.message).await;
+                    self.refresh().await;
+                    return false;
+                }
+                Err(kube::Error::Api(status_err)) if status_err.code == 422 => {
+                    // Not the fence: the status itself is invalid. Sending it
+                    // again cannot help; say so on the object.
+                    warn!(object = name, message = %status_err.message, "status write rejected as invalid");
                     self.publish(
                         EventType::Warning,
-                        "StaleStatusRejected",
+                        "InvalidStatus",
                         "MirrorStatus",
-                        format!("a status write from an older executor was rejected: {}", status_err.message),
+                        format!("the status could not be written: {}", status_err.message),
                     )
                     .await;
                     self.refresh().await;
@@ -103,12 +148,40 @@ impl<'a> StatusMirror<'a> {
                 Err(kube::Error::Api(status_err)) if status_err.code == 404 => return false,
                 Err(err) => {
                     warn!(object = name, attempt, error = %err, "status write failed");
-                    tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+                    if attempt == STATUS_WRITE_ATTEMPTS {
+                        break;
+                    }
+                    let backoff = STATUS_WRITE_BACKOFF
+                        .saturating_mul(1 << (attempt - 1).min(16))
+                        .min(STATUS_WRITE_MAX_BACKOFF);
+                    tokio::time::sleep(backoff).await;
                     self.refresh().await;
                 }
             }
         }
         false
+    }
+
+    /// Counts and reports a stale status (refused by the API server's fence,
+    /// or known to be behind the stored one), once per status.
+    async fn refused(&self, fence: Option<(i64, i64)>, why: String) {
+        {
+            let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
+            if *refused == Some(fence) {
+                return;
+            }
+            *refused = Some(fence);
+        }
+        let name = self.obj.metadata.name.as_deref().unwrap_or_default();
+        self.metrics.stale_writes_rejected.inc();
+        warn!(object = name, %why, "stale status write refused");
+        self.publish(
+            EventType::Warning,
+            "StaleStatusRejected",
+            "MirrorStatus",
+            format!("a status write from an older executor was refused: {why}"),
+        )
+        .await;
     }
 
     /// Re-reads the stored status, so the next patch is computed against it.
@@ -137,17 +210,21 @@ impl<'a> StatusMirror<'a> {
 impl Observer for StatusMirror<'_> {
     async fn on_ticket(&self, ticket: &Ticket) {
         let previous = self.last();
-        let now = Timestamp::now();
+        // Conditions change when the ticket did, and the next scan is due an
+        // interval after the run ended: both from the ticket, not the clock,
+        // so mirroring the same ticket again (a later reconcile, another
+        // replica) gives the same status and writes nothing.
+        let changed_at = ticket_time(ticket);
         let next_scan = self
             .rescan
             .filter(|_| ticket.status.is_terminal())
             .and_then(|every| SignedDuration::try_from(every).ok())
-            .and_then(|every| now.checked_add(every).ok());
+            .and_then(|every| changed_at.checked_add(every).ok());
         let status = status_from_ticket(
             ticket,
             previous.as_ref(),
             self.obj.metadata.generation,
-            now,
+            changed_at,
             next_scan,
         );
         let moved = previous.as_ref().and_then(|p| p.phase) != status.phase;
@@ -173,7 +250,10 @@ impl Observer for StatusMirror<'_> {
                 "run {} is {} (token {}, revision {})",
                 ticket.run, ticket.status, ticket.fencing_token, ticket.revision
             );
-            self.publish(type_, reason, "Scan", note).await;
+            // kube's Recorder folds events with the same type, reason and
+            // action into one series and keeps the first note: the phase as
+            // the action keeps each phase's event (and note) apart.
+            self.publish(type_, reason, ticket.status.as_str(), note).await;
         }
     }
 
@@ -197,8 +277,18 @@ impl Observer for StatusMirror<'_> {
             ticket.attempts_of(step) + 1,
             error.message
         );
-        self.publish(EventType::Warning, "StepFailed", "Scan", note).await;
+        self.publish(EventType::Warning, "StepFailed", step.as_str(), note)
+            .await;
     }
+}
+
+/// When the ticket was last written (its `updated_at`), or now if that is
+/// not a usable time.
+pub fn ticket_time(ticket: &Ticket) -> Timestamp {
+    i64::try_from(ticket.updated_at)
+        .ok()
+        .and_then(|ms| Timestamp::from_millisecond(ms).ok())
+        .unwrap_or_else(Timestamp::now)
 }
 
 /// The JSON merge patch (RFC 7386) that turns `from` into `to`: changed and

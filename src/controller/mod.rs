@@ -15,7 +15,7 @@ use crate::store::{AssetId, StoreError};
 use crate::telemetry::Metrics;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::Timestamp;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{EventType, Recorder, Reporter};
@@ -199,6 +199,18 @@ async fn apply<E: Effects + 'static>(
         }
         RunDecision::Suspended => {
             ctx.metrics.reconciled("suspended");
+            ctx.failures().remove(&key);
+            // Say that this generation was seen, and why nothing runs.
+            let mut status = mirror.current().unwrap_or_default();
+            status.observed_generation = obj.metadata.generation;
+            status.set_condition(cond(
+                condition::RECONCILING,
+                condition::FALSE,
+                "Suspended",
+                "spec.suspend is true: no new run starts",
+                obj,
+            ));
+            mirror.write(status).await;
             return Ok(Action::await_change());
         }
     };
@@ -207,7 +219,7 @@ async fn apply<E: Effects + 'static>(
         Err(message) => {
             // The CRD's schema makes this unreachable for accepted objects;
             // say so on the object rather than retrying forever.
-            let mut status = obj.status.clone().unwrap_or_default();
+            let mut status = mirror.current().unwrap_or_default();
             status.set_condition(cond(condition::STALLED, condition::TRUE, "InvalidSpec", &message, obj));
             mirror.write(status).await;
             return Ok(Action::await_change());
@@ -233,8 +245,23 @@ async fn apply<E: Effects + 'static>(
             });
             // Mirror in case an earlier status write was lost.
             crate::pipeline::Observer::on_ticket(&mirror, &ticket).await;
+            // The next scan is due an interval after this run ended.
             match rescan {
-                Some(every) => Action::requeue(every),
+                Some(every) => {
+                    let ended = mirror::ticket_time(&ticket);
+                    let due = SignedDuration::try_from(every)
+                        .ok()
+                        .and_then(|every| ended.checked_add(every).ok());
+                    let wait = due.map_or(every, |due| {
+                        let left = Timestamp::now().duration_until(due);
+                        if left.is_negative() {
+                            Duration::ZERO
+                        } else {
+                            left.unsigned_abs()
+                        }
+                    });
+                    Action::requeue(wait.max(Duration::from_secs(1)))
+                }
                 None => Action::await_change(),
             }
         }
@@ -272,7 +299,10 @@ async fn apply<E: Effects + 'static>(
 /// `Ready=False`, with the reason and the error's text (never a secret: store
 /// and API errors carry no credentials).
 async fn stall(obj: &AssetScan, mirror: &StatusMirror<'_>, err: &Error) {
-    let mut status: AssetScanStatus = obj.status.clone().unwrap_or_default();
+    // On top of what this run last wrote, not of the object as it was read
+    // at the start: that status is older, and writing it back would go
+    // behind the fence (and be refused).
+    let mut status: AssetScanStatus = mirror.current().unwrap_or_default();
     let message = err.to_string();
     status.set_condition(cond(condition::STALLED, condition::TRUE, err.reason(), &message, obj));
     status.set_condition(cond(condition::READY, condition::FALSE, err.reason(), &message, obj));

@@ -346,10 +346,14 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
         }
         let lost = self.lease.cancelled();
         let started = tokio::time::Instant::now();
+        let work = tokio::time::timeout(policy.timeout, self.perform(ticket, step));
         let result = tokio::select! {
             _ = lost.cancelled() => return Err(Ok(Halt::LockLost)),
             _ = self.shutdown.cancelled() => return Err(Ok(Halt::Stopped)),
-            r = tokio::time::timeout(policy.timeout, self.perform(ticket, step)) => r,
+            r = while_held(self.lease, work) => match r {
+                Some(r) => r,
+                None => return Err(Ok(Halt::LockLost)),
+            },
         };
         let result = result.unwrap_or_else(|_| {
             Err(StepError::retryable(format!(
@@ -515,6 +519,23 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
             Err(err) => Err(Err(err)),
         }
     }
+}
+
+/// Polls `work` only while the lease is believed held, checked on the
+/// monotonic clock before every poll; `None` once it is not. A process that
+/// wakes from a pause (GC, frozen VM, SIGSTOP) past its lease deadline must
+/// not send one more provider request before its watchdog task gets to run
+/// and fire the lease's cancellation: which of the two wakes first is up to
+/// the scheduler.
+async fn while_held<F: Future>(lease: &LeaseGuard, work: F) -> Option<F::Output> {
+    let mut work = std::pin::pin!(work);
+    std::future::poll_fn(|cx| {
+        if !lease.is_held() {
+            return std::task::Poll::Ready(None);
+        }
+        work.as_mut().poll(cx).map(Some)
+    })
+    .await
 }
 
 fn to_json(value: &impl Serialize) -> Result<serde_json::Value, StepError> {

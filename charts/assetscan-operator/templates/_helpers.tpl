@@ -1,0 +1,235 @@
+{{/* Chart name, truncated to the 63 characters of a DNS label. */}}
+{{- define "assetscan-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name: <release>-<chart>, or the release name when it already contains the chart name. */}}
+{{- define "assetscan-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "assetscan-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels of every resource. */}}
+{{- define "assetscan-operator.labels" -}}
+helm.sh/chart: {{ include "assetscan-operator.chart" . }}
+{{ include "assetscan-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: assetscan
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}
+
+{{/* Labels that select the operator's pods (immutable once installed). */}}
+{{- define "assetscan-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "assetscan-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end }}
+
+{{- define "assetscan-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "assetscan-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- required "serviceAccount.name is required when serviceAccount.create is false" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{- define "assetscan-operator.image" -}}
+{{- $tag := default .Chart.AppVersion .Values.image.tag }}
+{{- if .Values.image.digest }}
+{{- printf "%s:%s@%s" .Values.image.repository $tag .Values.image.digest }}
+{{- else }}
+{{- printf "%s:%s" .Values.image.repository $tag }}
+{{- end }}
+{{- end }}
+
+{{/* Where the ConfigMap is mounted, and the file the operator reads. */}}
+{{- define "assetscan-operator.configDir" -}}/etc/assetscan-operator{{- end }}
+{{- define "assetscan-operator.configPath" -}}{{ include "assetscan-operator.configDir" . }}/config.yaml{{- end }}
+
+{{/*
+config.lock.ttl in whole seconds, rounded up (the operator's default: 30s).
+Durations are <integer><unit>, unit ms, s, m, h or d.
+*/}}
+{{- define "assetscan-operator.lockTtlSeconds" -}}
+{{- $ttl := "30s" }}
+{{- with .Values.config.lock }}{{ with .ttl }}{{ $ttl = toString . | trim }}{{ end }}{{ end }}
+{{- if not (regexMatch "^[0-9]+(ms|s|m|h|d)$" $ttl) }}
+{{- fail (printf "config.lock.ttl %q is not a duration like 500ms, 30s, 2m" $ttl) }}
+{{- end }}
+{{- $n := regexFind "^[0-9]+" $ttl | int64 }}
+{{- $unit := regexFind "[a-z]+$" $ttl }}
+{{- if eq $unit "ms" }}{{ div (add $n 999) 1000 }}
+{{- else if eq $unit "s" }}{{ $n }}
+{{- else if eq $unit "m" }}{{ mul $n 60 }}
+{{- else if eq $unit "h" }}{{ mul $n 3600 }}
+{{- else }}{{ mul $n 86400 }}
+{{- end }}
+{{- end }}
+
+{{/* The pod template, shared by the Deployment and the StatefulSet. */}}
+{{- define "assetscan-operator.podTemplate" -}}
+{{- $ttl := include "assetscan-operator.lockTtlSeconds" . | int64 }}
+{{- $grace := .Values.terminationGracePeriodSeconds | int64 }}
+{{- if lt $grace $ttl }}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must be at least config.lock.ttl (%ds): a stopping pod needs the time to stop its runs and release their locks" $grace $ttl) }}
+{{- end }}
+{{- if and (not .Values.redis.existingSecret) (not .Values.redis.url) (not (and .Values.config.redis .Values.config.redis.url)) }}
+{{- fail "no Redis: set redis.url, redis.existingSecret or config.redis.url" }}
+{{- end }}
+metadata:
+  labels:
+    {{- include "assetscan-operator.selectorLabels" . | nindent 4 }}
+    {{- with .Values.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  annotations:
+    checksum/config: {{ include (print $.Template.BasePath "/configmap.yaml") . | sha256sum }}
+    {{- with .Values.podAnnotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  serviceAccountName: {{ include "assetscan-operator.serviceAccountName" . }}
+  # The operator talks to the Kubernetes API with its ServiceAccount token.
+  automountServiceAccountToken: true
+  enableServiceLinks: false
+  {{- with .Values.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  terminationGracePeriodSeconds: {{ $grace }}
+  securityContext:
+    {{- toYaml .Values.podSecurityContext | nindent 4 }}
+  containers:
+    - name: operator
+      image: {{ include "assetscan-operator.image" . | quote }}
+      imagePullPolicy: {{ .Values.image.pullPolicy }}
+      args: ["run"]
+      env:
+        - name: ASSETSCAN_CONFIG
+          value: {{ include "assetscan-operator.configPath" . | quote }}
+        - name: METRICS_ADDR
+          value: {{ printf "0.0.0.0:%d" (.Values.metrics.port | int) | quote }}
+        - name: ASSETSCAN_CONCURRENCY
+          value: {{ .Values.concurrency | int | quote }}
+        - name: LOG_FORMAT
+          value: {{ .Values.logFormat | quote }}
+        {{- with .Values.logLevel }}
+        - name: RUST_LOG
+          value: {{ . | quote }}
+        {{- end }}
+        - name: POD_NAME
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.name
+        {{- with .Values.watchNamespace }}
+        - name: WATCH_NAMESPACE
+          value: {{ . | quote }}
+        {{- end }}
+        {{- if .Values.sharding.enabled }}
+        - name: ASSETSCAN_SHARD_COUNT
+          value: {{ .Values.replicas | int | quote }}
+        - name: ASSETSCAN_SHARD_INDEX
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.labels['apps.kubernetes.io/pod-index']
+        {{- end }}
+        {{- if .Values.redis.existingSecret }}
+        - name: REDIS_URL
+          valueFrom:
+            secretKeyRef:
+              name: {{ .Values.redis.existingSecret }}
+              key: {{ .Values.redis.existingSecretKey }}
+        {{- else if .Values.redis.url }}
+        - name: REDIS_URL
+          value: {{ .Values.redis.url | quote }}
+        {{- end }}
+        {{- with .Values.extraEnv }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      {{- with .Values.envFrom }}
+      envFrom:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      ports:
+        - name: metrics
+          containerPort: {{ .Values.metrics.port }}
+          protocol: TCP
+      startupProbe:
+        httpGet:
+          path: /healthz
+          port: metrics
+        {{- toYaml .Values.probes.startup | nindent 8 }}
+      livenessProbe:
+        httpGet:
+          path: /healthz
+          port: metrics
+        {{- toYaml .Values.probes.liveness | nindent 8 }}
+      readinessProbe:
+        httpGet:
+          path: /readyz
+          port: metrics
+        {{- toYaml .Values.probes.readiness | nindent 8 }}
+      resources:
+        {{- toYaml .Values.resources | nindent 8 }}
+      securityContext:
+        {{- toYaml .Values.securityContext | nindent 8 }}
+      volumeMounts:
+        - name: config
+          mountPath: {{ include "assetscan-operator.configDir" . }}
+          readOnly: true
+        - name: tmp
+          mountPath: /tmp
+        {{- with .Values.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+  volumes:
+    - name: config
+      configMap:
+        name: {{ include "assetscan-operator.fullname" . }}-config
+    - name: tmp
+      emptyDir:
+        sizeLimit: 64Mi
+    {{- with .Values.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  {{- with .Values.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .Values.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- range . }}
+    {{- $constraint := deepCopy . }}
+    {{- if not (hasKey $constraint "labelSelector") }}
+    {{- $_ := set $constraint "labelSelector" (dict "matchLabels" (include "assetscan-operator.selectorLabels" $ | fromYaml)) }}
+    {{- end }}
+    - {{ toYaml $constraint | nindent 6 | trim }}
+    {{- end }}
+  {{- end }}
+{{- end }}

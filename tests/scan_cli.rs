@@ -1,0 +1,668 @@
+//! `assetscan-operator scan` and `ticket` as real processes, against a real
+//! redis-server and the provider stubs (real fixtures): exit codes, the
+//! `ticket show|history|list` output, and the process-level failures issue 3
+//! is about: a scan killed with SIGKILL and run again, a takeover at
+//! `NOTIFYING`, and a scan stopped (SIGSTOP) past its lock's ttl that wakes
+//! up after another one took the run over.
+//!
+//! The signal tests need the `failpoints` feature (for `nix`, and for the
+//! `stop-before-write` drill in the binary); `make test` enables it.
+
+use assetscan_operator::store::{AssetId, AuditEntry, RedisTarget, StoreConfig, TicketStore};
+use assetscan_operator::ticket::{Status, Ticket};
+use assetscan_testkit::redis::RedisServer;
+use assetscan_testkit::stubs::ProviderStubs;
+use std::path::PathBuf;
+use std::process::{Output, Stdio};
+use std::time::Duration;
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+const BIN: &str = env!("CARGO_BIN_EXE_assetscan-operator");
+
+/// `scan`'s exit codes: the documented contract, spelled out here so that a
+/// change to them fails this test.
+mod exit {
+    pub const CLEAN: u8 = 0;
+    pub const HIGH_RISK: u8 = 3;
+    pub const FAILED: u8 = 4;
+    pub const LOCKED: u8 = 5;
+    pub const INTERRUPTED: u8 = 6;
+}
+const RUN: &str = "r1";
+
+/// CVSS 10.0 (UBUNTU-CVE-2024-3094): high risk on CVSS alone.
+const XZ: &str = "Ubuntu:22.04:LTS/xz-utils@5.6.0-0.1";
+/// CVSS 7.8, CVE-2023-4911 is in the KEV catalog: with `--cvss-threshold 9`
+/// threat intel runs and makes it high risk.
+const GLIBC: &str = "Ubuntu:22.04:LTS/glibc@2.35-0ubuntu3.3";
+/// CVSS 4.4, not in KEV: clean.
+const URLLIB3: &str = "PyPI/urllib3@2.2.1";
+
+/// Redis, the stubs, and a config file pointing at both.
+struct Env {
+    redis: RedisServer,
+    stubs: ProviderStubs,
+    dir: tempfile::TempDir,
+    config: PathBuf,
+    store: TicketStore,
+}
+
+impl Env {
+    async fn start() -> Env {
+        let redis = RedisServer::start().unwrap();
+        let stubs = ProviderStubs::start().await.unwrap();
+        let osv = &stubs.osv;
+        osv.set_package_vulns("Ubuntu:22.04:LTS", "xz-utils", &["UBUNTU-CVE-2024-3094"]);
+        osv.set_package_vulns("Ubuntu:22.04:LTS", "glibc", &["UBUNTU-CVE-2023-4911"]);
+        osv.set_package_vulns("PyPI", "urllib3", &["GHSA-34jh-p97f-mpxf"]);
+        let dir = tempfile::tempdir().unwrap();
+        let providers: String = stubs
+            .write_config(dir.path())
+            .unwrap()
+            .lines()
+            .map(|line| format!("  {line}\n"))
+            .collect();
+        // A short lock ttl (renewed every 200 ms) so that takeovers are quick.
+        let text = format!(
+            "redis: {{timeout: 2s}}\nlock: {{ttl: 600ms}}\n\
+             tickets: {{retention: 0s, auditCap: 10000}}\n\
+             steps:\n  \
+             onlineCheck: {{timeout: 5s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}}\n  \
+             vulnQuery:   {{timeout: 5s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}}\n  \
+             threatIntel: {{timeout: 5s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}}\n  \
+             notify:      {{timeout: 5s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}}\n\
+             providers:\n{providers}"
+        );
+        let config = dir.path().join("config.yaml");
+        std::fs::write(&config, text).unwrap();
+        let store = TicketStore::connect(
+            &RedisTarget::Standalone(redis.url()),
+            StoreConfig {
+                lock_ttl: Duration::from_millis(600),
+                ..StoreConfig::default()
+            },
+        )
+        .await
+        .unwrap();
+        Env {
+            redis,
+            stubs,
+            dir,
+            config,
+            store,
+        }
+    }
+
+    /// `assetscan-operator <sub…> --config … --redis-url …`, with a clean
+    /// environment (no inherited settings, no drill).
+    fn command(&self, sub: &[&str]) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.args(sub)
+            .arg("--config")
+            .arg(&self.config)
+            .args(["--redis-url", &self.redis.url()])
+            .env_remove("REDIS_URL")
+            .env_remove("ASSETSCAN_CONFIG")
+            .env_remove("FAILPOINTS")
+            .env("LOG_FORMAT", "text")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// `scan` of `asset` (online check through the inventory) as `holder`.
+    fn scan(&self, asset: &str, holder: &str, extra: &[&str]) -> Command {
+        let mut cmd = self.command(&["scan"]);
+        cmd.args(["--asset", asset, "--inventory", asset, "--run", RUN])
+            .args(["--holder", holder])
+            .args(extra);
+        cmd
+    }
+
+    /// Starts a scan in the background, its output going to files in the
+    /// temp dir (shown when a test fails).
+    fn spawn_scan(&self, asset: &str, holder: &str, extra: &[&str], drill: Option<&str>) -> Child {
+        let mut cmd = self.scan(asset, holder, extra);
+        if let Some(drill) = drill {
+            cmd.env("FAILPOINTS", format!("stop-before-write=return({drill})"));
+        }
+        let log = |name: &str| {
+            std::fs::File::create(self.dir.path().join(format!("{holder}.{name}"))).unwrap()
+        };
+        cmd.stdout(log("stdout")).stderr(log("stderr"));
+        cmd.spawn().unwrap()
+    }
+
+    /// What a background scan wrote to stderr so far.
+    fn stderr_of(&self, holder: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(format!("{holder}.stderr"))).unwrap_or_default()
+    }
+
+    async fn ticket(&self, asset: &str) -> Option<Ticket> {
+        self.store
+            .get_ticket(&AssetId::new(asset).unwrap(), RUN)
+            .await
+            .unwrap()
+    }
+
+    async fn audit(&self, asset: &str) -> Vec<AuditEntry> {
+        self.store
+            .audit(&AssetId::new(asset).unwrap(), 1000)
+            .await
+            .unwrap()
+    }
+
+    /// The asset's lock holder in Redis, if any.
+    async fn lock_holder(&self, asset: &str) -> Option<String> {
+        let mut conn = redis::Client::open(self.redis.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        redis::cmd("GET")
+            .arg(format!("asc:{{{asset}}}:lock"))
+            .query_async(&mut conn)
+            .await
+            .unwrap()
+    }
+
+    /// Waits until the asset's ticket satisfies `done`.
+    async fn wait_ticket(&self, asset: &str, what: &str, done: impl Fn(&Ticket) -> bool) -> Ticket {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(ticket) = self.ticket(asset).await
+                && done(&ticket)
+            {
+                return ticket;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Runs a scan to its end; while the asset is locked (exit 5) by a dead
+    /// or stopped holder, tries again after a pause.
+    async fn scan_until_not_locked(&self, asset: &str, holder: &str, extra: &[&str]) -> Output {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let out = self.scan(asset, holder, extra).output().await.unwrap();
+            if code(&out) != exit::LOCKED {
+                return out;
+            }
+            assert!(Instant::now() < deadline, "still locked: {}", stderr(&out));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    fn counters(&self) -> Counters {
+        let s = &self.stubs;
+        Counters {
+            inventory: s.inventory.asset_calls(),
+            querybatch: s.osv.querybatch_calls(),
+            records: s.osv.vuln_calls(),
+            kev: s.kev.feed_calls(),
+            epss: s.epss.epss_calls(),
+            deliveries: s.sink.deliveries().len(),
+            effects: s.sink.effects(),
+        }
+    }
+}
+
+/// Provider calls so far, per stub route.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Counters {
+    inventory: u64,
+    querybatch: u64,
+    records: u64,
+    kev: u64,
+    epss: u64,
+    deliveries: usize,
+    effects: usize,
+}
+
+fn code(out: &Output) -> u8 {
+    out.status.code().expect("exited, not killed") as u8
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// The ticket `scan` printed on stdout.
+fn printed_ticket(out: &Output) -> Ticket {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: stdout {:?} stderr {}", stdout(out), stderr(out)))
+}
+
+/// Runs `scan` and checks its exit code; returns its output.
+async fn scan_expecting(env: &Env, asset: &str, extra: &[&str], expected: u8) -> Output {
+    let out = env.scan(asset, "cli", extra).output().await.unwrap();
+    assert_eq!(
+        code(&out),
+        expected,
+        "{asset}: stdout {} stderr {}",
+        stdout(&out),
+        stderr(&out)
+    );
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_exit_codes_say_clean_high_risk_failed_and_locked() {
+    let env = Env::start().await;
+    let inventory = &env.stubs.inventory;
+
+    // 0: offline.
+    inventory.set_online("db-01", false);
+    let out = scan_expecting(&env, "db-01", &["--package", XZ], exit::CLEAN).await;
+    let ticket = printed_ticket(&out);
+    assert_eq!((ticket.status, ticket.facts.online), (Status::Finished, Some(false)));
+
+    // 0: online, nothing high risk.
+    inventory.set_online("app-01", true);
+    let out = scan_expecting(&env, "app-01", &["--package", URLLIB3, "--notify", "webhook"], exit::CLEAN).await;
+    let ticket = printed_ticket(&out);
+    assert_eq!(ticket.status, Status::Finished);
+    assert!(!ticket.facts.risk.unwrap().high_risk);
+    assert_eq!(env.stubs.sink.deliveries().len(), 0);
+
+    // 3: high risk, notified.
+    inventory.set_online("web-01", true);
+    let args = ["--package", XZ, "--notify", "webhook"];
+    let out = scan_expecting(&env, "web-01", &args, exit::HIGH_RISK).await;
+    let ticket = printed_ticket(&out);
+    assert_eq!(ticket.status, Status::Finished);
+    assert_eq!(env.stubs.sink.effects(), 1);
+    // The same run again: already over, same answer, no provider call.
+    let before = env.counters();
+    let again = scan_expecting(&env, "web-01", &args, exit::HIGH_RISK).await;
+    assert_eq!(printed_ticket(&again), ticket);
+    assert_eq!(env.counters(), before);
+
+    // 4: failed. The inventory does not know the asset (404): permanent.
+    let out = scan_expecting(&env, "ghost-01", &["--package", XZ], exit::FAILED).await;
+    let ticket = printed_ticket(&out);
+    assert_eq!(ticket.status, Status::Failed);
+    let error = ticket.last_error.unwrap();
+    assert_eq!((error.step.as_str(), error.attempt), ("online_check", 1));
+    assert!(error.message.contains("HTTP 404"), "{}", error.message);
+
+    // 5: locked by another holder. Nothing is called, nothing printed.
+    inventory.set_online("busy-01", true);
+    let busy = AssetId::new("busy-01").unwrap();
+    let held = env.store.acquire(&busy, "other-run", "someone-else", 0).await.unwrap();
+    let before = env.counters();
+    let out = scan_expecting(&env, "busy-01", &["--package", XZ], exit::LOCKED).await;
+    assert!(stderr(&out).contains("locked by someone-else"), "{}", stderr(&out));
+    assert!(out.stdout.is_empty());
+    assert_eq!(env.counters(), before);
+    assert_eq!(env.ticket("busy-01").await, None, "no ticket for the refused run");
+    env.store.release(&busy, &held.lease).await.unwrap();
+    scan_expecting(&env, "busy-01", &["--package", XZ], exit::HIGH_RISK).await;
+
+    // `ticket list` shows every run with its status.
+    let out = env.command(&["ticket", "list"]).output().await.unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let list = stdout(&out);
+    for (asset, run, status) in [
+        ("db-01", RUN, "FINISHED"),
+        ("app-01", RUN, "FINISHED"),
+        ("web-01", RUN, "FINISHED"),
+        ("ghost-01", RUN, "FAILED"),
+        ("busy-01", "other-run", "INIT"),
+        ("busy-01", RUN, "FINISHED"),
+    ] {
+        assert!(
+            list.lines().any(|l| {
+                let cols: Vec<&str> = l.split_whitespace().collect();
+                cols.get(..3) == Some(&[asset, run, status][..])
+            }),
+            "{asset} {run} {status} missing from\n{list}"
+        );
+    }
+    let out = env
+        .command(&["ticket", "list", "--asset", "busy-01"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(stdout(&out).lines().count(), 3, "{}", stdout(&out));
+}
+
+#[cfg(feature = "failpoints")]
+mod signals {
+    use super::*;
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    fn signal(child: &Child, signal: Signal) {
+        let pid = child.id().expect("still running");
+        kill(Pid::from_raw(pid as i32), signal).unwrap();
+    }
+
+    /// The process state letter from /proc (`T` = stopped).
+    fn state(child: &Child) -> Option<char> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id()?)).ok()?;
+        // `pid (comm) S …`: the state follows the last `)`.
+        stat.rsplit_once(')')?.1.trim_start().chars().next()
+    }
+
+    async fn wait_stopped(env: &Env, child: &Child, holder: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while state(child) != Some('T') {
+            assert!(
+                Instant::now() < deadline,
+                "{holder} never stopped: {}",
+                env.stderr_of(holder)
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits for the process's exit code.
+    async fn exit_code(env: &Env, child: &mut Child, holder: &str) -> u8 {
+        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+            .await
+            .unwrap_or_else(|_| panic!("{holder} did not exit: {}", env.stderr_of(holder)))
+            .unwrap();
+        status
+            .code()
+            .unwrap_or_else(|| panic!("{holder} died: {status}")) as u8
+    }
+
+    async fn wait_lock_free(env: &Env, asset: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while env.lock_holder(asset).await.is_some() {
+            assert!(Instant::now() < deadline, "the lock never expired");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The token `holder` acquired with, from the audit stream.
+    fn token_of(audit: &[AuditEntry], holder: &str) -> u64 {
+        audit
+            .iter()
+            .find(|e| e.op() == "acquire" && e.get("holder") == Some(holder))
+            .and_then(AuditEntry::token)
+            .unwrap_or_else(|| panic!("{holder} never acquired: {audit:#?}"))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_killed_scan_is_resumed_by_the_same_run_without_repeating_confirmed_steps() {
+        // Kill A while the call after `status` is in flight (made slow by the
+        // stub), then run the same `--run` again as B.
+        for status in [Status::AssetOnline, Status::VulnCheckDone] {
+            let env = Env::start().await;
+            env.stubs.inventory.set_online("web-01", true);
+            let slow = match status {
+                Status::AssetOnline => &*env.stubs.osv,
+                _ => &*env.stubs.kev,
+            };
+            slow.faults().set_latency(Duration::from_secs(3));
+            let args = ["--package", GLIBC, "--cvss-threshold", "9", "--notify", "webhook"];
+            let mut a = env.spawn_scan("web-01", "A", &args, None);
+            env.wait_ticket("web-01", status.as_str(), |t| t.status == status)
+                .await;
+            let in_flight = Instant::now() + Duration::from_secs(5);
+            while slow.total_calls() == 0 {
+                assert!(Instant::now() < in_flight, "{status}: no call in flight");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            a.kill().await.unwrap(); // SIGKILL
+            let killed = env.ticket("web-01").await.unwrap();
+            assert_eq!(killed.status, status);
+            // Killed: nothing released, the lock is still A's until its ttl.
+            assert_eq!(env.lock_holder("web-01").await.as_deref(), Some("A"));
+            slow.faults().clear();
+
+            let out = env.scan_until_not_locked("web-01", "B", &args).await;
+            assert_eq!(code(&out), exit::HIGH_RISK, "{status}: {}", stderr(&out));
+            let done = printed_ticket(&out);
+            assert_eq!(done.status, Status::Finished);
+            assert!(done.fencing_token > killed.fencing_token);
+            assert_eq!(done.attempts.values().max(), Some(&1), "{status}: {done:#?}");
+
+            let c = env.counters();
+            // Confirmed before the kill: never again.
+            assert_eq!(c.inventory, 1, "{status}");
+            // The call in flight was not confirmed: B makes it again.
+            let (querybatch, kev) = match status {
+                Status::AssetOnline => (2, 1),
+                _ => (1, 2),
+            };
+            assert_eq!((c.querybatch, c.kev), (querybatch, kev), "{status}: {c:?}");
+            assert_eq!((c.deliveries, c.effects), (1, 1), "{status}");
+            let advances: Vec<(String, String)> = env
+                .audit("web-01")
+                .await
+                .iter()
+                .filter(|e| e.op() == "advance")
+                .map(|e| (e.get("from").unwrap().into(), e.get("to").unwrap().into()))
+                .collect();
+            let expected: Vec<(String, String)> = [
+                ("INIT", "ASSET_ONLINE"),
+                ("ASSET_ONLINE", "VULN_CHECK_DONE"),
+                ("VULN_CHECK_DONE", "VULN_CHECK_DONE"),
+                ("VULN_CHECK_DONE", "HIGH_RISK_FOUND"),
+                ("HIGH_RISK_FOUND", "NOTIFYING"),
+                ("NOTIFYING", "NOTIFIED"),
+                ("NOTIFIED", "FINISHED"),
+            ]
+            .iter()
+            .map(|(f, t)| (f.to_string(), t.to_string()))
+            .collect();
+            assert_eq!(advances, expected, "{status}: each transition once");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_takeover_at_notifying_resends_with_the_same_idempotency_key() {
+        let env = Env::start().await;
+        env.stubs.inventory.set_online("web-01", true);
+        let args = ["--package", XZ, "--notify", "webhook"];
+        // A delivers, then stops itself right before recording NOTIFIED.
+        let mut a = env.spawn_scan("web-01", "A", &args, Some("web-01:NOTIFIED"));
+        wait_stopped(&env, &a, "A").await;
+        let notifying = env.ticket("web-01").await.unwrap();
+        assert_eq!(notifying.status, Status::Notifying);
+        assert_eq!(env.stubs.sink.deliveries().len(), 1);
+        a.kill().await.unwrap(); // and dies there
+
+        let out = env.scan_until_not_locked("web-01", "B", &args).await;
+        assert_eq!(code(&out), exit::HIGH_RISK, "{}", stderr(&out));
+        let done = printed_ticket(&out);
+        assert_eq!(done.status, Status::Finished);
+        assert!(done.fencing_token > notifying.fencing_token);
+        assert_eq!(done.holder.as_deref(), Some("B"));
+
+        let deliveries = env.stubs.sink.deliveries();
+        assert_eq!(deliveries.len(), 2, "at least once on the wire");
+        assert_eq!(env.stubs.sink.effects(), 1, "once in effect");
+        for d in &deliveries {
+            assert_eq!(d.header("Idempotency-Key"), Some("web-01/r1"));
+            assert_eq!(d.json()["ticket_id"], "web-01/r1");
+        }
+        let senders: Vec<&str> = deliveries
+            .iter()
+            .map(|d| d.header("X-AssetScan-Fencing-Token").unwrap())
+            .collect();
+        assert_eq!(
+            senders,
+            [
+                notifying.fencing_token.to_string(),
+                done.fencing_token.to_string()
+            ]
+        );
+        let c = env.counters();
+        assert_eq!((c.inventory, c.querybatch, c.records), (1, 1, 1));
+
+        let audit = env.audit("web-01").await;
+        let b_token = token_of(&audit, "B");
+        let late: Vec<(&str, Option<u64>)> = audit
+            .iter()
+            .filter(|e| e.op() == "advance")
+            .skip_while(|e| e.get("to") != Some("NOTIFIED"))
+            .map(|e| (e.get("to").unwrap(), e.token()))
+            .collect();
+        assert_eq!(
+            late,
+            [("NOTIFIED", Some(b_token)), ("FINISHED", Some(b_token))]
+        );
+        assert!(audit.iter().all(AuditEntry::accepted), "{audit:#?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_scan_stalled_in_a_provider_call_past_its_ttl_is_fenced_when_it_wakes() {
+        let env = Env::start().await;
+        env.stubs.inventory.set_online("web-01", true);
+        let args = ["--package", XZ, "--notify", "webhook"];
+        // A's vulnerability query takes 1 s; A is frozen while it is in
+        // flight, and stays frozen well past the reply and its lock's ttl.
+        env.stubs.osv.faults().set_latency(Duration::from_secs(1));
+        let mut a = env.spawn_scan("web-01", "A", &args, None);
+        env.wait_ticket("web-01", "ASSET_ONLINE", |t| t.status == Status::AssetOnline)
+            .await;
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while env.stubs.osv.querybatch_calls() == 0 {
+            assert!(Instant::now() < deadline, "A's query never arrived");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        signal(&a, Signal::SIGSTOP);
+        let frozen_at = Instant::now();
+        wait_stopped(&env, &a, "A").await;
+        env.stubs.osv.faults().clear();
+        wait_lock_free(&env, "web-01").await;
+        // A's reply is sitting in its socket by now.
+        tokio::time::sleep_until(frozen_at + Duration::from_millis(1300)).await;
+
+        let out = env.scan_until_not_locked("web-01", "B", &args).await;
+        assert_eq!(code(&out), exit::HIGH_RISK, "{}", stderr(&out));
+        let done = env.ticket("web-01").await.unwrap();
+        assert_eq!(done.status, Status::Finished);
+        let before = env.counters();
+        assert_eq!((before.deliveries, before.effects), (1, 1));
+
+        signal(&a, Signal::SIGCONT);
+        let a_code = exit_code(&env, &mut a, "A").await;
+        let a_log = env.stderr_of("A");
+        assert_eq!(a_code, exit::INTERRUPTED, "{a_log}");
+        // Awake, A made no provider call and sent nothing...
+        assert_eq!(env.counters(), before, "{a_log}");
+        // ...and the ticket is B's, as B left it.
+        assert_eq!(env.ticket("web-01").await.unwrap(), done);
+        // A either wrote and was refused, or saw its lease gone first.
+        let audit = env.audit("web-01").await;
+        let a_token = token_of(&audit, "A");
+        let by_a: Vec<&AuditEntry> = audit
+            .iter()
+            .filter(|e| e.op() == "advance" && e.token() == Some(a_token))
+            .collect();
+        let refused: Vec<&&AuditEntry> = by_a.iter().filter(|e| !e.accepted()).collect();
+        assert!(refused.iter().all(|e| e.get("result") == Some("STALE_TOKEN")));
+        if a_log.contains("superseded") {
+            assert_eq!(refused.len(), 1, "{audit:#?}");
+        } else {
+            assert!(a_log.contains("stopped before the run ended"), "{a_log}");
+            assert!(refused.is_empty(), "{audit:#?}");
+        }
+        // Only INIT → ASSET_ONLINE went in under A's token.
+        let accepted: Vec<Option<&str>> = by_a
+            .iter()
+            .filter(|e| e.accepted())
+            .map(|e| e.get("to"))
+            .collect();
+        assert_eq!(accepted, [Some("ASSET_ONLINE")]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_zombies_offline_write_is_rejected_and_history_shows_it() {
+        let env = Env::start().await;
+        let args = ["--package", XZ, "--notify", "webhook"];
+        // A sees the asset offline and stops right before writing it.
+        env.stubs.inventory.set_online("web-01", false);
+        let mut a = env.spawn_scan("web-01", "A", &args, Some("web-01:ASSET_OFFLINE"));
+        wait_stopped(&env, &a, "A").await;
+        assert_eq!(env.ticket("web-01").await.unwrap().status, Status::Init);
+        wait_lock_free(&env, "web-01").await;
+
+        // B takes over; the asset is online now; B finishes and notifies.
+        env.stubs.inventory.set_online("web-01", true);
+        let out = env.scan_until_not_locked("web-01", "B", &args).await;
+        assert_eq!(code(&out), exit::HIGH_RISK, "{}", stderr(&out));
+        let done = env.ticket("web-01").await.unwrap();
+        assert_eq!(done.status, Status::Finished);
+        assert_eq!(done.facts.online, Some(true));
+        let before = env.counters();
+        assert_eq!((before.inventory, before.deliveries, before.effects), (2, 1, 1));
+
+        // A wakes and writes ASSET_OFFLINE: refused, the ticket unchanged.
+        signal(&a, Signal::SIGCONT);
+        let a_code = exit_code(&env, &mut a, "A").await;
+        let a_log = env.stderr_of("A");
+        assert_eq!(a_code, exit::INTERRUPTED, "{a_log}");
+        assert!(a_log.contains("superseded"), "{a_log}");
+        assert_eq!(env.ticket("web-01").await.unwrap(), done);
+        assert_eq!(env.counters(), before);
+
+        let audit = env.audit("web-01").await;
+        let (a_token, b_token) = (token_of(&audit, "A"), token_of(&audit, "B"));
+        let refused: Vec<&AuditEntry> = audit.iter().filter(|e| !e.accepted()).collect();
+        assert_eq!(refused.len(), 1, "{audit:#?}");
+        let r = refused[0];
+        assert_eq!(r.get("result"), Some("STALE_TOKEN"));
+        assert_eq!(r.get("to"), Some("ASSET_OFFLINE"));
+        assert_eq!(r.get("from"), Some("FINISHED"));
+        assert_eq!(r.token(), Some(a_token));
+        assert_eq!(r.get("valid"), Some(b_token.to_string().as_str()));
+
+        // `ticket history` shows the refused write.
+        let out = env
+            .command(&["ticket", "history", "--asset", "web-01"])
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        let history = stdout(&out);
+        let stale: Vec<&str> = history.lines().filter(|l| l.contains("STALE_TOKEN")).collect();
+        assert_eq!(stale.len(), 1, "{history}");
+        let cols: Vec<&str> = stale[0].split_whitespace().collect();
+        assert_eq!(
+            cols[1..8],
+            [
+                "advance",
+                "STALE_TOKEN",
+                &a_token.to_string(),
+                &b_token.to_string(),
+                "FINISHED",
+                "ASSET_OFFLINE",
+                &done.revision.to_string(),
+            ],
+            "{history}"
+        );
+        // One line per audit record, after the header.
+        assert_eq!(history.lines().count(), audit.len() + 1, "{history}");
+        assert!(history.lines().any(|l| l.contains(" acquire ") && l.ends_with(" A")));
+        assert!(history.lines().any(|l| l.contains(" acquire ") && l.ends_with(" B")));
+
+        // `ticket show` prints the ticket as stored.
+        let out = env
+            .command(&["ticket", "show", "--asset", "web-01", "--run", RUN])
+            .output()
+            .await
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(printed_ticket(&out), done);
+        // …and says so when there is none.
+        let out = env
+            .command(&["ticket", "show", "--asset", "web-01", "--run", "nope"])
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1));
+        assert!(stderr(&out).contains("no ticket for asset web-01 run nope"));
+    }
+}
