@@ -16,15 +16,17 @@
 --
 -- The ticket is claimed here, not at the first write: from this moment on a
 -- previous holder's token no longer matches and every write it tries fails.
--- A terminal ticket is returned as found: nothing is written after a run ends.
+-- A terminal ticket is returned as found, with its own token, and nothing is
+-- taken or written: a run that ended needs no lock.
 
 local holder = ARGV[1]
 local ttl = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
 local now = tonumber(ARGV[4])
 local cap = tonumber(ARGV[6] or '1000') or 1000
-if holder == nil or holder == '' or ttl == nil or ttl <= 0 or floor == nil or floor < 0 or now == nil then
-  return redis.error_reply('BAD_ARGS holder, ttl > 0, floor >= 0 and now are required')
+if holder == nil or holder == '' or ttl == nil or ttl <= 0 or floor == nil or floor < 0
+    or floor ~= math.floor(floor) or now == nil then
+  return redis.error_reply('BAD_ARGS holder, ttl > 0, an integer floor >= 0 and now are required')
 end
 
 local current = redis.call('GET', KEYS[1])
@@ -52,6 +54,10 @@ else
   ticket.fencing_token = 0
 end
 
+if ticket.status == 'FINISHED' or ticket.status == 'FAILED' then
+  return {ticket.fencing_token, raw}
+end
+
 redis.call('SET', KEYS[1], holder, 'PX', ttl)
 local token = redis.call('INCR', KEYS[2])
 if token < floor + 1 then
@@ -59,16 +65,12 @@ if token < floor + 1 then
   redis.call('SET', KEYS[2], token)
 end
 
-if ticket.status ~= 'FINISHED' and ticket.status ~= 'FAILED' then
-  ticket.fencing_token = token
-  ticket.revision = ticket.revision + 1
-  ticket.holder = holder
-  ticket.updated_at = now
-  raw = cjson.encode(ticket)
-  redis.call('SET', KEYS[3], raw)
-else
-  raw = raw or cjson.encode(ticket)
-end
+ticket.fencing_token = token
+ticket.revision = ticket.revision + 1
+ticket.holder = holder
+ticket.updated_at = now
+raw = cjson.encode(ticket)
+redis.call('SET', KEYS[3], raw)
 
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', cap, '*',
   'op', 'acquire', 'result', 'ok', 'ticket', KEYS[3], 'holder', holder,

@@ -13,7 +13,8 @@
 -- ARGV[5] (optional) ms to keep a ticket once it is terminal, 0 = forever
 -- ARGV[6] (optional) audit stream cap, default 1000
 --
--- Returns the new ticket JSON.
+-- Returns the new ticket JSON. Numbers go through Lua's cjson, which keeps
+-- 14 significant digits: exact for tokens, revisions and unix ms below 1e14.
 -- Errors: TICKET_NOT_FOUND | TICKET_CORRUPT | STALE_TOKEN <caller> <valid>
 --         | ILLEGAL_TRANSITION <from> <to> | BAD_ARGS <reason>
 -- Every rejection after the ticket was read is appended to the audit stream.
@@ -75,11 +76,11 @@ end
 
 local pok, patch = pcall(cjson.decode, ARGV[4] or '{}')
 if not pok or type(patch) ~= 'table' then
-  return redis.error_reply('BAD_ARGS patch is not a JSON object')
+  return reject('BAD_ARGS patch is not a JSON object', 'BAD_ARGS')
 end
 for key, _ in pairs(patch) do
   if key ~= 'facts' and key ~= 'complete_step' and key ~= 'attempts' and key ~= 'last_error' then
-    return redis.error_reply('BAD_ARGS unknown patch key ' .. tostring(key))
+    return reject('BAD_ARGS unknown patch key ' .. tostring(key), 'BAD_ARGS')
   end
 end
 

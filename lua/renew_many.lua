@@ -1,7 +1,7 @@
-#!lua flags=allow-cross-slot-keys
 -- renew_many.lua: renew a batch of locks in one round trip (the watchdog's
--- call). Same rule per lock as renew.lua. On Redis Cluster every key must be
--- served by the node the call is sent to; slots may differ.
+-- call on a standalone server). Same rule per lock as renew.lua. On Redis
+-- Cluster, keys of one call must share a hash slot (Redis refuses
+-- cross-slot keys); the watchdog pipelines renew.lua per node there instead.
 --
 -- KEYS[i]   lock i
 -- ARGV[1]   ttl (ms)

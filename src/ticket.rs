@@ -371,8 +371,9 @@ mod tests {
         assert!(serde_json::from_value::<Ticket>(raw.clone()).is_err());
         // An asset without findings: every list in its facts comes back `{}`.
         raw["completed_steps"] = serde_json::json!({});
-        raw["facts"]["vulnerabilities"] =
-            serde_json::json!({"total": 0, "by_severity": {}, "max_cvss": null, "findings": {}, "cves": {}});
+        raw["facts"]["vulnerabilities"] = serde_json::json!({
+            "total": 0, "by_severity": {}, "max_cvss": null, "findings": {}, "cves": {}
+        });
         let ticket: Ticket = serde_json::from_value(raw).unwrap();
         assert_eq!(ticket.facts.vulnerabilities, Some(VulnFacts::default()));
     }

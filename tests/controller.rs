@@ -587,3 +587,77 @@ async fn status_going_backwards_is_refused_by_the_crd_and_not_retried() {
     assert_eq!(now.status.unwrap().fencing_token, Some(token + 5));
     b.stop().await;
 }
+
+/// 2b. A replica dies while it sends a notification (its lock is neither
+/// released nor renewed): the other replica takes the run over once the
+/// lock expires, with a larger token, re-sends under the same idempotency
+/// key (one effect), and the status never goes backwards.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replica_dying_mid_notification_is_taken_over() {
+    let h = Harness::start().await;
+    let asset = "takeover-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    h.stubs.sink.faults().set_latency(Duration::from_secs(2));
+    let a = h.controller("replica-a").await;
+    h.create(&scan("takeover-01", asset, true)).await;
+    let notifying = h
+        .wait("takeover-01", "NOTIFYING", Duration::from_secs(20), |o| {
+            o.status.as_ref().and_then(|s| s.phase) == Some(Status::Notifying)
+        })
+        .await;
+    let before = notifying.status.clone().unwrap();
+    // Killed: its reconcile (and the lease with it) is dropped mid-call.
+    a.task.abort();
+    let _ = a.task.await;
+    h.stubs.sink.faults().set_latency(Duration::ZERO);
+
+    let b = h.controller("replica-b").await;
+    let done = h
+        .wait_terminal("takeover-01", Duration::from_secs(30))
+        .await;
+    let s = done.status.as_ref().unwrap();
+    assert_eq!(s.phase, Some(Status::Finished));
+    assert!(s.fencing_token > before.fencing_token);
+    assert_eq!(
+        s.notification.as_ref().map(|n| n.state),
+        Some(NotificationState::Sent)
+    );
+    assert_eq!(h.stubs.sink.effects(), 1, "one effect");
+    assert!(
+        h.stubs
+            .sink
+            .deliveries()
+            .iter()
+            .all(|d| d.header("idempotency-key") == before.ticket_id.as_deref()),
+        "every delivery under the run's key"
+    );
+    // replica-b claimed the run where replica-a left it.
+    let store = h.store().await;
+    let claims: Vec<(String, String)> = store
+        .audit(
+            &assetscan_operator::store::AssetId::new(asset).unwrap(),
+            1000,
+        )
+        .await
+        .unwrap()
+        .iter()
+        .filter(|e| e.op() == "acquire" && e.accepted())
+        .map(|e| {
+            (
+                e.get("holder").unwrap().split(':').next().unwrap().to_owned(),
+                e.get("status").unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        claims.last(),
+        Some(&("replica-b".to_owned(), "NOTIFYING".to_owned())),
+        "{claims:?}"
+    );
+    assert!(
+        b.counter("assetscan_lock_contention_total") >= 1.0,
+        "replica-b waited for the dead replica's lock to expire"
+    );
+    check_status_history(&h, "takeover-01", &done);
+    b.stop().await;
+}

@@ -170,7 +170,7 @@ async fn redis_back_empty_keeps_tokens_increasing() {
     );
     assert_eq!(h.stubs.sink.effects(), 1);
     check_status_history(&h, "amnesia-01", &done);
-    check_every_transition_mirrored(&h, &done).await;
+    check_transitions_mirrored_from(&h, &done, s.fencing_token.unwrap()).await;
     assert_eq!(ctl.counter("assetscan_stale_writes_rejected_total"), 0.0);
     ctl.stop().await;
 }
@@ -240,5 +240,68 @@ async fn status_write_conflicts_and_errors_are_retried_without_losing_transition
             "FINISHED"
         ]
     );
+    ctl.stop().await;
+}
+
+/// 5d. The run's ticket disappears from Redis mid-run (evicted under memory
+/// pressure, or deleted by hand) while the lock is held: the next write
+/// fails, the object shows `Stalled=True` / `Ready=False` (reason
+/// `TicketNotFound`) on top of the last status this run wrote — not of the
+/// older one it read when it began, which the fence would refuse — and the
+/// retry starts the run over with a larger token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ticket_lost_mid_run_stalls_on_the_latest_status_and_recovers() {
+    let h = Harness::start().await;
+    let asset = "evicted-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    h.stubs.osv.faults().set_latency(Duration::from_millis(1500));
+    let ctl = h.controller("ctl-a").await;
+    h.create(&scan("evicted-01", asset, true)).await;
+    let online = h
+        .wait("evicted-01", "ASSET_ONLINE", Duration::from_secs(20), |o| {
+            is_phase(o, Status::AssetOnline)
+        })
+        .await;
+    let before = online.status.clone().unwrap();
+    let store = h.store().await;
+    let key = store
+        .keys(&assetscan_operator::store::AssetId::new(asset).unwrap())
+        .ticket(before.run.as_deref().unwrap());
+    let mut raw = redis::Client::open(h.redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let deleted: i64 = redis::cmd("DEL").arg(&key).query_async(&mut raw).await.unwrap();
+    assert_eq!(deleted, 1);
+
+    let stalled = h
+        .wait("evicted-01", "stalled", Duration::from_secs(20), |o| {
+            cond_of(o, condition::STALLED).is_some_and(|(s, _, _)| s == "True")
+        })
+        .await;
+    let (_, reason, _) = cond_of(&stalled, condition::STALLED).unwrap();
+    assert_eq!(reason, "TicketNotFound");
+    assert_eq!(
+        cond_of(&stalled, condition::READY).map(|c| (c.0, c.1)),
+        Some(("False".into(), "TicketNotFound".into()))
+    );
+    let s = stalled.status.as_ref().unwrap();
+    assert_eq!(
+        (s.phase, s.fencing_token, s.revision),
+        (before.phase, before.fencing_token, before.revision)
+    );
+    assert_eq!(ctl.counter("assetscan_stale_writes_rejected_total"), 0.0);
+
+    h.stubs.osv.faults().set_latency(Duration::ZERO);
+    let done = h.wait_terminal("evicted-01", Duration::from_secs(30)).await;
+    let s = done.status.as_ref().unwrap();
+    assert_eq!(s.phase, Some(Status::Finished));
+    assert!(s.fencing_token > before.fencing_token);
+    assert_eq!(
+        cond_of(&done, condition::STALLED).map(|c| c.0),
+        Some("False".into())
+    );
+    check_status_history(&h, "evicted-01", &done);
     ctl.stop().await;
 }

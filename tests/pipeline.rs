@@ -5,6 +5,7 @@
 //! - a crash after each status is resumed by a new runner from the ticket,
 //!   and no confirmed step is repeated (the stubs' counters prove it);
 //! - a takeover at `NOTIFYING` re-sends under the same idempotency key;
+//! - a runner frozen past its lock's ttl makes no provider call on waking;
 //! - bad provider replies end in `FAILED` with a clear `last_error`, after
 //!   retries with backoff for retryable ones, at once for permanent ones;
 //! - threat intel is called exactly as the policy says.
@@ -100,7 +101,9 @@ impl Env {
         let redis = RedisServer::start().unwrap();
         let stubs = ProviderStubs::start().await.unwrap();
         for p in [XZ, OPENSSH, GLIBC, URLLIB3, GO_STDLIB] {
-            stubs.osv.set_package_vulns(p.ecosystem, p.name, &[p.record]);
+            stubs
+                .osv
+                .set_package_vulns(p.ecosystem, p.name, &[p.record]);
         }
         stubs.inventory.set_online(ASSET, true);
         let dir = tempfile::tempdir().unwrap();
@@ -210,12 +213,15 @@ fn policy(threat_intel: ThreatIntelPolicy, cvss_threshold: f64) -> Policy {
     }
 }
 
+/// Where a runner "crashes": right after the ticket it matches is recorded.
+type CrashAt = Box<dyn Fn(&Ticket) -> bool + Send + Sync>;
+
 /// Records every ticket it is shown, with the time; optionally "crashes"
 /// (never returns) right after the ticket matched `crash`.
 #[derive(Default)]
 struct Recorder {
     seen: Mutex<Vec<(Instant, Ticket)>>,
-    crash: Option<Box<dyn Fn(&Ticket) -> bool + Send + Sync>>,
+    crash: Option<CrashAt>,
     crashed: tokio::sync::Notify,
 }
 
@@ -488,11 +494,7 @@ mod resume {
             let b = env.pipeline().await;
             let req = request("B", &[GLIBC], policy.clone());
             // The crashed runner did not release: its lock holds until the ttl.
-            match b
-                .run(&req, &(), &CancellationToken::new())
-                .await
-                .unwrap()
-            {
+            match b.run(&req, &(), &CancellationToken::new()).await.unwrap() {
                 Outcome::Locked { holder, .. } => assert_eq!(holder, "A", "{name}"),
                 other => panic!("{name}: expected Locked, got {other:?}"),
             }
@@ -757,7 +759,8 @@ mod stall {
         let (reply, reply_rx) = tokio::sync::oneshot::channel();
         // A runs in a process of its own: its own thread and runtime.
         let a = {
-            let (config, url, waiting) = (env.config.clone(), env.redis.url(), Arc::clone(&waiting));
+            let (config, url, waiting) =
+                (env.config.clone(), env.redis.url(), Arc::clone(&waiting));
             std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -809,7 +812,6 @@ mod stall {
             outcome.starts_with("LockLost") || outcome.starts_with("Superseded"),
             "{outcome}"
         );
-        eprintln!("DEBUG {outcome} {before:?} {:?}", env.counters());
         // Awake, A sent nothing more to any provider, and wrote nothing.
         assert_eq!(env.counters(), before, "A's outcome: {outcome}");
         let store = env.store().await;
@@ -867,7 +869,10 @@ mod bad_replies {
     /// confirmed before the failing step repeated, no panic.
     async fn check(case: &Case, attempts: u32) -> Vec<(Instant, Ticket)> {
         let env = Env::start("5s").await;
-        case.culprit.server(&env.stubs).faults().always(case.fault.clone());
+        case.culprit
+            .server(&env.stubs)
+            .faults()
+            .always(case.fault.clone());
         let recorder = Recorder::default();
         let req = request("A", software(case), Policy::default());
         let ticket = run_to_end(&env.pipeline().await, &req, &recorder).await;
@@ -1159,7 +1164,11 @@ mod threat_intel {
             let c = env.counters();
             let calls = u64::from(case.intel);
             assert_eq!((c.kev, c.epss), (calls, calls), "{name}");
-            assert_eq!(ticket.has_completed(Step::ThreatIntel), case.intel, "{name}");
+            assert_eq!(
+                ticket.has_completed(Step::ThreatIntel),
+                case.intel,
+                "{name}"
+            );
             assert_eq!(ticket.facts.threat_intel.is_some(), case.intel, "{name}");
             let risk = ticket.facts.risk.as_ref().unwrap();
             assert_eq!(risk.high_risk, case.high_risk, "{name}: {risk:?}");

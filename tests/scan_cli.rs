@@ -8,15 +8,14 @@
 //! The signal tests need the `failpoints` feature (for `nix`, and for the
 //! `stop-before-write` drill in the binary); `make test` enables it.
 
-use assetscan_operator::store::{AssetId, AuditEntry, RedisTarget, StoreConfig, TicketStore};
+use assetscan_operator::store::{AssetId, RedisTarget, StoreConfig, TicketStore};
 use assetscan_operator::ticket::{Status, Ticket};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::ProviderStubs;
 use std::path::PathBuf;
 use std::process::{Output, Stdio};
 use std::time::Duration;
-use tokio::process::{Child, Command};
-use tokio::time::Instant;
+use tokio::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_assetscan-operator");
 
@@ -43,6 +42,8 @@ const URLLIB3: &str = "PyPI/urllib3@2.2.1";
 struct Env {
     redis: RedisServer,
     stubs: ProviderStubs,
+    /// The config file, and the logs of background scans.
+    #[cfg_attr(not(feature = "failpoints"), allow(dead_code))]
     dir: tempfile::TempDir,
     config: PathBuf,
     store: TicketStore,
@@ -120,79 +121,11 @@ impl Env {
         cmd
     }
 
-    /// Starts a scan in the background, its output going to files in the
-    /// temp dir (shown when a test fails).
-    fn spawn_scan(&self, asset: &str, holder: &str, extra: &[&str], drill: Option<&str>) -> Child {
-        let mut cmd = self.scan(asset, holder, extra);
-        if let Some(drill) = drill {
-            cmd.env("FAILPOINTS", format!("stop-before-write=return({drill})"));
-        }
-        let log = |name: &str| {
-            std::fs::File::create(self.dir.path().join(format!("{holder}.{name}"))).unwrap()
-        };
-        cmd.stdout(log("stdout")).stderr(log("stderr"));
-        cmd.spawn().unwrap()
-    }
-
-    /// What a background scan wrote to stderr so far.
-    fn stderr_of(&self, holder: &str) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("{holder}.stderr"))).unwrap_or_default()
-    }
-
     async fn ticket(&self, asset: &str) -> Option<Ticket> {
         self.store
             .get_ticket(&AssetId::new(asset).unwrap(), RUN)
             .await
             .unwrap()
-    }
-
-    async fn audit(&self, asset: &str) -> Vec<AuditEntry> {
-        self.store
-            .audit(&AssetId::new(asset).unwrap(), 1000)
-            .await
-            .unwrap()
-    }
-
-    /// The asset's lock holder in Redis, if any.
-    async fn lock_holder(&self, asset: &str) -> Option<String> {
-        let mut conn = redis::Client::open(self.redis.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
-        redis::cmd("GET")
-            .arg(format!("asc:{{{asset}}}:lock"))
-            .query_async(&mut conn)
-            .await
-            .unwrap()
-    }
-
-    /// Waits until the asset's ticket satisfies `done`.
-    async fn wait_ticket(&self, asset: &str, what: &str, done: impl Fn(&Ticket) -> bool) -> Ticket {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(ticket) = self.ticket(asset).await
-                && done(&ticket)
-            {
-                return ticket;
-            }
-            assert!(Instant::now() < deadline, "timed out waiting for {what}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-
-    /// Runs a scan to its end; while the asset is locked (exit 5) by a dead
-    /// or stopped holder, tries again after a pause.
-    async fn scan_until_not_locked(&self, asset: &str, holder: &str, extra: &[&str]) -> Output {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            let out = self.scan(asset, holder, extra).output().await.unwrap();
-            if code(&out) != exit::LOCKED {
-                return out;
-            }
-            assert!(Instant::now() < deadline, "still locked: {}", stderr(&out));
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
     }
 
     fn counters(&self) -> Counters {
@@ -261,11 +194,20 @@ async fn scan_exit_codes_say_clean_high_risk_failed_and_locked() {
     inventory.set_online("db-01", false);
     let out = scan_expecting(&env, "db-01", &["--package", XZ], exit::CLEAN).await;
     let ticket = printed_ticket(&out);
-    assert_eq!((ticket.status, ticket.facts.online), (Status::Finished, Some(false)));
+    assert_eq!(
+        (ticket.status, ticket.facts.online),
+        (Status::Finished, Some(false))
+    );
 
     // 0: online, nothing high risk.
     inventory.set_online("app-01", true);
-    let out = scan_expecting(&env, "app-01", &["--package", URLLIB3, "--notify", "webhook"], exit::CLEAN).await;
+    let out = scan_expecting(
+        &env,
+        "app-01",
+        &["--package", URLLIB3, "--notify", "webhook"],
+        exit::CLEAN,
+    )
+    .await;
     let ticket = printed_ticket(&out);
     assert_eq!(ticket.status, Status::Finished);
     assert!(!ticket.facts.risk.unwrap().high_risk);
@@ -295,13 +237,25 @@ async fn scan_exit_codes_say_clean_high_risk_failed_and_locked() {
     // 5: locked by another holder. Nothing is called, nothing printed.
     inventory.set_online("busy-01", true);
     let busy = AssetId::new("busy-01").unwrap();
-    let held = env.store.acquire(&busy, "other-run", "someone-else", 0).await.unwrap();
+    let held = env
+        .store
+        .acquire(&busy, "other-run", "someone-else", 0)
+        .await
+        .unwrap();
     let before = env.counters();
     let out = scan_expecting(&env, "busy-01", &["--package", XZ], exit::LOCKED).await;
-    assert!(stderr(&out).contains("locked by someone-else"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("locked by someone-else"),
+        "{}",
+        stderr(&out)
+    );
     assert!(out.stdout.is_empty());
     assert_eq!(env.counters(), before);
-    assert_eq!(env.ticket("busy-01").await, None, "no ticket for the refused run");
+    assert_eq!(
+        env.ticket("busy-01").await,
+        None,
+        "no ticket for the refused run"
+    );
     env.store.release(&busy, &held.lease).await.unwrap();
     scan_expecting(&env, "busy-01", &["--package", XZ], exit::HIGH_RISK).await;
 
@@ -336,8 +290,94 @@ async fn scan_exit_codes_say_clean_high_risk_failed_and_locked() {
 #[cfg(feature = "failpoints")]
 mod signals {
     use super::*;
+    use assetscan_operator::store::AuditEntry;
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
+    use tokio::process::Child;
+    use tokio::time::Instant;
+
+    /// What only the signal tests need.
+    impl Env {
+        /// Starts a scan in the background, its output going to files in the
+        /// temp dir (shown when a test fails).
+        fn spawn_scan(
+            &self,
+            asset: &str,
+            holder: &str,
+            extra: &[&str],
+            drill: Option<&str>,
+        ) -> Child {
+            let mut cmd = self.scan(asset, holder, extra);
+            if let Some(drill) = drill {
+                cmd.env("FAILPOINTS", format!("stop-before-write=return({drill})"));
+            }
+            let log = |name: &str| {
+                std::fs::File::create(self.dir.path().join(format!("{holder}.{name}"))).unwrap()
+            };
+            cmd.stdout(log("stdout")).stderr(log("stderr"));
+            cmd.spawn().unwrap()
+        }
+
+        /// What a background scan wrote to stderr so far.
+        fn stderr_of(&self, holder: &str) -> String {
+            std::fs::read_to_string(self.dir.path().join(format!("{holder}.stderr")))
+                .unwrap_or_default()
+        }
+
+        async fn audit(&self, asset: &str) -> Vec<AuditEntry> {
+            self.store
+                .audit(&AssetId::new(asset).unwrap(), 1000)
+                .await
+                .unwrap()
+        }
+
+        /// The asset's lock holder in Redis, if any.
+        async fn lock_holder(&self, asset: &str) -> Option<String> {
+            let mut conn = redis::Client::open(self.redis.url())
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            redis::cmd("GET")
+                .arg(format!("asc:{{{asset}}}:lock"))
+                .query_async(&mut conn)
+                .await
+                .unwrap()
+        }
+
+        /// Waits until the asset's ticket satisfies `done`.
+        async fn wait_ticket(
+            &self,
+            asset: &str,
+            what: &str,
+            done: impl Fn(&Ticket) -> bool,
+        ) -> Ticket {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                if let Some(ticket) = self.ticket(asset).await
+                    && done(&ticket)
+                {
+                    return ticket;
+                }
+                assert!(Instant::now() < deadline, "timed out waiting for {what}");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+
+        /// Runs a scan to its end; while the asset is locked (exit 5) by a dead
+        /// or stopped holder, tries again after a pause.
+        async fn scan_until_not_locked(&self, asset: &str, holder: &str, extra: &[&str]) -> Output {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            loop {
+                let out = self.scan(asset, holder, extra).output().await.unwrap();
+                if code(&out) != exit::LOCKED {
+                    return out;
+                }
+                assert!(Instant::now() < deadline, "still locked: {}", stderr(&out));
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
 
     fn signal(child: &Child, signal: Signal) {
         let pid = child.id().expect("still running");
@@ -403,7 +443,14 @@ mod signals {
                 _ => &*env.stubs.kev,
             };
             slow.faults().set_latency(Duration::from_secs(3));
-            let args = ["--package", GLIBC, "--cvss-threshold", "9", "--notify", "webhook"];
+            let args = [
+                "--package",
+                GLIBC,
+                "--cvss-threshold",
+                "9",
+                "--notify",
+                "webhook",
+            ];
             let mut a = env.spawn_scan("web-01", "A", &args, None);
             env.wait_ticket("web-01", status.as_str(), |t| t.status == status)
                 .await;
@@ -424,7 +471,11 @@ mod signals {
             let done = printed_ticket(&out);
             assert_eq!(done.status, Status::Finished);
             assert!(done.fencing_token > killed.fencing_token);
-            assert_eq!(done.attempts.values().max(), Some(&1), "{status}: {done:#?}");
+            assert_eq!(
+                done.attempts.values().max(),
+                Some(&1),
+                "{status}: {done:#?}"
+            );
 
             let c = env.counters();
             // Confirmed before the kill: never again.
@@ -524,8 +575,10 @@ mod signals {
         // flight, and stays frozen well past the reply and its lock's ttl.
         env.stubs.osv.faults().set_latency(Duration::from_secs(1));
         let mut a = env.spawn_scan("web-01", "A", &args, None);
-        env.wait_ticket("web-01", "ASSET_ONLINE", |t| t.status == Status::AssetOnline)
-            .await;
+        env.wait_ticket("web-01", "ASSET_ONLINE", |t| {
+            t.status == Status::AssetOnline
+        })
+        .await;
         let deadline = Instant::now() + Duration::from_secs(5);
         while env.stubs.osv.querybatch_calls() == 0 {
             assert!(Instant::now() < deadline, "A's query never arrived");
@@ -534,6 +587,10 @@ mod signals {
         signal(&a, Signal::SIGSTOP);
         let frozen_at = Instant::now();
         wait_stopped(&env, &a, "A").await;
+        // Frozen with its query in flight: no reply was processed yet.
+        assert_eq!(env.stubs.osv.vuln_calls(), 0, "A went on before the stop");
+        let frozen = env.ticket("web-01").await.unwrap();
+        assert_eq!(frozen.status, Status::AssetOnline);
         env.stubs.osv.faults().clear();
         wait_lock_free(&env, "web-01").await;
         // A's reply is sitting in its socket by now.
@@ -562,7 +619,11 @@ mod signals {
             .filter(|e| e.op() == "advance" && e.token() == Some(a_token))
             .collect();
         let refused: Vec<&&AuditEntry> = by_a.iter().filter(|e| !e.accepted()).collect();
-        assert!(refused.iter().all(|e| e.get("result") == Some("STALE_TOKEN")));
+        assert!(
+            refused
+                .iter()
+                .all(|e| e.get("result") == Some("STALE_TOKEN"))
+        );
         if a_log.contains("superseded") {
             assert_eq!(refused.len(), 1, "{audit:#?}");
         } else {
@@ -597,7 +658,10 @@ mod signals {
         assert_eq!(done.status, Status::Finished);
         assert_eq!(done.facts.online, Some(true));
         let before = env.counters();
-        assert_eq!((before.inventory, before.deliveries, before.effects), (2, 1, 1));
+        assert_eq!(
+            (before.inventory, before.deliveries, before.effects),
+            (2, 1, 1)
+        );
 
         // A wakes and writes ASSET_OFFLINE: refused, the ticket unchanged.
         signal(&a, Signal::SIGCONT);
@@ -627,7 +691,10 @@ mod signals {
             .unwrap();
         assert!(out.status.success(), "{}", stderr(&out));
         let history = stdout(&out);
-        let stale: Vec<&str> = history.lines().filter(|l| l.contains("STALE_TOKEN")).collect();
+        let stale: Vec<&str> = history
+            .lines()
+            .filter(|l| l.contains("STALE_TOKEN"))
+            .collect();
         assert_eq!(stale.len(), 1, "{history}");
         let cols: Vec<&str> = stale[0].split_whitespace().collect();
         assert_eq!(
@@ -645,8 +712,16 @@ mod signals {
         );
         // One line per audit record, after the header.
         assert_eq!(history.lines().count(), audit.len() + 1, "{history}");
-        assert!(history.lines().any(|l| l.contains(" acquire ") && l.ends_with(" A")));
-        assert!(history.lines().any(|l| l.contains(" acquire ") && l.ends_with(" B")));
+        assert!(
+            history
+                .lines()
+                .any(|l| l.contains(" acquire ") && l.ends_with(" A"))
+        );
+        assert!(
+            history
+                .lines()
+                .any(|l| l.contains(" acquire ") && l.ends_with(" B"))
+        );
 
         // `ticket show` prints the ticket as stored.
         let out = env

@@ -508,3 +508,31 @@ async fn sixteen_racers_never_hold_at_once_and_tokens_strictly_increase() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquiring_a_finished_run_takes_no_lock_and_draws_no_token() {
+    let server = RedisServer::start().unwrap();
+    let s = store(&server, 5_000).await;
+    let mut conn = raw(&server).await;
+    let a = asset("done");
+    let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
+    for (to, step) in [
+        (Status::AssetOffline, Step::OnlineCheck),
+        (Status::Finished, Step::OnlineCheck),
+    ] {
+        s.advance(&a, "r1", got.token, to, &Patch::default().completes(step))
+            .await
+            .unwrap();
+    }
+    s.release(&a, &got.lease).await.unwrap();
+    let fence: u64 = conn.get(s.keys(&a).fence()).await.unwrap();
+    let again = s.acquire(&a, "r1", "B", 0).await.unwrap();
+    assert_eq!(again.ticket.status, Status::Finished);
+    assert_eq!(again.token, got.token, "the ticket's own token, not a new one");
+    assert!(!again.lease.is_held());
+    let lock: Option<String> = conn.get(s.keys(&a).lock()).await.unwrap();
+    assert_eq!(lock, None, "no lock for a run that ended");
+    let after: u64 = conn.get(s.keys(&a).fence()).await.unwrap();
+    assert_eq!(after, fence, "no token drawn");
+    assert_eq!(s.watchdog().held(), 0);
+}

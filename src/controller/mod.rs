@@ -15,7 +15,7 @@ use crate::store::{AssetId, StoreError};
 use crate::telemetry::Metrics;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{EventType, Recorder, Reporter};
@@ -225,6 +225,13 @@ async fn apply<E: Effects + 'static>(
             return Ok(Action::await_change());
         }
     };
+    if ctx.failures().contains_key(&key)
+        && let Err(err) = redis_ready(ctx.pipeline.store()).await
+    {
+        let err = Error::Store(err);
+        stall(obj, &mirror, &err).await;
+        return Err(err);
+    }
     let outcome = ctx.pipeline.run(&request, &mirror, &ctx.shutdown).await;
     let outcome = match outcome {
         Ok(outcome) => outcome,
@@ -245,23 +252,8 @@ async fn apply<E: Effects + 'static>(
             });
             // Mirror in case an earlier status write was lost.
             crate::pipeline::Observer::on_ticket(&mirror, &ticket).await;
-            // The next scan is due an interval after this run ended.
             match rescan {
-                Some(every) => {
-                    let ended = mirror::ticket_time(&ticket);
-                    let due = SignedDuration::try_from(every)
-                        .ok()
-                        .and_then(|every| ended.checked_add(every).ok());
-                    let wait = due.map_or(every, |due| {
-                        let left = Timestamp::now().duration_until(due);
-                        if left.is_negative() {
-                            Duration::ZERO
-                        } else {
-                            left.unsigned_abs()
-                        }
-                    });
-                    Action::requeue(wait.max(Duration::from_secs(1)))
-                }
+                Some(every) => Action::requeue(every),
                 None => Action::await_change(),
             }
         }
@@ -293,6 +285,19 @@ async fn apply<E: Effects + 'static>(
             Action::await_change()
         }
     })
+}
+
+/// Checks that Redis answers, on a live connection. After Redis failed, the
+/// connection is re-established lazily: the first command after Redis is
+/// back still fails with the old error (and only then starts the reconnect),
+/// so a retry after a failure first pings, twice if need be, rather than
+/// losing the attempt (and another backoff period) to a stale connection.
+async fn redis_ready(store: &crate::store::TicketStore) -> Result<(), StoreError> {
+    match store.ping().await {
+        Ok(()) => Ok(()),
+        Err(err) if err.is_unavailable() => store.ping().await,
+        Err(err) => Err(err),
+    }
 }
 
 /// Reports an infrastructure failure on the object: `Stalled=True`,
@@ -328,6 +333,9 @@ async fn cleanup<E: Effects + 'static>(obj: &AssetScan, ctx: &Context<E>) -> Res
         return Ok(Action::await_change());
     };
     let store = ctx.pipeline.store();
+    if ctx.failures().contains_key(&object_key(obj)) {
+        redis_ready(store).await?;
+    }
     let prefix = run_id(obj, 0);
     let uid_prefix = prefix.split('-').next().unwrap_or_default().to_owned();
     let mut deleted = 0;
@@ -375,7 +383,13 @@ pub fn error_policy<E: Effects + 'static>(obj: Arc<AssetScan>, err: &Error, ctx:
         *n
     };
     let base = Duration::from_secs(1).saturating_mul(1 << failures.min(8).saturating_sub(1));
-    let delay = base.min(Duration::from_secs(120));
+    // Redis outages end, and an attempt while Redis is down costs one
+    // refused round trip: objects resume within seconds once it is back.
+    let cap = match err {
+        Error::Store(e) if e.is_unavailable() => Duration::from_secs(15),
+        _ => Duration::from_secs(120),
+    };
+    let delay = base.min(cap);
     let jittered = delay.mul_f64(rand::rng().random_range(0.5..=1.0));
     warn!(object = %object_key(&obj), error = %err, failures, retry_in = ?jittered, "reconcile error");
     Action::requeue(jittered)

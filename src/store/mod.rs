@@ -161,7 +161,8 @@ impl TicketStore {
 
     /// Takes the asset's lock and claims the run's ticket (created at `INIT`
     /// if missing) with a new token greater than `floor`. The lease is
-    /// renewed by the watchdog until released or dropped.
+    /// renewed by the watchdog until released or dropped. A terminal ticket
+    /// is returned as found, with no lock taken (its lease is not held).
     pub async fn acquire(
         &self,
         asset: &AssetId,
@@ -203,6 +204,10 @@ impl TicketStore {
                 return Err(err);
             }
         };
+        if ticket.status.is_terminal() {
+            // The script took no lock for a run that already ended.
+            lease.untrack();
+        }
         Ok(Acquired {
             token,
             ticket,

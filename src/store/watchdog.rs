@@ -2,16 +2,19 @@
 //! lost.
 //!
 //! One task per process renews every held lock every ttl/3, in one round trip
-//! per Redis node (`renew_many.lua`). Each lease also keeps its own deadline on
-//! the monotonic clock (the send time of its last successful renewal + ttl):
-//! when the deadline passes, the lease's cancellation fires without waiting
-//! for Redis to say so, e.g. in a process that was paused and just woke up.
+//! per Redis node: `renew_many.lua` on a standalone server, a pipeline of
+//! `renew.lua` calls routed to each node on a Cluster. Each lease also keeps
+//! its own deadline on the monotonic clock (the send time of its last
+//! successful renewal + 90 % of the ttl, a margin for clock drift): when the
+//! deadline passes, the lease's cancellation fires without waiting for Redis
+//! to say so, e.g. in a process that was paused and just woke up.
 //!
 //! The watchdog manages the lock's lifetime; it does not make a stale write
 //! impossible. That is the fencing token's job (see `advance.lua`).
 
 use super::conn::RedisConn;
 use super::scripts::{RENEW, RENEW_MANY};
+use redis::cluster_routing::SingleNodeRoutingInfo;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -48,6 +51,12 @@ struct Shared {
 }
 
 impl Shared {
+    /// How long a renewal sent at `sent_at` keeps the lease: the ttl less a
+    /// tenth, so that drift between our clock and Redis' errs on our side.
+    fn deadline_after(&self, sent_at: Instant) -> Instant {
+        sent_at + self.ttl - self.ttl / 10
+    }
+
     fn leases(&self) -> MutexGuard<'_, HashMap<u64, Lease>> {
         // A panic while holding this lock cannot leave a lease half-written.
         self.leases.lock().unwrap_or_else(|e| e.into_inner())
@@ -101,7 +110,7 @@ impl Watchdog {
     pub(crate) fn track(&self, lock_key: String, holder: String, taken_at: Instant) -> LeaseGuard {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let cancel = CancellationToken::new();
-        let deadline = taken_at + self.shared.ttl;
+        let deadline = self.shared.deadline_after(taken_at);
         self.shared.leases().insert(
             id,
             Lease {
@@ -221,6 +230,13 @@ fn expire_due(shared: &Shared) {
     }
 }
 
+/// One renewal round trip's leases: (lease id, lock key, holder), and the
+/// Cluster node they are sent to (`None` on a standalone server).
+struct NodeGroup {
+    node: Option<(String, u16)>,
+    leases: Vec<(u64, String, String)>,
+}
+
 async fn renew_all(shared: &Shared, conn: &mut RedisConn, slots: &mut SlotMap) {
     let batch: Vec<(u64, String, String)> = shared
         .leases()
@@ -233,7 +249,10 @@ async fn renew_all(shared: &Shared, conn: &mut RedisConn, slots: &mut SlotMap) {
     let groups = if conn.is_cluster() {
         slots.group_by_node(conn, batch).await
     } else {
-        vec![batch]
+        vec![NodeGroup {
+            node: None,
+            leases: batch,
+        }]
     };
     let ttl_ms = shared.ttl.as_millis() as u64;
     let sends = groups.into_iter().map(|group| {
@@ -247,47 +266,68 @@ async fn renew_all(shared: &Shared, conn: &mut RedisConn, slots: &mut SlotMap) {
     for (group, sent_at, result) in futures::future::join_all(sends).await {
         shared.stats.batches.fetch_add(1, Ordering::Relaxed);
         match result {
-            Ok(renewed) => apply(shared, &group, &renewed, sent_at),
+            Ok(renewed) => apply(shared, &group.leases, &renewed, sent_at),
             Err(err) => {
                 // Deadlines keep running: if Redis stays unreachable the
                 // leases expire on their own clock.
                 slots.invalidate();
-                warn!(error = %err, locks = group.len(), "lock renewal failed");
+                warn!(error = %err, locks = group.leases.len(), "lock renewal failed");
             }
         }
     }
 }
 
+/// Renews one group: on a standalone server all leases with one
+/// `renew_many.lua`; on a Cluster one node's leases with a pipeline of
+/// `renew.lua` calls routed to that node (keys of different slots cannot
+/// share one script call there). A lease whose renewal errs counts as not
+/// renewed; its deadline decides.
 async fn renew_group(
     conn: &mut RedisConn,
-    group: &[(u64, String, String)],
+    group: &NodeGroup,
     ttl_ms: u64,
 ) -> redis::RedisResult<Vec<i64>> {
-    let mut call = RENEW_MANY.prepare_invoke();
-    call.arg(ttl_ms);
-    for (_, key, holder) in group {
-        call.key(key).arg(holder);
-    }
-    match call.invoke_async(conn).await {
-        Ok(renewed) => Ok(renewed),
-        // A topology change split the group: renew one by one this time.
-        Err(err) if conn.is_cluster() && err.code().is_some_and(|c| c != "NOSCRIPT") => {
-            debug!(error = %err, "batched renewal refused, renewing one by one");
-            let mut renewed = Vec::with_capacity(group.len());
-            for (_, key, holder) in group {
-                renewed.push(
-                    RENEW
-                        .key(key)
-                        .arg(holder)
-                        .arg(ttl_ms)
-                        .invoke_async(conn)
-                        .await?,
-                );
-            }
-            Ok(renewed)
+    let (RedisConn::Cluster(cluster), Some((host, port))) = (&mut *conn, &group.node) else {
+        let mut call = RENEW_MANY.prepare_invoke();
+        call.arg(ttl_ms);
+        for (_, key, holder) in &group.leases {
+            call.key(key).arg(holder);
         }
-        Err(err) => Err(err),
+        return call.invoke_async(conn).await;
+    };
+    let route = SingleNodeRoutingInfo::ByAddress {
+        host: host.clone(),
+        port: *port,
+    };
+    let mut pipe = redis::pipe();
+    for (_, key, holder) in &group.leases {
+        pipe.cmd("EVALSHA")
+            .arg(RENEW.get_hash())
+            .arg(1)
+            .arg(key)
+            .arg(holder)
+            .arg(ttl_ms);
     }
+    let count = group.leases.len();
+    let mut replies = cluster
+        .route_pipeline(pipe.clone(), 0, count, route.clone())
+        .await;
+    let lost_scripts = match &replies {
+        Err(err) => err.code() == Some("NOSCRIPT"),
+        Ok(values) => values
+            .iter()
+            .any(|v| matches!(v, redis::Value::ServerError(e) if e.code() == "NOSCRIPT")),
+    };
+    if lost_scripts {
+        // The node lost its scripts (restart, failover): load, retry once.
+        debug!(node = %host, "loading renew.lua");
+        RENEW.load_async(cluster).await?;
+        replies = cluster.route_pipeline(pipe, 0, count, route).await;
+    }
+    Ok(replies?
+        .iter()
+        .map(|v| redis::from_redis_value_ref::<i64>(v).unwrap_or(0))
+        .collect())
 }
 
 fn apply(shared: &Shared, group: &[(u64, String, String)], renewed: &[i64], sent_at: Instant) {
@@ -295,7 +335,7 @@ fn apply(shared: &Shared, group: &[(u64, String, String)], renewed: &[i64], sent
         if renewed.get(i) == Some(&1) {
             let mut leases = shared.leases();
             if let Some(lease) = leases.get_mut(id) {
-                lease.deadline = lease.deadline.max(sent_at + shared.ttl);
+                lease.deadline = lease.deadline.max(shared.deadline_after(sent_at));
                 shared.stats.renewals.fetch_add(1, Ordering::Relaxed);
             }
         } else {
@@ -308,8 +348,8 @@ fn apply(shared: &Shared, group: &[(u64, String, String)], renewed: &[i64], sent
 /// after any failed batch.
 #[derive(Default)]
 struct SlotMap {
-    /// (first slot, last slot, node address), sorted by first slot.
-    ranges: Vec<(u16, u16, String)>,
+    /// (first slot, last slot, node host, node port), sorted by first slot.
+    ranges: Vec<(u16, u16, String, u16)>,
 }
 
 impl SlotMap {
@@ -328,47 +368,59 @@ impl SlotMap {
             else {
                 continue;
             };
-            let addr = match node {
-                redis::Value::Array(parts) => match (parts.first(), parts.get(1)) {
-                    (Some(redis::Value::BulkString(host)), Some(redis::Value::Int(port))) => {
-                        format!("{}:{port}", String::from_utf8_lossy(host))
-                    }
-                    _ => continue,
-                },
-                _ => continue,
+            let redis::Value::Array(parts) = node else {
+                continue;
             };
-            ranges.push((*first as u16, *last as u16, addr));
+            let (Some(redis::Value::BulkString(host)), Some(redis::Value::Int(port))) =
+                (parts.first(), parts.get(1))
+            else {
+                continue;
+            };
+            ranges.push((
+                *first as u16,
+                *last as u16,
+                String::from_utf8_lossy(host).into_owned(),
+                *port as u16,
+            ));
         }
         ranges.sort();
         self.ranges = ranges;
     }
 
-    fn node_of(&self, key: &str) -> Option<&str> {
+    fn node_of(&self, key: &str) -> Option<(String, u16)> {
         let slot = hash_slot(key);
         self.ranges
             .iter()
-            .find(|(first, last, _)| (*first..=*last).contains(&slot))
-            .map(|(_, _, addr)| addr.as_str())
+            .find(|(first, last, _, _)| (*first..=*last).contains(&slot))
+            .map(|(_, _, host, port)| (host.clone(), *port))
     }
 
-    /// Splits leases into one group per node; keys of unknown slots go alone.
+    /// Splits leases into one group per node. Keys of slots the map does
+    /// not know go alone, routed by their key.
     async fn group_by_node(
         &mut self,
         conn: &mut RedisConn,
         batch: Vec<(u64, String, String)>,
-    ) -> Vec<Vec<(u64, String, String)>> {
+    ) -> Vec<NodeGroup> {
         if self.ranges.is_empty() {
             self.refresh(conn).await;
         }
-        let mut by_node: HashMap<String, Vec<(u64, String, String)>> = HashMap::new();
-        let mut alone = Vec::new();
+        let mut by_node: HashMap<(String, u16), Vec<(u64, String, String)>> = HashMap::new();
+        let mut groups = Vec::new();
         for lease in batch {
             match self.node_of(&lease.1) {
-                Some(node) => by_node.entry(node.to_owned()).or_default().push(lease),
-                None => alone.push(vec![lease]),
+                Some(node) => by_node.entry(node).or_default().push(lease),
+                None => groups.push(NodeGroup {
+                    node: None,
+                    leases: vec![lease],
+                }),
             }
         }
-        by_node.into_values().chain(alone).collect()
+        groups.extend(by_node.into_iter().map(|(node, leases)| NodeGroup {
+            node: Some(node),
+            leases,
+        }));
+        groups
     }
 }
 

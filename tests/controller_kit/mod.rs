@@ -426,6 +426,12 @@ pub fn check_status_history(harness: &Harness, name: &str, current: &AssetScan) 
 /// each `advance` — was mirrored: its `(token, revision)` appears among
 /// the status writes, in the same order.
 pub async fn check_every_transition_mirrored(harness: &Harness, obj: &AssetScan) {
+    check_transitions_mirrored_from(harness, obj, 0).await;
+}
+
+/// Like [`check_every_transition_mirrored`], for the writes with a token of
+/// at least `min_token` (after Redis lost its data, and the audit with it).
+pub async fn check_transitions_mirrored_from(harness: &Harness, obj: &AssetScan, min_token: i64) {
     let name = obj.name_any();
     let status = obj.status.as_ref().unwrap();
     let run = status.run.clone().unwrap();
@@ -457,6 +463,7 @@ pub async fn check_every_transition_mirrored(harness: &Harness, obj: &AssetScan)
         .iter()
         .filter(|s| s["run"].as_str() == Some(run.as_str()))
         .map(fence)
+        .filter(|(token, _)| *token >= min_token)
         .collect();
     let mut mirrored = mirrored;
     mirrored.dedup();

@@ -1,0 +1,200 @@
+//! `assetscan-operator run` as a real process, configured as in a cluster
+//! (`KUBECONFIG`, `--config`, `--redis-url`, `--metrics-addr`), against the
+//! emulator, a real redis-server and the provider stubs: `/healthz`,
+//! `/readyz` (503 while Redis is down) and `/metrics` (reconciles, lock
+//! contention, stale writes, watchdog, notifications), and a clean SIGTERM.
+
+mod controller_kit;
+
+use assetscan_operator::store::AssetId;
+use assetscan_operator::ticket::Status;
+use controller_kit::*;
+use kube::api::{Patch, PatchParams};
+use redis::AsyncCommands;
+use serde_json::json;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Operator {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Operator {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn wait_http(url: &str, want: u16, timeout: Duration, op: &Operator) -> String {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Ok((code, body)) = http_get(url, &[]).await
+            && code == want
+        {
+            return body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{url} never answered {want}; operator log:\n{}",
+            op.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_process_serves_probes_and_metrics() {
+    let mut h = Harness::start().await;
+    let kubeconfig = h.dir.path().join("kubeconfig");
+    h.emu.write_kubeconfig(&kubeconfig).unwrap();
+    let port = free_port();
+    let log = h.dir.path().join("operator.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_assetscan-operator"))
+        .arg("run")
+        .arg("--config")
+        .arg(&h.config_path)
+        .args(["--redis-url", &h.redis.url()])
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .args(["--instance", "proc-a", "--namespace", NAMESPACE])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "info,kube=warn,hyper=warn")
+        .env_remove("REDIS_URL")
+        .env_remove("ASSETSCAN_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .expect("operator starts");
+    let op = Operator { child, log };
+    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    assert_eq!(
+        wait_http(&url("/healthz"), 200, Duration::from_secs(20), &op).await,
+        "ok"
+    );
+    wait_http(&url("/readyz"), 200, Duration::from_secs(10), &op).await;
+
+    // Another holder has one asset locked for 2 s: the operator meets it.
+    let locked = "proc-locked.dc1.example.com";
+    let store = h.store().await;
+    let lock_key = store.keys(&AssetId::new(locked).unwrap()).lock();
+    let mut raw = redis::Client::open(h.redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: () = redis::cmd("SET")
+        .arg(&lock_key)
+        .arg("someone-else:default/other")
+        .arg("PX")
+        .arg(2000)
+        .query_async(&mut raw)
+        .await
+        .unwrap();
+    // Slow vulnerability answers: runs outlive a renewal period (ttl/3).
+    h.stubs.osv.faults().set_latency(Duration::from_millis(1200));
+    for (name, asset) in [("proc-01", "proc-01.dc1.example.com"), ("proc-locked", locked)] {
+        h.stubs.inventory.set_online(asset, true);
+        h.create(&scan(name, asset, true)).await;
+    }
+    let done = h.wait_terminal("proc-01", Duration::from_secs(30)).await;
+    h.wait_terminal("proc-locked", Duration::from_secs(30)).await;
+    assert_eq!(
+        done.status.as_ref().unwrap().phase,
+        Some(Status::Finished)
+    );
+    assert_eq!(h.stubs.sink.effects(), 2);
+    let holder: Option<String> = raw.get(&lock_key).await.unwrap();
+    assert_eq!(holder, None, "released after the run");
+
+    // A newer executor's claim is in the status: the operator's older
+    // ticket is not written over it, and the refusal is counted.
+    let token = done.status.as_ref().unwrap().fencing_token.unwrap();
+    h.api()
+        .patch_status(
+            "proc-01",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"status": {"fencingToken": token + 5, "revision": 1, "phase": "INIT"}}),
+            ),
+        )
+        .await
+        .unwrap();
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    let text = loop {
+        let (code, text) = http_get(&url("/metrics"), &[]).await.unwrap();
+        assert_eq!(code, 200);
+        if metric(&text, "assetscan_stale_writes_rejected_total") >= 1.0 {
+            break text;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no stale write counted:\n{text}\n{}",
+            op.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    for (sample, at_least) in [
+        ("assetscan_reconciles_total{result=\"finished\"}", 2.0),
+        ("assetscan_reconciles_total{result=\"locked\"}", 1.0),
+        ("assetscan_lock_contention_total", 1.0),
+        ("assetscan_stale_writes_rejected_total", 1.0),
+        ("assetscan_watchdog_renewals", 1.0),
+        (
+            "assetscan_notifications_sent_total{channel=\"secops-webhook\"}",
+            2.0,
+        ),
+        (
+            "assetscan_step_duration_seconds_count{step=\"vuln_query\"}",
+            2.0,
+        ),
+    ] {
+        assert!(
+            metric(&text, sample) >= at_least,
+            "{sample} >= {at_least}:\n{text}"
+        );
+    }
+    assert_eq!(metric(&text, "assetscan_locks_held"), 0.0);
+    assert_eq!(metric(&text, "assetscan_watchdog_losses"), 0.0);
+    assert!(text.contains("# TYPE assetscan_reconciles counter"), "{text}");
+    assert!(text.trim_end().ends_with("# EOF"), "OpenMetrics text");
+
+    // Redis down: not ready (but alive); back: ready at the first probe.
+    h.redis.stop();
+    let (code, body) = http_get(&url("/readyz"), &[]).await.unwrap();
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("redis"), "{body}");
+    assert_eq!(http_get(&url("/healthz"), &[]).await.unwrap().0, 200);
+    h.redis.restart().unwrap();
+    let (code, body) = http_get(&url("/readyz"), &[]).await.unwrap();
+    assert_eq!(code, 200, "ready at the first probe after Redis is back: {body}");
+
+    // SIGTERM: a clean shutdown.
+    let mut op = op;
+    let status = Command::new("kill")
+        .args(["-TERM", &op.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    let exit = loop {
+        if let Some(exit) = op.child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no exit after SIGTERM:\n{}",
+            op.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(exit.success(), "{exit:?}\n{}", op.log());
+}
