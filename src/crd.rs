@@ -623,7 +623,11 @@ fn phase_schema(_: &mut SchemaGenerator) -> Schema {
 }
 
 fn notification_state_schema(_: &mut SchemaGenerator) -> Schema {
-    let names: Vec<serde_json::Value> = [NotificationState::Sending, NotificationState::Sent]
+    let names: Vec<serde_json::Value> = [
+        NotificationState::Sending,
+        NotificationState::Sent,
+        NotificationState::Skipped,
+    ]
         .iter()
         .map(|s| serde_json::to_value(s).expect("a unit variant serializes to a string"))
         .collect();

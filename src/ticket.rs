@@ -212,6 +212,8 @@ pub struct ThreatIntelFacts {
 pub enum NotificationState {
     Sending,
     Sent,
+    /// High risk, but the scan names no channel: nobody was told.
+    Skipped,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -191,7 +191,7 @@ fn phase_is_an_enum_of_the_ticket_wire_names() {
     );
     assert_eq!(
         node(&schema, &["status", "notification", "state"])["enum"],
-        json!(["sending", "sent"])
+        json!(["sending", "sent", "skipped"])
     );
 }
 

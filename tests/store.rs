@@ -528,7 +528,10 @@ async fn acquiring_a_finished_run_takes_no_lock_and_draws_no_token() {
     let fence: u64 = conn.get(s.keys(&a).fence()).await.unwrap();
     let again = s.acquire(&a, "r1", "B", 0).await.unwrap();
     assert_eq!(again.ticket.status, Status::Finished);
-    assert_eq!(again.token, got.token, "the ticket's own token, not a new one");
+    assert_eq!(
+        again.token, got.token,
+        "the ticket's own token, not a new one"
+    );
     assert!(!again.lease.is_held());
     let lock: Option<String> = conn.get(s.keys(&a).lock()).await.unwrap();
     assert_eq!(lock, None, "no lock for a run that ended");

@@ -20,7 +20,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
 #[derive(Parser, Debug)]
-#[command(name = "assetscan-operator", version, about = "Fenced, crash-safe security scans per asset")]
+#[command(
+    name = "assetscan-operator",
+    version,
+    about = "Fenced, crash-safe security scans per asset"
+)]
 pub struct Cli {
     /// Log format on stderr.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
@@ -163,9 +167,10 @@ fn shutdown_on_signal() -> CancellationToken {
         #[cfg(unix)]
         {
             use tokio::signal::unix::{SignalKind, signal};
-            let (Ok(mut term), Ok(mut int)) =
-                (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-            else {
+            let (Ok(mut term), Ok(mut int)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::interrupt()),
+            ) else {
                 return;
             };
             tokio::select! {
@@ -235,15 +240,26 @@ async fn ticket_command(command: TicketCommand) -> Result<(), String> {
         TicketCommand::Show { common, asset, run } => {
             let (_, store) = common.store().await?;
             let asset = AssetId::new(asset).map_err(|e| e.to_string())?;
-            match store.get_ticket(&asset, &run).await.map_err(|e| e.to_string())? {
+            match store
+                .get_ticket(&asset, &run)
+                .await
+                .map_err(|e| e.to_string())?
+            {
                 Some(t) => println!("{}", ticket::show(&t)),
                 None => return Err(format!("no ticket for asset {asset} run {run}")),
             }
         }
-        TicketCommand::History { common, asset, limit } => {
+        TicketCommand::History {
+            common,
+            asset,
+            limit,
+        } => {
             let (_, store) = common.store().await?;
             let asset = AssetId::new(asset).map_err(|e| e.to_string())?;
-            let entries = store.audit(&asset, limit).await.map_err(|e| e.to_string())?;
+            let entries = store
+                .audit(&asset, limit)
+                .await
+                .map_err(|e| e.to_string())?;
             print!("{}", ticket::history_table(&entries));
         }
         TicketCommand::List { common, asset } => {
@@ -252,7 +268,12 @@ async fn ticket_command(command: TicketCommand) -> Result<(), String> {
                 .map(AssetId::new)
                 .transpose()
                 .map_err(|e| e.to_string())?;
-            print!("{}", ticket::list(&store, asset.as_ref()).await.map_err(|e| e.to_string())?);
+            print!(
+                "{}",
+                ticket::list(&store, asset.as_ref())
+                    .await
+                    .map_err(|e| e.to_string())?
+            );
         }
     }
     Ok(())

@@ -24,6 +24,9 @@ pub mod exit {
     pub const LOCKED: u8 = 5;
     /// This executor lost the run (lock lost, superseded, or interrupted).
     pub const INTERRUPTED: u8 = 6;
+    /// High risk confirmed, but the notification could not be delivered yet
+    /// (retryable errors); run again with the same `--run`.
+    pub const NOTIFY_PENDING: u8 = 7;
 }
 
 #[derive(Args, Debug)]
@@ -127,12 +130,16 @@ impl ScanArgs {
         for package in &software {
             crate::providers::validate_package(package).map_err(|e| e.to_string())?;
         }
-        let holder = self.holder.clone().unwrap_or_else(|| {
-            format!("scan-{}", super::instance_id(None))
-        });
+        let holder = self
+            .holder
+            .clone()
+            .unwrap_or_else(|| format!("scan-{}", super::instance_id(None)));
         Ok(ScanRequest {
             asset,
-            run: self.run.clone().unwrap_or_else(|| format!("cli-{}", now_ms())),
+            run: self
+                .run
+                .clone()
+                .unwrap_or_else(|| format!("cli-{}", now_ms())),
             target,
             software,
             policy: Policy {
@@ -165,16 +172,35 @@ pub async fn run(args: ScanArgs) -> Result<ExitCode, String> {
         .map_err(|e| e.to_string())?;
     let (code, ticket): (u8, Option<Ticket>) = match outcome {
         Outcome::Terminal(ticket) => (terminal_code(&ticket), Some(ticket)),
-        Outcome::Locked { holder, retry_after } => {
-            eprintln!("asset {} is locked by {holder} for another {retry_after:?}", request.asset);
+        Outcome::Locked {
+            holder,
+            retry_after,
+        } => {
+            eprintln!(
+                "asset {} is locked by {holder} for another {retry_after:?}",
+                request.asset
+            );
             (exit::LOCKED, None)
         }
         Outcome::Superseded { caller, valid } => {
             eprintln!("superseded: token {caller} is stale, token {valid} owns the run");
             (exit::INTERRUPTED, None)
         }
+        Outcome::Deferred {
+            ticket,
+            retry_after,
+        } => {
+            eprintln!(
+                "notification not delivered yet; run again with --run {} (suggested wait {retry_after:?})",
+                request.run
+            );
+            (exit::NOTIFY_PENDING, Some(ticket))
+        }
         Outcome::LockLost(ticket) | Outcome::Stopped(ticket) => {
-            eprintln!("stopped before the run ended; resume with --run {}", request.run);
+            eprintln!(
+                "stopped before the run ended; resume with --run {}",
+                request.run
+            );
             (exit::INTERRUPTED, Some(ticket))
         }
     };
@@ -200,14 +226,24 @@ mod tests {
     fn parses_package_specs() {
         let p = parse_package("Debian:12/openssl@3.0.11-1").unwrap();
         assert_eq!(
-            (p.ecosystem.as_deref(), p.name.as_deref(), p.version.as_deref()),
+            (
+                p.ecosystem.as_deref(),
+                p.name.as_deref(),
+                p.version.as_deref()
+            ),
             (Some("Debian:12"), Some("openssl"), Some("3.0.11-1"))
         );
         let p = parse_package("npm/@babel/core@7.0.0").unwrap();
         assert_eq!(p.name.as_deref(), Some("@babel/core"));
         let p = parse_package("Go/golang.org/x/net@v0.1.0").unwrap();
         assert_eq!(p.name.as_deref(), Some("golang.org/x/net"));
-        for bad in ["openssl", "Debian/openssl", "/x@1", "Debian/@1", "Debian/x@"] {
+        for bad in [
+            "openssl",
+            "Debian/openssl",
+            "/x@1",
+            "Debian/@1",
+            "Debian/x@",
+        ] {
             assert!(parse_package(bad).is_err(), "{bad}");
         }
     }

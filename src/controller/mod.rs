@@ -276,6 +276,10 @@ async fn apply<E: Effects + 'static>(
                 .await;
             Action::requeue(jitter())
         }
+        Outcome::Deferred { retry_after, .. } => {
+            ctx.metrics.reconciled("notify_deferred");
+            Action::requeue(retry_after + jitter())
+        }
         Outcome::LockLost(_) => {
             ctx.metrics.reconciled("lock_lost");
             Action::requeue(jitter())

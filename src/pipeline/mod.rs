@@ -98,7 +98,10 @@ pub struct Notification {
 /// providers; every call is bounded by the step's timeout and cancelled when
 /// the lock is lost.
 pub trait Effects: Send + Sync {
-    fn check_online(&self, req: &ScanRequest) -> impl Future<Output = Result<bool, StepError>> + Send;
+    fn check_online(
+        &self,
+        req: &ScanRequest,
+    ) -> impl Future<Output = Result<bool, StepError>> + Send;
     fn query_vulnerabilities(
         &self,
         req: &ScanRequest,
@@ -108,12 +111,14 @@ pub trait Effects: Send + Sync {
         req: &ScanRequest,
         vulns: &VulnFacts,
     ) -> impl Future<Output = Result<ThreatIntelFacts, StepError>> + Send;
-    /// Sends to every channel; returns a receipt per channel.
+    /// Sends to each of `channels`; one result per channel (a receipt, or
+    /// why that channel failed), so that a retry re-sends only to the
+    /// channels that have not confirmed.
     fn notify(
         &self,
         channels: &[String],
         notification: &Notification,
-    ) -> impl Future<Output = Result<BTreeMap<String, String>, StepError>> + Send;
+    ) -> impl Future<Output = BTreeMap<String, Result<String, StepError>>> + Send;
     /// Whether the threat-intel step runs for these findings.
     fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool;
     /// The high-risk verdict.
@@ -175,7 +180,10 @@ pub enum Outcome {
     /// The run reached a terminal status (here or earlier).
     Terminal(Ticket),
     /// Another executor holds the asset; try again after `retry_after`.
-    Locked { holder: String, retry_after: Duration },
+    Locked {
+        holder: String,
+        retry_after: Duration,
+    },
     /// Another executor took the run over; this one stopped without writing.
     Superseded { caller: u64, valid: u64 },
     /// The lock was lost (renewal failed or lease deadline passed) before a
@@ -183,6 +191,14 @@ pub enum Outcome {
     LockLost(Ticket),
     /// Asked to stop (shutdown); the lock was released.
     Stopped(Ticket),
+    /// The notification could not be delivered yet (retryable errors in
+    /// every attempt of this pass). The ticket stays `NOTIFYING`, the lock
+    /// was released; try again after `retry_after`. A high-risk alert is
+    /// never given up for a passing outage.
+    Deferred {
+        ticket: Ticket,
+        retry_after: Duration,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -236,7 +252,9 @@ impl<E: Effects> Pipeline<E> {
             .await
         {
             Ok(acquired) => acquired,
-            Err(StoreError::Locked { holder, pttl_ms, .. }) => {
+            Err(StoreError::Locked {
+                holder, pttl_ms, ..
+            }) => {
                 return Ok(Outcome::Locked {
                     holder,
                     retry_after: Duration::from_millis(pttl_ms.max(0) as u64),
@@ -253,6 +271,7 @@ impl<E: Effects> Pipeline<E> {
             token: acquired.token,
             lease: &acquired.lease,
             shutdown,
+            notify_attempts: std::sync::atomic::AtomicU32::new(0),
         };
         let outcome = run.drive(acquired.ticket).await;
         // Release whatever happened; a failed release only delays the next
@@ -272,13 +291,21 @@ struct Run<'a, E, O> {
     token: u64,
     lease: &'a LeaseGuard,
     shutdown: &'a CancellationToken,
+    /// Notify attempts made in this pass (notification retries are bounded
+    /// per pass, not per run).
+    notify_attempts: std::sync::atomic::AtomicU32,
 }
 
 /// Why the loop stops before a terminal status.
 enum Halt {
-    Superseded { caller: u64, valid: u64 },
+    Superseded {
+        caller: u64,
+        valid: u64,
+    },
     LockLost,
     Stopped,
+    /// The ticket as recorded before deferring.
+    Deferred(Duration, Box<Ticket>),
 }
 
 impl<E: Effects, O: Observer> Run<'_, E, O> {
@@ -304,6 +331,12 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
                     return Ok(Outcome::LockLost(ticket));
                 }
                 Err(Ok(Halt::Stopped)) => return Ok(Outcome::Stopped(ticket)),
+                Err(Ok(Halt::Deferred(retry_after, recorded))) => {
+                    return Ok(Outcome::Deferred {
+                        ticket: *recorded,
+                        retry_after,
+                    });
+                }
                 Err(Err(err)) => return Err(err.into()),
             };
         }
@@ -335,11 +368,19 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
     }
 
     /// One attempt of `step`, recorded in the ticket either way.
+    ///
+    /// Exhausted retries fail the run, with three exceptions that keep a
+    /// confirmed risk from being lost: a notification is retried pass after
+    /// pass while its errors are retryable ([`Halt::Deferred`]); threat
+    /// intel that cannot be had is skipped when CVSS alone already makes the
+    /// asset high risk.
     async fn call(&self, ticket: &Ticket, step: Step) -> Result<Ticket, Result<Halt, StoreError>> {
         let policy = self.pipeline.steps.of(step);
         let attempt = ticket.attempts_of(step) + 1;
-        if attempt > policy.max_attempts {
-            return self.fail(ticket, step, attempt - 1, "retries exhausted").await;
+        if step != Step::Notify && attempt > policy.max_attempts {
+            return self
+                .give_up(ticket, step, attempt - 1, "retries exhausted", Facts::new())
+                .await;
         }
         if !self.lease.is_held() {
             return Err(Ok(Halt::LockLost));
@@ -356,92 +397,163 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
             },
         };
         let result = result.unwrap_or_else(|_| {
-            Err(StepError::retryable(format!(
-                "{step} timed out after {:?}",
-                policy.timeout
-            )))
+            Err((
+                StepError::retryable(format!("{step} timed out after {:?}", policy.timeout)),
+                Facts::new(),
+            ))
         });
         self.observer
             .on_step_timed(step, started.elapsed(), result.is_ok());
         let mut patch = Patch::default();
         patch.attempts.insert(step, attempt);
-        match result {
+        let (error, learned) = match result {
             Ok((to, facts)) => {
                 patch.facts = facts;
-                self.write(ticket, to, patch.completes(step)).await
+                return self.write(ticket, to, patch.completes(step)).await;
             }
-            Err(error) => {
-                self.observer.on_step_error(ticket, step, &error).await;
-                warn!(asset = %self.req.asset, %step, attempt, error = %error.message, "step failed");
-                if !error.retryable || attempt >= policy.max_attempts {
-                    return self.fail(ticket, step, attempt, &error.message).await;
-                }
-                patch.last_error = Some(Some(LastError {
-                    step,
-                    message: error.message.clone(),
-                    at: now_ms(),
-                    attempt,
-                }));
-                let recorded = self.write(ticket, ticket.status, patch).await?;
-                let delay = policy.backoff(attempt, error.retry_after);
-                tokio::select! {
-                    _ = lost.cancelled() => Err(Ok(Halt::LockLost)),
-                    _ = self.shutdown.cancelled() => Err(Ok(Halt::Stopped)),
-                    _ = tokio::time::sleep(delay) => Ok(recorded),
-                }
-            }
+            Err(failure) => failure,
+        };
+        self.observer.on_step_error(ticket, step, &error).await;
+        warn!(asset = %self.req.asset, %step, attempt, error = %error.message, "step failed");
+        let pass_attempts = if step == Step::Notify {
+            self.notify_attempts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1
+        } else {
+            attempt
+        };
+        let exhausted = pass_attempts >= policy.max_attempts;
+        if !error.retryable || (exhausted && step != Step::Notify) {
+            return self
+                .give_up(ticket, step, attempt, &error.message, learned)
+                .await;
+        }
+        patch.facts = learned;
+        patch.last_error = Some(Some(LastError {
+            step,
+            message: error.message.clone(),
+            at: now_ms(),
+            attempt,
+        }));
+        let recorded = self.write(ticket, ticket.status, patch).await?;
+        if exhausted {
+            return Err(Ok(Halt::Deferred(policy.max_backoff, Box::new(recorded))));
+        }
+        let delay = policy.backoff(attempt, error.retry_after);
+        tokio::select! {
+            _ = lost.cancelled() => Err(Ok(Halt::LockLost)),
+            _ = self.shutdown.cancelled() => Err(Ok(Halt::Stopped)),
+            _ = tokio::time::sleep(delay) => Ok(recorded),
         }
     }
 
-    /// The provider call of `step`: the status it leads to and its facts.
+    /// The provider call of `step`: the status it leads to and its facts,
+    /// or why it failed and what it learned all the same (a notification's
+    /// confirmed channels).
     async fn perform(
         &self,
         ticket: &Ticket,
         step: Step,
-    ) -> Result<(Status, serde_json::Map<String, serde_json::Value>), StepError> {
+    ) -> Result<(Status, Facts), (StepError, Facts)> {
         let effects = &self.pipeline.effects;
-        let mut facts = serde_json::Map::new();
-        let mut put = |name: &str, value: serde_json::Value| {
-            facts.insert(name.to_owned(), value);
-        };
-        let to = match step {
+        let failed = |e: StepError| (e, Facts::new());
+        let (to, name, value) = match step {
             Step::OnlineCheck => {
-                let online = effects.check_online(self.req).await?;
-                put("online", online.into());
-                if online {
+                let online = effects.check_online(self.req).await.map_err(failed)?;
+                let to = if online {
                     Status::AssetOnline
                 } else {
                     Status::AssetOffline
-                }
+                };
+                (to, "online", serde_json::Value::Bool(online))
             }
             Step::VulnQuery => {
-                let vulns = effects.query_vulnerabilities(self.req).await?;
-                put("vulnerabilities", to_json(&vulns)?);
-                Status::VulnCheckDone
+                let vulns = effects
+                    .query_vulnerabilities(self.req)
+                    .await
+                    .map_err(failed)?;
+                (
+                    Status::VulnCheckDone,
+                    "vulnerabilities",
+                    to_json(&vulns).map_err(failed)?,
+                )
             }
             Step::ThreatIntel => {
                 let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
-                let intel = effects.threat_intel(self.req, &vulns).await?;
-                put("threat_intel", to_json(&intel)?);
-                Status::VulnCheckDone
+                let intel = effects
+                    .threat_intel(self.req, &vulns)
+                    .await
+                    .map_err(failed)?;
+                (
+                    Status::VulnCheckDone,
+                    "threat_intel",
+                    to_json(&intel).map_err(failed)?,
+                )
             }
-            Step::Notify => {
-                let notification = self.notification(ticket);
-                let receipt = effects.notify(&self.req.channels, &notification).await?;
-                put(
-                    "notification",
-                    to_json(&NotificationFacts {
-                        idempotency_key: ticket.id.clone(),
-                        state: NotificationState::Sent,
-                        sent_at: Some(now_ms()),
-                        receipt,
-                        channels: self.req.channels.clone(),
-                    })?,
-                );
-                Status::Notified
-            }
+            Step::Notify => return self.notify(ticket).await,
         };
-        Ok((to, facts))
+        Ok((to, Facts::from_iter([(name.to_owned(), value)])))
+    }
+
+    /// Sends to the channels that have not confirmed yet (a retry or a
+    /// takeover skips those with a receipt) and records each receipt.
+    async fn notify(&self, ticket: &Ticket) -> Result<(Status, Facts), (StepError, Facts)> {
+        let mut facts = ticket
+            .facts
+            .notification
+            .clone()
+            .unwrap_or_else(|| NotificationFacts {
+                idempotency_key: ticket.id.clone(),
+                state: NotificationState::Sending,
+                sent_at: None,
+                receipt: BTreeMap::new(),
+                channels: self.req.channels.clone(),
+            });
+        let pending: Vec<String> = self
+            .req
+            .channels
+            .iter()
+            .filter(|c| !facts.receipt.contains_key(*c))
+            .cloned()
+            .collect();
+        let results = self
+            .pipeline
+            .effects
+            .notify(&pending, &self.notification(ticket))
+            .await;
+        let mut failures = Vec::new();
+        for (channel, result) in results {
+            match result {
+                Ok(receipt) => {
+                    facts.receipt.insert(channel, receipt);
+                }
+                Err(error) => failures.push((channel, error)),
+            }
+        }
+        if failures.is_empty() {
+            facts.state = if self.req.channels.is_empty() {
+                NotificationState::Skipped
+            } else {
+                NotificationState::Sent
+            };
+            facts.sent_at = (!self.req.channels.is_empty()).then(now_ms);
+            let recorded = to_json(&facts).map_err(|e| (e, Facts::new()))?;
+            return Ok((
+                Status::Notified,
+                Facts::from_iter([("notification".to_owned(), recorded)]),
+            ));
+        }
+        let error = StepError {
+            message: failures
+                .iter()
+                .map(|(name, e)| format!("channel {name}: {}", e.message))
+                .collect::<Vec<_>>()
+                .join("; "),
+            retryable: failures.iter().all(|(_, e)| e.retryable),
+            retry_after: failures.iter().filter_map(|(_, e)| e.retry_after).max(),
+        };
+        let partial = to_json(&facts).map(|v| Facts::from_iter([("notification".to_owned(), v)]));
+        Err((error, partial.unwrap_or_default()))
     }
 
     /// The notification is built from the ticket alone, so a re-send after a
@@ -461,21 +573,46 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
         }
     }
 
-    async fn fail(
+    /// Ends the step's retries: the run fails, except that threat intel is
+    /// skipped when CVSS alone already decides high risk (intel cannot change
+    /// that verdict, and failing would lose the alert).
+    async fn give_up(
         &self,
         ticket: &Ticket,
         step: Step,
         attempt: u32,
         message: &str,
+        learned: Facts,
     ) -> Result<Ticket, Result<Halt, StoreError>> {
+        let last_error = Some(Some(LastError {
+            step,
+            message: message.to_owned(),
+            at: now_ms(),
+            attempt,
+        }));
+        let attempts = BTreeMap::from([(step, attempt)]);
+        if step == Step::ThreatIntel {
+            let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
+            if self
+                .pipeline
+                .effects
+                .assess(&self.req.policy, &vulns, None)
+                .high_risk
+            {
+                warn!(asset = %self.req.asset, "threat intel unavailable; CVSS alone decides high risk");
+                let mut patch = Patch {
+                    attempts,
+                    ..Patch::default()
+                }
+                .completes(step);
+                patch.last_error = last_error;
+                return self.write(ticket, ticket.status, patch).await;
+            }
+        }
         let patch = Patch {
-            last_error: Some(Some(LastError {
-                step,
-                message: message.to_owned(),
-                at: now_ms(),
-                attempt,
-            })),
-            attempts: BTreeMap::from([(step, attempt)]),
+            facts: learned,
+            last_error,
+            attempts,
             ..Patch::default()
         };
         self.write(ticket, Status::Failed, patch).await
@@ -521,6 +658,9 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
     }
 }
 
+/// Facts by name, as `advance.lua` merges them into the ticket.
+type Facts = serde_json::Map<String, serde_json::Value>;
+
 /// Polls `work` only while the lease is believed held, checked on the
 /// monotonic clock before every poll; `None` once it is not. A process that
 /// wakes from a pause (GC, frozen VM, SIGSTOP) past its lease deadline must
@@ -539,5 +679,6 @@ async fn while_held<F: Future>(lease: &LeaseGuard, work: F) -> Option<F::Output>
 }
 
 fn to_json(value: &impl Serialize) -> Result<serde_json::Value, StepError> {
-    serde_json::to_value(value).map_err(|e| StepError::permanent(format!("cannot record fact: {e}")))
+    serde_json::to_value(value)
+        .map_err(|e| StepError::permanent(format!("cannot record fact: {e}")))
 }

@@ -64,7 +64,12 @@ mod tests {
         assert_eq!(plan(&t, true), Next::Decide);
         assert_eq!(plan(&at(Status::VulnCheckDone), false), Next::Decide);
         // Past the online check, it is never planned again.
-        for status in [Status::AssetOnline, Status::VulnCheckDone, Status::HighRiskFound, Status::Notifying] {
+        for status in [
+            Status::AssetOnline,
+            Status::VulnCheckDone,
+            Status::HighRiskFound,
+            Status::Notifying,
+        ] {
             assert_ne!(plan(&at(status), true), Next::Call(Step::OnlineCheck));
         }
     }

@@ -36,7 +36,8 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// Delay after failed attempt `attempt` (1-based): exponential, capped,
     /// with jitter in [50 %, 100 %] so that retries of many assets spread out.
-    /// A server's `Retry-After` is honoured when longer.
+    /// A server's `Retry-After` is honoured when longer, up to `max_backoff`:
+    /// the lock is held while waiting, so no server may hold it for hours.
     pub fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
         let exp = attempt.saturating_sub(1).min(20);
         let full = self
@@ -44,7 +45,7 @@ impl RetryPolicy {
             .saturating_mul(1u32 << exp)
             .min(self.max_backoff);
         let jittered = full.mul_f64(rand::rng().random_range(0.5..=1.0));
-        retry_after.map_or(jittered, |after| jittered.max(after))
+        retry_after.map_or(jittered, |after| jittered.max(after.min(self.max_backoff)))
     }
 }
 
@@ -65,7 +66,12 @@ mod tests {
             let third = p.backoff(3, None);
             assert!(third >= Duration::from_millis(200) && third <= Duration::from_millis(400));
             assert!(p.backoff(30, None) <= Duration::from_millis(1000));
-            assert!(p.backoff(1, Some(Duration::from_secs(2))) >= Duration::from_secs(2));
+            let asked = p.backoff(1, Some(Duration::from_millis(700)));
+            assert!(asked >= Duration::from_millis(700) && asked <= Duration::from_millis(1000));
+            assert_eq!(
+                p.backoff(1, Some(Duration::from_secs(86_400))),
+                Duration::from_millis(1000)
+            );
         }
     }
 }

@@ -32,44 +32,22 @@ impl Effects for Providers {
         Ok(self.threat_intel.enrich(vulns).await?)
     }
 
-    /// Sends to all channels at once. If any fails, the step fails: retryable
-    /// only when every failure is, after the longest delay asked for. A retry
-    /// sends to every channel again; the webhook receiver deduplicates on the
-    /// ticket id, WeCom and Slack show the message twice.
+    /// Sends to the channels at once, one result per channel. WeCom and
+    /// Slack have no idempotency key: a re-send shows the message twice, so
+    /// the pipeline re-sends only to channels without a receipt.
     async fn notify(
         &self,
         channels: &[String],
         notification: &Notification,
-    ) -> Result<BTreeMap<String, String>, StepError> {
+    ) -> BTreeMap<String, Result<String, StepError>> {
         let sends = channels.iter().map(|name| async move {
             let result = match self.notifiers.get(name) {
                 Some(notifier) => notifier.send(notification).await.map_err(StepError::from),
                 None => Err(StepError::permanent("not configured")),
             };
-            (name, result)
+            (name.clone(), result)
         });
-        let mut receipts = BTreeMap::new();
-        let mut failures = Vec::new();
-        for (name, result) in futures::future::join_all(sends).await {
-            match result {
-                Ok(receipt) => {
-                    receipts.insert(name.clone(), receipt);
-                }
-                Err(e) => failures.push((name, e)),
-            }
-        }
-        if failures.is_empty() {
-            return Ok(receipts);
-        }
-        Err(StepError {
-            message: failures
-                .iter()
-                .map(|(name, e)| format!("channel {name}: {}", e.message))
-                .collect::<Vec<_>>()
-                .join("; "),
-            retryable: failures.iter().all(|(_, e)| e.retryable),
-            retry_after: failures.iter().filter_map(|(_, e)| e.retry_after).max(),
-        })
+        futures::future::join_all(sends).await.into_iter().collect()
     }
 
     fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool {
