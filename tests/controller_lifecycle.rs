@@ -39,11 +39,7 @@ async fn fence_value(h: &Harness, asset: &str) -> Option<u64> {
         .get_multiplexed_async_connection()
         .await
         .unwrap();
-    let key = h
-        .store()
-        .await
-        .keys(&AssetId::new(asset).unwrap())
-        .fence();
+    let key = h.store().await.keys(&AssetId::new(asset).unwrap()).fence();
     conn.get(key).await.unwrap()
 }
 
@@ -171,7 +167,12 @@ async fn spec_change_suspend_and_deletion() {
         Some("True")
     );
     // A rescan falls due while suspended: it does not start.
-    set_next_scan(&h, "life-01", Timestamp::now() - SignedDuration::from_secs(5)).await;
+    set_next_scan(
+        &h,
+        "life-01",
+        Timestamp::now() - SignedDuration::from_secs(5),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(runs(&h, asset).await.len(), 2, "no run while suspended");
     assert_eq!(
@@ -268,7 +269,12 @@ async fn rescan_interval_schedules_the_next_run() {
     check_status_history(&h, "rescan-01", &first);
 
     // Time travel: the rescan is due in 2 s. The next scan runs then.
-    set_next_scan(&h, "rescan-01", Timestamp::now() + SignedDuration::from_secs(2)).await;
+    set_next_scan(
+        &h,
+        "rescan-01",
+        Timestamp::now() + SignedDuration::from_secs(2),
+    )
+    .await;
     let second = h
         .wait("rescan-01", "rescanned", Duration::from_secs(30), |o| {
             o.status.as_ref().is_some_and(|s| {

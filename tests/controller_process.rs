@@ -99,20 +99,36 @@ async fn run_process_serves_probes_and_metrics() {
         .await
         .unwrap();
     // Slow vulnerability answers: runs outlive a renewal period (ttl/3).
-    h.stubs.osv.faults().set_latency(Duration::from_millis(1200));
-    for (name, asset) in [("proc-01", "proc-01.dc1.example.com"), ("proc-locked", locked)] {
+    h.stubs
+        .osv
+        .faults()
+        .set_latency(Duration::from_millis(1200));
+    for (name, asset) in [
+        ("proc-01", "proc-01.dc1.example.com"),
+        ("proc-locked", locked),
+    ] {
         h.stubs.inventory.set_online(asset, true);
         h.create(&scan(name, asset, true)).await;
     }
     let done = h.wait_terminal("proc-01", Duration::from_secs(30)).await;
-    h.wait_terminal("proc-locked", Duration::from_secs(30)).await;
-    assert_eq!(
-        done.status.as_ref().unwrap().phase,
-        Some(Status::Finished)
-    );
+    h.wait_terminal("proc-locked", Duration::from_secs(30))
+        .await;
+    assert_eq!(done.status.as_ref().unwrap().phase, Some(Status::Finished));
     assert_eq!(h.stubs.sink.effects(), 2);
-    let holder: Option<String> = raw.get(&lock_key).await.unwrap();
-    assert_eq!(holder, None, "released after the run");
+    // Released right after the run (the FINISHED status is written just
+    // before the release).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let holder: Option<String> = raw.get(&lock_key).await.unwrap();
+        if holder.is_none() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still held by {holder:?} after the run"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     // A newer executor's claim is in the status: the operator's older
     // ticket is not written over it, and the refusal is counted.
@@ -164,7 +180,10 @@ async fn run_process_serves_probes_and_metrics() {
     }
     assert_eq!(metric(&text, "assetscan_locks_held"), 0.0);
     assert_eq!(metric(&text, "assetscan_watchdog_losses"), 0.0);
-    assert!(text.contains("# TYPE assetscan_reconciles counter"), "{text}");
+    assert!(
+        text.contains("# TYPE assetscan_reconciles counter"),
+        "{text}"
+    );
     assert!(text.trim_end().ends_with("# EOF"), "OpenMetrics text");
 
     // Redis down: not ready (but alive); back: ready at the first probe.
@@ -173,9 +192,16 @@ async fn run_process_serves_probes_and_metrics() {
     assert_eq!(code, 503, "{body}");
     assert!(body.contains("redis"), "{body}");
     assert_eq!(http_get(&url("/healthz"), &[]).await.unwrap().0, 200);
+    // Long enough for the client's own reconnect attempts to give up.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(http_get(&url("/readyz"), &[]).await.unwrap().0, 503);
+    tokio::time::sleep(Duration::from_secs(4)).await;
     h.redis.restart().unwrap();
     let (code, body) = http_get(&url("/readyz"), &[]).await.unwrap();
-    assert_eq!(code, 200, "ready at the first probe after Redis is back: {body}");
+    assert_eq!(
+        code, 200,
+        "ready at the first probe after Redis is back: {body}"
+    );
 
     // SIGTERM: a clean shutdown.
     let mut op = op;

@@ -120,8 +120,7 @@ impl Harness {
         )
         .await
         .expect("controller store connects");
-        let providers =
-            Providers::from_config(&self.config.providers).expect("providers build");
+        let providers = Providers::from_config(&self.config.providers).expect("providers build");
         let metrics = Arc::new(Metrics::new());
         let shutdown = CancellationToken::new();
         let ctx = Arc::new(Context::new(
@@ -319,8 +318,8 @@ pub fn examples() -> Vec<(String, AssetScan)> {
         .iter()
         .map(|p| {
             let text = std::fs::read_to_string(p).unwrap();
-            let scan: AssetScan = serde_yaml::from_str(&text)
-                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let scan: AssetScan =
+                serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             (p.file_name().unwrap().to_string_lossy().into_owned(), scan)
         })
         .collect()
@@ -419,7 +418,10 @@ pub fn check_status_history(harness: &Harness, name: &str, current: &AssetScan) 
     }
     let last = writes.last().unwrap();
     let stored = serde_json::to_value(current.status.as_ref().unwrap()).unwrap();
-    assert_eq!(*last, stored, "{name}: the last status write is what is stored");
+    assert_eq!(
+        *last, stored,
+        "{name}: the last status write is what is stored"
+    );
 }
 
 /// Every accepted write of the run's ticket — its claim by `acquire` and
