@@ -400,7 +400,7 @@ fn names(scans: &[AssetScan]) -> String {
 }
 
 fn replica_of(holder: &str) -> String {
-    holder.split(':').next().unwrap_or(holder).to_owned()
+    holder.split(['#', ':']).next().unwrap_or(holder).to_owned()
 }
 
 fn print_timeline(audit: &[AuditEntry], moments: &[Moment]) {

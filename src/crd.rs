@@ -59,6 +59,19 @@ const FENCE_RULE: &str = "!has(oldSelf.fencingToken) || (has(self.fencingToken) 
 /// stale write from any other invalid status.
 pub const FENCE_MESSAGE: &str = "status.fencingToken/revision may not go backwards (a stale executor tried to overwrite newer state)";
 
+/// `observedGeneration` may not decrease either: an executor that read an
+/// older spec (a stale cache, a stall) draws a fresh, higher token like any
+/// other, so the token alone cannot tell that its run is about an outdated
+/// generation. A transition rule, like the token's.
+const GENERATION_RULE: &str = "!has(oldSelf.observedGeneration) || (has(self.observedGeneration) && self.observedGeneration >= oldSelf.observedGeneration)";
+pub const GENERATION_MESSAGE: &str = "status.observedGeneration may not go backwards (a stale executor tried to overwrite newer state)";
+
+/// Whether an API server's refusal is one of the status fences (as opposed
+/// to any other invalid status).
+pub fn is_fence_refusal(message: &str) -> bool {
+    message.contains(FENCE_MESSAGE) || message.contains(GENERATION_MESSAGE)
+}
+
 /// Bound on free-text messages copied into status, so that a provider's long
 /// error text can never make a status write fail schema validation.
 const MAX_MESSAGE_LEN: usize = 1024;
@@ -233,7 +246,8 @@ pub enum ThreatIntelPolicy {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[x_kube(
     validation = Rule::new(FENCE_PAIR_RULE).message(FENCE_PAIR_MESSAGE),
-    validation = Rule::new(FENCE_RULE).message(FENCE_MESSAGE)
+    validation = Rule::new(FENCE_RULE).message(FENCE_MESSAGE),
+    validation = Rule::new(GENERATION_RULE).message(GENERATION_MESSAGE)
 )]
 #[serde(rename_all = "camelCase")]
 pub struct AssetScanStatus {
@@ -628,9 +642,9 @@ fn notification_state_schema(_: &mut SchemaGenerator) -> Schema {
         NotificationState::Sent,
         NotificationState::Skipped,
     ]
-        .iter()
-        .map(|s| serde_json::to_value(s).expect("a unit variant serializes to a string"))
-        .collect();
+    .iter()
+    .map(|s| serde_json::to_value(s).expect("a unit variant serializes to a string"))
+    .collect();
     json_schema!({ "type": "string", "enum": names })
 }
 

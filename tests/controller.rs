@@ -687,7 +687,7 @@ async fn replica_dying_mid_notification_is_taken_over() {
             (
                 e.get("holder")
                     .unwrap()
-                    .split(':')
+                    .split(['#', ':'])
                     .next()
                     .unwrap()
                     .to_owned(),

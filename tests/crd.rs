@@ -370,3 +370,24 @@ fn rescan_interval_has_a_floor() {
     fast.spec.rescan_interval = Some("1h30m".into());
     validate_cel(&fast).unwrap();
 }
+
+#[test]
+fn status_observed_generation_may_not_go_backwards() {
+    let at_generation = |token, generation| {
+        let mut scan = with_fence(token, 1);
+        scan.status.as_mut().unwrap().observed_generation = Some(generation);
+        scan
+    };
+    let old = at_generation(5, 4);
+    // A newer token from an executor that read an older spec is refused...
+    assert_rejected(
+        validate_cel_update(&at_generation(9, 3), &old),
+        assetscan_operator::crd::GENERATION_MESSAGE,
+    );
+    assert!(assetscan_operator::crd::is_fence_refusal(
+        assetscan_operator::crd::GENERATION_MESSAGE
+    ));
+    // ...while the same or a newer generation passes.
+    validate_cel_update(&at_generation(6, 4), &old).unwrap();
+    validate_cel_update(&at_generation(6, 5), &old).unwrap();
+}

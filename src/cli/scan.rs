@@ -196,7 +196,7 @@ pub async fn run(args: ScanArgs) -> Result<ExitCode, String> {
             );
             (exit::NOTIFY_PENDING, Some(ticket))
         }
-        Outcome::LockLost(ticket) | Outcome::Stopped(ticket) => {
+        Outcome::LockLost(ticket) | Outcome::Stopped(ticket) | Outcome::ClaimUnrecorded(ticket) => {
             eprintln!(
                 "stopped before the run ended; resume with --run {}",
                 request.run

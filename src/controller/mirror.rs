@@ -1,13 +1,20 @@
 //! Mirrors a run's ticket into the AssetScan's status, and reports it as
 //! Events.
 //!
-//! Status writes are fenced like ticket writes: the CRD's CEL rule makes the
-//! API server reject a status whose (fencingToken, revision) is lower than
-//! the stored one, so a stale executor that slipped one Redis write in before
-//! a takeover still cannot overwrite the newer status. Such a rejection is
-//! expected and counted, not retried.
+//! Status writes are fenced like ticket writes: the CRD's CEL rules make the
+//! API server reject a status whose (fencingToken, revision) or
+//! observedGeneration is lower than the stored one, so a stale executor that
+//! slipped one Redis write in before a takeover still cannot overwrite the
+//! newer status. Such a rejection is expected and counted, not retried.
+//!
+//! For the rules to see this executor's values, every write carries them
+//! (token, revision, run, ticket id, phase, observed generation) even when
+//! they did not change since this executor last looked, and every write is
+//! conditional on the resourceVersion it was computed against: a merge patch
+//! computed against an outdated copy would otherwise mix this executor's
+//! changes into a newer status.
 
-use crate::crd::{AssetScan, AssetScanStatus, FENCE_MESSAGE, status_from_ticket};
+use crate::crd::{AssetScan, AssetScanStatus, is_fence_refusal, status_from_ticket};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::{Metrics, StepLabels};
 use crate::ticket::{Step, Ticket};
@@ -38,12 +45,31 @@ pub struct StatusMirror<'a> {
     pub metrics: &'a Metrics,
     /// Rescan interval: a terminal status carries `nextScanTime`.
     pub rescan: Option<Duration>,
-    /// The status as last written (or as read with the object).
-    pub last: Mutex<Option<AssetScanStatus>>,
+    /// The status as last written (or as read with the object), and the
+    /// object's resourceVersion then.
+    last: Mutex<Stored>,
     /// `(fencingToken, revision)` of the last status refused as stale, so
     /// that one stale status is counted and reported once.
     refused: Mutex<Option<Option<(i64, i64)>>>,
 }
+
+/// What this executor last knew to be stored.
+#[derive(Clone, Default)]
+struct Stored {
+    resource_version: Option<String>,
+    status: Option<AssetScanStatus>,
+}
+
+/// Status fields every write carries, changed or not, so that the CRD's
+/// fence rules compare this executor's values with the stored ones.
+const FENCE_FIELDS: [&str; 6] = [
+    "fencingToken",
+    "revision",
+    "run",
+    "ticketId",
+    "phase",
+    "observedGeneration",
+];
 
 /// `(fencingToken, revision)` of a status, if it carries them.
 fn fence_of(status: &AssetScanStatus) -> Option<(i64, i64)> {
@@ -64,13 +90,20 @@ impl<'a> StatusMirror<'a> {
             recorder,
             metrics,
             rescan,
-            last: Mutex::new(obj.status.clone()),
+            last: Mutex::new(Stored {
+                resource_version: obj.metadata.resource_version.clone(),
+                status: obj.status.clone(),
+            }),
             refused: Mutex::new(None),
         }
     }
 
-    fn last(&self) -> Option<AssetScanStatus> {
+    fn stored(&self) -> Stored {
         self.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn last(&self) -> Option<AssetScanStatus> {
+        self.stored().status
     }
 
     /// The status as last written or read: the base for a status that only
@@ -79,8 +112,11 @@ impl<'a> StatusMirror<'a> {
         self.last()
     }
 
-    fn remember(&self, status: Option<AssetScanStatus>) {
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = status;
+    fn remember(&self, object: AssetScan) {
+        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = Stored {
+            resource_version: object.metadata.resource_version,
+            status: object.status,
+        };
     }
 
     /// Writes `status` unless it equals the stored one. Returns whether the
@@ -92,14 +128,16 @@ impl<'a> StatusMirror<'a> {
     pub async fn write(&self, status: AssetScanStatus) -> bool {
         let name = self.obj.metadata.name.as_deref().unwrap_or_default();
         for attempt in 1..=STATUS_WRITE_ATTEMPTS {
-            let previous = self.last();
+            let Stored {
+                resource_version,
+                status: previous,
+            } = self.stored();
             if previous.as_ref() == Some(&status) {
                 return true;
             }
-            if let (Some(stored), Some(mine)) = (
-                previous.as_ref().and_then(fence_of),
-                fence_of(&status),
-            ) && mine < stored
+            if let (Some(stored), Some(mine)) =
+                (previous.as_ref().and_then(fence_of), fence_of(&status))
+                && mine < stored
             {
                 let why = format!(
                     "status with token {}, revision {} not written: token {}, revision {} is stored",
@@ -108,23 +146,22 @@ impl<'a> StatusMirror<'a> {
                 self.refused(fence_of(&status), why).await;
                 return false;
             }
-            let patch = serde_json::json!({
-                "status": merge_patch(
-                    &serde_json::to_value(&previous).unwrap_or(Value::Null),
-                    &serde_json::to_value(&status).unwrap_or(Value::Null),
-                )
-            });
+            let patch = status_patch(previous.as_ref(), &status, resource_version.as_deref());
             match self
                 .api
-                .patch_status(name, &PatchParams::apply(FIELD_MANAGER), &Patch::Merge(&patch))
+                .patch_status(
+                    name,
+                    &PatchParams::apply(FIELD_MANAGER),
+                    &Patch::Merge(&patch),
+                )
                 .await
             {
                 Ok(stored) => {
-                    self.remember(stored.status);
+                    self.remember(stored);
                     return true;
                 }
                 Err(kube::Error::Api(status_err))
-                    if status_err.code == 422 && status_err.message.contains(FENCE_MESSAGE) =>
+                    if status_err.code == 422 && is_fence_refusal(&status_err.message) =>
                 {
                     // The fence: a newer executor's status is stored.
                     self.refused(fence_of(&status), status_err.message).await;
@@ -188,7 +225,7 @@ impl<'a> StatusMirror<'a> {
     async fn refresh(&self) {
         let name = self.obj.metadata.name.as_deref().unwrap_or_default();
         if let Ok(current) = self.api.get_status(name).await {
-            self.remember(current.status);
+            self.remember(current);
         }
     }
 
@@ -207,8 +244,10 @@ impl<'a> StatusMirror<'a> {
     }
 }
 
-impl Observer for StatusMirror<'_> {
-    async fn on_ticket(&self, ticket: &Ticket) {
+impl StatusMirror<'_> {
+    /// Writes the status mirroring `ticket`, with an Event when the phase or
+    /// the run changed. Returns whether the API server holds it.
+    async fn mirror(&self, ticket: &Ticket) -> bool {
         let previous = self.last();
         // Conditions change when the ticket did, and the next scan is due an
         // interval after the run ended: both from the ticket, not the clock,
@@ -228,10 +267,16 @@ impl Observer for StatusMirror<'_> {
             next_scan,
         );
         let moved = previous.as_ref().and_then(|p| p.phase) != status.phase;
-        let same_run = previous.as_ref().and_then(|p| p.run.as_deref()) == Some(ticket.run.as_str());
-        if self.write(status).await && (moved || !same_run) {
+        let same_run =
+            previous.as_ref().and_then(|p| p.run.as_deref()) == Some(ticket.run.as_str());
+        let written = self.write(status).await;
+        if written && (moved || !same_run) {
             if ticket.status == crate::ticket::Status::Notified {
-                let receipts = ticket.facts.notification.iter().flat_map(|n| n.receipt.keys());
+                let receipts = ticket
+                    .facts
+                    .notification
+                    .iter()
+                    .flat_map(|n| n.receipt.keys());
                 for channel in receipts {
                     self.metrics
                         .notifications_sent
@@ -253,8 +298,25 @@ impl Observer for StatusMirror<'_> {
             // kube's Recorder folds events with the same type, reason and
             // action into one series and keeps the first note: the phase as
             // the action keeps each phase's event (and note) apart.
-            self.publish(type_, reason, ticket.status.as_str(), note).await;
+            self.publish(type_, reason, ticket.status.as_str(), note)
+                .await;
         }
+        written
+    }
+}
+
+impl Observer for StatusMirror<'_> {
+    async fn on_ticket(&self, ticket: &Ticket) {
+        self.mirror(ticket).await;
+    }
+
+    /// The claim is recorded in the status before any provider call, so that
+    /// the status always holds every token handed out: after Redis loses
+    /// data, the next acquisition takes it as floor and no token is issued
+    /// twice. A claim the API server does not hold (refused by the fence, or
+    /// the API unreachable) stops the run.
+    async fn on_claimed(&self, ticket: &Ticket) -> bool {
+        self.mirror(ticket).await
     }
 
     fn on_step_timed(&self, step: Step, elapsed: Duration, ok: bool) {
@@ -291,6 +353,28 @@ pub fn ticket_time(ticket: &Ticket) -> Timestamp {
         .unwrap_or_else(Timestamp::now)
 }
 
+/// The merge patch writing `status` over `previous`: what changed, the fence
+/// fields always, and `previous`'s resourceVersion as precondition.
+fn status_patch(
+    previous: Option<&AssetScanStatus>,
+    status: &AssetScanStatus,
+    resource_version: Option<&str>,
+) -> Value {
+    let new = serde_json::to_value(status).unwrap_or(Value::Null);
+    let mut body = merge_patch(&serde_json::to_value(previous).unwrap_or(Value::Null), &new);
+    if let (Value::Object(body), Value::Object(new)) = (&mut body, &new) {
+        for field in FENCE_FIELDS {
+            if let Some(value) = new.get(field) {
+                body.insert(field.to_owned(), value.clone());
+            }
+        }
+    }
+    match resource_version {
+        Some(rv) => serde_json::json!({"metadata": {"resourceVersion": rv}, "status": body}),
+        None => serde_json::json!({"status": body}),
+    }
+}
+
 /// The JSON merge patch (RFC 7386) that turns `from` into `to`: changed and
 /// new members as in `to`, removed members as `null`, objects recursively.
 pub fn merge_patch(from: &Value, to: &Value) -> Value {
@@ -323,8 +407,33 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_status_patch_carries_the_fence_and_its_precondition() {
+        use crate::crd::AssetScanStatus;
+        let old = AssetScanStatus {
+            fencing_token: Some(5),
+            revision: Some(3),
+            run: Some("r".into()),
+            high_risk: Some(false),
+            ..Default::default()
+        };
+        let new = AssetScanStatus {
+            high_risk: Some(true),
+            ..old.clone()
+        };
+        let patch = super::status_patch(Some(&old), &new, Some("42"));
+        assert_eq!(
+            patch,
+            json!({
+                "metadata": {"resourceVersion": "42"},
+                "status": {"highRisk": true, "fencingToken": 5, "revision": 3, "run": "r"}
+            })
+        );
+    }
+
+    #[test]
     fn merge_patch_removes_what_is_gone_at_every_depth() {
-        let from = json!({"a": 1, "n": {"state": "sent", "sentAt": "t"}, "gone": [1], "same": true});
+        let from =
+            json!({"a": 1, "n": {"state": "sent", "sentAt": "t"}, "gone": [1], "same": true});
         let to = json!({"a": 2, "n": {"state": "sending"}, "same": true, "new": "x"});
         assert_eq!(
             merge_patch(&from, &to),

@@ -9,11 +9,11 @@ pub use mirror::{FIELD_MANAGER, StatusMirror, merge_patch};
 pub use runs::{RunDecision, decide, run_id};
 
 use crate::crd::{AssetScan, AssetScanStatus, condition, parse_duration};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use crate::pipeline::{Effects, Outcome, Pipeline, PipelineError, ScanRequest, Target};
 use crate::store::{AssetId, StoreError};
 use crate::telemetry::Metrics;
 use futures::StreamExt;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
@@ -21,7 +21,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use rand::RngExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -56,6 +56,10 @@ pub struct Context<E> {
     pub shutdown: CancellationToken,
     /// Consecutive failures per object, for `error_policy`'s backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// `<instance>#<random>`: lock holder ids are unique to this process, so
+    /// a replacement with the same pod name can never re-enter a lock that a
+    /// still-running old process holds.
+    holder_prefix: String,
 }
 
 impl<E> Context<E> {
@@ -75,6 +79,7 @@ impl<E> Context<E> {
             client,
             pipeline,
             metrics,
+            holder_prefix: format!("{}#{:08x}", settings.instance, rand::rng().random::<u32>()),
             settings,
             shutdown,
             failures: Mutex::new(HashMap::new()),
@@ -164,7 +169,8 @@ pub async fn reconcile<E: Effects + 'static>(
     if !in_shard(&ctx.settings, &obj.spec.asset_id) {
         return Ok(Action::await_change());
     }
-    let api: Api<AssetScan> = Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
+    let api: Api<AssetScan> =
+        Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let result = finalizer(&api, FINALIZER, obj, |event| async {
         match event {
             Finalizer::Apply(obj) => apply(&obj, &ctx, &api).await,
@@ -180,10 +186,23 @@ pub async fn reconcile<E: Effects + 'static>(
 }
 
 async fn apply<E: Effects + 'static>(
-    obj: &AssetScan,
+    cached: &AssetScan,
     ctx: &Context<E>,
     api: &Api<AssetScan>,
 ) -> Result<Action, Error> {
+    // Decide from the object as stored now, not as the watch cache last saw
+    // it: the run, the token floor and the generation all come from it, and
+    // a stale copy (a lagging watch, a stall) would act on an old spec.
+    let fresh = match api.get(&cached.name_any()).await {
+        Ok(fresh) => fresh,
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Action::await_change()),
+        Err(err) => return Err(err.into()),
+    };
+    if fresh.meta().deletion_timestamp.is_some() {
+        // The finalizer's cleanup runs on the next reconcile.
+        return Ok(Action::requeue(Duration::from_millis(100)));
+    }
+    let obj = &fresh;
     let key = object_key(obj);
     let rescan = obj
         .spec
@@ -214,13 +233,19 @@ async fn apply<E: Effects + 'static>(
             return Ok(Action::await_change());
         }
     };
-    let request = match scan_request(obj, &run, &ctx.settings.instance) {
+    let request = match scan_request(obj, &run, &ctx.holder_prefix) {
         Ok(request) => request,
         Err(message) => {
             // The CRD's schema makes this unreachable for accepted objects;
             // say so on the object rather than retrying forever.
             let mut status = mirror.current().unwrap_or_default();
-            status.set_condition(cond(condition::STALLED, condition::TRUE, "InvalidSpec", &message, obj));
+            status.set_condition(cond(
+                condition::STALLED,
+                condition::TRUE,
+                "InvalidSpec",
+                &message,
+                obj,
+            ));
             mirror.write(status).await;
             return Ok(Action::await_change());
         }
@@ -245,11 +270,12 @@ async fn apply<E: Effects + 'static>(
     let jitter = || Duration::from_millis(rand::rng().random_range(100..1000));
     Ok(match outcome {
         Outcome::Terminal(ticket) => {
-            ctx.metrics.reconciled(if ticket.status == crate::ticket::Status::Failed {
-                "failed"
-            } else {
-                "finished"
-            });
+            ctx.metrics
+                .reconciled(if ticket.status == crate::ticket::Status::Failed {
+                    "failed"
+                } else {
+                    "finished"
+                });
             // Mirror in case an earlier status write was lost.
             crate::pipeline::Observer::on_ticket(&mirror, &ticket).await;
             match rescan {
@@ -257,7 +283,10 @@ async fn apply<E: Effects + 'static>(
                 None => Action::await_change(),
             }
         }
-        Outcome::Locked { holder, retry_after } => {
+        Outcome::Locked {
+            holder,
+            retry_after,
+        } => {
             ctx.metrics.lock_contention.inc();
             ctx.metrics.reconciled("locked");
             info!(object = %key, %holder, "asset locked by another executor");
@@ -283,6 +312,12 @@ async fn apply<E: Effects + 'static>(
         Outcome::LockLost(_) => {
             ctx.metrics.reconciled("lock_lost");
             Action::requeue(jitter())
+        }
+        Outcome::ClaimUnrecorded(_) => {
+            // Refused by the status fence (this object changed under us) or
+            // the API is failing: look again shortly, from a fresh read.
+            ctx.metrics.reconciled("claim_unrecorded");
+            Action::requeue(Duration::from_secs(1) + jitter())
         }
         Outcome::Stopped(_) => {
             ctx.metrics.reconciled("stopped");
@@ -313,8 +348,20 @@ async fn stall(obj: &AssetScan, mirror: &StatusMirror<'_>, err: &Error) {
     // behind the fence (and be refused).
     let mut status: AssetScanStatus = mirror.current().unwrap_or_default();
     let message = err.to_string();
-    status.set_condition(cond(condition::STALLED, condition::TRUE, err.reason(), &message, obj));
-    status.set_condition(cond(condition::READY, condition::FALSE, err.reason(), &message, obj));
+    status.set_condition(cond(
+        condition::STALLED,
+        condition::TRUE,
+        err.reason(),
+        &message,
+        obj,
+    ));
+    status.set_condition(cond(
+        condition::READY,
+        condition::FALSE,
+        err.reason(),
+        &message,
+        obj,
+    ));
     mirror.write(status).await;
 }
 
@@ -324,14 +371,18 @@ fn cond(type_: &str, status: &str, reason: &str, message: &str, obj: &AssetScan)
         status: status.to_owned(),
         reason: reason.to_owned(),
         message: message.chars().take(1024).collect(),
-        last_transition_time: Time(Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::now())),
+        last_transition_time: Time(
+            Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::now()),
+        ),
         observed_generation: obj.metadata.generation,
     }
 }
 
-/// Deletes the object's tickets (runs whose id carries its uid). Locks of its
-/// runs in this process are released as their runs stop; another replica's
-/// lock expires with its ttl.
+/// Ends and deletes the object's tickets (runs whose id carries its uid).
+/// Each run still in progress is first acquired and failed with "deleted":
+/// the new token fences off any executor still working on it (on another
+/// replica), so nothing it does later lands. A run locked by a live executor
+/// is waited for (the reconcile is retried).
 async fn cleanup<E: Effects + 'static>(obj: &AssetScan, ctx: &Context<E>) -> Result<Action, Error> {
     let Ok(asset) = AssetId::new(obj.spec.asset_id.clone()) else {
         return Ok(Action::await_change());
@@ -340,20 +391,42 @@ async fn cleanup<E: Effects + 'static>(obj: &AssetScan, ctx: &Context<E>) -> Res
     if ctx.failures().contains_key(&object_key(obj)) {
         redis_ready(store).await?;
     }
-    let prefix = run_id(obj, 0);
-    let uid_prefix = prefix.split('-').next().unwrap_or_default().to_owned();
+    let uid_prefix = run_id(obj, 0)
+        .split('-')
+        .next()
+        .map(|uid| format!("{uid}-"))
+        .unwrap_or_default();
+    let holder = format!("{}:{}", ctx.holder_prefix, object_key(obj));
     let mut deleted = 0;
     for run in store.runs(&asset).await? {
-        if run.starts_with(&format!("{uid_prefix}-")) {
-            deleted += store.delete_ticket(&asset, &run).await?;
+        if !run.starts_with(&uid_prefix) {
+            continue;
         }
+        let claimed = store
+            .acquire(&asset, &run, &holder, obj.token_floor())
+            .await?;
+        if !claimed.ticket.status.is_terminal() {
+            // Recorded in the audit stream under the cleanup's holder id.
+            let ended = crate::store::Patch::default();
+            store
+                .advance(
+                    &asset,
+                    &run,
+                    claimed.token,
+                    crate::ticket::Status::Failed,
+                    &ended,
+                )
+                .await?;
+        }
+        store.release(&asset, &claimed.lease).await?;
+        deleted += store.delete_ticket(&asset, &run).await?;
     }
     info!(object = %object_key(obj), deleted, "tickets deleted");
     Ok(Action::await_change())
 }
 
 /// The pipeline's request for `run` of `obj`.
-fn scan_request(obj: &AssetScan, run: &str, instance: &str) -> Result<ScanRequest, String> {
+fn scan_request(obj: &AssetScan, run: &str, holder_prefix: &str) -> Result<ScanRequest, String> {
     let asset = AssetId::new(obj.spec.asset_id.clone()).map_err(|e| e.to_string())?;
     let target = match (&obj.spec.target.host, &obj.spec.target.inventory_ref) {
         (Some(host), None) => Target::Tcp {
@@ -361,7 +434,9 @@ fn scan_request(obj: &AssetScan, run: &str, instance: &str) -> Result<ScanReques
             ports: obj.spec.target.ports.clone(),
         },
         (None, Some(id)) => Target::Inventory { id: id.clone() },
-        _ => return Err("spec.target needs exactly one of host (with ports) or inventoryRef".into()),
+        _ => {
+            return Err("spec.target needs exactly one of host (with ports) or inventoryRef".into());
+        }
     };
     Ok(ScanRequest {
         asset,
@@ -371,14 +446,18 @@ fn scan_request(obj: &AssetScan, run: &str, instance: &str) -> Result<ScanReques
         policy: obj.spec.policy.clone(),
         channels: obj.spec.notify.clone(),
         token_floor: obj.token_floor(),
-        // Stable per replica and object: a reconcile of the same object in
+        // Stable per process and object: a reconcile of the same object in
         // the same process may re-enter its own lock after an error.
-        holder: format!("{instance}:{}", object_key(obj)),
+        holder: format!("{holder_prefix}:{}", object_key(obj)),
     })
 }
 
 /// Exponential backoff per object, reset by the next successful reconcile.
-pub fn error_policy<E: Effects + 'static>(obj: Arc<AssetScan>, err: &Error, ctx: Arc<Context<E>>) -> Action {
+pub fn error_policy<E: Effects + 'static>(
+    obj: Arc<AssetScan>,
+    err: &Error,
+    ctx: Arc<Context<E>>,
+) -> Action {
     ctx.metrics.failed(err.reason());
     let failures = {
         let mut map = ctx.failures();
@@ -414,7 +493,9 @@ mod tests {
         let mut owners = vec![0; 3];
         for n in 0..300 {
             let asset = format!("asset-{n}");
-            let mine: Vec<u32> = (0..3).filter(|i| in_shard(&settings(Some((*i, 3))), &asset)).collect();
+            let mine: Vec<u32> = (0..3)
+                .filter(|i| in_shard(&settings(Some((*i, 3))), &asset))
+                .collect();
             assert_eq!(mine.len(), 1, "{asset} owned by {mine:?}");
             owners[mine[0] as usize] += 1;
             assert!(in_shard(&settings(None), &asset));

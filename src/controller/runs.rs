@@ -4,6 +4,7 @@
 //! rest: two replicas never start two runs of one scan.
 
 use crate::crd::{AssetScan, parse_duration};
+use crate::ticket::Status;
 use k8s_openapi::jiff::Timestamp;
 use std::time::Duration;
 
@@ -41,12 +42,33 @@ fn scan_of(obj: &AssetScan, run: &str) -> Option<u64> {
     run.strip_prefix(stem)?.parse().ok()
 }
 
+/// A run of an earlier generation of this object that must still be driven
+/// to its end before anything new starts: one that has confirmed a high risk
+/// (its notification must not be lost to a spec edit), or any run in flight
+/// when the spec only suspended scanning ("a run in flight finishes").
+fn unfinished_earlier_run(obj: &AssetScan) -> Option<String> {
+    let status = obj.status.as_ref()?;
+    let run = status.run.as_deref()?;
+    let phase = status.phase?;
+    let stem = run_id(obj, 0);
+    let uid = stem.split_once("-g")?.0;
+    let ours = run.strip_prefix(uid)?.starts_with("-g");
+    let alerting = matches!(
+        phase,
+        Status::HighRiskFound | Status::Notifying | Status::Notified
+    );
+    (ours && !phase.is_terminal() && (alerting || obj.spec.suspend)).then(|| run.to_owned())
+}
+
 pub fn decide(obj: &AssetScan, now: Timestamp) -> RunDecision {
     let status = obj.status.as_ref();
     let current = status
         .and_then(|s| s.run.as_deref())
         .and_then(|run| scan_of(obj, run).map(|scan| (run.to_owned(), scan)));
     let Some((run, scan)) = current else {
+        if let Some(unfinished) = unfinished_earlier_run(obj) {
+            return RunDecision::Run(unfinished);
+        }
         // A new generation (or a new object) starts scan 0.
         return if obj.spec.suspend {
             RunDecision::Suspended
@@ -68,9 +90,7 @@ pub fn decide(obj: &AssetScan, now: Timestamp) -> RunDecision {
     let Some(_) = interval else {
         return RunDecision::Wait(None);
     };
-    let due = status
-        .and_then(|s| s.next_scan_time.as_ref())
-        .map(|t| t.0);
+    let due = status.and_then(|s| s.next_scan_time.as_ref()).map(|t| t.0);
     match due {
         Some(due) if due > now => {
             let wait = now.duration_until(due).unsigned_abs();
@@ -85,7 +105,6 @@ pub fn decide(obj: &AssetScan, now: Timestamp) -> RunDecision {
 mod tests {
     use super::*;
     use crate::crd::{AssetScanSpec, AssetScanStatus, Target};
-    use crate::ticket::Status;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn scan(generation: i64, status: Option<AssetScanStatus>) -> AssetScan {
@@ -118,7 +137,10 @@ mod tests {
     #[test]
     fn new_generation_starts_scan_zero_and_continues_it() {
         let obj = scan(3, None);
-        assert_eq!(decide(&obj, at(0)), RunDecision::Run("1234abcd-g3-s0".into()));
+        assert_eq!(
+            decide(&obj, at(0)),
+            RunDecision::Run("1234abcd-g3-s0".into())
+        );
         let running = scan(
             3,
             Some(AssetScanStatus {
@@ -127,10 +149,58 @@ mod tests {
                 ..Default::default()
             }),
         );
-        assert_eq!(decide(&running, at(0)), RunDecision::Run("1234abcd-g3-s0".into()));
+        assert_eq!(
+            decide(&running, at(0)),
+            RunDecision::Run("1234abcd-g3-s0".into())
+        );
         // A spec change (generation 4) leaves the old run behind.
         let changed = scan(4, running.status.clone());
-        assert_eq!(decide(&changed, at(0)), RunDecision::Run("1234abcd-g4-s0".into()));
+        assert_eq!(
+            decide(&changed, at(0)),
+            RunDecision::Run("1234abcd-g4-s0".into())
+        );
+    }
+
+    #[test]
+    fn an_earlier_generation_with_a_confirmed_risk_finishes_first() {
+        let at_phase = |phase| {
+            Some(AssetScanStatus {
+                run: Some("1234abcd-g3-s0".into()),
+                phase: Some(phase),
+                ..Default::default()
+            })
+        };
+        for phase in [Status::HighRiskFound, Status::Notifying, Status::Notified] {
+            let edited = scan(4, at_phase(phase));
+            assert_eq!(
+                decide(&edited, at(0)),
+                RunDecision::Run("1234abcd-g3-s0".into()),
+                "{phase}"
+            );
+        }
+        // Before a risk is confirmed, a spec edit starts the new generation.
+        let edited = scan(4, at_phase(Status::AssetOnline));
+        assert_eq!(
+            decide(&edited, at(0)),
+            RunDecision::Run("1234abcd-g4-s0".into())
+        );
+        // Suspending lets any run in flight finish, then nothing starts.
+        let mut suspended = scan(4, at_phase(Status::AssetOnline));
+        suspended.spec.suspend = true;
+        assert_eq!(
+            decide(&suspended, at(0)),
+            RunDecision::Run("1234abcd-g3-s0".into())
+        );
+        let mut done = scan(4, at_phase(Status::Finished));
+        done.spec.suspend = true;
+        assert_eq!(decide(&done, at(0)), RunDecision::Suspended);
+        // Another object's run (different uid) is not ours to finish.
+        let mut other = scan(4, at_phase(Status::Notifying));
+        other.status.as_mut().unwrap().run = Some("ffff0000-g3-s0".into());
+        assert_eq!(
+            decide(&other, at(0)),
+            RunDecision::Run("1234abcd-g4-s0".into())
+        );
     }
 
     #[test]
@@ -146,7 +216,10 @@ mod tests {
             decide(&obj, at(600)),
             RunDecision::Wait(Some(Duration::from_secs(3000)))
         );
-        assert_eq!(decide(&obj, at(3600)), RunDecision::Run("1234abcd-g3-s5".into()));
+        assert_eq!(
+            decide(&obj, at(3600)),
+            RunDecision::Run("1234abcd-g3-s5".into())
+        );
         let mut suspended = obj.clone();
         suspended.spec.suspend = true;
         assert_eq!(decide(&suspended, at(3600)), RunDecision::Suspended);

@@ -133,8 +133,18 @@ pub trait Effects: Send + Sync {
 /// Hears about a run's progress (the controller mirrors the ticket into the
 /// CR status from here; the CLI prints).
 pub trait Observer: Send + Sync {
-    /// Called with the claimed ticket and after every accepted write.
+    /// Called after every accepted write (and with a terminal ticket found
+    /// on the fast path).
     fn on_ticket(&self, ticket: &Ticket) -> impl Future<Output = ()> + Send;
+    /// Called with the freshly claimed ticket, before any provider call.
+    /// `false` stops the run (the lock is released): the claim could not be
+    /// recorded where it must be.
+    fn on_claimed(&self, ticket: &Ticket) -> impl Future<Output = bool> + Send {
+        async {
+            self.on_ticket(ticket).await;
+            true
+        }
+    }
     /// Called after every provider call with how long it took.
     fn on_step_timed(&self, _step: Step, _elapsed: Duration, _ok: bool) {}
     /// Called when a step failed and will be retried or has failed the run.
@@ -191,6 +201,9 @@ pub enum Outcome {
     LockLost(Ticket),
     /// Asked to stop (shutdown); the lock was released.
     Stopped(Ticket),
+    /// The observer could not record the claim (see [`Observer::on_claimed`]);
+    /// the lock was released without any provider call.
+    ClaimUnrecorded(Ticket),
     /// The notification could not be delivered yet (retryable errors in
     /// every attempt of this pass). The ticket stays `NOTIFYING`, the lock
     /// was released; try again after `retry_after`. A high-risk alert is
@@ -263,7 +276,11 @@ impl<E: Effects> Pipeline<E> {
             Err(err) => return Err(err.into()),
         };
         info!(asset = %req.asset, run = %req.run, token = acquired.token, status = %acquired.ticket.status, "acquired");
-        observer.on_ticket(&acquired.ticket).await;
+        if !acquired.ticket.status.is_terminal() && !observer.on_claimed(&acquired.ticket).await {
+            warn!(asset = %req.asset, token = acquired.token, "claim not recorded: stopping");
+            self.release_quietly(req, &acquired.lease).await;
+            return Ok(Outcome::ClaimUnrecorded(acquired.ticket));
+        }
         let mut run = Run {
             pipeline: self,
             req,
@@ -274,12 +291,16 @@ impl<E: Effects> Pipeline<E> {
             notify_attempts: std::sync::atomic::AtomicU32::new(0),
         };
         let outcome = run.drive(acquired.ticket).await;
-        // Release whatever happened; a failed release only delays the next
-        // holder by the ttl.
-        if let Err(err) = self.store.release(&req.asset, &acquired.lease).await {
+        self.release_quietly(req, &acquired.lease).await;
+        outcome
+    }
+
+    /// Releases whatever happened: a failed release only delays the next
+    /// holder by the ttl.
+    async fn release_quietly(&self, req: &ScanRequest, lease: &LeaseGuard) {
+        if let Err(err) = self.store.release(&req.asset, lease).await {
             warn!(asset = %req.asset, error = %err, "release failed; the lock expires by itself");
         }
-        outcome
     }
 }
 
