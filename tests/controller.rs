@@ -707,3 +707,68 @@ async fn replica_dying_mid_notification_is_taken_over() {
     check_status_history(&h, "takeover-01", &done);
     b.stop().await;
 }
+
+/// An executor working from an outdated copy of the object (a lagging watch,
+/// a stall) mirrors its ticket again. Its patch must not mix into the newer
+/// status stored meanwhile: it is computed against a resourceVersion that is
+/// no longer current, and it carries its own token, so it is refused rather
+/// than merged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_working_from_an_outdated_copy_cannot_mix_into_a_newer_status() {
+    let h = Harness::start().await;
+    h.stubs.inventory.set_online("mix-01.dc1.example.com", true);
+    let a = h.controller("replica-a").await;
+    h.create(&scan("mix-01", "mix-01.dc1.example.com", true))
+        .await;
+    let done = h.wait_terminal("mix-01", Duration::from_secs(30)).await;
+    a.stop().await;
+    let stored = done.status.clone().unwrap();
+    let token = stored.fencing_token.unwrap();
+
+    // A newer executor's run is stored now.
+    let api = h.api();
+    api.patch_status(
+        "mix-01",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"status": {
+            "fencingToken": token + 1, "revision": 1, "run": "newer-run", "phase": "ASSET_ONLINE"
+        }})),
+    )
+    .await
+    .unwrap();
+
+    // The zombie still holds `done` and mirrors its ticket one revision on.
+    let mut ticket = h.ticket_of(&done).await;
+    ticket.revision += 1;
+    let metrics = assetscan_operator::telemetry::Metrics::new();
+    let recorder = Recorder::new(
+        h.client.clone(),
+        Reporter {
+            controller: "assetscan-operator".into(),
+            instance: Some("zombie".into()),
+        },
+    );
+    let mirror = StatusMirror::new(api.clone(), &done, &recorder, &metrics, None);
+    mirror.on_ticket(&ticket).await;
+
+    let now = api.get_status("mix-01").await.unwrap().status.unwrap();
+    assert_eq!(
+        (
+            now.fencing_token,
+            now.revision,
+            now.run.as_deref(),
+            now.phase
+        ),
+        (
+            Some(token + 1),
+            Some(1),
+            Some("newer-run"),
+            Some(Status::AssetOnline)
+        ),
+        "the newer status is untouched"
+    );
+    assert_eq!(
+        metric(&metrics.encode(), "assetscan_stale_writes_rejected_total"),
+        1.0
+    );
+}

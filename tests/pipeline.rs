@@ -1160,6 +1160,48 @@ mod notification_retries {
     }
 }
 
+/// The claim must be recorded (the controller: in the CR status) before any
+/// provider call, so that every token handed out is known outside Redis.
+mod claim {
+    use super::*;
+
+    struct RefusesClaims;
+
+    impl Observer for RefusesClaims {
+        async fn on_ticket(&self, _ticket: &Ticket) {}
+
+        async fn on_claimed(&self, _ticket: &Ticket) -> bool {
+            false
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unrecorded_claim_stops_the_run_before_any_provider_call() {
+        let env = Env::start("5s").await;
+        let pipeline = env.pipeline().await;
+        let req = request("A", &[XZ], Policy::default());
+        let outcome = pipeline
+            .run(&req, &RefusesClaims, &CancellationToken::new())
+            .await
+            .unwrap();
+        let Outcome::ClaimUnrecorded(ticket) = outcome else {
+            panic!("expected ClaimUnrecorded, got {outcome:?}");
+        };
+        assert_eq!(ticket.status, Status::Init);
+        let c = env.counters();
+        assert_eq!(
+            (c.inventory, c.querybatch, c.deliveries),
+            (0, 0, 0),
+            "no provider call"
+        );
+        assert_eq!(pipeline.store().watchdog().held(), 0);
+        // The lock was released: another runner gets in at once.
+        let done = run_to_end(&pipeline, &request("B", &[XZ], Policy::default()), &()).await;
+        assert_eq!(done.status, Status::Finished);
+        assert!(done.fencing_token > ticket.fencing_token);
+    }
+}
+
 mod threat_intel {
     use super::*;
 
