@@ -131,14 +131,18 @@ impl Config {
             ("notify", &config.steps.notify),
         ] {
             if step.max_attempts == 0 {
-                return Err(invalid(format!("steps.{name}.maxAttempts must be at least 1")));
+                return Err(invalid(format!(
+                    "steps.{name}.maxAttempts must be at least 1"
+                )));
             }
             if step.timeout.is_zero() {
                 return Err(invalid(format!("steps.{name}.timeout must be positive")));
             }
         }
         if config.redis.prefix.is_empty() || config.redis.prefix.contains(['{', '}', ' ']) {
-            return Err(invalid("redis.prefix must be non-empty, without braces or spaces".into()));
+            return Err(invalid(
+                "redis.prefix must be non-empty, without braces or spaces".into(),
+            ));
         }
         Ok(config)
     }
@@ -226,8 +230,15 @@ mod tests {
         let base = "providers: {vulnerabilities: {kind: osv}}\n";
         let err = Config::parse(&format!("{base}lock: {{ttl: 10ms}}"), path).unwrap_err();
         assert!(err.to_string().contains("lock.ttl"), "{err}");
-        let err = Config::parse(&format!("{base}steps: {{notify: {{maxAttempts: 0}}}}"), path).unwrap_err();
-        assert!(err.to_string().contains("steps.notify.maxAttempts"), "{err}");
+        let err = Config::parse(
+            &format!("{base}steps: {{notify: {{maxAttempts: 0}}}}"),
+            path,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string().contains("steps.notify.maxAttempts"),
+            "{err}"
+        );
         let err = Config::parse(&format!("{base}lokc: {{}}"), path).unwrap_err();
         assert!(err.to_string().contains("lokc"), "{err}");
         assert!(Config::parse(base, path).is_ok());

@@ -46,7 +46,9 @@ pub async fn serve(
 
 async fn metrics_text(State(probe): State<Probe>) -> impl IntoResponse {
     let watchdog = probe.store.watchdog();
-    probe.metrics.observe_watchdog(watchdog.stats(), watchdog.held());
+    probe
+        .metrics
+        .observe_watchdog(watchdog.stats(), watchdog.held());
     (
         [(
             header::CONTENT_TYPE,

@@ -93,7 +93,11 @@ impl Metrics {
         let watchdog_losses = Gauge::default();
         let locks_held = Gauge::default();
         registry.register("reconciles", "Reconciles by outcome", reconciles.clone());
-        registry.register("reconcile_failures", "Reconcile errors by reason", failures.clone());
+        registry.register(
+            "reconcile_failures",
+            "Reconcile errors by reason",
+            failures.clone(),
+        );
         registry.register(
             "step_duration_seconds",
             "Provider call duration per pipeline step",
@@ -125,7 +129,11 @@ impl Metrics {
             "Locks lost since start (renewal failed or lease deadline passed)",
             watchdog_losses.clone(),
         );
-        registry.register("locks_held", "Locks held by this process", locks_held.clone());
+        registry.register(
+            "locks_held",
+            "Locks held by this process",
+            locks_held.clone(),
+        );
         Metrics {
             registry,
             reconciles,
@@ -186,7 +194,10 @@ mod tests {
         m.failed("RedisUnavailable");
         m.stale_writes_rejected.inc();
         let text = m.encode();
-        assert!(text.contains("assetscan_reconciles_total{result=\"finished\"} 1"), "{text}");
+        assert!(
+            text.contains("assetscan_reconciles_total{result=\"finished\"} 1"),
+            "{text}"
+        );
         assert!(text.contains("assetscan_reconcile_failures_total{reason=\"RedisUnavailable\"} 1"));
         assert!(text.contains("assetscan_stale_writes_rejected_total 1"));
     }

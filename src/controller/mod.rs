@@ -435,7 +435,9 @@ fn scan_request(obj: &AssetScan, run: &str, holder_prefix: &str) -> Result<ScanR
         },
         (None, Some(id)) => Target::Inventory { id: id.clone() },
         _ => {
-            return Err("spec.target needs exactly one of host (with ports) or inventoryRef".into());
+            return Err(
+                "spec.target needs exactly one of host (with ports) or inventoryRef".into(),
+            );
         }
     };
     Ok(ScanRequest {

@@ -326,7 +326,10 @@ impl TicketStore {
             .clone()
             .del(self.keys(asset).ticket(run))
             .await
-            .map_err(|source| StoreError::Redis { op: "delete ticket", source })
+            .map_err(|source| StoreError::Redis {
+                op: "delete ticket",
+                source,
+            })
     }
 
     /// Checks that Redis answers (readiness).

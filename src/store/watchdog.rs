@@ -230,18 +230,29 @@ fn expire_due(shared: &Shared) {
     }
 }
 
-/// One renewal round trip's leases: (lease id, lock key, holder), and the
-/// Cluster node they are sent to (`None` on a standalone server).
+/// A lease to renew, as read from the table.
+struct Renewal {
+    id: u64,
+    lock_key: String,
+    holder: String,
+}
+
+/// One renewal round trip's leases, and the Cluster node they are sent to
+/// (`None` on a standalone server).
 struct NodeGroup {
     node: Option<(String, u16)>,
-    leases: Vec<(u64, String, String)>,
+    leases: Vec<Renewal>,
 }
 
 async fn renew_all(shared: &Shared, conn: &mut RedisConn, slots: &mut SlotMap) {
-    let batch: Vec<(u64, String, String)> = shared
+    let batch: Vec<Renewal> = shared
         .leases()
         .iter()
-        .map(|(id, l)| (*id, l.lock_key.clone(), l.holder.clone()))
+        .map(|(id, l)| Renewal {
+            id: *id,
+            lock_key: l.lock_key.clone(),
+            holder: l.holder.clone(),
+        })
         .collect();
     if batch.is_empty() {
         return;
@@ -290,8 +301,8 @@ async fn renew_group(
     let (RedisConn::Cluster(cluster), Some((host, port))) = (&mut *conn, &group.node) else {
         let mut call = RENEW_MANY.prepare_invoke();
         call.arg(ttl_ms);
-        for (_, key, holder) in &group.leases {
-            call.key(key).arg(holder);
+        for lease in &group.leases {
+            call.key(&lease.lock_key).arg(&lease.holder);
         }
         return call.invoke_async(conn).await;
     };
@@ -300,12 +311,12 @@ async fn renew_group(
         port: *port,
     };
     let mut pipe = redis::pipe();
-    for (_, key, holder) in &group.leases {
+    for lease in &group.leases {
         pipe.cmd("EVALSHA")
             .arg(RENEW.get_hash())
             .arg(1)
-            .arg(key)
-            .arg(holder)
+            .arg(&lease.lock_key)
+            .arg(&lease.holder)
             .arg(ttl_ms);
     }
     let count = group.leases.len();
@@ -330,8 +341,8 @@ async fn renew_group(
         .collect())
 }
 
-fn apply(shared: &Shared, group: &[(u64, String, String)], renewed: &[i64], sent_at: Instant) {
-    for (i, (id, _, _)) in group.iter().enumerate() {
+fn apply(shared: &Shared, group: &[Renewal], renewed: &[i64], sent_at: Instant) {
+    for (i, Renewal { id, .. }) in group.iter().enumerate() {
         if renewed.get(i) == Some(&1) {
             let mut leases = shared.leases();
             if let Some(lease) = leases.get_mut(id) {
@@ -397,18 +408,14 @@ impl SlotMap {
 
     /// Splits leases into one group per node. Keys of slots the map does
     /// not know go alone, routed by their key.
-    async fn group_by_node(
-        &mut self,
-        conn: &mut RedisConn,
-        batch: Vec<(u64, String, String)>,
-    ) -> Vec<NodeGroup> {
+    async fn group_by_node(&mut self, conn: &mut RedisConn, batch: Vec<Renewal>) -> Vec<NodeGroup> {
         if self.ranges.is_empty() {
             self.refresh(conn).await;
         }
-        let mut by_node: HashMap<(String, u16), Vec<(u64, String, String)>> = HashMap::new();
+        let mut by_node: HashMap<(String, u16), Vec<Renewal>> = HashMap::new();
         let mut groups = Vec::new();
         for lease in batch {
-            match self.node_of(&lease.1) {
+            match self.node_of(&lease.lock_key) {
                 Some(node) => by_node.entry(node).or_default().push(lease),
                 None => groups.push(NodeGroup {
                     node: None,
