@@ -187,7 +187,7 @@ async fn run() -> Result<()> {
     .await?;
     emulator.write_kubeconfig(&work_dir.join("kubeconfig"))?;
     let stubs = ProviderStubs::start().await?;
-    map_example_packages(&stubs);
+    stubs.serve_examples();
     write_config(&stubs, work_dir, &prefix)?;
     println!("  kubernetes API emulator  {}", emulator.url());
     println!("  redis                    {redis_url} (prefix {prefix})");
@@ -339,21 +339,6 @@ async fn run() -> Result<()> {
     }
 }
 
-/// The stub's OSV has no Debian records for these packages (Debian publishes
-/// its OSV data only through osv.dev); the real records of the same CVEs
-/// stand in, as the fixtures' README explains.
-fn map_example_packages(stubs: &ProviderStubs) {
-    stubs.osv.index_affected_packages();
-    for (name, id) in [
-        ("openssl", "CVE-2018-5407"),
-        ("openssh", "UBUNTU-CVE-2024-6387"),
-        ("xz-utils", "UBUNTU-CVE-2024-3094"),
-        ("glibc", "UBUNTU-CVE-2023-4911"),
-    ] {
-        stubs.osv.set_package_vulns("Debian:10", name, &[id]);
-    }
-}
-
 fn write_config(stubs: &ProviderStubs, dir: &Path, prefix: &str) -> Result<()> {
     let providers = stubs
         .write_config(dir)?
@@ -373,16 +358,7 @@ fn write_config(stubs: &ProviderStubs, dir: &Path, prefix: &str) -> Result<()> {
 }
 
 fn read_examples() -> Result<Vec<AssetScan>> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(repo().join("examples"))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("assetscan-") && n.ends_with(".yaml"))
-        })
-        .collect();
-    paths.sort();
-    paths
+    assetscan_testkit::stubs::example_manifests()?
         .iter()
         .map(|p| {
             let text = std::fs::read_to_string(p)?;

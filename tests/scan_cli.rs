@@ -129,30 +129,11 @@ impl Env {
     }
 
     fn counters(&self) -> Counters {
-        let s = &self.stubs;
-        Counters {
-            inventory: s.inventory.asset_calls(),
-            querybatch: s.osv.querybatch_calls(),
-            records: s.osv.vuln_calls(),
-            kev: s.kev.feed_calls(),
-            epss: s.epss.epss_calls(),
-            deliveries: s.sink.deliveries().len(),
-            effects: s.sink.effects(),
-        }
+        self.stubs.counters()
     }
 }
 
-/// Provider calls so far, per stub route.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Counters {
-    inventory: u64,
-    querybatch: u64,
-    records: u64,
-    kev: u64,
-    epss: u64,
-    deliveries: usize,
-    effects: usize,
-}
+use assetscan_testkit::stubs::StubCounters as Counters;
 
 fn code(out: &Output) -> u8 {
     out.status.code().expect("exited, not killed") as u8

@@ -70,7 +70,7 @@ impl Harness {
         })
         .expect("redis-server starts");
         let stubs = ProviderStubs::start().await.expect("provider stubs start");
-        map_packages(&stubs);
+        stubs.serve_examples();
         let emu = Emulator::start(EmulatorOptions {
             crd_dir: Some(repo().join("crds")),
             ..EmulatorOptions::default()
@@ -257,23 +257,6 @@ pub fn metric(text: &str, sample: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// Which fixture records the OSV stub answers for which packages: every
-/// record under the packages it names (Ubuntu, Alpine, PyPI, Maven, Go), and
-/// the Debian 10 packages of `examples/assetscan-debian-openssl.yaml` mapped
-/// to the fixtures' records for the same software (the fixtures hold no
-/// Debian OSV records; the stub does not evaluate versions), as the demo does.
-pub fn map_packages(stubs: &ProviderStubs) {
-    stubs.osv.index_affected_packages();
-    for (name, id) in [
-        ("openssl", "CVE-2018-5407"),
-        ("openssh", "UBUNTU-CVE-2024-6387"),
-        ("xz-utils", "UBUNTU-CVE-2024-3094"),
-        ("glibc", "UBUNTU-CVE-2023-4911"),
-    ] {
-        stubs.osv.set_package_vulns("Debian:10", name, &[id]);
-    }
-}
-
 /// The operator's config for the tests: short lock ttl, step timeouts and
 /// backoffs; the providers section from the stubs, with the channel names of
 /// `examples/config.yaml` (`secops-webhook`, `secops-wecom`, `secops-slack`).
@@ -304,17 +287,8 @@ pub fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> String {
 
 /// The AssetScans of `examples/assetscan-*.yaml`, in file-name order.
 pub fn examples() -> Vec<(String, AssetScan)> {
-    let mut paths: Vec<PathBuf> = std::fs::read_dir(repo().join("examples"))
+    assetscan_testkit::stubs::example_manifests()
         .expect("examples/")
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("assetscan-") && n.ends_with(".yaml"))
-        })
-        .collect();
-    paths.sort();
-    paths
         .iter()
         .map(|p| {
             let text = std::fs::read_to_string(p).unwrap();

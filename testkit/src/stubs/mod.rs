@@ -37,6 +37,34 @@ pub fn fixtures_dir() -> PathBuf {
     }
 }
 
+/// Provider calls so far, per stub route ([`ProviderStubs::counters`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StubCounters {
+    pub inventory: u64,
+    pub querybatch: u64,
+    pub records: u64,
+    pub kev: u64,
+    pub epss: u64,
+    pub deliveries: usize,
+    pub effects: usize,
+}
+
+/// The repository's example AssetScans, `examples/assetscan-*.yaml`, in
+/// file-name order.
+pub fn example_manifests() -> std::io::Result<Vec<PathBuf>> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(dir)?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("assetscan-") && n.ends_with(".yaml"))
+        })
+        .collect();
+    paths.sort();
+    Ok(paths)
+}
+
 /// Every stub at once, loaded with the real fixtures: the 15 OSV records,
 /// the whole KEV catalog, FIRST's EPSS example.
 #[derive(Debug)]
@@ -73,6 +101,37 @@ impl ProviderStubs {
             wecom: WeComStub::start(Self::WECOM_KEY).await?,
             slack: SlackStub::start().await?,
         })
+    }
+
+    /// Provider calls so far, per stub route.
+    pub fn counters(&self) -> StubCounters {
+        StubCounters {
+            inventory: self.inventory.asset_calls(),
+            querybatch: self.osv.querybatch_calls(),
+            records: self.osv.vuln_calls(),
+            kev: self.kev.feed_calls(),
+            epss: self.epss.epss_calls(),
+            deliveries: self.sink.deliveries().len(),
+            effects: self.sink.effects(),
+        }
+    }
+
+    /// Makes the OSV stub answer for the packages of the repository's
+    /// example AssetScans: every record under the packages it names (Ubuntu,
+    /// Alpine, PyPI, Maven, Go), and the Debian 10 packages of
+    /// `examples/assetscan-debian-openssl.yaml` mapped to the fixtures'
+    /// records of the same software (the fixtures hold no Debian OSV records,
+    /// see their README; the stub does not evaluate versions).
+    pub fn serve_examples(&self) {
+        self.osv.index_affected_packages();
+        for (name, id) in [
+            ("openssl", "CVE-2018-5407"),
+            ("openssh", "UBUNTU-CVE-2024-6387"),
+            ("xz-utils", "UBUNTU-CVE-2024-3094"),
+            ("glibc", "UBUNTU-CVE-2023-4911"),
+        ] {
+            self.osv.set_package_vulns("Debian:10", name, &[id]);
+        }
     }
 
     /// Writes the channel secrets as files into `dir` and returns the
