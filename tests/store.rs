@@ -539,3 +539,42 @@ async fn acquiring_a_finished_run_takes_no_lock_and_draws_no_token() {
     assert_eq!(after, fence, "no token drawn");
     assert_eq!(s.watchdog().held(), 0);
 }
+
+/// Round trips per operation, counted by the server (`INFO commandstats`):
+/// after the scripts are loaded, acquire, advance and release are one
+/// EVALSHA each (no reload, no other command from the client); the fast-path
+/// read is one GET. (Commands a script runs inside Redis count in
+/// commandstats too, which is why each operation is checked by the calls it
+/// adds to EVALSHA, SCRIPT and GET.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_operation_is_one_round_trip() {
+    let server = RedisServer::start().unwrap();
+    let s = store(&server, 30_000).await;
+    let a = asset("rtt");
+    // Warm-up: loads the scripts (NOSCRIPT, SCRIPT LOAD, EVALSHA).
+    let warm = s.acquire(&a, "warm", "A", 0).await.unwrap();
+    s.advance(&a, "warm", warm.token, Status::Init, &Patch::default())
+        .await
+        .unwrap();
+    s.release(&a, &warm.lease).await.unwrap();
+
+    let calls = || ["evalsha", "script", "get"].map(|name| server.command_calls(name).unwrap());
+    let mut last = calls();
+    let mut added = || {
+        let now = calls();
+        let delta = [now[0] - last[0], now[1] - last[1], now[2] - last[2]];
+        last = now;
+        delta
+    };
+    let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
+    // acquire.lua itself runs two GETs.
+    assert_eq!(added(), [1, 0, 2], "acquire: one EVALSHA");
+    s.advance(&a, "r1", got.token, Status::AssetOnline, &Patch::default())
+        .await
+        .unwrap();
+    assert_eq!(added(), [1, 0, 1], "advance: one EVALSHA");
+    s.get_ticket(&a, "r1").await.unwrap();
+    assert_eq!(added(), [0, 0, 1], "fast-path read: one GET");
+    s.release(&a, &got.lease).await.unwrap();
+    assert_eq!(added(), [1, 0, 1], "release: one EVALSHA");
+}
