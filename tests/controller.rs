@@ -475,6 +475,131 @@ async fn two_controllers_process_every_asset_once_in_effect() {
     b.stop().await;
 }
 
+/// 2a. Lock holder ids are unique per process (`<instance>#<random>:…`): a
+/// replacement started with the same instance name (the same pod name)
+/// while the old process still runs cannot re-enter the old process's lock.
+/// It finds the asset locked, and takes the run over only after the old
+/// process let go, under a holder id of its own and a greater token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_with_the_same_instance_name_cannot_enter_the_old_lock() {
+    let h = Harness::start().await;
+    let name = "same-name-01";
+    let asset = "same-name-01.dc1.example.com";
+    let id = assetscan_operator::store::AssetId::new(asset).unwrap();
+    h.stubs.inventory.set_online(asset, true);
+    // The old process's run stays in the vulnerability query (under its
+    // 10 s timeout), holding the asset's lock.
+    h.stubs.osv.faults().set_latency(Duration::from_secs(8));
+    let old = h.controller("assetscan-0").await;
+    h.create(&scan(name, asset, true)).await;
+    h.wait(name, "ASSET_ONLINE", Duration::from_secs(10), |o| {
+        o.status.as_ref().and_then(|s| s.phase) == Some(Status::AssetOnline)
+    })
+    .await;
+    let store = h.store().await;
+    let claims = async || -> Vec<(String, u64)> {
+        store
+            .audit(&id, 1000)
+            .await
+            .unwrap()
+            .iter()
+            .filter(|e| e.op() == "acquire" && e.accepted())
+            .map(|e| (e.get("holder").unwrap().to_owned(), e.token().unwrap()))
+            .collect()
+    };
+    let first = claims().await;
+    assert_eq!(first.len(), 1, "{first:?}");
+    let (old_holder, old_token) = first[0].clone();
+
+    // The replacement, same instance name, while the old process runs.
+    let new = h.controller("assetscan-0").await;
+    until(
+        "the replacement found the asset locked",
+        Duration::from_secs(10),
+        async || new.counter("assetscan_lock_contention_total") >= 1.0,
+    )
+    .await;
+    assert_eq!(
+        claims().await,
+        first,
+        "no second acquire while the old process holds the lock"
+    );
+    let lock: Option<String> = {
+        use redis::AsyncCommands;
+        let mut conn = redis::Client::open(h.redis.url())
+            .unwrap()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap();
+        conn.get(store.keys(&id).lock()).await.unwrap()
+    };
+    assert_eq!(lock.as_deref(), Some(old_holder.as_str()));
+
+    // The old process stops (its run releases the lock): the replacement
+    // takes the run over.
+    h.stubs.osv.faults().set_latency(Duration::ZERO);
+    let old_contention = old.counter("assetscan_lock_contention_total");
+    old.stop().await;
+    let done = h.wait_terminal(name, Duration::from_secs(15)).await;
+    assert_eq!(done.status.as_ref().unwrap().phase, Some(Status::Finished));
+
+    let audit = store.audit(&id, 1000).await.unwrap();
+    let holders: BTreeSet<String> = claims()
+        .await
+        .into_iter()
+        .map(|(holder, _)| holder)
+        .collect();
+    assert_eq!(holders.len(), 2, "two holder ids: {holders:?}");
+    for holder in &holders {
+        let random = holder
+            .strip_prefix("assetscan-0#")
+            .and_then(|rest| rest.strip_suffix(&format!(":{NAMESPACE}/{name}")))
+            .unwrap_or_else(|| panic!("holder id {holder:?}"));
+        assert!(
+            random.len() == 8 && random.chars().all(|c| c.is_ascii_hexdigit()),
+            "holder id {holder:?}"
+        );
+    }
+    // Replaying the audit: every claim found the lock free (or its own),
+    // every release was by the holder.
+    let mut holding: Option<&str> = None;
+    for e in &audit {
+        match (e.op(), e.accepted()) {
+            ("acquire", true) if !matches!(e.get("status"), Some("FINISHED" | "FAILED")) => {
+                let holder = e.get("holder").unwrap();
+                assert!(
+                    holding.is_none_or(|h| h == holder),
+                    "{holder} acquired while {holding:?} held the lock: {audit:#?}"
+                );
+                holding = Some(holder);
+            }
+            ("release", true) => {
+                assert_eq!(holding, e.get("holder"), "{audit:#?}");
+                holding = None;
+            }
+            _ => {}
+        }
+    }
+    let new_claims: Vec<u64> = claims()
+        .await
+        .into_iter()
+        .filter(|(holder, _)| *holder != old_holder)
+        .map(|(_, t)| t)
+        .collect();
+    assert!(
+        !new_claims.is_empty() && new_claims.iter().all(|t| *t > old_token),
+        "the replacement's tokens {new_claims:?} follow {old_token}"
+    );
+    assert_eq!(
+        done.status.as_ref().unwrap().fencing_token,
+        new_claims.last().map(|t| *t as i64)
+    );
+    assert_eq!(old_contention, 0.0, "the old process never waited");
+    assert_eq!(h.stubs.sink.effects(), 1, "one notification effect");
+    check_status_history(&h, name, &done);
+    new.stop().await;
+}
+
 /// PATCH requests on `/status` seen by the emulator since `mark` (counted
 /// with a zero-delay fault rule that matches every one of them).
 fn count_status_patches(h: &Harness) -> impl Fn() -> usize + '_ {

@@ -7,7 +7,7 @@ mod controller_kit;
 
 use assetscan_operator::controller;
 use assetscan_operator::crd::{AssetScan, condition};
-use assetscan_operator::store::AssetId;
+use assetscan_operator::store::{AssetId, Patch as TicketPatch, StoreError};
 use assetscan_operator::ticket::Status;
 use controller_kit::*;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -222,6 +222,198 @@ async fn spec_change_suspend_and_deletion() {
         "tokens never repeat: {:?} after {last_token}",
         status(&again).fencing_token
     );
+    ctl.stop().await;
+}
+
+/// 4b. Deleting an AssetScan whose run is in progress under another live
+/// executor: while that executor holds the asset's lock, the finalizer waits
+/// (the cleanup is retried; the object and the ticket stay). Once the lock
+/// is free, the cleanup takes the run with a new, greater token, fails it
+/// under that token, and only then deletes the ticket (never the fence):
+/// the old executor's late write cannot land.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
+    let h = Harness::start().await;
+    let name = "fence-del-01";
+    let asset = "fence-del-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    let created = h.create(&scan(name, asset, false)).await;
+    // The run the controller will drive (scan 0 of generation 1) is already
+    // in progress under another executor, whose watchdog renews its lock.
+    let run = controller::run_id(&created, 0);
+    let id = AssetId::new(asset).unwrap();
+    let other_store = h.store().await;
+    let other_holder = format!("replica-old#0badc0de:{NAMESPACE}/{name}");
+    let other = other_store
+        .acquire(&id, &run, &other_holder, 0)
+        .await
+        .expect("the other executor acquires");
+    let other_token = other.token;
+    other_store
+        .advance(
+            &id,
+            &run,
+            other_token,
+            Status::AssetOnline,
+            &TicketPatch::default(),
+        )
+        .await
+        .expect("the other executor advances");
+
+    let ctl = h.controller("ctl-a").await;
+    h.wait(name, "finalized", Duration::from_secs(10), |o| {
+        o.finalizers().iter().any(|f| f == controller::FINALIZER)
+    })
+    .await;
+    until(
+        "the controller found the run locked",
+        Duration::from_secs(10),
+        async || ctl.counter("assetscan_lock_contention_total") >= 1.0,
+    )
+    .await;
+
+    h.api()
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    // The cleanup meets the other holder's lock and is retried.
+    let locked = "assetscan_reconcile_failures_total{reason=\"Locked\"}";
+    until(
+        "the cleanup failed twice on the lock",
+        Duration::from_secs(10),
+        async || ctl.counter(locked) >= 2.0,
+    )
+    .await;
+    let pending = h.api().get(name).await.expect("the object stays");
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    assert_eq!(pending.finalizers(), [controller::FINALIZER.to_owned()]);
+    let ticket = other_store
+        .get_ticket(&id, &run)
+        .await
+        .unwrap()
+        .expect("the ticket stays while the run is held");
+    assert_eq!(
+        (ticket.status, ticket.fencing_token),
+        (Status::AssetOnline, other_token)
+    );
+    let store = h.store().await;
+    let acquires = |audit: &[assetscan_operator::store::AuditEntry]| -> Vec<(String, u64)> {
+        audit
+            .iter()
+            .filter(|e| e.op() == "acquire" && e.accepted())
+            .map(|e| (e.get("holder").unwrap().to_owned(), e.token().unwrap()))
+            .collect()
+    };
+    assert_eq!(
+        acquires(&store.audit(&id, 1000).await.unwrap()),
+        [(other_holder.clone(), other_token)],
+        "nobody else took the run while it was held"
+    );
+
+    // The other executor lets go: the finalizer finishes.
+    assert!(other_store.release(&id, &other.lease).await.unwrap());
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while h.api().get_opt(name).await.unwrap().is_some() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "finalizer never finished after the lock was released"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(runs(&h, asset).await, BTreeSet::new(), "tickets deleted");
+    assert!(store.get_ticket(&id, &run).await.unwrap().is_none());
+
+    // The audit: the cleanup claimed the run under its own holder id with a
+    // greater token, and failed it under that token (an accepted advance,
+    // so the ticket still existed), then released the lock.
+    let audit = store.audit(&id, 1000).await.unwrap();
+    let ticket_key = store.keys(&id).ticket(&run);
+    let cleanup_at = audit
+        .iter()
+        .position(|e| e.op() == "acquire" && e.accepted() && e.get("holder") != Some(&other_holder))
+        .unwrap_or_else(|| panic!("no acquire by the controller: {audit:#?}"));
+    let claim = &audit[cleanup_at];
+    let ctl_holder = claim.get("holder").unwrap().to_owned();
+    let random = ctl_holder
+        .strip_prefix("ctl-a#")
+        .and_then(|rest| rest.strip_suffix(&format!(":{NAMESPACE}/{name}")))
+        .unwrap_or_else(|| panic!("holder id {ctl_holder:?}"));
+    assert!(
+        random.len() == 8 && random.chars().all(|c| c.is_ascii_hexdigit()),
+        "holder id {ctl_holder:?}"
+    );
+    let ctl_token = claim.token().unwrap();
+    assert!(
+        ctl_token > other_token,
+        "a new token fences the old executor: {ctl_token} > {other_token}"
+    );
+    assert_eq!(
+        (claim.get("ticket"), claim.get("status")),
+        (Some(ticket_key.as_str()), Some("ASSET_ONLINE"))
+    );
+    // (op, result, to, holder, token)
+    type Row<'a> = (
+        &'a str,
+        &'a str,
+        Option<&'a str>,
+        Option<&'a str>,
+        Option<u64>,
+    );
+    let after: Vec<Row> = audit[cleanup_at..]
+        .iter()
+        .map(|e| {
+            (
+                e.op(),
+                e.get("result").unwrap_or(""),
+                e.get("to"),
+                e.get("holder"),
+                e.token(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        after,
+        [
+            (
+                "acquire",
+                "ok",
+                None,
+                Some(ctl_holder.as_str()),
+                Some(ctl_token)
+            ),
+            ("advance", "ok", Some("FAILED"), None, Some(ctl_token)),
+            ("release", "ok", None, Some(ctl_holder.as_str()), None),
+        ],
+        "claim, FAILED under the new token, release: {audit:#?}"
+    );
+    assert_eq!(
+        acquires(&audit[..cleanup_at]),
+        [(other_holder.clone(), other_token)]
+    );
+    assert_eq!(
+        fence_value(&h, asset).await,
+        Some(ctl_token),
+        "the fence stays"
+    );
+
+    // The old executor's late write cannot land.
+    let late = other_store
+        .advance(
+            &id,
+            &run,
+            other_token,
+            Status::VulnCheckDone,
+            &TicketPatch::default(),
+        )
+        .await;
+    assert!(
+        matches!(
+            late,
+            Err(StoreError::TicketNotFound { .. } | StoreError::StaleToken { .. })
+        ),
+        "{late:?}"
+    );
+    assert_eq!(runs(&h, asset).await, BTreeSet::new(), "nothing recreated");
     ctl.stop().await;
 }
 

@@ -224,6 +224,18 @@ impl Harness {
     }
 }
 
+/// Polls `done` every 50 ms until it holds, for up to `timeout`.
+pub async fn until(what: &str, timeout: Duration, mut done: impl AsyncFnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !done().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting until {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// A controller running in this process.
 pub struct Running {
     pub ctx: Arc<Context<Providers>>,
