@@ -19,6 +19,6 @@ if [ "$need_redis" = 1 ]; then
 fi
 version=$(redis-server --version | sed -n 's/.*v=\([0-9]*\)\..*/\1/p')
 if [ "${version:-0}" -lt 7 ]; then
-  echo "redis-server $version found; Redis >= 7 is required (script flags)" >&2
+  echo "redis-server $version found; Redis >= 7 is required" >&2
   exit 1
 fi
