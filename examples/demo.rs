@@ -340,17 +340,12 @@ async fn run() -> Result<()> {
 }
 
 fn write_config(stubs: &ProviderStubs, dir: &Path, prefix: &str) -> Result<()> {
-    let providers = stubs
-        .write_config(dir)?
-        .replace("\n  webhook:", "\n  secops-webhook:")
-        .replace("\n  wecom:", "\n  secops-wecom:")
-        .replace("\n  slack:", "\n  secops-slack:");
-    let indented: String = providers.lines().map(|l| format!("  {l}\n")).collect();
+    let providers = stubs.write_providers_section(dir, "secops-")?;
     let config = format!(
         "redis: {{prefix: {prefix}, timeout: 2s}}\n\
          lock: {{ttl: {}ms}}\n\
          steps:\n  onlineCheck: {{timeout: 3s, maxAttempts: 3, initialBackoff: 200ms, maxBackoff: 1s}}\n\
-         providers:\n{indented}",
+         {providers}",
         LOCK_TTL.as_millis()
     );
     std::fs::write(dir.join("config.yaml"), config)?;

@@ -107,15 +107,10 @@ impl Env {
         }
         stubs.inventory.set_online(ASSET, true);
         let dir = tempfile::tempdir().unwrap();
-        let providers: String = stubs
-            .write_config(dir.path())
-            .unwrap()
-            .lines()
-            .map(|line| format!("  {line}\n"))
-            .collect();
+        let providers = stubs.write_providers_section(dir.path(), "").unwrap();
         let text = format!(
             "redis: {{url: \"{}\", timeout: 2s}}\nlock: {{ttl: {lock_ttl}}}\n\
-             tickets: {{retention: 0s, auditCap: 10000}}\n{STEPS}providers:\n{providers}",
+             tickets: {{retention: 0s, auditCap: 10000}}\n{STEPS}{providers}",
             redis.url()
         );
         let path = dir.path().join("config.yaml");

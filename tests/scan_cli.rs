@@ -58,12 +58,7 @@ impl Env {
         osv.set_package_vulns("Ubuntu:22.04:LTS", "glibc", &["UBUNTU-CVE-2023-4911"]);
         osv.set_package_vulns("PyPI", "urllib3", &["GHSA-34jh-p97f-mpxf"]);
         let dir = tempfile::tempdir().unwrap();
-        let providers: String = stubs
-            .write_config(dir.path())
-            .unwrap()
-            .lines()
-            .map(|line| format!("  {line}\n"))
-            .collect();
+        let providers = stubs.write_providers_section(dir.path(), "").unwrap();
         // A short lock ttl (renewed every 200 ms) so that takeovers are quick.
         let text = format!(
             "redis: {{timeout: 2s}}\nlock: {{ttl: 600ms}}\n\
@@ -73,7 +68,7 @@ impl Env {
              vulnQuery:   {{timeout: 5s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}}\n  \
              threatIntel: {{timeout: 5s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}}\n  \
              notify:      {{timeout: 5s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}}\n\
-             providers:\n{providers}"
+             {providers}"
         );
         let config = dir.path().join("config.yaml");
         std::fs::write(&config, text).unwrap();

@@ -274,16 +274,12 @@ pub fn metric(text: &str, sample: &str) -> f64 {
 /// `examples/config.yaml` (`secops-webhook`, `secops-wecom`, `secops-slack`).
 pub fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> String {
     let providers = stubs
-        .write_config(dir)
+        .write_providers_section(dir, "secops-")
         .expect("stub config")
-        .replace("\n  webhook:", "\n  secops-webhook:")
-        .replace("\n  wecom:", "\n  secops-wecom:")
-        .replace("\n  slack:", "\n  secops-slack:")
         .replace(
             "online: {inventory:",
             "online: {tcp: {timeout: 1s}, inventory:",
         );
-    let providers: String = providers.lines().map(|l| format!("  {l}\n")).collect();
     format!(
         "redis: {{timeout: 1s}}\n\
          lock: {{ttl: {LOCK_TTL_MS}ms}}\n\
@@ -293,7 +289,7 @@ pub fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> String {
          \x20 vulnQuery: {{timeout: 10s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 500ms}}\n\
          \x20 threatIntel: {{timeout: 10s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 500ms}}\n\
          \x20 notify: {{timeout: 5s, maxAttempts: 4, initialBackoff: 100ms, maxBackoff: 500ms}}\n\
-         providers:\n{providers}"
+         {providers}"
     )
 }
 

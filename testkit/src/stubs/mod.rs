@@ -139,6 +139,23 @@ impl ProviderStubs {
     /// the inventory (the TCP probe needs no stub), OSV, KEV, EPSS, and
     /// channels `webhook`, `wecom` and `slack`.
     pub fn write_config(&self, dir: &Path) -> std::io::Result<String> {
+        self.write_channels_config(dir, "")
+    }
+
+    /// [`ProviderStubs::write_config`] nested under `providers:`, ready to
+    /// append to an operator config file, with `channel_prefix` before each
+    /// channel name (`secops-` gives the names of `examples/config.yaml`).
+    pub fn write_providers_section(
+        &self,
+        dir: &Path,
+        channel_prefix: &str,
+    ) -> std::io::Result<String> {
+        let section = self.write_channels_config(dir, channel_prefix)?;
+        let indented: String = section.lines().map(|line| format!("  {line}\n")).collect();
+        Ok(format!("providers:\n{indented}"))
+    }
+
+    fn write_channels_config(&self, dir: &Path, channel_prefix: &str) -> std::io::Result<String> {
         let secret = |name: &str, value: &str| -> std::io::Result<String> {
             let path = dir.join(name);
             std::fs::write(&path, value)?;
@@ -155,9 +172,9 @@ threatIntel:
   kev: {{url: "{kev}"}}
   epss: {{baseUrl: "{epss}"}}
 notifications:
-  webhook: {{kind: webhook, urlFrom: {{file: "{webhook_url}"}}, secretFrom: {{file: "{webhook_secret}"}}}}
-  wecom: {{kind: wecom, baseUrl: "{wecom}", keyFrom: {{file: "{wecom_key}"}}}}
-  slack: {{kind: slack, urlFrom: {{file: "{slack_url}"}}}}
+  {channel_prefix}webhook: {{kind: webhook, urlFrom: {{file: "{webhook_url}"}}, secretFrom: {{file: "{webhook_secret}"}}}}
+  {channel_prefix}wecom: {{kind: wecom, baseUrl: "{wecom}", keyFrom: {{file: "{wecom_key}"}}}}
+  {channel_prefix}slack: {{kind: slack, urlFrom: {{file: "{slack_url}"}}}}
 "#,
             inventory = self.inventory.url(),
             osv = self.osv.url(),
