@@ -240,10 +240,6 @@ impl<E: Effects> Pipeline<E> {
         &self.store
     }
 
-    pub fn effects(&self) -> &E {
-        &self.effects
-    }
-
     /// Performs the run to its end, or until it is locked, superseded, loses
     /// its lock, or `shutdown` fires.
     pub async fn run(

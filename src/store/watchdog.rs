@@ -93,10 +93,6 @@ impl Watchdog {
         Watchdog { shared }
     }
 
-    pub fn ttl(&self) -> Duration {
-        self.shared.ttl
-    }
-
     pub fn stats(&self) -> &WatchdogStats {
         &self.shared.stats
     }
@@ -114,7 +110,7 @@ impl Watchdog {
         self.shared.leases().insert(
             id,
             Lease {
-                lock_key: lock_key.clone(),
+                lock_key,
                 holder: holder.clone(),
                 cancel: cancel.clone(),
                 deadline,
@@ -124,7 +120,6 @@ impl Watchdog {
         LeaseGuard {
             id,
             shared: Arc::downgrade(&self.shared),
-            lock_key,
             holder,
             cancel,
         }
@@ -136,7 +131,6 @@ impl Watchdog {
 pub struct LeaseGuard {
     id: u64,
     shared: Weak<Shared>,
-    lock_key: String,
     holder: String,
     cancel: CancellationToken,
 }
@@ -168,10 +162,6 @@ impl LeaseGuard {
 
     pub fn holder(&self) -> &str {
         &self.holder
-    }
-
-    pub fn lock_key(&self) -> &str {
-        &self.lock_key
     }
 
     /// Stops renewal; synchronous, so no renewal is sent after it returns.
