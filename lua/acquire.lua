@@ -10,9 +10,17 @@
 -- ARGV[4] now (unix ms)
 -- ARGV[5] initial ticket JSON, used only when the ticket does not exist
 -- ARGV[6] (optional) audit stream cap, default 1000
+-- KEYS[5] (optional, added) tombstone asc:{<asset>}:retired:<owner>: the
+--         run belongs to that owner; once retire.lua has retired the owner,
+--         the run is refused (and the refusal audited) instead of created
+-- ARGV[7] (optional, added) ms a non-terminal ticket is kept after this
+--         claim (0 or absent: until it ends or is deleted)
+-- ARGV[8] (optional, added) ms the asset's fence and audit stream are kept
+--         after this claim (0 or absent: forever)
 --
 -- Returns {token, ticket JSON}.
 -- Errors: LOCKED <holder> <pttl> | TICKET_CORRUPT <reason> | BAD_ARGS <reason>
+--         | RUN_RETIRED <ticket key> (added)
 --
 -- The ticket is claimed here, not at the first write: from this moment on a
 -- previous holder's token no longer matches and every write it tries fails.
@@ -24,9 +32,17 @@ local ttl = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
 local now = tonumber(ARGV[4])
 local cap = tonumber(ARGV[6] or '1000') or 1000
+local keep_ticket = tonumber(ARGV[7] or '0') or 0
+local keep_asset = tonumber(ARGV[8] or '0') or 0
 if holder == nil or holder == '' or ttl == nil or ttl <= 0 or floor == nil or floor < 0
     or floor ~= math.floor(floor) or now == nil then
   return redis.error_reply('BAD_ARGS holder, ttl > 0, an integer floor >= 0 and now are required')
+end
+
+if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', cap, '*',
+    'op', 'acquire', 'result', 'RUN_RETIRED', 'ticket', KEYS[3], 'holder', holder, 'at', now)
+  return redis.error_reply('RUN_RETIRED ' .. KEYS[3])
 end
 
 local current = redis.call('GET', KEYS[1])
@@ -70,9 +86,19 @@ ticket.revision = ticket.revision + 1
 ticket.holder = holder
 ticket.updated_at = now
 raw = cjson.encode(ticket)
-redis.call('SET', KEYS[3], raw)
+if keep_ticket > 0 then
+  redis.call('SET', KEYS[3], raw, 'PX', keep_ticket)
+else
+  redis.call('SET', KEYS[3], raw)
+end
+if keep_asset > 0 then
+  redis.call('PEXPIRE', KEYS[2], keep_asset)
+end
 
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', cap, '*',
   'op', 'acquire', 'result', 'ok', 'ticket', KEYS[3], 'holder', holder,
   'token', token, 'status', ticket.status, 'revision', ticket.revision, 'at', now)
+if keep_asset > 0 then
+  redis.call('PEXPIRE', KEYS[4], keep_asset)
+end
 return {token, raw}

@@ -12,6 +12,8 @@
 --         "last_error": {...} | null}; every key optional
 -- ARGV[5] (optional) ms to keep a ticket once it is terminal, 0 = forever
 -- ARGV[6] (optional) audit stream cap, default 1000
+-- ARGV[7] (optional, added) ms to keep a ticket that is not terminal after
+--         this write, 0 = forever: a run nobody drives any more expires
 --
 -- Returns the new ticket JSON. Numbers go through Lua's cjson, which keeps
 -- 14 significant digits: exact for tokens, revisions and unix ms below 1e14.
@@ -24,6 +26,7 @@ local target = ARGV[2]
 local now = tonumber(ARGV[3])
 local retention = tonumber(ARGV[5] or '0') or 0
 local cap = tonumber(ARGV[6] or '1000') or 1000
+local keep_open = tonumber(ARGV[7] or '0') or 0
 if caller == nil or target == nil or now == nil then
   return redis.error_reply('BAD_ARGS token, target status and now are required')
 end
@@ -109,9 +112,12 @@ ticket.status = target
 ticket.revision = ticket.revision + 1
 ticket.updated_at = now
 raw = cjson.encode(ticket)
-redis.call('SET', KEYS[1], raw)
-if (target == 'FINISHED' or target == 'FAILED') and retention > 0 then
-  redis.call('PEXPIRE', KEYS[1], retention)
+local keep = keep_open
+if target == 'FINISHED' or target == 'FAILED' then keep = retention end
+if keep > 0 then
+  redis.call('SET', KEYS[1], raw, 'PX', keep)
+else
+  redis.call('SET', KEYS[1], raw)
 end
 
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', cap, '*',

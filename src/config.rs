@@ -71,6 +71,12 @@ pub struct TicketsSection {
     /// AssetScan is deleted).
     #[serde(with = "duration")]
     pub retention: Duration,
+    /// How long a ticket that is not finished is kept after its last write
+    /// (a run nobody drives any more: its object was deleted while an
+    /// executor was paused), and how long a deleted AssetScan's tombstone
+    /// refuses late executors.
+    #[serde(with = "duration")]
+    pub abandon_after: Duration,
     /// Approximate number of records kept in each asset's audit stream.
     pub audit_cap: u32,
 }
@@ -79,6 +85,7 @@ impl Default for TicketsSection {
     fn default() -> Self {
         TicketsSection {
             retention: Duration::from_secs(7 * 24 * 3600),
+            abandon_after: Duration::from_secs(24 * 3600),
             audit_cap: 1000,
         }
     }
@@ -139,6 +146,9 @@ impl Config {
                 return Err(invalid(format!("steps.{name}.timeout must be positive")));
             }
         }
+        if config.tickets.abandon_after < Duration::from_secs(1) {
+            return Err(invalid("tickets.abandonAfter must be at least 1s".into()));
+        }
         if config.redis.prefix.is_empty() || config.redis.prefix.contains(['{', '}', ' ']) {
             return Err(invalid(
                 "redis.prefix must be non-empty, without braces or spaces".into(),
@@ -153,6 +163,7 @@ impl Config {
             lock_ttl: self.lock.ttl,
             audit_cap: self.tickets.audit_cap,
             terminal_retention: self.tickets.retention,
+            abandon_after: self.tickets.abandon_after,
             timeout: self.redis.timeout,
         }
     }

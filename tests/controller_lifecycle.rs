@@ -226,11 +226,11 @@ async fn spec_change_suspend_and_deletion() {
 }
 
 /// 4b. Deleting an AssetScan whose run is in progress under another live
-/// executor: while that executor holds the asset's lock, the finalizer waits
-/// (the cleanup is retried; the object and the ticket stay). Once the lock
-/// is free, the cleanup takes the run with a new, greater token, fails it
-/// under that token, and only then deletes the ticket (never the fence):
-/// the old executor's late write cannot land.
+/// executor: the cleanup does not wait for that executor. It retires the
+/// run at once: fails it under a new, greater token (recorded in the audit
+/// stream under the cleanup's holder id) and removes its ticket, leaving
+/// the object's tombstone. The old executor's late write finds no ticket,
+/// its late acquire is refused, and nothing is re-created.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
     let h = Harness::start().await;
@@ -241,11 +241,12 @@ async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
     // The run the controller will drive (scan 0 of generation 1) is already
     // in progress under another executor, whose watchdog renews its lock.
     let run = controller::run_id(&created, 0);
+    let owner = controller::owner_id(&created);
     let id = AssetId::new(asset).unwrap();
     let other_store = h.store().await;
     let other_holder = format!("replica-old#0badc0de:{NAMESPACE}/{name}");
     let other = other_store
-        .acquire(&id, &run, &other_holder, 0)
+        .acquire_owned(&id, &run, &owner, &other_holder, 0)
         .await
         .expect("the other executor acquires");
     let other_token = other.token;
@@ -276,64 +277,25 @@ async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
         .delete(name, &DeleteParams::default())
         .await
         .expect("delete");
-    // The cleanup meets the other holder's lock and is retried.
-    let locked = "assetscan_reconcile_failures_total{reason=\"Locked\"}";
+    // The cleanup does not wait for the lock: the object goes.
     until(
-        "the cleanup failed twice on the lock",
+        "the finalizer finished",
         Duration::from_secs(10),
-        async || ctl.counter(locked) >= 2.0,
+        async || h.api().get_opt(name).await.unwrap().is_none(),
     )
     .await;
-    let pending = h.api().get(name).await.expect("the object stays");
-    assert!(pending.metadata.deletion_timestamp.is_some());
-    assert_eq!(pending.finalizers(), [controller::FINALIZER.to_owned()]);
-    let ticket = other_store
-        .get_ticket(&id, &run)
-        .await
-        .unwrap()
-        .expect("the ticket stays while the run is held");
-    assert_eq!(
-        (ticket.status, ticket.fencing_token),
-        (Status::AssetOnline, other_token)
-    );
+    assert_eq!(runs(&h, asset).await, BTreeSet::new(), "tickets removed");
     let store = h.store().await;
-    let acquires = |audit: &[assetscan_operator::store::AuditEntry]| -> Vec<(String, u64)> {
-        audit
-            .iter()
-            .filter(|e| e.op() == "acquire" && e.accepted())
-            .map(|e| (e.get("holder").unwrap().to_owned(), e.token().unwrap()))
-            .collect()
-    };
-    assert_eq!(
-        acquires(&store.audit(&id, 1000).await.unwrap()),
-        [(other_holder.clone(), other_token)],
-        "nobody else took the run while it was held"
-    );
 
-    // The other executor lets go: the finalizer finishes.
-    assert!(other_store.release(&id, &other.lease).await.unwrap());
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while h.api().get_opt(name).await.unwrap().is_some() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "finalizer never finished after the lock was released"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(runs(&h, asset).await, BTreeSet::new(), "tickets deleted");
-    assert!(store.get_ticket(&id, &run).await.unwrap().is_none());
-
-    // The audit: the cleanup claimed the run under its own holder id with a
-    // greater token, and failed it under that token (an accepted advance,
-    // so the ticket still existed), then released the lock.
+    // The audit: the cleanup retired the run under its own holder id with a
+    // greater token, as FAILED from where it stood.
     let audit = store.audit(&id, 1000).await.unwrap();
     let ticket_key = store.keys(&id).ticket(&run);
-    let cleanup_at = audit
+    let retired = audit
         .iter()
-        .position(|e| e.op() == "acquire" && e.accepted() && e.get("holder") != Some(&other_holder))
-        .unwrap_or_else(|| panic!("no acquire by the controller: {audit:#?}"));
-    let claim = &audit[cleanup_at];
-    let ctl_holder = claim.get("holder").unwrap().to_owned();
+        .find(|e| e.op() == "retire" && e.get("ticket") == Some(ticket_key.as_str()))
+        .unwrap_or_else(|| panic!("the run was not retired: {audit:#?}"));
+    let ctl_holder = retired.get("holder").unwrap().to_owned();
     let random = ctl_holder
         .strip_prefix("ctl-a#")
         .and_then(|rest| rest.strip_suffix(&format!(":{NAMESPACE}/{name}")))
@@ -342,53 +304,20 @@ async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
         random.len() == 8 && random.chars().all(|c| c.is_ascii_hexdigit()),
         "holder id {ctl_holder:?}"
     );
-    let ctl_token = claim.token().unwrap();
+    let ctl_token = retired.token().unwrap();
     assert!(
         ctl_token > other_token,
         "a new token fences the old executor: {ctl_token} > {other_token}"
     );
     assert_eq!(
-        (claim.get("ticket"), claim.get("status")),
-        (Some(ticket_key.as_str()), Some("ASSET_ONLINE"))
+        (retired.get("from"), retired.get("status")),
+        (Some("ASSET_ONLINE"), Some("FAILED"))
     );
-    // (op, result, to, holder, token)
-    type Row<'a> = (
-        &'a str,
-        &'a str,
-        Option<&'a str>,
-        Option<&'a str>,
-        Option<u64>,
-    );
-    let after: Vec<Row> = audit[cleanup_at..]
-        .iter()
-        .map(|e| {
-            (
-                e.op(),
-                e.get("result").unwrap_or(""),
-                e.get("to"),
-                e.get("holder"),
-                e.token(),
-            )
-        })
-        .collect();
-    assert_eq!(
-        after,
-        [
-            (
-                "acquire",
-                "ok",
-                None,
-                Some(ctl_holder.as_str()),
-                Some(ctl_token)
-            ),
-            ("advance", "ok", Some("FAILED"), None, Some(ctl_token)),
-            ("release", "ok", None, Some(ctl_holder.as_str()), None),
-        ],
-        "claim, FAILED under the new token, release: {audit:#?}"
-    );
-    assert_eq!(
-        acquires(&audit[..cleanup_at]),
-        [(other_holder.clone(), other_token)]
+    assert!(
+        !audit
+            .iter()
+            .any(|e| e.op() == "acquire" && e.accepted() && e.get("holder") != Some(&other_holder)),
+        "the cleanup claimed nothing: {audit:#?}"
     );
     assert_eq!(
         fence_value(&h, asset).await,
@@ -396,7 +325,8 @@ async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
         "the fence stays"
     );
 
-    // The old executor's late write cannot land.
+    // The old executor's late write cannot land, and it cannot start the
+    // run again.
     let late = other_store
         .advance(
             &id,
@@ -407,11 +337,17 @@ async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
         )
         .await;
     assert!(
-        matches!(
-            late,
-            Err(StoreError::TicketNotFound { .. } | StoreError::StaleToken { .. })
-        ),
+        matches!(late, Err(StoreError::TicketNotFound { .. })),
         "{late:?}"
+    );
+    other_store.release(&id, &other.lease).await.unwrap();
+    let again = other_store
+        .acquire_owned(&id, &run, &owner, &other_holder, 0)
+        .await;
+    assert!(
+        matches!(again, Err(StoreError::RunRetired { .. })),
+        "{:?}",
+        again.map(|a| a.ticket)
     );
     assert_eq!(runs(&h, asset).await, BTreeSet::new(), "nothing recreated");
     ctl.stop().await;

@@ -178,6 +178,7 @@ fn request(holder: &str, software: &[Pkg], policy: Policy) -> ScanRequest {
         channels: vec!["webhook".into()],
         token_floor: 0,
         holder: holder.into(),
+        owner: None,
     }
 }
 
@@ -464,10 +465,12 @@ mod resume {
             // CVE-2023-4911, so the asset is high risk: every status is visited.
             let env = Env::start("400ms").await;
             let policy = policy(ThreatIntelPolicy::WhenNeeded, 9.0);
+            // Built before the crash: building providers takes longer than
+            // the lock's ttl on a loaded machine.
+            let b = env.pipeline().await;
             let crashed = crash_at(&env, request("A", &[GLIBC], policy.clone()), *at).await;
             assert!(at(&crashed), "{name}");
 
-            let b = env.pipeline().await;
             let req = request("B", &[GLIBC], policy.clone());
             // The crashed runner did not release: its lock holds until the ttl.
             match b.run(&req, &(), &CancellationToken::new()).await.unwrap() {

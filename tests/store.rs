@@ -578,3 +578,238 @@ async fn each_operation_is_one_round_trip() {
     s.release(&a, &got.lease).await.unwrap();
     assert_eq!(added(), [1, 0, 1], "release: one EVALSHA");
 }
+
+async fn pttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
+    redis::cmd("PTTL").arg(key).query_async(conn).await.unwrap()
+}
+
+/// `retire.lua`: a run in progress is failed under a fresh token and
+/// removed, a finished one is removed with its history as it was; the
+/// tombstone then refuses every run of the owner, old or new, without
+/// creating anything; retiring again is harmless; runs of no owner and of
+/// other owners are untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retiring_an_owner_ends_its_runs_and_refuses_late_acquires() {
+    let server = RedisServer::start().unwrap();
+    let store = store(&server, 5_000).await;
+    let web = asset("web-01");
+    let keys = store.keys(&web);
+
+    let open = store
+        .acquire_owned(&web, "o1-g1-s0", "o1", "A", 0)
+        .await
+        .unwrap();
+    store
+        .advance(
+            &web,
+            "o1-g1-s0",
+            open.token,
+            Status::AssetOnline,
+            &Patch::default(),
+        )
+        .await
+        .unwrap();
+    store.release(&web, &open.lease).await.unwrap();
+    let done = store
+        .acquire_owned(&web, "o1-g1-s1", "o1", "A", 0)
+        .await
+        .unwrap();
+    for to in [Status::AssetOffline, Status::Finished] {
+        store
+            .advance(&web, "o1-g1-s1", done.token, to, &Patch::default())
+            .await
+            .unwrap();
+    }
+    store.release(&web, &done.lease).await.unwrap();
+    let other = store
+        .acquire_owned(&web, "o2-g1-s0", "o2", "B", 0)
+        .await
+        .unwrap();
+    store.release(&web, &other.lease).await.unwrap();
+
+    let runs = ["o1-g1-s0".to_owned(), "o1-g1-s1".to_owned()];
+    assert_eq!(store.retire(&web, "o1", &runs, "C").await.unwrap(), 2);
+    assert_eq!(store.runs(&web).await.unwrap(), ["o2-g1-s0"]);
+
+    let audit = store.audit(&web, 1000).await.unwrap();
+    let retired: Vec<_> = audit.iter().filter(|e| e.op() == "retire").collect();
+    let failed = retired
+        .iter()
+        .find(|e| e.get("ticket") == Some(keys.ticket("o1-g1-s0").as_str()))
+        .expect("the open run's retirement");
+    assert_eq!(
+        (
+            failed.get("from"),
+            failed.get("status"),
+            failed.get("holder")
+        ),
+        (Some("ASSET_ONLINE"), Some("FAILED"), Some("C"))
+    );
+    assert!(failed.token().unwrap() > other.token, "a fresh token");
+    let finished = retired
+        .iter()
+        .find(|e| e.get("ticket") == Some(keys.ticket("o1-g1-s1").as_str()))
+        .expect("the finished run's retirement");
+    assert_eq!(
+        (finished.get("status"), finished.token()),
+        (Some("FINISHED"), Some(done.token)),
+        "a finished run keeps its status and token"
+    );
+
+    // Late executors: no write lands, no run of the owner starts again.
+    let late = store
+        .advance(
+            &web,
+            "o1-g1-s0",
+            open.token,
+            Status::VulnCheckDone,
+            &Patch::default(),
+        )
+        .await;
+    assert!(
+        matches!(late, Err(StoreError::TicketNotFound { .. })),
+        "{late:?}"
+    );
+    for run in ["o1-g1-s0", "o1-g1-s1", "o1-g2-s0"] {
+        let refused = store.acquire_owned(&web, run, "o1", "A", 0).await;
+        assert!(
+            matches!(&refused, Err(StoreError::RunRetired { key }) if key == &keys.ticket(run)),
+            "{run}: {:?}",
+            refused.map(|a| a.ticket)
+        );
+    }
+    assert_eq!(
+        store.runs(&web).await.unwrap(),
+        ["o2-g1-s0"],
+        "nothing created"
+    );
+    let refusals = store
+        .audit(&web, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.op() == "acquire" && e.get("result") == Some("RUN_RETIRED"))
+        .count();
+    assert_eq!(refusals, 3, "each refusal is audited");
+
+    // Again, concurrently: nothing to remove, nothing created.
+    let (a, b) = tokio::join!(
+        store.retire(&web, "o1", &runs, "C"),
+        store.retire(&web, "o1", &runs, "D")
+    );
+    assert_eq!((a.unwrap(), b.unwrap()), (0, 0));
+    assert_eq!(store.runs(&web).await.unwrap(), ["o2-g1-s0"]);
+    // Another owner, and runs of no owner, go on as before.
+    assert!(
+        store
+            .acquire_owned(&web, "o2-g1-s0", "o2", "B", 0)
+            .await
+            .is_ok()
+    );
+    let mut conn = raw(&server).await;
+    let tombstone = pttl(&mut conn, &keys.retired("o1")).await;
+    assert!(
+        (1..=store.config().abandon_after.as_millis() as i64).contains(&tombstone),
+        "the tombstone expires: {tombstone}"
+    );
+}
+
+/// Every ticket expires: one that is not terminal `abandon_after` after its
+/// last write (each write renews it), a terminal one after the retention;
+/// the asset's fence and audit stream live as long as the longer of the two
+/// after each claim, or forever when terminal tickets are kept forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tickets_nobody_drives_expire() {
+    let server = RedisServer::start().unwrap();
+    let store = TicketStore::connect(
+        &RedisTarget::Standalone(server.url()),
+        StoreConfig {
+            terminal_retention: Duration::from_secs(600),
+            abandon_after: Duration::from_secs(60),
+            ..config(5_000)
+        },
+    )
+    .await
+    .unwrap();
+    let web = asset("web-01");
+    let keys = store.keys(&web);
+    let mut conn = raw(&server).await;
+    let run = "o1-g1-s0";
+
+    let claimed = store.acquire_owned(&web, run, "o1", "A", 0).await.unwrap();
+    let open = pttl(&mut conn, &keys.ticket(run)).await;
+    assert!((50_000..=60_000).contains(&open), "open ticket: {open}");
+    for key in [keys.fence(), keys.audit()] {
+        let kept = pttl(&mut conn, &key).await;
+        assert!((590_000..=600_000).contains(&kept), "{key}: {kept}");
+    }
+    let _: () = redis::cmd("PEXPIRE")
+        .arg(keys.ticket(run))
+        .arg(1_000)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    store
+        .advance(
+            &web,
+            run,
+            claimed.token,
+            Status::AssetOnline,
+            &Patch::default(),
+        )
+        .await
+        .unwrap();
+    let renewed = pttl(&mut conn, &keys.ticket(run)).await;
+    assert!(
+        (50_000..=60_000).contains(&renewed),
+        "renewed by the write: {renewed}"
+    );
+    for to in [Status::VulnCheckDone, Status::Finished] {
+        store
+            .advance(&web, run, claimed.token, to, &Patch::default())
+            .await
+            .unwrap();
+    }
+    let finished = pttl(&mut conn, &keys.ticket(run)).await;
+    assert!(
+        (590_000..=600_000).contains(&finished),
+        "finished ticket: {finished}"
+    );
+    store.release(&web, &claimed.lease).await.unwrap();
+
+    // Terminal tickets kept forever: so are the fence and the audit stream,
+    // while open tickets still expire.
+    let forever = TicketStore::connect(
+        &RedisTarget::Standalone(server.url()),
+        StoreConfig {
+            terminal_retention: Duration::ZERO,
+            abandon_after: Duration::from_secs(60),
+            ..config(5_000)
+        },
+    )
+    .await
+    .unwrap();
+    let other = asset("db-01");
+    let other_keys = forever.keys(&other);
+    forever
+        .acquire_owned(&other, run, "o1", "A", 0)
+        .await
+        .unwrap();
+    assert_eq!(pttl(&mut conn, &other_keys.fence()).await, -1);
+    assert_eq!(pttl(&mut conn, &other_keys.audit()).await, -1);
+    let open = pttl(&mut conn, &other_keys.ticket(run)).await;
+    assert!((50_000..=60_000).contains(&open), "open ticket: {open}");
+    // Retiring gives them the tombstone's lifetime.
+    forever
+        .retire(&other, "o1", &[run.to_owned()], "C")
+        .await
+        .unwrap();
+    for key in [
+        other_keys.fence(),
+        other_keys.audit(),
+        other_keys.retired("o1"),
+    ] {
+        let kept = pttl(&mut conn, &key).await;
+        assert!((50_000..=60_000).contains(&kept), "{key}: {kept}");
+    }
+}

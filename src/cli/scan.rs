@@ -135,6 +135,7 @@ impl ScanArgs {
             .clone()
             .unwrap_or_else(|| format!("scan-{}", super::instance_id(None)));
         Ok(ScanRequest {
+            owner: None,
             asset,
             run: self
                 .run
@@ -195,6 +196,10 @@ pub async fn run(args: ScanArgs) -> Result<ExitCode, String> {
                 request.run
             );
             (exit::NOTIFY_PENDING, Some(ticket))
+        }
+        Outcome::Retired => {
+            eprintln!("run {} was retired: nothing to do", request.run);
+            (exit::INTERRUPTED, None)
         }
         Outcome::LockLost(ticket) | Outcome::Stopped(ticket) | Outcome::ClaimUnrecorded(ticket) => {
             eprintln!(

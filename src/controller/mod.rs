@@ -6,7 +6,7 @@ mod mirror;
 mod runs;
 
 pub use mirror::{FIELD_MANAGER, StatusMirror, merge_patch};
-pub use runs::{RunDecision, decide, run_id};
+pub use runs::{RunDecision, decide, owner_id, run_id};
 
 use crate::crd::{AssetScan, AssetScanStatus, condition, parse_duration};
 use crate::pipeline::{Effects, Outcome, Pipeline, PipelineError, ScanRequest, Target};
@@ -313,6 +313,12 @@ async fn apply<E: Effects + 'static>(
             ctx.metrics.reconciled("lock_lost");
             Action::requeue(jitter())
         }
+        Outcome::Retired => {
+            // The object was deleted after it was read: its cleanup retired
+            // the run. The next reconcile finds the object gone.
+            ctx.metrics.reconciled("retired");
+            Action::requeue(jitter())
+        }
         Outcome::ClaimUnrecorded(_) => {
             // Refused by the status fence (this object changed under us) or
             // the API is failing: look again shortly, from a fresh read.
@@ -378,11 +384,13 @@ fn cond(type_: &str, status: &str, reason: &str, message: &str, obj: &AssetScan)
     }
 }
 
-/// Ends and deletes the object's tickets (runs whose id carries its uid).
-/// Each run still in progress is first acquired and failed with "deleted":
-/// the new token fences off any executor still working on it (on another
-/// replica), so nothing it does later lands. A run locked by a live executor
-/// is waited for (the reconcile is retried).
+/// Ends the object's runs for good (runs whose id carries its owner id):
+/// `retire` leaves the owner's tombstone, fails each run still in progress
+/// under a fresh token and removes the tickets, creating nothing. An
+/// executor still driving a run (on another replica, or paused) finds its
+/// ticket gone at its next write; one that read the object before the
+/// deletion and acquires later is refused. Two replicas may clean up the
+/// same object at once: retiring is idempotent.
 async fn cleanup<E: Effects + 'static>(obj: &AssetScan, ctx: &Context<E>) -> Result<Action, Error> {
     let Ok(asset) = AssetId::new(obj.spec.asset_id.clone()) else {
         return Ok(Action::await_change());
@@ -391,38 +399,31 @@ async fn cleanup<E: Effects + 'static>(obj: &AssetScan, ctx: &Context<E>) -> Res
     if ctx.failures().contains_key(&object_key(obj)) {
         redis_ready(store).await?;
     }
-    let uid_prefix = run_id(obj, 0)
-        .split('-')
-        .next()
-        .map(|uid| format!("{uid}-"))
-        .unwrap_or_default();
+    let owner = owner_id(obj);
     let holder = format!("{}:{}", ctx.holder_prefix, object_key(obj));
-    let mut deleted = 0;
-    for run in store.runs(&asset).await? {
-        if !run.starts_with(&uid_prefix) {
-            continue;
-        }
-        let claimed = store
-            .acquire(&asset, &run, &holder, obj.token_floor())
-            .await?;
-        if !claimed.ticket.status.is_terminal() {
-            // Recorded in the audit stream under the cleanup's holder id.
-            let ended = crate::store::Patch::default();
-            store
-                .advance(
-                    &asset,
-                    &run,
-                    claimed.token,
-                    crate::ticket::Status::Failed,
-                    &ended,
-                )
-                .await?;
-        }
-        store.release(&asset, &claimed.lease).await?;
-        deleted += store.delete_ticket(&asset, &run).await?;
+    let listed = owned_runs(store, &asset, &owner).await?;
+    crate::pipeline::drill::stop_before(asset.as_str(), "RETIRE");
+    let mut removed = store.retire(&asset, &owner, &listed, &holder).await?;
+    // A run acquired between the listing and the tombstone is listed now;
+    // none can appear after it.
+    let late = owned_runs(store, &asset, &owner).await?;
+    if !late.is_empty() {
+        removed += store.retire(&asset, &owner, &late, &holder).await?;
     }
-    info!(object = %object_key(obj), deleted, "tickets deleted");
+    info!(object = %object_key(obj), removed, "runs retired");
     Ok(Action::await_change())
+}
+
+/// The runs of `owner` that have a ticket.
+async fn owned_runs(
+    store: &crate::store::TicketStore,
+    asset: &AssetId,
+    owner: &str,
+) -> Result<Vec<String>, StoreError> {
+    let prefix = format!("{owner}-");
+    let mut runs = store.runs(asset).await?;
+    runs.retain(|run| run.starts_with(&prefix));
+    Ok(runs)
 }
 
 /// The pipeline's request for `run` of `obj`.
@@ -451,6 +452,7 @@ fn scan_request(obj: &AssetScan, run: &str, holder_prefix: &str) -> Result<ScanR
         // Stable per process and object: a reconcile of the same object in
         // the same process may re-enter its own lock after an error.
         holder: format!("{holder_prefix}:{}", object_key(obj)),
+        owner: Some(owner_id(obj)),
     })
 }
 

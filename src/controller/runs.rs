@@ -20,19 +20,23 @@ pub enum RunDecision {
     Suspended,
 }
 
-/// The run id of scan `scan` of the object's current generation.
-pub fn run_id(obj: &AssetScan, scan: u64) -> String {
-    let uid: String = obj
-        .metadata
+/// The owner of the object's runs in the ticket store: a prefix of its uid,
+/// so that a new object of the same name is a new owner.
+pub fn owner_id(obj: &AssetScan) -> String {
+    obj.metadata
         .uid
         .as_deref()
         .unwrap_or("nouid")
         .chars()
         .filter(char::is_ascii_alphanumeric)
         .take(8)
-        .collect();
+        .collect()
+}
+
+/// The run id of scan `scan` of the object's current generation.
+pub fn run_id(obj: &AssetScan, scan: u64) -> String {
     let generation = obj.metadata.generation.unwrap_or(0);
-    format!("{uid}-g{generation}-s{scan}")
+    format!("{}-g{generation}-s{scan}", owner_id(obj))
 }
 
 /// The scan number of `run` if it belongs to the object's current generation.

@@ -1,20 +1,27 @@
 //! Fault drills: deterministic stalls for demonstrations and chaos runs.
 //!
 //! Only with the `failpoints` feature; release builds have none. At run time,
-//! `FAILPOINTS='stop-before-write=return(<asset>:<STATUS>)'` makes the process
-//! stop itself with SIGSTOP right before it writes `STATUS` for `asset`,
-//! after the provider call that justified the write. Resumed by SIGCONT, it
-//! goes on with its now stale context: exactly the zombie the fencing token
-//! exists for.
-
-use crate::ticket::Status;
+//! `FAILPOINTS='stop-before-write=return(<asset>:<WRITE>)'` makes the process
+//! stop itself with SIGSTOP right before it makes that write for `asset`:
+//! - a ticket status (`ASSET_OFFLINE`, …): after the provider call that
+//!   justified the write;
+//! - `ACQUIRE`: after the object was read, before its run is acquired;
+//! - `RETIRE`: in the deletion's cleanup, after the runs were listed,
+//!   before they are retired.
+//!
+//! Resumed by SIGCONT, it goes on with its now stale context: exactly the
+//! zombie the fencing token and the tombstone exist for.
 
 /// Stops the process here if the drill is armed for this write.
-pub(super) fn stop_before_write(asset: &str, to: Status) {
-    if armed_for().is_some_and(|target| target == format!("{asset}:{to}")) {
+pub(crate) fn stop_before(asset: &str, write: &str) {
+    if armed_for().is_some_and(|target| target == format!("{asset}:{write}")) {
         #[cfg(feature = "failpoints")]
         {
-            tracing::warn!(asset, status = %to, "fault drill: stopping before the write (SIGSTOP)");
+            tracing::warn!(
+                asset,
+                write,
+                "fault drill: stopping before the write (SIGSTOP)"
+            );
             let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGSTOP);
         }
     }

@@ -7,7 +7,7 @@
 //! A `STALE_TOKEN` answer means another executor owns the run now: the runner
 //! stops at once, with no further provider call, notification or write.
 
-mod drill;
+pub(crate) mod drill;
 mod plan;
 mod retry;
 
@@ -79,6 +79,10 @@ pub struct ScanRequest {
     pub token_floor: u64,
     /// This executor's holder id.
     pub holder: String,
+    /// What the run belongs to (the AssetScan, by uid): once the owner is
+    /// retired, the run is refused instead of created. `None` for runs of
+    /// no owner (the CLI's).
+    pub owner: Option<String>,
 }
 
 /// What the notifier is given. The ticket id is the idempotency key: a
@@ -196,6 +200,9 @@ pub enum Outcome {
     },
     /// Another executor took the run over; this one stopped without writing.
     Superseded { caller: u64, valid: u64 },
+    /// The run's owner was retired (deleted): nothing was created, taken or
+    /// written.
+    Retired,
     /// The lock was lost (renewal failed or lease deadline passed) before a
     /// write was needed; this one stopped. The ticket is as last confirmed.
     LockLost(Ticket),
@@ -255,12 +262,25 @@ impl<E: Effects> Pipeline<E> {
             observer.on_ticket(&ticket).await;
             return Ok(Outcome::Terminal(ticket));
         }
-        let acquired = match self
-            .store
-            .acquire(&req.asset, &req.run, &req.holder, req.token_floor)
-            .await
-        {
+        drill::stop_before(req.asset.as_str(), "ACQUIRE");
+        let acquired = match &req.owner {
+            Some(owner) => {
+                self.store
+                    .acquire_owned(&req.asset, &req.run, owner, &req.holder, req.token_floor)
+                    .await
+            }
+            None => {
+                self.store
+                    .acquire(&req.asset, &req.run, &req.holder, req.token_floor)
+                    .await
+            }
+        };
+        let acquired = match acquired {
             Ok(acquired) => acquired,
+            Err(StoreError::RunRetired { .. }) => {
+                warn!(asset = %req.asset, run = %req.run, "the run's owner was deleted: not starting it");
+                return Ok(Outcome::Retired);
+            }
             Err(StoreError::Locked {
                 holder, pttl_ms, ..
             }) => {
@@ -655,7 +675,7 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
                 },
             );
         }
-        drill::stop_before_write(self.req.asset.as_str(), to);
+        drill::stop_before(self.req.asset.as_str(), to.as_str());
         match self
             .pipeline
             .store

@@ -13,6 +13,8 @@ pub enum StoreError {
     StaleToken { caller: u64, valid: u64 },
     #[error("illegal transition {from} -> {to}")]
     IllegalTransition { from: String, to: String },
+    #[error("run of ticket {key} was retired: its owner was deleted")]
+    RunRetired { key: String },
     #[error("ticket {key} not found")]
     TicketNotFound { key: String },
     #[error("ticket {key} is corrupt: {reason}")]
@@ -68,6 +70,9 @@ impl StoreError {
                 from: (*from).to_owned(),
                 to: (*to).to_owned(),
             },
+            ("RUN_RETIRED", words) => StoreError::RunRetired {
+                key: words.first().copied().unwrap_or(key).to_owned(),
+            },
             ("TICKET_NOT_FOUND", _) => StoreError::TicketNotFound {
                 key: key.to_owned(),
             },
@@ -95,6 +100,7 @@ impl StoreError {
             StoreError::Locked { .. } => "Locked",
             StoreError::StaleToken { .. } => "StaleToken",
             StoreError::IllegalTransition { .. } => "IllegalTransition",
+            StoreError::RunRetired { .. } => "RunRetired",
             StoreError::TicketNotFound { .. } => "TicketNotFound",
             StoreError::TicketCorrupt { .. } => "TicketCorrupt",
             StoreError::InvalidAssetId { .. } => "InvalidAssetId",

@@ -85,6 +85,12 @@ impl AssetKeys {
         format!("{}:ticket:*", self.base)
     }
 
+    /// `<prefix>:{<asset>}:retired:<owner>`: the tombstone of an owner whose
+    /// runs were retired; `acquire.lua` refuses its runs while it exists.
+    pub fn retired(&self, owner: &str) -> String {
+        format!("{}:retired:{owner}", self.base)
+    }
+
     /// `<prefix>:{<asset>}:audit`: capped stream of accepted and rejected writes.
     pub fn audit(&self) -> String {
         format!("{}:audit", self.base)
@@ -102,6 +108,7 @@ mod tests {
         assert_eq!(keys.fence(), "asc:{web-01}:fence");
         assert_eq!(keys.ticket("r1"), "asc:{web-01}:ticket:r1");
         assert_eq!(keys.audit(), "asc:{web-01}:audit");
+        assert_eq!(keys.retired("0a1b2c3d"), "asc:{web-01}:retired:0a1b2c3d");
     }
 
     #[test]

@@ -17,6 +17,15 @@
 //! 4. The CR status is fenced the same way by the CRD's CEL rule on
 //!    (fencingToken, revision), and `acquire` takes the status token as floor
 //!    so tokens never go backwards even after Redis loses data.
+//! 5. When the owner of runs (the AssetScan) is deleted,
+//!    [`TicketStore::retire`] runs `retire.lua`: it leaves a tombstone, fails
+//!    every run still in progress under a fresh token and removes the
+//!    tickets, creating nothing. An executor that read the object before the
+//!    deletion and acquires afterwards ([`TicketStore::acquire_owned`]) is
+//!    refused with [`StoreError::RunRetired`]; one still driving a run finds
+//!    its ticket gone ([`StoreError::TicketNotFound`]) on its next write.
+//!    Every ticket that is not written for [`StoreConfig::abandon_after`]
+//!    expires, so no ticket outlives its object without bound.
 
 mod audit;
 mod conn;
@@ -33,7 +42,7 @@ pub use watchdog::{LeaseGuard, Watchdog, WatchdogStats};
 
 use crate::ticket::{LastError, Status, Step, Ticket, now_ms};
 use redis::AsyncCommands;
-use scripts::{ACQUIRE, ADVANCE, RELEASE, RENEW};
+use scripts::{ACQUIRE, ADVANCE, RELEASE, RENEW, RETIRE};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -50,6 +59,10 @@ pub struct StoreConfig {
     pub audit_cap: u32,
     /// How long a terminal ticket is kept; zero keeps it until deleted.
     pub terminal_retention: Duration,
+    /// How long a ticket that is not terminal is kept after its last write
+    /// (a run nobody drives any more), and how long a retired owner's
+    /// tombstone keeps late executors out. Must be positive.
+    pub abandon_after: Duration,
     /// Bound on connecting and on each Redis response.
     pub timeout: Duration,
 }
@@ -61,6 +74,7 @@ impl Default for StoreConfig {
             lock_ttl: Duration::from_secs(30),
             audit_cap: 1000,
             terminal_retention: Duration::from_secs(7 * 24 * 3600),
+            abandon_after: Duration::from_secs(24 * 3600),
             timeout: Duration::from_secs(5),
         }
     }
@@ -163,6 +177,7 @@ impl TicketStore {
     /// if missing) with a new token greater than `floor`. The lease is
     /// renewed by the watchdog until released or dropped. A terminal ticket
     /// is returned as found, with no lock taken (its lease is not held).
+    /// For a run that belongs to no owner; see [`TicketStore::acquire_owned`].
     pub async fn acquire(
         &self,
         asset: &AssetId,
@@ -170,7 +185,35 @@ impl TicketStore {
         holder: &str,
         floor: u64,
     ) -> Result<Acquired, StoreError> {
+        self.claim(asset, run, None, holder, floor).await
+    }
+
+    /// [`TicketStore::acquire`] for a run of `owner`: refused with
+    /// [`StoreError::RunRetired`] once the owner was retired, instead of
+    /// creating a ticket for a run whose object is gone.
+    pub async fn acquire_owned(
+        &self,
+        asset: &AssetId,
+        run: &str,
+        owner: &str,
+        holder: &str,
+        floor: u64,
+    ) -> Result<Acquired, StoreError> {
+        self.claim(asset, run, Some(owner), holder, floor).await
+    }
+
+    async fn claim(
+        &self,
+        asset: &AssetId,
+        run: &str,
+        owner: Option<&str>,
+        holder: &str,
+        floor: u64,
+    ) -> Result<Acquired, StoreError> {
         keys::validate_run(run)?;
+        if let Some(owner) = owner {
+            keys::validate_run(owner)?;
+        }
         let keys = self.keys(asset);
         let ticket_key = keys.ticket(run);
         let now = now_ms();
@@ -182,17 +225,23 @@ impl TicketStore {
                 }
             })?;
         let sent_at = Instant::now();
-        let (token, raw): (u64, String) = ACQUIRE
-            .key(keys.lock())
+        let mut invocation = ACQUIRE.key(keys.lock());
+        invocation
             .key(keys.fence())
             .key(&ticket_key)
-            .key(keys.audit())
+            .key(keys.audit());
+        if let Some(owner) = owner {
+            invocation.key(keys.retired(owner));
+        }
+        let (token, raw): (u64, String) = invocation
             .arg(holder)
             .arg(self.ttl_ms())
             .arg(floor)
             .arg(now)
             .arg(initial)
             .arg(self.config.audit_cap)
+            .arg(millis(self.config.abandon_after))
+            .arg(self.asset_keep_ms())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| StoreError::from_redis("acquire", asset.as_str(), e))?;
@@ -239,12 +288,47 @@ impl TicketStore {
             .arg(to.as_str())
             .arg(now_ms())
             .arg(patch)
-            .arg(self.config.terminal_retention.as_millis() as u64)
+            .arg(millis(self.config.terminal_retention))
             .arg(self.config.audit_cap)
+            .arg(millis(self.config.abandon_after))
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| StoreError::from_redis("advance", &ticket_key, e))?;
         parse_ticket(&ticket_key, &raw)
+    }
+
+    /// Ends `owner`'s runs for good: leaves the owner's tombstone (kept for
+    /// [`StoreConfig::abandon_after`]), fails each listed run still in
+    /// progress under a fresh token and removes the listed tickets, all in
+    /// one atomic step that never creates a ticket. Safe to repeat and to
+    /// run concurrently. Returns how many tickets it removed.
+    ///
+    /// A ticket created between listing the runs and this call is not in
+    /// `runs`: list again afterwards (the tombstone keeps any further one
+    /// from appearing) and retire what the second listing finds.
+    pub async fn retire(
+        &self,
+        asset: &AssetId,
+        owner: &str,
+        runs: &[String],
+        holder: &str,
+    ) -> Result<usize, StoreError> {
+        keys::validate_run(owner)?;
+        let keys = self.keys(asset);
+        let mut invocation = RETIRE.key(keys.fence());
+        invocation.key(keys.audit()).key(keys.retired(owner));
+        for run in runs {
+            keys::validate_run(run)?;
+            invocation.key(keys.ticket(run));
+        }
+        invocation
+            .arg(holder)
+            .arg(now_ms())
+            .arg(millis(self.config.abandon_after).max(1))
+            .arg(self.config.audit_cap)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| StoreError::from_redis("retire", asset.as_str(), e))
     }
 
     /// Renews one lock now (the watchdog batches this; exposed for tools).
@@ -353,7 +437,13 @@ impl TicketStore {
                 .map_err(|source| StoreError::Redis { op, source })?
         } else {
             use futures::TryStreamExt;
-            conn.scan_match::<_, String>(pattern)
+            // A thousand keys a step: a deletion lists the asset's tickets,
+            // and with the default of ten that is a round trip per ten keys
+            // of the whole database.
+            let options = redis::ScanOptions::default()
+                .with_pattern(pattern)
+                .with_count(1000);
+            conn.scan_options::<String>(options)
                 .await
                 .map_err(|source| StoreError::Redis { op, source })?
                 .try_collect()
@@ -366,8 +456,27 @@ impl TicketStore {
     }
 
     fn ttl_ms(&self) -> u64 {
-        self.config.lock_ttl.as_millis() as u64
+        millis(self.config.lock_ttl)
     }
+
+    /// How long an asset's fence and audit stream are kept after a claim:
+    /// as long as anything of the asset can still be read, or forever when
+    /// terminal tickets are kept until deleted.
+    fn asset_keep_ms(&self) -> u64 {
+        if self.config.terminal_retention.is_zero() {
+            0
+        } else {
+            millis(
+                self.config
+                    .terminal_retention
+                    .max(self.config.abandon_after),
+            )
+        }
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Parses a stored ticket. `cjson` writes an empty array as `{}`; the ticket

@@ -15,3 +15,5 @@ pub(crate) static RENEW_MANY: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/renew_many.lua")));
 pub(crate) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../lua/release.lua")));
+pub(crate) static RETIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../lua/retire.lua")));

@@ -6,6 +6,8 @@
 
 #![allow(dead_code)]
 
+pub mod process;
+
 use assetscan_operator::config::Config;
 use assetscan_operator::controller::{self, Context, ControllerSettings};
 use assetscan_operator::crd::{AssetScan, AssetScanSpec, Package, Target};
