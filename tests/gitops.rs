@@ -11,12 +11,15 @@
 //!   values file in charts/assetscan-operator/ci (real `helm template` and
 //!   `helm lint --strict`), the optional NetworkPolicy, PrometheusRule and
 //!   Grafana dashboard (rendered only when enabled; every query names a
-//!   metric the operator really exports, read from its own registry), and
-//!   the `helm test` hook, whose script is run against a real operator.
+//!   metric the operator really exports, read from its own registry; the
+//!   alerts pass `promtool check rules` and fire as `promtool test rules`
+//!   expects), and the `helm test` hook, whose script is run against a real
+//!   operator.
 //!
-//! Needs helm v4 (on PATH or at target/tools/helm: scripts/ensure-helm.sh)
-//! and lua5.4 + lua5.1 with cjson (scripts/ensure-lua.sh); each is installed
-//! by its script when missing.
+//! Needs helm v4 (on PATH or at target/tools/helm: scripts/ensure-helm.sh),
+//! lua5.4 + lua5.1 with cjson (scripts/ensure-lua.sh) and promtool
+//! (scripts/ensure-promtool.sh); each is installed by its script when
+//! missing.
 //!
 //!   cargo test --all-features --test gitops
 
@@ -35,6 +38,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
+use std::process::Command;
 
 // ---------------------------------------------------------------------------
 // Argo CD health scripts.
@@ -368,6 +372,52 @@ fn optional_parts_render_only_when_enabled() {
     }
 }
 
+/// values.schema.json covers the new values: a typo or a wrong type fails
+/// the install instead of being ignored.
+#[test]
+fn new_values_are_validated_by_the_schema() {
+    for (flag, at) in [
+        (
+            "networkPolicy.enable=true",
+            "'/networkPolicy': additional properties 'enable'",
+        ),
+        (
+            "networkPolicy.egress.redis.ports[0]=0",
+            "'/networkPolicy/egress/redis/ports/0'",
+        ),
+        (
+            "networkPolicy.egress.assets.enabled=maybe",
+            "'/networkPolicy/egress/assets/enabled'",
+        ),
+        ("helmTest.attempts=0", "'/helmTest/attempts'"),
+        (
+            "prometheusRule.alerts.stepErrors.ratio=2",
+            "'/prometheusRule/alerts/stepErrors/ratio'",
+        ),
+        (
+            "prometheusRule.alerts.redisUnavailable.for=soon",
+            "'/prometheusRule/alerts/redisUnavailable/for'",
+        ),
+        (
+            "prometheusRule.alerts.runsFailed.window=30",
+            "'/prometheusRule/alerts/runsFailed/window'",
+        ),
+        (
+            "prometheusRule.alerts.bogus.enabled=true",
+            "'/prometheusRule/alerts': additional properties 'bogus'",
+        ),
+        (
+            "grafanaDashboard.labels.grafana_dashboard=1",
+            "'/grafanaDashboard/labels/grafana_dashboard'",
+        ),
+    ] {
+        match try_render(&["--set", flag]) {
+            Ok(_) => panic!("{flag} must be refused"),
+            Err(e) => assert!(e.contains(&format!("at {at}")), "{flag}: {e}"),
+        }
+    }
+}
+
 #[test]
 fn network_policy_lets_the_operator_reach_what_it_needs() {
     let r = render(&["--set", "networkPolicy.enabled=true"]);
@@ -575,6 +625,53 @@ fn prometheus_rule_alerts_on_exported_metrics() {
     let rules = r.one("PrometheusRule")["spec"]["groups"][0]["rules"].clone();
     assert_eq!(rules.as_array().unwrap().len(), 3);
     assert!(!rules.to_string().contains("AssetScanStepErrors"));
+}
+
+/// Prometheus itself accepts the rules (`promtool check rules`), and each
+/// alert fires on the series that mean trouble, only after its `for`, and
+/// not on the others (`promtool test rules` with tests/gitops_kit/alerts_test.yaml).
+#[test]
+fn prometheus_rule_alerts_fire_when_they_should() {
+    let r = render(&[
+        "--set",
+        "prometheusRule.enabled=true",
+        "--set",
+        "prometheusRule.alertLabels.team=secops",
+    ]);
+    let mut spec = r.one("PrometheusRule")["spec"].clone();
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("rules.yaml");
+    let promtool = |args: &[&str]| {
+        let out = Command::new(promtool())
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .expect("promtool runs");
+        assert!(
+            out.status.success(),
+            "promtool {args:?}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    std::fs::write(&rules, serde_yaml::to_string(&spec).unwrap()).unwrap();
+    promtool(&["check", "rules", "rules.yaml"]);
+    // The unit tests compare labels; annotations are checked above.
+    for group in spec["groups"].as_array_mut().unwrap() {
+        for rule in group["rules"].as_array_mut().unwrap() {
+            rule.as_object_mut().unwrap().remove("annotations");
+        }
+    }
+    std::fs::write(&rules, serde_yaml::to_string(&spec).unwrap()).unwrap();
+    std::fs::copy(
+        root()
+            .join("tests")
+            .join("gitops_kit")
+            .join("alerts_test.yaml"),
+        dir.path().join("alerts_test.yaml"),
+    )
+    .unwrap();
+    promtool(&["test", "rules", "alerts_test.yaml"]);
 }
 
 #[test]

@@ -1,5 +1,5 @@
-//! What tests/gitops.rs shares: the chart and Argo CD paths, helm and the Lua
-//! interpreters (found, or installed by their scripts), rendering the chart,
+//! What tests/gitops.rs shares: the chart and Argo CD paths, helm, promtool
+//! and the Lua interpreters (found, or installed by their scripts), rendering the chart,
 //! running the health scripts, the operator's exported metrics with a
 //! PromQL checker, and a real operator process.
 
@@ -46,7 +46,8 @@ pub fn yaml_file(path: &Path) -> Value {
 }
 
 // ---------------------------------------------------------------------------
-// Tools: helm and the Lua interpreters, found or installed by their scripts.
+// Tools: helm, promtool and the Lua interpreters, found or installed by
+// their scripts.
 
 /// `name` on PATH or in target/tools, else what `script` installs.
 fn tool(name: &str, script: &str) -> PathBuf {
@@ -91,6 +92,12 @@ pub fn luas() -> &'static [PathBuf] {
             .map(|name| tool(name, "ensure-lua.sh"))
             .collect()
     })
+}
+
+/// Prometheus' rule checker and alerting unit-test runner.
+pub fn promtool() -> &'static Path {
+    static PROMTOOL: OnceLock<PathBuf> = OnceLock::new();
+    PROMTOOL.get_or_init(|| tool("promtool", "ensure-promtool.sh"))
 }
 
 pub fn run_helm(args: &[&str]) -> Result<String, String> {
