@@ -21,10 +21,15 @@
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 {{- end }}
 
-{{/* Labels of every resource. */}}
+{{/* Labels of every resource of the operator. */}}
 {{- define "assetscan-operator.labels" -}}
 helm.sh/chart: {{ include "assetscan-operator.chart" . }}
 {{ include "assetscan-operator.selectorLabels" . }}
+{{ include "assetscan-operator.releaseLabels" . }}
+{{- end }}
+
+{{/* What every resource of the release carries besides its selector labels. */}}
+{{- define "assetscan-operator.releaseLabels" -}}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: assetscan
@@ -232,4 +237,36 @@ spec:
     - {{ toYaml $constraint | nindent 6 | trim }}
     {{- end }}
   {{- end }}
+{{- end }}
+
+{{/*
+One NetworkPolicy egress rule from {to, ports}: every port with each of
+`protocols`. An empty `to` means any destination, empty `ports` any port.
+*/}}
+{{- define "assetscan-operator.egressRule" -}}
+{{- $rule := dict }}
+{{- with .rule.to }}{{ $_ := set $rule "to" . }}{{ end }}
+{{- $ports := list }}
+{{- range $port := .rule.ports }}
+{{- range $protocol := $.protocols }}
+{{- $ports = append $ports (dict "port" $port "protocol" $protocol) }}
+{{- end }}
+{{- end }}
+{{- with $ports }}{{ $_ := set $rule "ports" . }}{{ end -}}
+- {{ toYaml $rule | nindent 2 | trim }}
+{{- end }}
+
+{{/* Labels of the `helm test` pod (not the operator's selector labels). */}}
+{{- define "assetscan-operator.testSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "assetscan-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: helm-test
+{{- end }}
+
+{{/* An alert's labels: its severity, then prometheusRule.alertLabels. */}}
+{{- define "assetscan-operator.alertLabels" -}}
+severity: {{ .severity }}
+{{- with .extra }}
+{{ toYaml . }}
+{{- end }}
 {{- end }}
