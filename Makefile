@@ -5,8 +5,12 @@ TEST_THREADS ?= 2
 
 .PHONY: test demo deps fmt lint crds
 
+# What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool.
 deps:
 	@./scripts/ensure-deps.sh
+	@./scripts/ensure-helm.sh
+	@./scripts/ensure-lua.sh
+	@./scripts/ensure-promtool.sh
 
 test: deps
 	$(CARGO) fmt --all --check

@@ -339,9 +339,9 @@ fn chart_metadata_and_kube_version() {
         env!("CARGO_PKG_VERSION"),
         "appVersion follows the crate"
     );
-    assert_eq!(s(&meta["kubeVersion"]), ">=1.30.0-0");
-    render(&["--kube-version", "1.30.0"]);
-    refused(&["--kube-version", "1.29.9"], "kubeVersion");
+    assert_eq!(s(&meta["kubeVersion"]), ">=1.28.0-0");
+    render(&["--kube-version", "1.28.0"]);
+    refused(&["--kube-version", "1.27.9"], "kubeVersion");
 }
 
 #[test]
@@ -380,6 +380,8 @@ fn default_values_render_an_active_active_deployment() {
         "Service",
         "Deployment",
         "PodDisruptionBudget",
+        // The `helm test` hook.
+        "Pod",
     ]
     .map(String::from)
     .into();
