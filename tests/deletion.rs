@@ -39,8 +39,20 @@ fn config_with_retention(h: &Harness) -> PathBuf {
     path
 }
 
-fn drill(asset: &str, write: &str) -> String {
-    format!("stop-before-write=return({asset}:{write})")
+/// A harness with one clean, online AssetScan and replica B running it,
+/// armed to stop itself before `write` for the asset.
+async fn start_with_drilled_replica(
+    name: &str,
+    asset: &str,
+    write: &str,
+) -> (Harness, PathBuf, OperatorProcess) {
+    let h = Harness::start().await;
+    let config = config_with_retention(&h);
+    h.stubs.inventory.set_online(asset, true);
+    h.create(&scan(name, asset, false)).await;
+    let drill = format!("stop-before-write=return({asset}:{write})");
+    let b = OperatorProcess::spawn(&h, "proc-b", &config, &[("FAILPOINTS", &drill)]);
+    (h, config, b)
 }
 
 async fn audit(h: &Harness, asset: &str) -> Vec<AuditEntry> {
@@ -144,17 +156,8 @@ async fn check_deletion_left_nothing(h: &Harness, asset: &str, entries: &[AuditE
 /// neither re-create the finished ticket nor write over its history.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_cleaning_up_one_object_recreate_nothing() {
-    let h = Harness::start().await;
-    let config = config_with_retention(&h);
     let (name, asset) = ("twice-01", "twice-01.dc1.example.com");
-    h.stubs.inventory.set_online(asset, true);
-    h.create(&scan(name, asset, false)).await;
-    let b = OperatorProcess::spawn(
-        &h,
-        "proc-b",
-        &config,
-        &[("FAILPOINTS", &drill(asset, "RETIRE"))],
-    );
+    let (h, config, b) = start_with_drilled_replica(name, asset, "RETIRE").await;
     let done = h.wait_terminal(name, Duration::from_secs(30)).await;
     let run = done.status.as_ref().unwrap().run.clone().unwrap();
     let ticket_key = format!("asc:{{{asset}}}:ticket:{run}");
@@ -198,17 +201,8 @@ async fn two_replicas_cleaning_up_one_object_recreate_nothing() {
 /// no ticket is created for an object that no longer exists.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_resuming_after_the_deletion_creates_no_ticket() {
-    let h = Harness::start().await;
-    let config = config_with_retention(&h);
     let (name, asset) = ("late-01", "late-01.dc1.example.com");
-    h.stubs.inventory.set_online(asset, true);
-    h.create(&scan(name, asset, false)).await;
-    let b = OperatorProcess::spawn(
-        &h,
-        "proc-b",
-        &config,
-        &[("FAILPOINTS", &drill(asset, "ACQUIRE"))],
-    );
+    let (h, config, b) = start_with_drilled_replica(name, asset, "ACQUIRE").await;
     b.wait_stopped(Duration::from_secs(30)).await;
 
     h.api()
