@@ -17,10 +17,12 @@ test: deps
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 	$(CARGO) test --workspace --all-features -- --test-threads=$(TEST_THREADS)
 
-# The real operator binary (with the fault-drill feature) and the demo driver.
+# The real operator binary (with the fault-drill feature), then the demo
+# driver, which starts that binary from its own target directory: both go
+# through cargo, so CARGO_TARGET_DIR is honoured.
 demo: deps
-	$(CARGO) build --features failpoints --bin assetscan-operator --example demo
-	./target/debug/examples/demo
+	$(CARGO) build --features failpoints --bin assetscan-operator
+	$(CARGO) run --features failpoints --example demo
 
 fmt:
 	$(CARGO) fmt --all

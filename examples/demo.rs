@@ -129,7 +129,9 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The operator binary built beside this example (`make demo` builds both).
+/// The operator binary in this example's own target directory (the parent
+/// of `examples/`), wherever `CARGO_TARGET_DIR` put it: `make demo` builds
+/// it with the fault-drill feature before running this.
 fn operator_binary() -> Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let dir = exe

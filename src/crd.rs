@@ -9,7 +9,7 @@
 //!   `#[schemars(...)]`;
 //! - CEL rules (`x-kubernetes-validations`) from kube's `#[x_kube(...)]` /
 //!   `#[kube(validation = ...)]`, for what OpenAPI cannot say: "exactly one
-//!   of", immutability, and the fencing rule on status (see DESIGN.md,
+//!   of", immutability, and the fencing rule on status (see docs/design.md,
 //!   "Fencing the mirror"): a status write that goes backwards in
 //!   `(fencingToken, revision)` is refused by the API server itself, so a
 //!   stale executor cannot overwrite newer state even if it slipped one write

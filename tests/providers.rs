@@ -1,5 +1,5 @@
 //! The providers against the stubs, fed with the real fixtures
-//! (../shared/fixtures, see its README; `ASSETSCAN_FIXTURES` overrides).
+//! (testkit/fixtures, see its README; `ASSETSCAN_FIXTURES` overrides).
 //! Where a test needs a variant of a fixture, it derives it and says so.
 
 use assetscan_operator::pipeline::{Effects, Package, Policy, ScanRequest, Target};
@@ -16,17 +16,19 @@ use assetscan_operator::providers::{
 };
 use assetscan_operator::store::AssetId;
 use assetscan_operator::ticket::{Finding, RiskFacts, Severity, VulnFacts};
+use assetscan_testkit::stubs::fixtures::{Fixtures, OSV_RECORDS, json_files};
 use assetscan_testkit::stubs::{
     EpssStub, Fault, InventoryStub, KevStub, OsvStub, ProviderStubs, SlackStub, WeComStub,
-    WebhookSink, fixtures_dir,
+    WebhookSink,
 };
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn fixture(path: &str) -> Vec<u8> {
-    let path = fixtures_dir().join(path);
-    std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    Fixtures::locate()
+        .read(path)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn fixture_json(path: &str) -> Value {
@@ -75,20 +77,13 @@ fn finding<'a>(facts: &'a VulnFacts, id: &str) -> &'a Finding {
 /// The 15 real records, all behind one package.
 async fn osv_with_all_records() -> (OsvStub, Vec<String>) {
     let stub = OsvStub::start().await.unwrap();
-    let count = stub
-        .load_records_dir(&fixtures_dir().join("osv/records"))
-        .unwrap();
+    let records = Fixtures::locate().path(OSV_RECORDS);
+    let count = stub.load_records_dir(&records).unwrap();
     assert_eq!(count, 15);
-    let ids: Vec<String> = std::fs::read_dir(fixtures_dir().join("osv/records"))
+    let ids: Vec<String> = json_files(&records)
         .unwrap()
-        .map(|e| {
-            e.unwrap()
-                .path()
-                .file_stem()
-                .unwrap()
-                .to_string_lossy()
-                .into_owned()
-        })
+        .iter()
+        .map(|path| path.file_stem().unwrap().to_string_lossy().into_owned())
         .collect();
     let refs: Vec<&str> = ids.iter().map(String::as_str).collect();
     stub.set_package_vulns("Fixture", "everything", &refs);

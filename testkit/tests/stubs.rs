@@ -1,9 +1,10 @@
 //! The provider stubs on the wire, through a bare HTTP/1.1 client, so that
 //! what they promise does not depend on the operator's providers.
 
+use assetscan_testkit::stubs::fixtures::{EPSS_EXAMPLE, KEV_CATALOG, OSV_RECORDS};
 use assetscan_testkit::stubs::{
-    EpssStub, Fault, InventoryStub, OsvStub, ProviderStubs, SlackStub, WeComStub, WebhookSink,
-    fixtures_dir,
+    EpssStub, Fault, Fixtures, InventoryStub, OsvStub, ProviderStubs, SlackStub, WeComStub,
+    WebhookSink,
 };
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
@@ -86,12 +87,45 @@ fn sign(secret: &str, body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// The data set ships with the repository: a fresh clone needs nothing
+/// beside it.
 #[test]
-fn fixtures_are_found() {
+fn fixtures_are_found_in_the_repository() {
+    let fixtures = Fixtures::locate();
+    if std::env::var_os(assetscan_testkit::stubs::fixtures::FIXTURES_ENV).is_none() {
+        assert_eq!(
+            fixtures.dir(),
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+        );
+    }
+    for file in ["README.md", KEV_CATALOG, EPSS_EXAMPLE] {
+        assert!(
+            fixtures.path(file).is_file(),
+            "{file} missing in {}",
+            fixtures.dir().display()
+        );
+    }
+}
+
+/// A data set that is missing (a wrong `ASSETSCAN_FIXTURES`, a moved
+/// folder) is reported with the path that was looked for, not a bare
+/// "No such file or directory".
+#[tokio::test]
+async fn a_missing_fixture_is_reported_with_its_path() {
+    let empty = tempfile::tempdir().unwrap();
+    let fixtures = Fixtures::at(empty.path());
+    let err = fixtures.read(KEV_CATALOG).unwrap_err().to_string();
     assert!(
-        fixtures_dir().join("README.md").is_file(),
-        "{}",
-        fixtures_dir().display()
+        err.contains(&fixtures.path(KEV_CATALOG).display().to_string()),
+        "{err}"
+    );
+
+    let err = ProviderStubs::start_from(&fixtures).await.unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+    assert!(
+        err.to_string()
+            .contains(&fixtures.path(OSV_RECORDS).display().to_string()),
+        "{err}"
     );
 }
 
@@ -224,7 +258,7 @@ async fn sink_checks_signatures_and_counts_distinct_keys() {
 async fn osv_stub_pages_serves_records_and_404s() {
     let stub = OsvStub::start().await.unwrap();
     assert_eq!(
-        stub.load_records_dir(&fixtures_dir().join("osv/records"))
+        stub.load_records_dir(&Fixtures::locate().path(OSV_RECORDS))
             .unwrap(),
         15
     );
@@ -266,7 +300,9 @@ async fn osv_stub_pages_serves_records_and_404s() {
     let record = get(stub.addr(), "/v1/vulns/GO-2024-2963").await;
     assert_eq!(
         record.body,
-        std::fs::read(fixtures_dir().join("osv/records/GO-2024-2963.json")).unwrap(),
+        Fixtures::locate()
+            .read(&format!("{OSV_RECORDS}/GO-2024-2963.json"))
+            .unwrap(),
         "served verbatim"
     );
     let missing = get(stub.addr(), "/v1/vulns/NOPE-1").await;
@@ -281,10 +317,7 @@ async fn osv_stub_pages_serves_records_and_404s() {
 async fn epss_stub_answers_in_first_format() {
     let stub = EpssStub::start().await.unwrap();
     let rows = stub
-        .load_response(
-            &std::fs::read(fixtures_dir().join("epss/first-api-docs-example-response.json"))
-                .unwrap(),
-        )
+        .load_response(&Fixtures::locate().read(EPSS_EXAMPLE).unwrap())
         .unwrap();
     assert_eq!(rows, 2);
     let answer = get(stub.addr(), "/epss?cve=CVE-2021-40438%2CCVE-2000-0001")

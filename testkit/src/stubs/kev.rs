@@ -2,6 +2,7 @@
 //! catalog's bytes verbatim (the real one from the fixtures, or a variant a
 //! test derives), replaceable at runtime.
 
+use super::fixtures::{Fixtures, KEV_CATALOG};
 use super::server::{StubServer, lock};
 use axum::Router;
 use axum::extract::State;
@@ -21,8 +22,7 @@ pub struct KevStub {
 impl KevStub {
     /// Serves the real catalog from the fixtures.
     pub async fn start() -> std::io::Result<KevStub> {
-        let path = super::fixtures_dir().join("kev/known_exploited_vulnerabilities.json");
-        KevStub::start_with(std::fs::read(path)?).await
+        KevStub::start_with(Fixtures::locate().read(KEV_CATALOG)?).await
     }
 
     pub async fn start_with(catalog: Vec<u8>) -> std::io::Result<KevStub> {

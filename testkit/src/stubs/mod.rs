@@ -8,6 +8,7 @@
 //! `calls(route)`. They need a running tokio runtime and stop when dropped.
 
 pub mod epss;
+pub mod fixtures;
 pub mod inventory;
 pub mod kev;
 pub mod osv;
@@ -17,6 +18,7 @@ pub mod slack;
 pub mod wecom;
 
 pub use epss::EpssStub;
+pub use fixtures::{FixtureDataError, Fixtures};
 pub use inventory::InventoryStub;
 pub use kev::KevStub;
 pub use osv::OsvStub;
@@ -26,16 +28,6 @@ pub use slack::SlackStub;
 pub use wecom::WeComStub;
 
 use std::path::{Path, PathBuf};
-
-/// The shared fixtures (real provider data, see its README): the directory
-/// in `ASSETSCAN_FIXTURES`, else `shared/fixtures` beside the repository.
-pub fn fixtures_dir() -> PathBuf {
-    match std::env::var_os("ASSETSCAN_FIXTURES") {
-        Some(dir) => PathBuf::from(dir),
-        // This crate sits at <repo>/testkit; shared/ sits beside <repo>.
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-    }
-}
 
 /// Provider calls so far, per stub route ([`ProviderStubs::counters`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -84,18 +76,21 @@ impl ProviderStubs {
     /// The WeCom robot's key.
     pub const WECOM_KEY: &'static str = "693a91f6-7xxx-4bc4-97a0-0ec2sifa5aaa";
 
+    /// Every stub, with the data of [`Fixtures::locate`].
     pub async fn start() -> std::io::Result<ProviderStubs> {
-        let fixtures = fixtures_dir();
+        ProviderStubs::start_from(&Fixtures::locate()).await
+    }
+
+    /// Every stub, with the data in `fixtures`.
+    pub async fn start_from(fixtures: &Fixtures) -> std::io::Result<ProviderStubs> {
         let osv = OsvStub::start().await?;
-        osv.load_records_dir(&fixtures.join("osv/records"))?;
+        osv.load_records_dir(&fixtures.path(fixtures::OSV_RECORDS))?;
         let epss = EpssStub::start().await?;
-        epss.load_response(&std::fs::read(
-            fixtures.join("epss/first-api-docs-example-response.json"),
-        )?)?;
+        epss.load_response(&fixtures.read(fixtures::EPSS_EXAMPLE)?)?;
         Ok(ProviderStubs {
             inventory: InventoryStub::start().await?,
             osv,
-            kev: KevStub::start().await?,
+            kev: KevStub::start_with(fixtures.read(fixtures::KEV_CATALOG)?).await?,
             epss,
             sink: WebhookSink::start(Self::WEBHOOK_SECRET).await?,
             wecom: WeComStub::start(Self::WECOM_KEY).await?,

@@ -7,6 +7,7 @@
 //! it are paged with `next_page_token`, as osv.dev does past 1000. A canned
 //! querybatch answer (e.g. a recorded cassette) can replace all of that.
 
+use super::fixtures::{FixtureDataError, json_files, read_file};
 use super::server::{StubServer, lock};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -52,16 +53,16 @@ impl OsvStub {
     }
 
     /// Serves every `*.json` file of `dir` under its `id`. Returns how many.
-    pub fn load_records_dir(&self, dir: &std::path::Path) -> std::io::Result<usize> {
-        let mut count = 0;
-        for entry in std::fs::read_dir(dir)? {
-            let path = entry?.path();
-            if path.extension().is_some_and(|e| e == "json") {
-                self.insert_record(std::fs::read(&path)?)?;
-                count += 1;
-            }
+    pub fn load_records_dir(&self, dir: &std::path::Path) -> Result<usize, FixtureDataError> {
+        let files = json_files(dir)?;
+        for path in &files {
+            self.insert_record(read_file(path)?)
+                .map_err(|e| FixtureDataError::Invalid {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?;
         }
-        Ok(count)
+        Ok(files.len())
     }
 
     /// Serves one record (raw JSON bytes, kept verbatim) under its `id`.
