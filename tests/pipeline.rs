@@ -15,9 +15,9 @@
 //! The same with real, killed and stopped processes is in `scan_cli.rs`.
 
 use assetscan_operator::config::Config;
+use assetscan_operator::domain::{Package, Policy, Target, ThreatIntelPolicy};
 use assetscan_operator::pipeline::{
-    Effects, Notification, Observer, Outcome, Package, Pipeline, Policy, ScanRequest, StepError,
-    Target, ThreatIntelPolicy,
+    Effects, Notification, Observer, Outcome, Pipeline, ScanRequest, StepError,
 };
 use assetscan_operator::providers::Providers;
 use assetscan_operator::store::{AssetId, RedisTarget, TicketStore};
@@ -160,12 +160,7 @@ fn asset() -> AssetId {
 }
 
 fn package(p: Pkg) -> Package {
-    Package {
-        name: Some(p.name.into()),
-        ecosystem: Some(p.ecosystem.into()),
-        version: Some(p.version.into()),
-        purl: None,
-    }
+    Package::coordinates(p.ecosystem, p.name, p.version).unwrap()
 }
 
 fn request(holder: &str, software: &[Pkg], policy: Policy) -> ScanRequest {
@@ -464,11 +459,11 @@ mod resume {
             // CVE-2023-4911, so the asset is high risk: every status is visited.
             let env = Env::start("400ms").await;
             let policy = policy(ThreatIntelPolicy::WhenNeeded, 9.0);
-            let crashed = crash_at(&env, request("A", &[GLIBC], policy.clone()), *at).await;
+            let crashed = crash_at(&env, request("A", &[GLIBC], policy), *at).await;
             assert!(at(&crashed), "{name}");
 
             let b = env.pipeline().await;
-            let req = request("B", &[GLIBC], policy.clone());
+            let req = request("B", &[GLIBC], policy);
             // The crashed runner did not release: its lock holds until the ttl.
             match b.run(&req, &(), &CancellationToken::new()).await.unwrap() {
                 Outcome::Locked { holder, .. } => assert_eq!(holder, "A", "{name}"),

@@ -2,7 +2,8 @@
 //! (../shared/fixtures, see its README; `ASSETSCAN_FIXTURES` overrides).
 //! Where a test needs a variant of a fixture, it derives it and says so.
 
-use assetscan_operator::pipeline::{Effects, Package, Policy, ScanRequest, Target};
+use assetscan_operator::domain::{Package, Policy, Target};
+use assetscan_operator::pipeline::{Effects, ScanRequest};
 use assetscan_operator::providers::epss::{EpssClient, EpssConfig};
 use assetscan_operator::providers::kev::{KevCatalog, KevConfig, KevFeed};
 use assetscan_operator::providers::online::{InventoryConfig, InventoryProbe};
@@ -41,19 +42,11 @@ fn secret_file(dir: &Path, name: &str, value: &str) -> SecretFrom {
 }
 
 fn package(ecosystem: &str, name: &str, version: &str) -> Package {
-    Package {
-        name: Some(name.into()),
-        ecosystem: Some(ecosystem.into()),
-        version: Some(version.into()),
-        purl: None,
-    }
+    Package::coordinates(ecosystem, name, version).unwrap()
 }
 
 fn purl(purl: &str) -> Package {
-    Package {
-        purl: Some(purl.into()),
-        ..Package::default()
-    }
+    Package::purl(purl).unwrap()
 }
 
 fn osv_config(stub: &OsvStub) -> OsvConfig {
@@ -358,22 +351,21 @@ mod osv {
         ); // the Low one, cut from findings
     }
 
+    /// What osv.dev answers 400 to (see the fixtures) cannot even be said:
+    /// a versioned purl that also gives `version`, or a purl and a name.
+    /// Software arrives as domain packages, and the wire shape (an
+    /// AssetScan's `spec.software`, the `scan --software` file) refuses both.
     #[tokio::test]
     async fn invalid_software_is_refused_before_any_call() {
-        let stub = OsvStub::start().await.unwrap();
-        let mut both = purl("pkg:pypi/jinja2@3.1.4");
-        both.version = Some("3.1.4".into()); // osv.dev answers 400 to this (see the fixtures)
-        let err = OsvClient::new(&osv_config(&stub))
-            .unwrap()
-            .query(&[package("PyPI", "a", "1"), both])
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(err, VulnError::InvalidPackage { index: 1, .. }),
-            "{err}"
-        );
-        assert!(!err.is_retryable());
-        assert_eq!(stub.total_calls(), 0);
+        for mixed in [
+            json!([{"name": "a", "ecosystem": "PyPI", "version": "1"}, {"purl": "pkg:pypi/jinja2@3.1.4", "version": "3.1.4"}]),
+            json!([{"purl": "pkg:pypi/jinja2@3.1.4", "name": "jinja2", "ecosystem": "PyPI"}]),
+            json!([{"purl": "jinja2"}]),
+        ] {
+            let refused = serde_json::from_value::<Vec<Package>>(mixed.clone());
+            assert!(refused.is_err(), "{mixed}");
+        }
+        assert!(Package::purl("jinja2").is_err());
     }
 
     #[tokio::test]

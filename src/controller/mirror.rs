@@ -14,7 +14,8 @@
 //! computed against an outdated copy would otherwise mix this executor's
 //! changes into a newer status.
 
-use crate::crd::{AssetScan, AssetScanStatus, is_fence_refusal, status_from_ticket};
+use super::status::status_from_ticket;
+use crate::crd::{AssetScan, AssetScanStatus, is_fence_refusal};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::{Metrics, StepLabels};
 use crate::ticket::{Step, Ticket};

@@ -14,7 +14,7 @@ mod retry;
 pub use plan::{Next, plan};
 pub use retry::RetryPolicy;
 
-pub use crate::crd::{Package, Policy, ThreatIntelPolicy};
+use crate::domain::{Package, Policy, Target};
 use crate::store::{AssetId, LeaseGuard, Patch, StoreError, TicketStore};
 use crate::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, ThreatIntelFacts,
@@ -53,16 +53,6 @@ impl StepError {
             retry_after: None,
         }
     }
-}
-
-/// Where the asset can be reached, for the online check.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Target {
-    /// Online when a TCP connect to any of the ports succeeds.
-    Tcp { host: String, ports: Vec<u16> },
-    /// Online as the inventory says.
-    Inventory { id: String },
 }
 
 /// One scan run to perform.

@@ -10,15 +10,15 @@ use std::time::Duration;
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct RetryPolicy {
     /// Bound on one call of the step.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub timeout: Duration,
     /// Attempts before the run fails (≥ 1).
     pub max_attempts: u32,
     /// Delay before the second attempt; doubles after each failure.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub initial_backoff: Duration,
     /// Upper bound of the delay.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub max_backoff: Duration,
 }
 

@@ -26,7 +26,7 @@ pub struct EpssConfig {
     /// Default `https://api.first.org/data/v1`; requests go to `<baseUrl>/epss`.
     pub base_url: String,
     /// Per HTTP call. Default `10s`.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub timeout: Duration,
     /// Default 1 MiB.
     pub max_body_bytes: u64,

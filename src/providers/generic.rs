@@ -18,8 +18,9 @@
 use super::ConfigError;
 use super::http::{Exposure, HttpClient, parse_http_url};
 use super::secret::{Secret, SecretFrom};
-use super::text::truncate_chars;
-use super::vulns::{Package, VulnError, null_as_empty, round_score, summarize, validate_all};
+use super::vulns::{VulnError, null_as_empty, round_score, summarize};
+use crate::domain::Package;
+use crate::text::truncate_chars;
 use crate::ticket::{Finding, Severity, VulnFacts};
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
@@ -34,7 +35,10 @@ const PROVIDER: &str = "vulnerability endpoint";
 pub struct GenericVulnConfig {
     /// The endpoint that takes the POST.
     pub url: String,
-    #[serde(default = "default_timeout", with = "crate::config::duration")]
+    #[serde(
+        default = "default_timeout",
+        deserialize_with = "crate::duration::config"
+    )]
     pub timeout: Duration,
     #[serde(default = "default_max_body")]
     pub max_body_bytes: u64,
@@ -116,7 +120,6 @@ impl GenericVulnClient {
         asset_id: &str,
         software: &[Package],
     ) -> Result<VulnFacts, VulnError> {
-        validate_all(PROVIDER, software)?;
         let mut request = self
             .http
             .post(self.url.clone())

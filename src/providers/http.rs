@@ -7,7 +7,7 @@
 
 use super::ConfigError;
 use super::secret::SecretFrom;
-use super::text::excerpt;
+use crate::text::{excerpt, truncate_chars};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{RequestBuilder, StatusCode, Url};
 use serde::de::DeserializeOwned;
@@ -348,7 +348,7 @@ fn describe(err: reqwest::Error) -> String {
         }
         next = cause.source();
     }
-    super::text::truncate_chars(&text, 300)
+    truncate_chars(&text, 300)
 }
 
 /// Belt and braces: should a cause ever quote the URL, replace it (and its

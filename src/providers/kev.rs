@@ -30,16 +30,16 @@ pub struct KevConfig {
     /// `https://www.cisa.gov/sites/default/files/feeds/known_exploited_vulnerabilities.json`.
     pub url: String,
     /// Per fetch. Default `30s`: the catalog is over 1 MB.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub timeout: Duration,
     /// Default 16 MiB (the 2025 catalog is 1.2 MB).
     pub max_body_bytes: u64,
     /// Age after which the catalog is fetched again. Default `6h`;
     /// CISA updates it a few times a week.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub refresh_interval: Duration,
     /// Wait after a failed refresh before trying again. Default `5m`.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub retry_failed_refresh: Duration,
 }
 

@@ -32,7 +32,7 @@ pub use notify::{Notification, Notifier, NotifierConfig, NotifyError};
 pub use online::{OnlineConfig, OnlineError, OnlineProbe};
 pub use risk::{assess, needs_threat_intel};
 pub use secret::{Secret, SecretError, SecretFrom};
-pub use vulns::{VulnError, VulnSource, VulnSourceConfig, validate_package};
+pub use vulns::{VulnError, VulnSource, VulnSourceConfig};
 
 use serde::Deserialize;
 use std::collections::BTreeMap;

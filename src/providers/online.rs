@@ -4,7 +4,7 @@
 use super::ConfigError;
 use super::http::{Exposure, HttpClient, HttpError, check_timeout, join_path, parse_http_url};
 use super::secret::{Secret, SecretFrom};
-use crate::pipeline::Target;
+use crate::domain::Target;
 use futures::stream::{FuturesUnordered, StreamExt};
 use reqwest::Url;
 use serde::Deserialize;
@@ -35,7 +35,7 @@ pub struct OnlineConfig {
 pub struct TcpProbeConfig {
     /// Budget for name resolution and all connection attempts together.
     /// Default `3s`.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub timeout: Duration,
 }
 
@@ -58,7 +58,7 @@ pub struct InventoryConfig {
     /// Per call. Default `3s`.
     #[serde(
         default = "default_inventory_timeout",
-        with = "crate::config::duration"
+        deserialize_with = "crate::duration::config"
     )]
     pub timeout: Duration,
     /// Default 64 KiB.

@@ -17,10 +17,10 @@
 
 use super::ConfigError;
 use super::http::{Exposure, HttpClient, join_path, parse_http_url};
-use super::text::{embedded_cve, truncate_chars};
-use super::vulns::{
-    Package, VulnError, null_as_empty, package_label, rank, round_score, summarize, validate_all,
-};
+use super::text::embedded_cve;
+use super::vulns::{VulnError, null_as_empty, rank, round_score, summarize};
+use crate::domain::Package;
+use crate::text::truncate_chars;
 use crate::ticket::{Finding, Severity, VulnFacts};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use reqwest::Url;
@@ -38,7 +38,7 @@ pub struct OsvConfig {
     /// Default `https://api.osv.dev`.
     pub base_url: String,
     /// Per HTTP call (`500ms`, `15s`, …). Default `15s`.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub timeout: Duration,
     /// Cap for each response body (a batch answer, a record). Default 4 MiB.
     pub max_body_bytes: u64,
@@ -122,7 +122,6 @@ impl OsvClient {
     /// The asset's vulnerabilities. An empty software list is an empty
     /// result, without a call.
     pub async fn query(&self, software: &[Package]) -> Result<VulnFacts, VulnError> {
-        validate_all(PROVIDER, software)?;
         let hits = self.find_hits(software).await?;
         let findings: Vec<Finding> = stream::iter(hits)
             .map(|(id, hit)| self.finding(id, hit))
@@ -174,7 +173,7 @@ impl OsvClient {
                 for ((software, _), result) in pending.into_iter().zip(response.results) {
                     for vuln in result.vulns {
                         let hit = hits.entry(vuln.id).or_default();
-                        hit.packages.insert(package_label(software));
+                        hit.packages.insert(software.to_string());
                         hit.modified = vuln.modified;
                     }
                     if let Some(token) = result.next_page_token.filter(|t| !t.is_empty()) {
@@ -252,13 +251,27 @@ struct PackageRef<'a> {
 
 impl<'a> Query<'a> {
     fn new(software: &'a Package, page_token: Option<&'a str>) -> Query<'a> {
+        let (package, version) = match software {
+            Package::Purl(purl) => (
+                PackageRef {
+                    name: None,
+                    ecosystem: None,
+                    purl: Some(purl.as_str()),
+                },
+                None,
+            ),
+            Package::Coordinates(c) => (
+                PackageRef {
+                    name: Some(c.name()),
+                    ecosystem: Some(c.ecosystem()),
+                    purl: None,
+                },
+                Some(c.version()),
+            ),
+        };
         Query {
-            package: PackageRef {
-                name: software.name.as_deref(),
-                ecosystem: software.ecosystem.as_deref(),
-                purl: software.purl.as_deref(),
-            },
-            version: software.version.as_deref(),
+            package,
+            version,
             page_token,
         }
     }

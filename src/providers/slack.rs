@@ -16,7 +16,7 @@ use super::notify::{
     Notification, NotifyError, finding_line, headline, known_exploited, ticket_line, top_findings,
 };
 use super::secret::SecretFrom;
-use super::text::{excerpt, truncate_chars};
+use crate::text::{excerpt, truncate_chars};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::fmt;
@@ -34,7 +34,10 @@ const SECTION_CHARS: usize = 3000;
 pub struct SlackConfig {
     /// The incoming-webhook URL, `https://hooks.slack.com/services/T…/B…/…`.
     pub url_from: SecretFrom,
-    #[serde(default = "default_timeout", with = "crate::config::duration")]
+    #[serde(
+        default = "default_timeout",
+        deserialize_with = "crate::duration::config"
+    )]
     pub timeout: Duration,
     /// Cap for Slack's answer. Default 64 KiB.
     #[serde(default = "default_max_body")]

@@ -1,61 +1,18 @@
-//! The vulnerability step's shared parts: checking the asset's packages
-//! (the CRD's [`Package`]), the error type, the configured source (OSV or a
-//! generic endpoint), and how findings become [`VulnFacts`].
+//! The vulnerability step's shared parts: the error type, the configured
+//! source (OSV or a generic endpoint), and how findings become [`VulnFacts`].
 
 use super::ConfigError;
 use super::generic::{GenericVulnClient, GenericVulnConfig};
 use super::http::HttpError;
 use super::osv::{OsvClient, OsvConfig};
-pub use crate::crd::Package;
+use crate::domain::Package;
 use crate::ticket::{Finding, Severity, VulnFacts};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeSet;
 
-/// Checks an asset's package the way OSV would: a `purl` alone, or `name` +
-/// `ecosystem` (+ `version`); a versioned purl must not also carry `version`
-/// (osv.dev answers 400). The CRD enforces the same on the API server; this
-/// guards the standalone `scan` path. The reason is for humans.
-pub fn validate_package(package: &Package) -> Result<(), String> {
-    let set = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.trim().is_empty());
-    match (&package.purl, set(&package.name), set(&package.ecosystem)) {
-        (Some(purl), false, false) => {
-            if !purl.starts_with("pkg:") {
-                return Err(format!("{purl:?} is not a purl (pkg:…)"));
-            }
-            if purl.contains('@') && package.version.is_some() {
-                return Err("a versioned purl must not also give `version`".to_owned());
-            }
-            Ok(())
-        }
-        (None, true, true) => Ok(()),
-        (Some(_), _, _) => Err("give either `purl` or `name` + `ecosystem`, not both".to_owned()),
-        (None, _, _) => Err("`name` and `ecosystem` are both required without `purl`".to_owned()),
-    }
-}
-
-/// How findings name a package: `PyPI/jinja2@3.1.4`, or the purl.
-pub(crate) fn package_label(package: &Package) -> String {
-    let base = match (&package.purl, &package.ecosystem, &package.name) {
-        (Some(purl), _, _) => purl.clone(),
-        (None, Some(eco), Some(name)) => format!("{eco}/{name}"),
-        _ => "?".to_owned(),
-    };
-    match &package.version {
-        Some(v) => format!("{base}@{v}"),
-        None => base,
-    }
-}
-
 /// A failed vulnerability query.
 #[derive(Debug, thiserror::Error)]
 pub enum VulnError {
-    /// A package of the asset is invalid; asking again will not help.
-    #[error("{provider}: package #{index}: {reason}")]
-    InvalidPackage {
-        provider: &'static str,
-        index: usize,
-        reason: String,
-    },
     /// The server kept handing out page tokens; a bug or a loop somewhere.
     #[error("{provider}: still paging after {pages} pages; giving up")]
     TooManyPages { provider: &'static str, pages: u32 },
@@ -66,22 +23,10 @@ pub enum VulnError {
 impl VulnError {
     pub fn is_retryable(&self) -> bool {
         match self {
-            VulnError::InvalidPackage { .. } | VulnError::TooManyPages { .. } => false,
+            VulnError::TooManyPages { .. } => false,
             VulnError::Http(e) => e.is_retryable(),
         }
     }
-}
-
-/// Rejects the first invalid package.
-pub(crate) fn validate_all(provider: &'static str, software: &[Package]) -> Result<(), VulnError> {
-    for (index, package) in software.iter().enumerate() {
-        validate_package(package).map_err(|reason| VulnError::InvalidPackage {
-            provider,
-            index,
-            reason,
-        })?;
-    }
-    Ok(())
 }
 
 /// `vulnerabilities:` in the config, by `kind`.
@@ -228,32 +173,6 @@ mod tests {
                 "CVE-2024-0003",
                 "CVE-2024-0004"
             ]
-        );
-    }
-
-    #[test]
-    fn package_validation() {
-        let named = |eco: Option<&str>| Package {
-            name: Some("jinja2".into()),
-            ecosystem: eco.map(str::to_owned),
-            version: Some("3.1.4".into()),
-            purl: None,
-        };
-        let purl = |p: &str, version: Option<&str>| Package {
-            purl: Some(p.into()),
-            version: version.map(str::to_owned),
-            ..Package::default()
-        };
-        assert!(validate_package(&named(Some("PyPI"))).is_ok());
-        assert!(validate_package(&named(None)).is_err());
-        assert!(validate_package(&purl("pkg:pypi/jinja2@3.1.4", None)).is_ok());
-        assert!(validate_package(&purl("pkg:pypi/jinja2", Some("3.1.4"))).is_ok());
-        assert!(validate_package(&purl("pkg:pypi/jinja2@3.1.4", Some("3.1.4"))).is_err());
-        assert!(validate_package(&purl("jinja2", None)).is_err());
-        assert_eq!(package_label(&named(Some("PyPI"))), "PyPI/jinja2@3.1.4");
-        assert_eq!(
-            package_label(&purl("pkg:pypi/jinja2@3.1.4", None)),
-            "pkg:pypi/jinja2@3.1.4"
         );
     }
 }

@@ -49,7 +49,10 @@ pub struct WebhookConfig {
     pub url_from: SecretFrom,
     /// The HMAC-SHA256 key for `X-AssetScan-Signature`.
     pub secret_from: SecretFrom,
-    #[serde(default = "default_timeout", with = "crate::config::duration")]
+    #[serde(
+        default = "default_timeout",
+        deserialize_with = "crate::duration::config"
+    )]
     pub timeout: Duration,
     /// Cap for the receiver's answer. Default 64 KiB.
     #[serde(default = "default_max_body")]

@@ -18,7 +18,7 @@ use super::notify::{
     Notification, NotifyError, finding_line, headline, known_exploited, ticket_line, top_findings,
 };
 use super::secret::{Secret, SecretFrom};
-use super::text::truncate_bytes;
+use crate::text::{excerpt, truncate_bytes};
 use reqwest::Url;
 use serde::Deserialize;
 use serde_json::json;
@@ -38,7 +38,10 @@ pub struct WeComConfig {
     /// Default `https://qyapi.weixin.qq.com`.
     #[serde(default = "default_base_url")]
     pub base_url: String,
-    #[serde(default = "default_timeout", with = "crate::config::duration")]
+    #[serde(
+        default = "default_timeout",
+        deserialize_with = "crate::duration::config"
+    )]
     pub timeout: Duration,
     /// Cap for the robot's answer. Default 64 KiB.
     #[serde(default = "default_max_body")]
@@ -107,7 +110,7 @@ impl WeComNotifier {
             0 => Ok("errcode 0".to_owned()),
             errcode => Err(NotifyError::WeCom {
                 errcode,
-                errmsg: super::text::excerpt(answer.errmsg.as_bytes()),
+                errmsg: excerpt(answer.errmsg.as_bytes()),
             }),
         }
     }
