@@ -106,6 +106,13 @@ pub fn config<'de, D: Deserializer<'de>>(de: D) -> Result<Duration, D::Error> {
     parse(&text, CONFIG_UNITS).map_err(serde::de::Error::custom)
 }
 
+/// An optional configuration file duration: absent or `null` is `None`.
+pub fn config_optional<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Duration>, D::Error> {
+    Option::<String>::deserialize(de)?
+        .map(|text| parse(&text, CONFIG_UNITS).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

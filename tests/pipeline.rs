@@ -563,19 +563,6 @@ mod resume {
             self.delivered.notify_one();
             std::future::pending().await
         }
-
-        fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool {
-            self.inner.needs_threat_intel(policy, vulns)
-        }
-
-        fn assess(
-            &self,
-            policy: &Policy,
-            vulns: &VulnFacts,
-            intel: Option<&ThreatIntelFacts>,
-        ) -> RiskFacts {
-            self.inner.assess(policy, vulns, intel)
-        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -708,19 +695,6 @@ mod stall {
             notification: &Notification,
         ) -> BTreeMap<String, Result<String, StepError>> {
             self.inner.notify(channels, notification).await
-        }
-
-        fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool {
-            self.inner.needs_threat_intel(policy, vulns)
-        }
-
-        fn assess(
-            &self,
-            policy: &Policy,
-            vulns: &VulnFacts,
-            intel: Option<&ThreatIntelFacts>,
-        ) -> RiskFacts {
-            self.inner.assess(policy, vulns, intel)
         }
     }
 

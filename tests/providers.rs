@@ -2,18 +2,20 @@
 //! (../shared/fixtures, see its README; `ASSETSCAN_FIXTURES` overrides).
 //! Where a test needs a variant of a fixture, it derives it and says so.
 
-use assetscan_operator::domain::{Package, Policy, Target};
-use assetscan_operator::pipeline::{Effects, ScanRequest};
-use assetscan_operator::providers::epss::{EpssClient, EpssConfig};
-use assetscan_operator::providers::kev::{KevCatalog, KevConfig, KevFeed};
+use assetscan_operator::domain::{Package, Policy, Target, assess, needs_threat_intel};
+use assetscan_operator::pipeline::{Effects, Notification, ScanRequest};
+use assetscan_operator::providers::intel::{
+    EpssClient, EpssConfig, IntelError, KevCatalog, KevConfig, KevFeed, ThreatIntel,
+    ThreatIntelConfig,
+};
+use assetscan_operator::providers::notify::{
+    NotifyError, SlackConfig, SlackError, SlackNotifier, WeComConfig, WeComNotifier, WebhookConfig,
+    WebhookNotifier,
+};
 use assetscan_operator::providers::online::{InventoryConfig, InventoryProbe};
-use assetscan_operator::providers::osv::{OsvClient, OsvConfig};
-use assetscan_operator::providers::slack::{SlackConfig, SlackError, SlackNotifier};
-use assetscan_operator::providers::webhook::{WebhookConfig, WebhookNotifier};
-use assetscan_operator::providers::wecom::{WeComConfig, WeComNotifier};
+use assetscan_operator::providers::vulns::{OsvClient, OsvConfig, VulnError};
 use assetscan_operator::providers::{
-    HttpError, IntelError, Notification, NotifyError, Providers, ProvidersConfig, SecretFrom,
-    ThreatIntel, ThreatIntelConfig, VulnError, assess,
+    HttpError, HttpSettings, Providers, ProvidersConfig, SecretFrom,
 };
 use assetscan_operator::store::AssetId;
 use assetscan_operator::ticket::{Finding, RiskFacts, Severity, VulnFacts};
@@ -49,10 +51,18 @@ fn purl(purl: &str) -> Package {
     Package::purl(purl).unwrap()
 }
 
+/// Provider defaults, but this per-call timeout.
+fn http_settings(timeout_ms: u64) -> HttpSettings {
+    HttpSettings {
+        timeout: Some(Duration::from_millis(timeout_ms)),
+        ..HttpSettings::default()
+    }
+}
+
 fn osv_config(stub: &OsvStub) -> OsvConfig {
     OsvConfig {
         base_url: stub.url(),
-        timeout: Duration::from_millis(2_000),
+        http: http_settings(2_000),
         ..OsvConfig::default()
     }
 }
@@ -385,7 +395,7 @@ mod osv {
 /// records what it was sent.
 mod generic {
     use super::*;
-    use assetscan_operator::providers::generic::{GenericVulnClient, GenericVulnConfig};
+    use assetscan_operator::providers::vulns::{GenericVulnClient, GenericVulnConfig};
     use axum::extract::State;
     use axum::http::HeaderMap;
     use std::sync::{Arc, Mutex};
@@ -417,10 +427,12 @@ mod generic {
     fn client(dir: &Path, url: String) -> GenericVulnClient {
         GenericVulnClient::new(&GenericVulnConfig {
             url,
-            timeout: Duration::from_millis(1_000),
-            max_body_bytes: 64 * 1024,
+            http: HttpSettings {
+                max_body_bytes: Some(64 * 1024),
+                bearer_token_from: Some(secret_file(dir, "token", "tok-123")),
+                ..http_settings(1_000)
+            },
             max_findings: 50,
-            bearer_token_from: Some(secret_file(dir, "token", "tok-123")),
         })
         .unwrap()
     }
@@ -573,7 +585,7 @@ mod faults {
     async fn slow_and_hanging_servers_time_out() {
         let (stub, _) = osv_with_all_records().await;
         let config = OsvConfig {
-            timeout: Duration::from_millis(200),
+            http: http_settings(200),
             ..osv_config(&stub)
         };
         stub.faults().set_latency(Duration::from_millis(1_000));
@@ -640,9 +652,10 @@ mod online {
     fn probe(stub: &InventoryStub, timeout: Duration) -> InventoryProbe {
         InventoryProbe::new(&InventoryConfig {
             base_url: format!("{}/", stub.url()),
-            timeout,
-            max_body_bytes: 64 * 1024,
-            bearer_token_from: None,
+            http: HttpSettings {
+                timeout: Some(timeout),
+                ..HttpSettings::default()
+            },
         })
         .unwrap()
     }
@@ -677,7 +690,7 @@ mod intel {
     fn kev_config(stub: &KevStub) -> KevConfig {
         KevConfig {
             url: stub.feed_url(),
-            timeout: Duration::from_millis(5_000),
+            http: http_settings(5_000),
             ..KevConfig::default()
         }
     }
@@ -685,7 +698,7 @@ mod intel {
     fn epss_config(stub: &EpssStub) -> EpssConfig {
         EpssConfig {
             base_url: stub.url(),
-            timeout: Duration::from_millis(2_000),
+            http: http_settings(2_000),
             ..EpssConfig::default()
         }
     }
@@ -825,7 +838,7 @@ mod intel {
     async fn epss_faults_are_typed() {
         let stub = EpssStub::start().await.unwrap();
         let client = EpssClient::new(&EpssConfig {
-            timeout: Duration::from_millis(300),
+            http: http_settings(300),
             ..epss_config(&stub)
         })
         .unwrap();
@@ -888,13 +901,13 @@ mod intel {
         assert_eq!(facts.catalog_version.as_deref(), Some("2025.08.25"));
         assert_eq!(facts.epss.get("CVE-2024-3177"), Some(&0.00043));
 
-        let risk = assess(&low_only, Some(&facts), &Policy::default());
+        let risk = assess(&Policy::default(), &low_only, Some(&facts));
         assert!(risk.high_risk);
         assert_eq!(
             risk.reasons,
             ["CVE-2021-44228 is listed as known exploited (KEV 2025.08.25)"]
         );
-        assert!(!assess(&low_only, None, &Policy::default()).high_risk);
+        assert!(!assess(&Policy::default(), &low_only, None).high_risk);
     }
 }
 
@@ -936,8 +949,7 @@ mod notify {
         WebhookNotifier::new(&WebhookConfig {
             url_from: secret_file(dir, "url", url),
             secret_from: secret_file(dir, "hmac", secret),
-            timeout: Duration::from_millis(1_000),
-            max_body_bytes: 64 * 1024,
+            http: http_settings(1_000),
         })
         .unwrap()
     }
@@ -1010,8 +1022,7 @@ mod notify {
         let wecom = WeComNotifier::new(&WeComConfig {
             key_from: secret_file(dir.path(), "wecom", "KEY-SECRET-3"),
             base_url: wecom_stub.url(),
-            timeout: Duration::from_millis(1_000),
-            max_body_bytes: 64 * 1024,
+            http: http_settings(1_000),
         })
         .unwrap();
         wecom_stub.faults().fail_next(1, Fault::Status(502));
@@ -1036,8 +1047,7 @@ mod notify {
         WeComNotifier::new(&WeComConfig {
             key_from: secret_file(dir, "wecom-key", key),
             base_url: stub.url(),
-            timeout: Duration::from_millis(1_000),
-            max_body_bytes: 64 * 1024,
+            http: http_settings(1_000),
         })
         .unwrap()
     }
@@ -1120,8 +1130,7 @@ mod notify {
     fn slack(dir: &Path, stub: &SlackStub) -> SlackNotifier {
         SlackNotifier::new(&SlackConfig {
             url_from: secret_file(dir, "slack-url", &stub.webhook_url()),
-            timeout: Duration::from_millis(1_000),
-            max_body_bytes: 64 * 1024,
+            http: http_settings(1_000),
         })
         .unwrap()
     }
@@ -1175,7 +1184,8 @@ mod notify {
 }
 
 /// All providers from the config the test kit writes for its stubs, driven
-/// through the pipeline's `Effects`, step by step.
+/// through the pipeline's `Effects` step by step, with the policy's pure
+/// decisions in between.
 #[tokio::test]
 async fn the_whole_chain_through_effects() {
     let stubs = ProviderStubs::start().await.unwrap();
@@ -1217,10 +1227,10 @@ async fn the_whole_chain_through_effects() {
     let vulns = providers.query_vulnerabilities(&req).await.unwrap();
     assert_eq!(vulns.max_cvss, Some(8.1));
     assert!(
-        !providers.needs_threat_intel(&req.policy, &vulns),
+        !needs_threat_intel(&req.policy, &vulns),
         "8.1 >= 7.0 decides"
     );
-    let risk = providers.assess(&req.policy, &vulns, None);
+    let risk = assess(&req.policy, &vulns, None);
     assert!(risk.high_risk);
 
     let notification = Notification {
@@ -1245,14 +1255,10 @@ async fn the_whole_chain_through_effects() {
     // A Medium finding alone needs threat intel; the KEV stub knows the CVE is not listed.
     req.software = vec![package("Maven", "log4j-core", "1")];
     let medium = providers.query_vulnerabilities(&req).await.unwrap();
-    assert!(providers.needs_threat_intel(&req.policy, &medium));
+    assert!(needs_threat_intel(&req.policy, &medium));
     let intel = providers.threat_intel(&req, &medium).await.unwrap();
     assert_eq!(intel.catalog_version.as_deref(), Some("2025.08.25"));
-    assert!(
-        !providers
-            .assess(&req.policy, &medium, Some(&intel))
-            .high_risk
-    );
+    assert!(!assess(&req.policy, &medium, Some(&intel)).high_risk);
 
     // Step errors keep their retryability, per channel.
     stubs.slack.rate_limit_next(1, 9);

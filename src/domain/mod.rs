@@ -8,6 +8,7 @@
 
 mod package;
 mod policy;
+mod risk;
 mod target;
 
 pub use package::{Coordinates, Package, PackageError, Purl};
@@ -15,4 +16,5 @@ pub use policy::{
     DEFAULT_CVSS_THRESHOLD, DEFAULT_EPSS_THRESHOLD, Policy, ThreatIntelPolicy,
     UnknownThreatIntelPolicy,
 };
+pub use risk::{assess, needs_threat_intel};
 pub use target::Target;

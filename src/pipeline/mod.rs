@@ -14,7 +14,7 @@ mod retry;
 pub use plan::{Next, plan};
 pub use retry::RetryPolicy;
 
-use crate::domain::{Package, Policy, Target};
+use crate::domain::{Package, Policy, Target, assess, needs_threat_intel};
 use crate::store::{AssetId, LeaseGuard, Patch, StoreError, TicketStore};
 use crate::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, ThreatIntelFacts,
@@ -84,9 +84,10 @@ pub struct Notification {
     pub threat_intel: Option<ThreatIntelFacts>,
 }
 
-/// The outside world, one method per step. Implemented over the configured
-/// providers; every call is bounded by the step's timeout and cancelled when
-/// the lock is lost.
+/// The outside world, one method per I/O step. Implemented over the
+/// configured providers; every call is bounded by the step's timeout and
+/// cancelled when the lock is lost. What the findings mean is decided apart
+/// from it, by the pure [`assess`] and [`needs_threat_intel`].
 pub trait Effects: Send + Sync {
     fn check_online(
         &self,
@@ -109,15 +110,6 @@ pub trait Effects: Send + Sync {
         channels: &[String],
         notification: &Notification,
     ) -> impl Future<Output = BTreeMap<String, Result<String, StepError>>> + Send;
-    /// Whether the threat-intel step runs for these findings.
-    fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool;
-    /// The high-risk verdict.
-    fn assess(
-        &self,
-        policy: &Policy,
-        vulns: &VulnFacts,
-        intel: Option<&ThreatIntelFacts>,
-    ) -> RiskFacts;
 }
 
 /// Hears about a run's progress (the controller mirrors the ticket into the
@@ -350,22 +342,18 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
     }
 
     fn next(&self, ticket: &Ticket) -> Next {
-        let intel_needed = ticket.facts.vulnerabilities.as_ref().is_some_and(|v| {
-            self.pipeline
-                .effects
-                .needs_threat_intel(&self.req.policy, v)
-        });
+        let intel_needed = ticket
+            .facts
+            .vulnerabilities
+            .as_ref()
+            .is_some_and(|v| needs_threat_intel(&self.req.policy, v));
         plan(ticket, intel_needed)
     }
 
     /// The verdict at `VULN_CHECK_DONE`, from confirmed facts only.
     fn decide(&self, ticket: &Ticket) -> (Status, Patch) {
         let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
-        let risk = self.pipeline.effects.assess(
-            &self.req.policy,
-            &vulns,
-            ticket.facts.threat_intel.as_ref(),
-        );
+        let risk = assess(&self.req.policy, &vulns, ticket.facts.threat_intel.as_ref());
         let to = if risk.high_risk {
             Status::HighRiskFound
         } else {
@@ -600,12 +588,7 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
         let attempts = BTreeMap::from([(step, attempt)]);
         if step == Step::ThreatIntel {
             let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
-            if self
-                .pipeline
-                .effects
-                .assess(&self.req.policy, &vulns, None)
-                .high_risk
-            {
+            if assess(&self.req.policy, &vulns, None).high_risk {
                 warn!(asset = %self.req.asset, "threat intel unavailable; CVSS alone decides high risk");
                 let mut patch = Patch {
                     attempts,

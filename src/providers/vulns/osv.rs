@@ -15,11 +15,14 @@
 //! as unscored. A record with neither is [`Severity::Unknown`], and still
 //! counted.
 
-use super::ConfigError;
-use super::http::{Exposure, HttpClient, join_path, parse_http_url};
-use super::text::embedded_cve;
-use super::vulns::{VulnError, null_as_empty, rank, round_score, summarize};
+use super::error::VulnError;
+use super::findings::{null_as_empty, rank, round_score, summarize};
 use crate::domain::Package;
+use crate::providers::cve::embedded_cve;
+use crate::providers::error::ProviderConfigError;
+use crate::providers::http::{
+    Exposure, HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url,
+};
 use crate::text::truncate_chars;
 use crate::ticket::{Finding, Severity, VulnFacts};
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -31,17 +34,23 @@ use std::time::Duration;
 
 const PROVIDER: &str = "osv";
 
+const PROFILE: HttpProfile = HttpProfile {
+    provider: PROVIDER,
+    timeout: Duration::from_secs(15),
+    max_body_bytes: 4 * 1024 * 1024,
+    exposure: Exposure::Path,
+};
+
 /// `vulnerabilities: {kind: osv, ...}`. Every key is optional.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct OsvConfig {
     /// Default `https://api.osv.dev`.
     pub base_url: String,
-    /// Per HTTP call (`500ms`, `15s`, …). Default `15s`.
-    #[serde(deserialize_with = "crate::duration::config")]
-    pub timeout: Duration,
-    /// Cap for each response body (a batch answer, a record). Default 4 MiB.
-    pub max_body_bytes: u64,
+    /// `timeout` per HTTP call (default `15s`), `maxBodyBytes` for each
+    /// answer, a batch or a record (default 4 MiB), `bearerTokenFrom`.
+    #[serde(flatten)]
+    pub http: HttpSettings,
     /// Records fetched in parallel. Default 8.
     pub concurrency: usize,
     /// Findings kept in the facts, most severe first; counts cover all.
@@ -60,8 +69,7 @@ impl Default for OsvConfig {
     fn default() -> OsvConfig {
         OsvConfig {
             base_url: "https://api.osv.dev".to_owned(),
-            timeout: Duration::from_secs(15),
-            max_body_bytes: 4 * 1024 * 1024,
+            http: HttpSettings::default(),
             concurrency: 8,
             max_findings: 50,
             batch_size: 1000,
@@ -84,12 +92,12 @@ pub struct OsvClient {
 }
 
 impl OsvClient {
-    pub fn new(config: &OsvConfig) -> Result<OsvClient, ConfigError> {
+    pub fn new(config: &OsvConfig) -> Result<OsvClient, ProviderConfigError> {
         let in_range = |field, value: usize, max: usize| {
             if (1..=max).contains(&value) {
                 Ok(value)
             } else {
-                Err(ConfigError::invalid(
+                Err(ProviderConfigError::invalid(
                     PROVIDER,
                     field,
                     format!("{value} is outside 1..={max}"),
@@ -97,19 +105,14 @@ impl OsvClient {
             }
         };
         if config.max_pages == 0 {
-            return Err(ConfigError::invalid(
+            return Err(ProviderConfigError::invalid(
                 PROVIDER,
                 "maxPages",
                 "must be at least 1",
             ));
         }
         Ok(OsvClient {
-            http: HttpClient::new(
-                PROVIDER,
-                config.timeout,
-                config.max_body_bytes,
-                Exposure::Path,
-            )?,
+            http: HttpClient::new(&PROFILE, &config.http)?,
             base: parse_http_url(PROVIDER, "baseUrl", &config.base_url)?,
             concurrency: in_range("concurrency", config.concurrency, 64)?,
             max_findings: config.max_findings,

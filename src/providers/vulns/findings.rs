@@ -1,79 +1,15 @@
-//! The vulnerability step's shared parts: the error type, the configured
-//! source (OSV or a generic endpoint), and how findings become [`VulnFacts`].
+//! What both vulnerability sources do with their answers: the order of
+//! severities, how findings become [`VulnFacts`], and the JSON quirks of
+//! their wire formats.
 
-use super::ConfigError;
-use super::generic::{GenericVulnClient, GenericVulnConfig};
-use super::http::HttpError;
-use super::osv::{OsvClient, OsvConfig};
-use crate::domain::Package;
 use crate::ticket::{Finding, Severity, VulnFacts};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeSet;
 
-/// A failed vulnerability query.
-#[derive(Debug, thiserror::Error)]
-pub enum VulnError {
-    /// The server kept handing out page tokens; a bug or a loop somewhere.
-    #[error("{provider}: still paging after {pages} pages; giving up")]
-    TooManyPages { provider: &'static str, pages: u32 },
-    #[error(transparent)]
-    Http(#[from] HttpError),
-}
-
-impl VulnError {
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            VulnError::TooManyPages { .. } => false,
-            VulnError::Http(e) => e.is_retryable(),
-        }
-    }
-}
-
-/// `vulnerabilities:` in the config, by `kind`.
-///
-/// ```yaml
-/// vulnerabilities:
-///   kind: osv             # or: generic
-///   baseUrl: https://api.osv.dev
-/// ```
-#[derive(Clone, Debug, Deserialize)]
-#[serde(tag = "kind", rename_all = "camelCase")]
-pub enum VulnSourceConfig {
-    Osv(OsvConfig),
-    Generic(GenericVulnConfig),
-}
-
-/// The configured vulnerability source.
-#[derive(Debug)]
-pub enum VulnSource {
-    Osv(OsvClient),
-    Generic(GenericVulnClient),
-}
-
-impl VulnSource {
-    pub fn from_config(config: &VulnSourceConfig) -> Result<VulnSource, ConfigError> {
-        Ok(match config {
-            VulnSourceConfig::Osv(c) => VulnSource::Osv(OsvClient::new(c)?),
-            VulnSourceConfig::Generic(c) => VulnSource::Generic(GenericVulnClient::new(c)?),
-        })
-    }
-
-    pub async fn query(
-        &self,
-        asset_id: &str,
-        software: &[Package],
-    ) -> Result<VulnFacts, VulnError> {
-        match self {
-            VulnSource::Osv(osv) => osv.query(software).await,
-            VulnSource::Generic(generic) => generic.query(asset_id, software).await,
-        }
-    }
-}
-
 /// Where a severity sorts, most severe first. An unscored finding ranks
 /// below `Low` (it may be anything, but nothing says it is bad) and above
 /// `None` (which says it is not).
-pub(crate) fn rank(severity: Severity) -> u8 {
+pub(super) fn rank(severity: Severity) -> u8 {
     match severity {
         Severity::Critical => 5,
         Severity::High => 4,
@@ -87,7 +23,7 @@ pub(crate) fn rank(severity: Severity) -> u8 {
 /// Counts every finding, keeps the `max_findings` most severe (by bucket,
 /// then score, then id, so the order is stable), and lists every CVE — also
 /// those of findings cut off — so that threat intel sees them all.
-pub(crate) fn summarize(mut findings: Vec<Finding>, max_findings: usize) -> VulnFacts {
+pub(super) fn summarize(mut findings: Vec<Finding>, max_findings: usize) -> VulnFacts {
     findings.sort_by(|a, b| {
         rank(b.severity)
             .cmp(&rank(a.severity))
@@ -114,12 +50,12 @@ pub(crate) fn summarize(mut findings: Vec<Finding>, max_findings: usize) -> Vuln
 }
 
 /// CVSS scores are kept to one decimal, as they are published.
-pub(crate) fn round_score(score: f64) -> f64 {
+pub(super) fn round_score(score: f64) -> f64 {
     (score * 10.0).round() / 10.0
 }
 
 /// A JSON array that may also be `null` or missing.
-pub(crate) fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
+pub(super) fn null_as_empty<'de, D, T>(deserializer: D) -> Result<Vec<T>, D::Error>
 where
     D: Deserializer<'de>,
     T: Deserialize<'de>,
