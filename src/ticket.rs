@@ -60,7 +60,7 @@ impl Status {
         matches!(self, Status::Finished | Status::Failed)
     }
 
-    /// The transition table (see DESIGN.md). `X -> X` is allowed for
+    /// The transition table (see docs/design.md). `X -> X` is allowed for
     /// non-terminal `X` so that errors, attempts and late facts can be recorded
     /// without moving forward; any non-terminal status may fail.
     pub fn allows(self, to: Status) -> bool {

@@ -38,7 +38,7 @@ async fn redis_down_30s_mid_run_stalls_retries_with_backoff_and_finishes() {
     let ctl = h.controller("ctl-a").await;
     // The probes, in process, over this controller's store and metrics.
     let port = free_port();
-    let probe = tokio::spawn(assetscan_operator::http::serve(
+    let probe = tokio::spawn(assetscan_operator::probes::serve(
         ([127, 0, 0, 1], port).into(),
         ctl.metrics.clone(),
         ctl.ctx.pipeline.store().clone(),

@@ -15,8 +15,9 @@ pub use runs::{RunDecision, decide, run_id};
 use conditions::{ConditionBuilder, ConditionStatus};
 use request::{rescan_interval, scan_request, token_floor};
 
+use crate::backoff::Backoff;
 use crate::crd::{AssetScan, AssetScanStatus};
-use crate::pipeline::{Effects, Outcome, Pipeline, PipelineError};
+use crate::pipeline::{Effects, Outcome, Pipeline};
 use crate::store::{AssetId, StoreError};
 use crate::telemetry::Metrics;
 use futures::StreamExt;
@@ -113,14 +114,6 @@ impl Error {
             Error::Store(e) => e.reason(),
             Error::Kube(_) => "KubernetesApi",
             Error::Finalizer(_) => "Finalizer",
-        }
-    }
-}
-
-impl From<PipelineError> for Error {
-    fn from(err: PipelineError) -> Error {
-        match err {
-            PipelineError::Store(e) => Error::Store(e),
         }
     }
 }
@@ -263,7 +256,7 @@ async fn apply<E: Effects + 'static>(
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(err) => {
-            let err = Error::from(err);
+            let err = Error::Store(err);
             stall(obj, &mirror, &err).await;
             return Err(err);
         }
@@ -407,7 +400,16 @@ async fn cleanup<E: Effects + 'static>(obj: &AssetScan, ctx: &Context<E>) -> Res
     Ok(Action::await_change())
 }
 
-/// Exponential backoff per object, reset by the next successful reconcile.
+/// Requeue after a failed reconcile: 1 s, doubling with each consecutive
+/// failure of the object, up to 2 minutes.
+const RECONCILE_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(120));
+
+/// The same while Redis is unavailable, but up to 15 s: Redis outages end,
+/// and an attempt while Redis is down costs one refused round trip, so
+/// objects resume within seconds once it is back.
+const REDIS_DOWN_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(15));
+
+/// Backoff per object, reset by the next successful reconcile.
 pub fn error_policy<E: Effects + 'static>(
     obj: Arc<AssetScan>,
     err: &Error,
@@ -420,17 +422,13 @@ pub fn error_policy<E: Effects + 'static>(
         *n = n.saturating_add(1);
         *n
     };
-    let base = Duration::from_secs(1).saturating_mul(1 << failures.min(8).saturating_sub(1));
-    // Redis outages end, and an attempt while Redis is down costs one
-    // refused round trip: objects resume within seconds once it is back.
-    let cap = match err {
-        Error::Store(e) if e.is_unavailable() => Duration::from_secs(15),
-        _ => Duration::from_secs(120),
+    let backoff = match err {
+        Error::Store(e) if e.is_unavailable() => REDIS_DOWN_BACKOFF,
+        _ => RECONCILE_BACKOFF,
     };
-    let delay = base.min(cap);
-    let jittered = delay.mul_f64(rand::rng().random_range(0.5..=1.0));
-    warn!(object = %object_key(&obj), error = %err, failures, retry_in = ?jittered, "reconcile error");
-    Action::requeue(jittered)
+    let delay = backoff.after(failures);
+    warn!(object = %object_key(&obj), error = %err, failures, retry_in = ?delay, "reconcile error");
+    Action::requeue(delay)
 }
 
 #[cfg(test)]

@@ -196,12 +196,6 @@ pub enum Outcome {
     },
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
 /// Runs scans against one store with one set of effects.
 pub struct Pipeline<E> {
     store: TicketStore,
@@ -223,13 +217,14 @@ impl<E: Effects> Pipeline<E> {
     }
 
     /// Performs the run to its end, or until it is locked, superseded, loses
-    /// its lock, or `shutdown` fires.
+    /// its lock, or `shutdown` fires. Errors are the store's: every other
+    /// way a run can end is an [`Outcome`].
     pub async fn run(
         &self,
         req: &ScanRequest,
         observer: &impl Observer,
         shutdown: &CancellationToken,
-    ) -> Result<Outcome, PipelineError> {
+    ) -> Result<Outcome, StoreError> {
         // Fast path: a finished run needs no lock.
         if let Some(ticket) = self.store.get_ticket(&req.asset, &req.run).await?
             && ticket.status.is_terminal()
@@ -251,7 +246,7 @@ impl<E: Effects> Pipeline<E> {
                     retry_after: Duration::from_millis(pttl_ms.max(0) as u64),
                 });
             }
-            Err(err) => return Err(err.into()),
+            Err(err) => return Err(err),
         };
         info!(asset = %req.asset, run = %req.run, token = acquired.token, status = %acquired.ticket.status, "acquired");
         if !acquired.ticket.status.is_terminal() && !observer.on_claimed(&acquired.ticket).await {
@@ -308,7 +303,7 @@ enum Halt {
 }
 
 impl<E: Effects, O: Observer> Run<'_, E, O> {
-    async fn drive(&mut self, mut ticket: Ticket) -> Result<Outcome, PipelineError> {
+    async fn drive(&mut self, mut ticket: Ticket) -> Result<Outcome, StoreError> {
         loop {
             let step = match self.next(&ticket) {
                 Next::Done => return Ok(Outcome::Terminal(ticket)),
@@ -336,7 +331,7 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
                         retry_after,
                     });
                 }
-                Err(Err(err)) => return Err(err.into()),
+                Err(Err(err)) => return Err(err),
             };
         }
     }
