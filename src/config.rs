@@ -34,7 +34,7 @@ pub struct RedisSection {
     /// Key prefix.
     pub prefix: String,
     /// Bound on connecting and on each Redis reply.
-    #[serde(with = "duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub timeout: Duration,
 }
 
@@ -52,7 +52,7 @@ impl Default for RedisSection {
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct LockSection {
     /// Lock time to live; renewed every third of it while the run works.
-    #[serde(with = "duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub ttl: Duration,
 }
 
@@ -69,13 +69,13 @@ impl Default for LockSection {
 pub struct TicketsSection {
     /// How long a finished or failed ticket is kept (`0s`: until its
     /// AssetScan is deleted).
-    #[serde(with = "duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub retention: Duration,
     /// How long a ticket that is not finished is kept after its last write
     /// (a run nobody drives any more: its object was deleted while an
     /// executor was paused), and how long a deleted AssetScan's tombstone
     /// refuses late executors.
-    #[serde(with = "duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub abandon_after: Duration,
     /// Approximate number of records kept in each asset's audit stream.
     pub audit_cap: u32,
@@ -165,60 +165,6 @@ impl Config {
             terminal_retention: self.tickets.retention,
             abandon_after: self.tickets.abandon_after,
             timeout: self.redis.timeout,
-        }
-    }
-}
-
-/// Durations in the config are strings like `500ms`, `10s`, `5m`, `6h`.
-pub mod duration {
-    use serde::{Deserialize, Deserializer, Serializer};
-    use std::time::Duration;
-
-    /// Parses `<number><unit>` with unit `ms`, `s`, `m`, `h` or `d`.
-    pub fn parse(text: &str) -> Result<Duration, String> {
-        let text = text.trim();
-        let split = text
-            .find(|c: char| !c.is_ascii_digit())
-            .ok_or_else(|| format!("duration {text:?} has no unit (ms, s, m, h, d)"))?;
-        let (number, unit) = text.split_at(split);
-        let n: u64 = number
-            .parse()
-            .map_err(|_| format!("duration {text:?} does not start with a whole number"))?;
-        let ms = match unit {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "d" => 86_400_000,
-            _ => return Err(format!("duration {text:?} has unknown unit {unit:?}")),
-        };
-        n.checked_mul(ms)
-            .map(Duration::from_millis)
-            .ok_or_else(|| format!("duration {text:?} is too large"))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(de: D) -> Result<Duration, D::Error> {
-        let text = String::deserialize(de)?;
-        parse(&text).map_err(serde::de::Error::custom)
-    }
-
-    pub fn serialize<S: Serializer>(d: &Duration, ser: S) -> Result<S::Ok, S::Error> {
-        ser.serialize_str(&format!("{}ms", d.as_millis()))
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::parse;
-        use std::time::Duration;
-
-        #[test]
-        fn parses_units_and_rejects_garbage() {
-            assert_eq!(parse("500ms"), Ok(Duration::from_millis(500)));
-            assert_eq!(parse("10s"), Ok(Duration::from_secs(10)));
-            assert_eq!(parse("6h"), Ok(Duration::from_secs(6 * 3600)));
-            for bad in ["", "10", "s", "1.5s", "10y", "-1s"] {
-                assert!(parse(bad).is_err(), "{bad:?}");
-            }
         }
     }
 }

@@ -57,7 +57,7 @@ pub struct Metrics {
     pub registry: Registry,
     /// Reconciles by outcome (`finished`, `failed`, `locked`, `superseded`, …).
     pub reconciles: Family<ResultLabels, Counter>,
-    /// Reconcile errors by reason (`RedisUnavailable`, `KubeApi`, …).
+    /// Reconcile errors by reason (`RedisUnavailable`, `KubernetesApi`, …).
     pub failures: Family<ReasonLabels, Counter>,
     pub step_duration: Family<StepLabels, Histogram>,
     pub step_errors: Family<StepLabels, Counter>,

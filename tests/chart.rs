@@ -512,7 +512,7 @@ fn environment_of_run_is_wired() {
 
 #[test]
 fn probes_use_healthz_and_readyz_on_the_metrics_port() {
-    let http = std::fs::read_to_string(root().join("src/http.rs")).unwrap();
+    let probes = std::fs::read_to_string(root().join("src/probes.rs")).unwrap();
     let r = render(&[]);
     let c = r.container();
     for (probe, path) in [
@@ -524,8 +524,8 @@ fn probes_use_healthz_and_readyz_on_the_metrics_port() {
         assert_eq!(s(&get["path"]), path, "{probe}");
         assert_eq!(s(&get["port"]), "metrics", "{probe}");
         assert!(
-            http.contains(&format!(".route(\"{path}\"")),
-            "src/http.rs serves {path}"
+            probes.contains(&format!(".route(\"{path}\"")),
+            "src/probes.rs serves {path}"
         );
     }
 }

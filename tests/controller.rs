@@ -10,8 +10,10 @@
 
 mod controller_kit;
 
+use assetscan_operator::controller::ConditionType;
 use assetscan_operator::controller::StatusMirror;
-use assetscan_operator::crd::{AssetScan, condition};
+use assetscan_operator::crd::AssetScan;
+use assetscan_operator::duration;
 use assetscan_operator::pipeline::Observer;
 use assetscan_operator::ticket::{NotificationState, Status, Ticket};
 use controller_kit::*;
@@ -24,12 +26,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// `(status, reason)` of a condition.
-fn cond(obj: &AssetScan, type_: &str) -> (String, String) {
+fn cond(obj: &AssetScan, type_: ConditionType) -> (String, String) {
     let c = obj
         .status
         .as_ref()
-        .and_then(|s| s.condition(type_))
-        .unwrap_or_else(|| panic!("{}: condition {type_} missing", obj.name_any()));
+        .and_then(|s| type_.find(&s.conditions))
+        .unwrap_or_else(|| panic!("{}: condition {type_:?} missing", obj.name_any()));
     (c.status.clone(), c.reason.clone())
 }
 
@@ -166,12 +168,18 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
         assert_eq!(s.observed_generation, Some(1));
         assert!(s.last_scan_time.is_some(), "{file}: lastScanTime");
         assert!(s.last_error.is_none(), "{file}: {:?}", s.last_error);
-        assert_eq!(cond(obj, condition::READY), pair("True", "ScanComplete"));
         assert_eq!(
-            cond(obj, condition::RECONCILING),
+            cond(obj, ConditionType::Ready),
+            pair("True", "ScanComplete")
+        );
+        assert_eq!(
+            cond(obj, ConditionType::Reconciling),
             pair("False", "ScanComplete")
         );
-        assert_eq!(cond(obj, condition::STALLED), pair("False", "ScanComplete"));
+        assert_eq!(
+            cond(obj, ConditionType::Stalled),
+            pair("False", "ScanComplete")
+        );
         assert_eq!(s.conditions.len(), 4, "{file}: {:?}", s.conditions);
         for c in &s.conditions {
             assert_eq!(c.observed_generation, Some(1), "{file}: {c:?}");
@@ -184,7 +192,7 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
         // nextScanTime: an interval after the run ended, only with rescans.
         match obj.spec.rescan_interval.as_deref() {
             Some(every) => {
-                let every = assetscan_operator::crd::parse_duration(every).unwrap();
+                let every = duration::parse(every, duration::SPEC_UNITS).unwrap();
                 let ended = s.last_scan_time.as_ref().unwrap().0;
                 let next = s.next_scan_time.as_ref().expect("nextScanTime").0;
                 assert_eq!(
@@ -224,7 +232,7 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
     assert_eq!(Some(&n.idempotency_key), s.ticket_id.as_ref());
     assert!(n.sent_at.is_some());
     assert_eq!(
-        cond(web, condition::HIGH_RISK),
+        cond(web, ConditionType::HighRisk),
         pair("True", "HighRiskFound")
     );
 
@@ -245,7 +253,7 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
         Some(NotificationState::Sent)
     );
     assert_eq!(
-        cond(billing, condition::HIGH_RISK),
+        cond(billing, ConditionType::HighRisk),
         pair("True", "HighRiskFound")
     );
 
@@ -265,7 +273,7 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
     assert_eq!(s.high_risk, Some(false));
     assert_eq!(s.notification, None);
     assert_eq!(
-        cond(runner, condition::HIGH_RISK),
+        cond(runner, ConditionType::HighRisk),
         pair("False", "NoHighRisk")
     );
 
@@ -276,11 +284,12 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
     assert_eq!((&s.vulnerabilities, s.high_risk), (&None, None));
     assert_eq!(s.notification, None);
     assert_eq!(
-        cond(printer, condition::HIGH_RISK),
+        cond(printer, ConditionType::HighRisk),
         pair("Unknown", "AssetOffline")
     );
     assert!(
-        s.condition(condition::READY)
+        ConditionType::Ready
+            .find(&s.conditions)
             .unwrap()
             .message
             .contains("offline")

@@ -4,7 +4,8 @@
 
 mod controller_kit;
 
-use assetscan_operator::crd::{AssetScan, condition};
+use assetscan_operator::controller::ConditionType;
+use assetscan_operator::crd::AssetScan;
 use assetscan_operator::ticket::{NotificationState, Status};
 use assetscan_testkit::emulator::Fault;
 use controller_kit::*;
@@ -13,8 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-fn cond_of(obj: &AssetScan, type_: &str) -> Option<(String, String, String)> {
-    let c = obj.status.as_ref()?.condition(type_)?;
+fn cond_of(obj: &AssetScan, type_: ConditionType) -> Option<(String, String, String)> {
+    let c = type_.find(&obj.status.as_ref()?.conditions)?;
     Some((c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
@@ -37,7 +38,7 @@ async fn redis_down_30s_mid_run_stalls_retries_with_backoff_and_finishes() {
     let ctl = h.controller("ctl-a").await;
     // The probes, in process, over this controller's store and metrics.
     let port = free_port();
-    let probe = tokio::spawn(assetscan_operator::http::serve(
+    let probe = tokio::spawn(assetscan_operator::probes::serve(
         ([127, 0, 0, 1], port).into(),
         ctl.metrics.clone(),
         ctl.ctx.pipeline.store().clone(),
@@ -62,11 +63,11 @@ async fn redis_down_30s_mid_run_stalls_retries_with_backoff_and_finishes() {
         || ctl.counter("assetscan_reconcile_failures_total{reason=\"RedisUnavailable\"}");
     let stalled = h
         .wait("outage-01", "stalled", Duration::from_secs(20), |o| {
-            cond_of(o, condition::STALLED)
+            cond_of(o, ConditionType::Stalled)
                 .is_some_and(|(s, r, _)| s == "True" && r == "RedisUnavailable")
         })
         .await;
-    let (ready, reason, message) = cond_of(&stalled, condition::READY).unwrap();
+    let (ready, reason, message) = cond_of(&stalled, ConditionType::Ready).unwrap();
     assert_eq!(
         (ready.as_str(), reason.as_str()),
         ("False", "RedisUnavailable")
@@ -99,11 +100,11 @@ async fn redis_down_30s_mid_run_stalls_retries_with_backoff_and_finishes() {
     let s = done.status.as_ref().unwrap();
     assert_eq!(s.phase, Some(Status::Finished));
     assert_eq!(
-        cond_of(&done, condition::READY).map(|c| (c.0, c.1)),
+        cond_of(&done, ConditionType::Ready).map(|c| (c.0, c.1)),
         Some(("True".into(), "ScanComplete".into()))
     );
     assert_eq!(
-        cond_of(&done, condition::STALLED).map(|c| c.0),
+        cond_of(&done, ConditionType::Stalled).map(|c| c.0),
         Some("False".into())
     );
     assert!(
@@ -362,7 +363,7 @@ async fn ticket_lost_mid_run_stalls_on_the_latest_status_and_recovers() {
     assert_eq!(s.phase, Some(Status::Finished));
     assert!(s.fencing_token > before.fencing_token);
     assert_eq!(
-        cond_of(&done, condition::STALLED).map(|c| c.0),
+        cond_of(&done, ConditionType::Stalled).map(|c| c.0),
         Some("False".into())
     );
     check_status_history(&h, "evicted-01", &done);

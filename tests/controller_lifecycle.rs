@@ -6,7 +6,8 @@
 mod controller_kit;
 
 use assetscan_operator::controller;
-use assetscan_operator::crd::{AssetScan, condition};
+use assetscan_operator::controller::ConditionType;
+use assetscan_operator::crd::AssetScan;
 use assetscan_operator::store::{AssetId, Patch as TicketPatch, StoreError};
 use assetscan_operator::ticket::Status;
 use controller_kit::*;
@@ -151,7 +152,8 @@ async fn spec_change_suspend_and_deletion() {
         .wait("life-01", "suspended", Duration::from_secs(15), |o| {
             o.status.as_ref().is_some_and(|s| {
                 s.observed_generation == Some(3)
-                    && s.condition(condition::RECONCILING)
+                    && ConditionType::Reconciling
+                        .find(&s.conditions)
                         .is_some_and(|c| c.reason == "Suspended" && c.status == "False")
             })
         })
@@ -163,7 +165,9 @@ async fn spec_change_suspend_and_deletion() {
         "the last run's result stays"
     );
     assert_eq!(
-        s3.condition(condition::READY).map(|c| c.status.as_str()),
+        ConditionType::Ready
+            .find(&s3.conditions)
+            .map(|c| c.status.as_str()),
         Some("True")
     );
     // A rescan falls due while suspended: it does not start.
@@ -186,7 +190,10 @@ async fn spec_change_suspend_and_deletion() {
     let s4 = status(&resumed).clone();
     assert_eq!(s4.run.as_deref(), Some(format!("{uid8}-g4-s0").as_str()));
     assert_eq!(
-        s4.condition(condition::RECONCILING).unwrap().reason,
+        ConditionType::Reconciling
+            .find(&s4.conditions)
+            .unwrap()
+            .reason,
         "ScanComplete"
     );
     check_status_history(&h, "life-01", &resumed);

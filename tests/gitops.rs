@@ -25,7 +25,8 @@
 
 mod gitops_kit;
 
-use assetscan_operator::crd::{AssetScan, AssetScanStatus, status_from_ticket};
+use assetscan_operator::controller::{ConditionType, status_from_ticket};
+use assetscan_operator::crd::{AssetScan, AssetScanStatus};
 use assetscan_operator::ticket::{RiskFacts, Status, Ticket};
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
 use assetscan_testkit::redis::RedisServer;
@@ -836,7 +837,7 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
         condition(o, "Stalled") == Some("RedisUnavailable")
             && o.status
                 .as_ref()
-                .and_then(|s| s.condition("Stalled"))
+                .and_then(|s| ConditionType::Stalled.find(&s.conditions))
                 .and_then(|c| c.observed_generation)
                 == o.metadata.generation
     })

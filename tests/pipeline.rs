@@ -15,9 +15,9 @@
 //! The same with real, killed and stopped processes is in `scan_cli.rs`.
 
 use assetscan_operator::config::Config;
+use assetscan_operator::domain::{Package, Policy, Target, ThreatIntelPolicy};
 use assetscan_operator::pipeline::{
-    Effects, Notification, Observer, Outcome, Package, Pipeline, Policy, ScanRequest, StepError,
-    Target, ThreatIntelPolicy,
+    Effects, Notification, Observer, Outcome, Pipeline, ScanRequest, StepError,
 };
 use assetscan_operator::providers::Providers;
 use assetscan_operator::store::{AssetId, RedisTarget, TicketStore};
@@ -160,12 +160,7 @@ fn asset() -> AssetId {
 }
 
 fn package(p: Pkg) -> Package {
-    Package {
-        name: Some(p.name.into()),
-        ecosystem: Some(p.ecosystem.into()),
-        version: Some(p.version.into()),
-        purl: None,
-    }
+    Package::coordinates(p.ecosystem, p.name, p.version).unwrap()
 }
 
 fn request(holder: &str, software: &[Pkg], policy: Policy) -> ScanRequest {
@@ -468,10 +463,10 @@ mod resume {
             // Built before the crash: building providers takes longer than
             // the lock's ttl on a loaded machine.
             let b = env.pipeline().await;
-            let crashed = crash_at(&env, request("A", &[GLIBC], policy.clone()), *at).await;
+            let crashed = crash_at(&env, request("A", &[GLIBC], policy), *at).await;
             assert!(at(&crashed), "{name}");
 
-            let req = request("B", &[GLIBC], policy.clone());
+            let req = request("B", &[GLIBC], policy);
             // The crashed runner did not release: its lock holds until the ttl.
             match b.run(&req, &(), &CancellationToken::new()).await.unwrap() {
                 Outcome::Locked { holder, .. } => assert_eq!(holder, "A", "{name}"),
@@ -570,19 +565,6 @@ mod resume {
             assert!(results.values().all(Result::is_ok), "{results:?}");
             self.delivered.notify_one();
             std::future::pending().await
-        }
-
-        fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool {
-            self.inner.needs_threat_intel(policy, vulns)
-        }
-
-        fn assess(
-            &self,
-            policy: &Policy,
-            vulns: &VulnFacts,
-            intel: Option<&ThreatIntelFacts>,
-        ) -> RiskFacts {
-            self.inner.assess(policy, vulns, intel)
         }
     }
 
@@ -716,19 +698,6 @@ mod stall {
             notification: &Notification,
         ) -> BTreeMap<String, Result<String, StepError>> {
             self.inner.notify(channels, notification).await
-        }
-
-        fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool {
-            self.inner.needs_threat_intel(policy, vulns)
-        }
-
-        fn assess(
-            &self,
-            policy: &Policy,
-            vulns: &VulnFacts,
-            intel: Option<&ThreatIntelFacts>,
-        ) -> RiskFacts {
-            self.inner.assess(policy, vulns, intel)
         }
     }
 

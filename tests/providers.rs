@@ -2,17 +2,20 @@
 //! (testkit/fixtures, see its README; `ASSETSCAN_FIXTURES` overrides).
 //! Where a test needs a variant of a fixture, it derives it and says so.
 
-use assetscan_operator::pipeline::{Effects, Package, Policy, ScanRequest, Target};
-use assetscan_operator::providers::epss::{EpssClient, EpssConfig};
-use assetscan_operator::providers::kev::{KevCatalog, KevConfig, KevFeed};
+use assetscan_operator::domain::{Package, Policy, Target, assess, needs_threat_intel};
+use assetscan_operator::pipeline::{Effects, Notification, ScanRequest};
+use assetscan_operator::providers::intel::{
+    EpssClient, EpssConfig, IntelError, KevCatalog, KevConfig, KevFeed, ThreatIntel,
+    ThreatIntelConfig,
+};
+use assetscan_operator::providers::notify::{
+    NotifyError, SlackConfig, SlackError, SlackNotifier, WeComConfig, WeComNotifier, WebhookConfig,
+    WebhookNotifier,
+};
 use assetscan_operator::providers::online::{InventoryConfig, InventoryProbe};
-use assetscan_operator::providers::osv::{OsvClient, OsvConfig};
-use assetscan_operator::providers::slack::{SlackConfig, SlackError, SlackNotifier};
-use assetscan_operator::providers::webhook::{WebhookConfig, WebhookNotifier};
-use assetscan_operator::providers::wecom::{WeComConfig, WeComNotifier};
+use assetscan_operator::providers::vulns::{OsvClient, OsvConfig, VulnError};
 use assetscan_operator::providers::{
-    HttpError, IntelError, Notification, NotifyError, Providers, ProvidersConfig, SecretFrom,
-    ThreatIntel, ThreatIntelConfig, VulnError, assess,
+    HttpError, HttpSettings, Providers, ProvidersConfig, SecretFrom,
 };
 use assetscan_operator::store::AssetId;
 use assetscan_operator::ticket::{Finding, RiskFacts, Severity, VulnFacts};
@@ -43,25 +46,25 @@ fn secret_file(dir: &Path, name: &str, value: &str) -> SecretFrom {
 }
 
 fn package(ecosystem: &str, name: &str, version: &str) -> Package {
-    Package {
-        name: Some(name.into()),
-        ecosystem: Some(ecosystem.into()),
-        version: Some(version.into()),
-        purl: None,
-    }
+    Package::coordinates(ecosystem, name, version).unwrap()
 }
 
 fn purl(purl: &str) -> Package {
-    Package {
-        purl: Some(purl.into()),
-        ..Package::default()
+    Package::purl(purl).unwrap()
+}
+
+/// Provider defaults, but this per-call timeout.
+fn http_settings(timeout_ms: u64) -> HttpSettings {
+    HttpSettings {
+        timeout: Some(Duration::from_millis(timeout_ms)),
+        ..HttpSettings::default()
     }
 }
 
 fn osv_config(stub: &OsvStub) -> OsvConfig {
     OsvConfig {
         base_url: stub.url(),
-        timeout: Duration::from_millis(2_000),
+        http: http_settings(2_000),
         ..OsvConfig::default()
     }
 }
@@ -353,22 +356,21 @@ mod osv {
         ); // the Low one, cut from findings
     }
 
+    /// What osv.dev answers 400 to (see the fixtures) cannot even be said:
+    /// a versioned purl that also gives `version`, or a purl and a name.
+    /// Software arrives as domain packages, and the wire shape (an
+    /// AssetScan's `spec.software`, the `scan --software` file) refuses both.
     #[tokio::test]
     async fn invalid_software_is_refused_before_any_call() {
-        let stub = OsvStub::start().await.unwrap();
-        let mut both = purl("pkg:pypi/jinja2@3.1.4");
-        both.version = Some("3.1.4".into()); // osv.dev answers 400 to this (see the fixtures)
-        let err = OsvClient::new(&osv_config(&stub))
-            .unwrap()
-            .query(&[package("PyPI", "a", "1"), both])
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(err, VulnError::InvalidPackage { index: 1, .. }),
-            "{err}"
-        );
-        assert!(!err.is_retryable());
-        assert_eq!(stub.total_calls(), 0);
+        for mixed in [
+            json!([{"name": "a", "ecosystem": "PyPI", "version": "1"}, {"purl": "pkg:pypi/jinja2@3.1.4", "version": "3.1.4"}]),
+            json!([{"purl": "pkg:pypi/jinja2@3.1.4", "name": "jinja2", "ecosystem": "PyPI"}]),
+            json!([{"purl": "jinja2"}]),
+        ] {
+            let refused = serde_json::from_value::<Vec<Package>>(mixed.clone());
+            assert!(refused.is_err(), "{mixed}");
+        }
+        assert!(Package::purl("jinja2").is_err());
     }
 
     #[tokio::test]
@@ -388,7 +390,7 @@ mod osv {
 /// records what it was sent.
 mod generic {
     use super::*;
-    use assetscan_operator::providers::generic::{GenericVulnClient, GenericVulnConfig};
+    use assetscan_operator::providers::vulns::{GenericVulnClient, GenericVulnConfig};
     use axum::extract::State;
     use axum::http::HeaderMap;
     use std::sync::{Arc, Mutex};
@@ -420,10 +422,12 @@ mod generic {
     fn client(dir: &Path, url: String) -> GenericVulnClient {
         GenericVulnClient::new(&GenericVulnConfig {
             url,
-            timeout: Duration::from_millis(1_000),
-            max_body_bytes: 64 * 1024,
+            http: HttpSettings {
+                max_body_bytes: Some(64 * 1024),
+                bearer_token_from: Some(secret_file(dir, "token", "tok-123")),
+                ..http_settings(1_000)
+            },
             max_findings: 50,
-            bearer_token_from: Some(secret_file(dir, "token", "tok-123")),
         })
         .unwrap()
     }
@@ -576,7 +580,7 @@ mod faults {
     async fn slow_and_hanging_servers_time_out() {
         let (stub, _) = osv_with_all_records().await;
         let config = OsvConfig {
-            timeout: Duration::from_millis(200),
+            http: http_settings(200),
             ..osv_config(&stub)
         };
         stub.faults().set_latency(Duration::from_millis(1_000));
@@ -643,9 +647,10 @@ mod online {
     fn probe(stub: &InventoryStub, timeout: Duration) -> InventoryProbe {
         InventoryProbe::new(&InventoryConfig {
             base_url: format!("{}/", stub.url()),
-            timeout,
-            max_body_bytes: 64 * 1024,
-            bearer_token_from: None,
+            http: HttpSettings {
+                timeout: Some(timeout),
+                ..HttpSettings::default()
+            },
         })
         .unwrap()
     }
@@ -680,7 +685,7 @@ mod intel {
     fn kev_config(stub: &KevStub) -> KevConfig {
         KevConfig {
             url: stub.feed_url(),
-            timeout: Duration::from_millis(5_000),
+            http: http_settings(5_000),
             ..KevConfig::default()
         }
     }
@@ -688,7 +693,7 @@ mod intel {
     fn epss_config(stub: &EpssStub) -> EpssConfig {
         EpssConfig {
             base_url: stub.url(),
-            timeout: Duration::from_millis(2_000),
+            http: http_settings(2_000),
             ..EpssConfig::default()
         }
     }
@@ -828,7 +833,7 @@ mod intel {
     async fn epss_faults_are_typed() {
         let stub = EpssStub::start().await.unwrap();
         let client = EpssClient::new(&EpssConfig {
-            timeout: Duration::from_millis(300),
+            http: http_settings(300),
             ..epss_config(&stub)
         })
         .unwrap();
@@ -891,13 +896,13 @@ mod intel {
         assert_eq!(facts.catalog_version.as_deref(), Some("2025.08.25"));
         assert_eq!(facts.epss.get("CVE-2024-3177"), Some(&0.00043));
 
-        let risk = assess(&low_only, Some(&facts), &Policy::default());
+        let risk = assess(&Policy::default(), &low_only, Some(&facts));
         assert!(risk.high_risk);
         assert_eq!(
             risk.reasons,
             ["CVE-2021-44228 is listed as known exploited (KEV 2025.08.25)"]
         );
-        assert!(!assess(&low_only, None, &Policy::default()).high_risk);
+        assert!(!assess(&Policy::default(), &low_only, None).high_risk);
     }
 }
 
@@ -939,8 +944,7 @@ mod notify {
         WebhookNotifier::new(&WebhookConfig {
             url_from: secret_file(dir, "url", url),
             secret_from: secret_file(dir, "hmac", secret),
-            timeout: Duration::from_millis(1_000),
-            max_body_bytes: 64 * 1024,
+            http: http_settings(1_000),
         })
         .unwrap()
     }
@@ -1013,8 +1017,7 @@ mod notify {
         let wecom = WeComNotifier::new(&WeComConfig {
             key_from: secret_file(dir.path(), "wecom", "KEY-SECRET-3"),
             base_url: wecom_stub.url(),
-            timeout: Duration::from_millis(1_000),
-            max_body_bytes: 64 * 1024,
+            http: http_settings(1_000),
         })
         .unwrap();
         wecom_stub.faults().fail_next(1, Fault::Status(502));
@@ -1039,8 +1042,7 @@ mod notify {
         WeComNotifier::new(&WeComConfig {
             key_from: secret_file(dir, "wecom-key", key),
             base_url: stub.url(),
-            timeout: Duration::from_millis(1_000),
-            max_body_bytes: 64 * 1024,
+            http: http_settings(1_000),
         })
         .unwrap()
     }
@@ -1123,8 +1125,7 @@ mod notify {
     fn slack(dir: &Path, stub: &SlackStub) -> SlackNotifier {
         SlackNotifier::new(&SlackConfig {
             url_from: secret_file(dir, "slack-url", &stub.webhook_url()),
-            timeout: Duration::from_millis(1_000),
-            max_body_bytes: 64 * 1024,
+            http: http_settings(1_000),
         })
         .unwrap()
     }
@@ -1178,7 +1179,8 @@ mod notify {
 }
 
 /// All providers from the config the test kit writes for its stubs, driven
-/// through the pipeline's `Effects`, step by step.
+/// through the pipeline's `Effects` step by step, with the policy's pure
+/// decisions in between.
 #[tokio::test]
 async fn the_whole_chain_through_effects() {
     let stubs = ProviderStubs::start().await.unwrap();
@@ -1221,10 +1223,10 @@ async fn the_whole_chain_through_effects() {
     let vulns = providers.query_vulnerabilities(&req).await.unwrap();
     assert_eq!(vulns.max_cvss, Some(8.1));
     assert!(
-        !providers.needs_threat_intel(&req.policy, &vulns),
+        !needs_threat_intel(&req.policy, &vulns),
         "8.1 >= 7.0 decides"
     );
-    let risk = providers.assess(&req.policy, &vulns, None);
+    let risk = assess(&req.policy, &vulns, None);
     assert!(risk.high_risk);
 
     let notification = Notification {
@@ -1249,14 +1251,10 @@ async fn the_whole_chain_through_effects() {
     // A Medium finding alone needs threat intel; the KEV stub knows the CVE is not listed.
     req.software = vec![package("Maven", "log4j-core", "1")];
     let medium = providers.query_vulnerabilities(&req).await.unwrap();
-    assert!(providers.needs_threat_intel(&req.policy, &medium));
+    assert!(needs_threat_intel(&req.policy, &medium));
     let intel = providers.threat_intel(&req, &medium).await.unwrap();
     assert_eq!(intel.catalog_version.as_deref(), Some("2025.08.25"));
-    assert!(
-        !providers
-            .assess(&req.policy, &medium, Some(&intel))
-            .high_risk
-    );
+    assert!(!assess(&req.policy, &medium, Some(&intel)).high_risk);
 
     // Step errors keep their retryability, per channel.
     stubs.slack.rate_limit_next(1, 9);

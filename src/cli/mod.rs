@@ -204,7 +204,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let shutdown = shutdown_on_signal();
     let metrics = Arc::new(Metrics::new());
     let started = Arc::new(AtomicBool::new(false));
-    let http = tokio::spawn(crate::http::serve(
+    let probes = tokio::spawn(crate::probes::serve(
         args.metrics_addr,
         metrics.clone(),
         store.clone(),
@@ -229,7 +229,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     started.store(true, Ordering::Relaxed);
     controller::run(ctx).await;
     shutdown.cancel();
-    match http.await {
+    match probes.await {
         Ok(Err(e)) => Err(format!("metrics server on {}: {e}", args.metrics_addr)),
         _ => Ok(()),
     }

@@ -3,8 +3,10 @@
 //! by running it again with the same `--run`.
 
 use super::{Common, shutdown_on_signal};
-use crate::crd::{Package, Policy, ThreatIntelPolicy};
-use crate::pipeline::{Outcome, Pipeline, ScanRequest, Target};
+use crate::domain::{
+    DEFAULT_CVSS_THRESHOLD, DEFAULT_EPSS_THRESHOLD, Package, Policy, Target, ThreatIntelPolicy,
+};
+use crate::pipeline::{Outcome, Pipeline, ScanRequest};
 use crate::providers::Providers;
 use crate::store::AssetId;
 use crate::ticket::{Status, Ticket, now_ms};
@@ -61,11 +63,11 @@ pub struct ScanArgs {
     /// Notification channel from the config (repeatable).
     #[arg(long = "notify")]
     notify: Vec<String>,
-    #[arg(long, default_value_t = 7.0)]
+    #[arg(long, default_value_t = DEFAULT_CVSS_THRESHOLD)]
     cvss_threshold: f64,
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = DEFAULT_EPSS_THRESHOLD)]
     epss_threshold: f64,
-    #[arg(long, value_parser = parse_intel_policy, default_value = "WhenNeeded")]
+    #[arg(long, default_value = "WhenNeeded")]
     threat_intel: ThreatIntelPolicy,
     /// Lowest token minus one (e.g. the last token recorded elsewhere).
     #[arg(long, default_value_t = 0)]
@@ -75,30 +77,13 @@ pub struct ScanArgs {
     holder: Option<String>,
 }
 
-fn parse_intel_policy(text: &str) -> Result<ThreatIntelPolicy, String> {
-    match text {
-        "WhenNeeded" => Ok(ThreatIntelPolicy::WhenNeeded),
-        "Always" => Ok(ThreatIntelPolicy::Always),
-        "Never" => Ok(ThreatIntelPolicy::Never),
-        other => Err(format!("{other:?}: expected WhenNeeded, Always or Never")),
-    }
-}
-
 /// Parses `ECOSYSTEM/NAME@VERSION`: the ecosystem ends at the first `/`, the
 /// version starts after the last `@`.
 pub fn parse_package(text: &str) -> Result<Package, String> {
     let bad = || format!("package {text:?}: expected ECOSYSTEM/NAME@VERSION");
     let (ecosystem, rest) = text.split_once('/').ok_or_else(bad)?;
     let (name, version) = rest.rsplit_once('@').ok_or_else(bad)?;
-    if ecosystem.is_empty() || name.is_empty() || version.is_empty() {
-        return Err(bad());
-    }
-    Ok(Package {
-        name: Some(name.to_owned()),
-        ecosystem: Some(ecosystem.to_owned()),
-        version: Some(version.to_owned()),
-        purl: None,
-    })
+    Package::coordinates(ecosystem, name, version).map_err(|e| format!("{}: {e}", bad()))
 }
 
 impl ScanArgs {
@@ -123,12 +108,8 @@ impl ScanArgs {
         for text in &self.packages {
             software.push(parse_package(text)?);
         }
-        software.extend(self.purls.iter().map(|purl| Package {
-            purl: Some(purl.clone()),
-            ..Package::default()
-        }));
-        for package in &software {
-            crate::providers::validate_package(package).map_err(|e| e.to_string())?;
+        for purl in &self.purls {
+            software.push(Package::purl(purl).map_err(|e| format!("--purl: {e}"))?);
         }
         let holder = self
             .holder
@@ -226,22 +207,31 @@ fn terminal_code(ticket: &Ticket) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::parse_package;
+    use crate::domain::Package;
 
     #[test]
     fn parses_package_specs() {
-        let p = parse_package("Debian:12/openssl@3.0.11-1").unwrap();
-        assert_eq!(
+        for (text, ecosystem, name, version) in [
             (
-                p.ecosystem.as_deref(),
-                p.name.as_deref(),
-                p.version.as_deref()
+                "Debian:12/openssl@3.0.11-1",
+                "Debian:12",
+                "openssl",
+                "3.0.11-1",
             ),
-            (Some("Debian:12"), Some("openssl"), Some("3.0.11-1"))
-        );
-        let p = parse_package("npm/@babel/core@7.0.0").unwrap();
-        assert_eq!(p.name.as_deref(), Some("@babel/core"));
-        let p = parse_package("Go/golang.org/x/net@v0.1.0").unwrap();
-        assert_eq!(p.name.as_deref(), Some("golang.org/x/net"));
+            ("npm/@babel/core@7.0.0", "npm", "@babel/core", "7.0.0"),
+            (
+                "Go/golang.org/x/net@v0.1.0",
+                "Go",
+                "golang.org/x/net",
+                "v0.1.0",
+            ),
+        ] {
+            assert_eq!(
+                parse_package(text),
+                Package::coordinates(ecosystem, name, version).map_err(|e| e.to_string()),
+                "{text}"
+            );
+        }
         for bad in [
             "openssl",
             "Debian/openssl",

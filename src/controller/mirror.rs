@@ -14,7 +14,9 @@
 //! computed against an outdated copy would otherwise mix this executor's
 //! changes into a newer status.
 
-use crate::crd::{AssetScan, AssetScanStatus, is_fence_refusal, status_from_ticket};
+use super::status::status_from_ticket;
+use crate::backoff::Backoff;
+use crate::crd::{AssetScan, AssetScanStatus, is_fence_refusal};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::{Metrics, StepLabels};
 use crate::ticket::{Step, Ticket};
@@ -30,13 +32,13 @@ use tracing::{debug, warn};
 pub const FIELD_MANAGER: &str = "assetscan-operator";
 
 /// Attempts of one status write on transient API errors (409 from a
-/// conflicting writer, 429, 5xx, transport errors), with exponential backoff
-/// from [`STATUS_WRITE_BACKOFF`]: about 6 s in all before the write is given
-/// up (the next transition, or the end of the run, writes the whole status
-/// again).
+/// conflicting writer, 429, 5xx, transport errors), [`STATUS_WRITE_BACKOFF`]
+/// apart: 3 to 5 s in all before the write is given up (the next
+/// transition, or the end of the run, writes the whole status again).
 const STATUS_WRITE_ATTEMPTS: u32 = 7;
-const STATUS_WRITE_BACKOFF: Duration = Duration::from_millis(100);
-const STATUS_WRITE_MAX_BACKOFF: Duration = Duration::from_secs(2);
+/// From 100 ms, doubling, up to 2 s.
+const STATUS_WRITE_BACKOFF: Backoff =
+    Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
 
 pub struct StatusMirror<'a> {
     pub api: Api<AssetScan>,
@@ -188,10 +190,7 @@ impl<'a> StatusMirror<'a> {
                     if attempt == STATUS_WRITE_ATTEMPTS {
                         break;
                     }
-                    let backoff = STATUS_WRITE_BACKOFF
-                        .saturating_mul(1 << (attempt - 1).min(16))
-                        .min(STATUS_WRITE_MAX_BACKOFF);
-                    tokio::time::sleep(backoff).await;
+                    tokio::time::sleep(STATUS_WRITE_BACKOFF.after(attempt)).await;
                     self.refresh().await;
                 }
             }

@@ -2,19 +2,26 @@
 //! `Context`, `reconcile` and `error_policy`, a finalizer, and the ticket
 //! mirrored into the status after every accepted transition.
 
+mod conditions;
 mod mirror;
+mod request;
 mod runs;
+mod status;
 
+pub use conditions::ConditionType;
 pub use mirror::{FIELD_MANAGER, StatusMirror, merge_patch};
 pub use runs::{RunDecision, decide, owner_id, run_id};
+pub use status::status_from_ticket;
 
-use crate::crd::{AssetScan, AssetScanStatus, condition, parse_duration};
-use crate::pipeline::{Effects, Outcome, Pipeline, PipelineError, ScanRequest, Target};
+use conditions::{ConditionBuilder, ConditionStatus};
+use request::{rescan_interval, scan_request};
+
+use crate::backoff::Backoff;
+use crate::crd::{AssetScan, AssetScanStatus};
+use crate::pipeline::{Effects, Outcome, Pipeline};
 use crate::store::{AssetId, StoreError};
 use crate::telemetry::Metrics;
 use futures::StreamExt;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
@@ -112,14 +119,6 @@ impl Error {
     }
 }
 
-impl From<PipelineError> for Error {
-    fn from(err: PipelineError) -> Error {
-        match err {
-            PipelineError::Store(e) => Error::Store(e),
-        }
-    }
-}
-
 /// Runs the controller until `shutdown` fires; in-flight runs then stop and
 /// release their locks before this returns.
 pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
@@ -204,11 +203,7 @@ async fn apply<E: Effects + 'static>(
     }
     let obj = &fresh;
     let key = object_key(obj);
-    let rescan = obj
-        .spec
-        .rescan_interval
-        .as_deref()
-        .and_then(|text| parse_duration(text).ok());
+    let rescan = rescan_interval(&obj.spec);
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan);
     let run = match decide(obj, Timestamp::now()) {
         RunDecision::Run(run) => run,
@@ -222,30 +217,31 @@ async fn apply<E: Effects + 'static>(
             // Say that this generation was seen, and why nothing runs.
             let mut status = mirror.current().unwrap_or_default();
             status.observed_generation = obj.metadata.generation;
-            status.set_condition(cond(
-                condition::RECONCILING,
-                condition::FALSE,
+            ConditionBuilder::new(obj.metadata.generation, Timestamp::now()).set(
+                &mut status.conditions,
+                ConditionType::Reconciling,
+                ConditionStatus::False,
                 "Suspended",
                 "spec.suspend is true: no new run starts",
-                obj,
-            ));
+            );
             mirror.write(status).await;
             return Ok(Action::await_change());
         }
     };
-    let request = match scan_request(obj, &run, &ctx.holder_prefix) {
+    // Stable per process and object: a reconcile of the same object in the
+    // same process may re-enter its own lock after an error.
+    let holder = format!("{}:{}", ctx.holder_prefix, key);
+    let request = match scan_request(obj, &run, holder) {
         Ok(request) => request,
-        Err(message) => {
-            // The CRD's schema makes this unreachable for accepted objects;
-            // say so on the object rather than retrying forever.
+        Err(err) => {
             let mut status = mirror.current().unwrap_or_default();
-            status.set_condition(cond(
-                condition::STALLED,
-                condition::TRUE,
+            ConditionBuilder::new(obj.metadata.generation, Timestamp::now()).set(
+                &mut status.conditions,
+                ConditionType::Stalled,
+                ConditionStatus::True,
                 "InvalidSpec",
-                &message,
-                obj,
-            ));
+                &err.to_string(),
+            );
             mirror.write(status).await;
             return Ok(Action::await_change());
         }
@@ -261,7 +257,7 @@ async fn apply<E: Effects + 'static>(
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(err) => {
-            let err = Error::from(err);
+            let err = Error::Store(err);
             stall(obj, &mirror, &err).await;
             return Err(err);
         }
@@ -354,34 +350,14 @@ async fn stall(obj: &AssetScan, mirror: &StatusMirror<'_>, err: &Error) {
     // behind the fence (and be refused).
     let mut status: AssetScanStatus = mirror.current().unwrap_or_default();
     let message = err.to_string();
-    status.set_condition(cond(
-        condition::STALLED,
-        condition::TRUE,
-        err.reason(),
-        &message,
-        obj,
-    ));
-    status.set_condition(cond(
-        condition::READY,
-        condition::FALSE,
-        err.reason(),
-        &message,
-        obj,
-    ));
-    mirror.write(status).await;
-}
-
-fn cond(type_: &str, status: &str, reason: &str, message: &str, obj: &AssetScan) -> Condition {
-    Condition {
-        type_: type_.to_owned(),
-        status: status.to_owned(),
-        reason: reason.to_owned(),
-        message: message.chars().take(1024).collect(),
-        last_transition_time: Time(
-            Timestamp::from_second(Timestamp::now().as_second()).unwrap_or(Timestamp::now()),
-        ),
-        observed_generation: obj.metadata.generation,
+    let conditions = ConditionBuilder::new(obj.metadata.generation, Timestamp::now());
+    for (type_, value) in [
+        (ConditionType::Stalled, ConditionStatus::True),
+        (ConditionType::Ready, ConditionStatus::False),
+    ] {
+        conditions.set(&mut status.conditions, type_, value, err.reason(), &message);
     }
+    mirror.write(status).await;
 }
 
 /// Ends the object's runs for good (runs whose id carries its owner id):
@@ -426,37 +402,16 @@ async fn owned_runs(
     Ok(runs)
 }
 
-/// The pipeline's request for `run` of `obj`.
-fn scan_request(obj: &AssetScan, run: &str, holder_prefix: &str) -> Result<ScanRequest, String> {
-    let asset = AssetId::new(obj.spec.asset_id.clone()).map_err(|e| e.to_string())?;
-    let target = match (&obj.spec.target.host, &obj.spec.target.inventory_ref) {
-        (Some(host), None) => Target::Tcp {
-            host: host.clone(),
-            ports: obj.spec.target.ports.clone(),
-        },
-        (None, Some(id)) => Target::Inventory { id: id.clone() },
-        _ => {
-            return Err(
-                "spec.target needs exactly one of host (with ports) or inventoryRef".into(),
-            );
-        }
-    };
-    Ok(ScanRequest {
-        asset,
-        run: run.to_owned(),
-        target,
-        software: obj.spec.software.clone(),
-        policy: obj.spec.policy.clone(),
-        channels: obj.spec.notify.clone(),
-        token_floor: obj.token_floor(),
-        // Stable per process and object: a reconcile of the same object in
-        // the same process may re-enter its own lock after an error.
-        holder: format!("{holder_prefix}:{}", object_key(obj)),
-        owner: Some(owner_id(obj)),
-    })
-}
+/// Requeue after a failed reconcile: 1 s, doubling with each consecutive
+/// failure of the object, up to 2 minutes.
+const RECONCILE_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(120));
 
-/// Exponential backoff per object, reset by the next successful reconcile.
+/// The same while Redis is unavailable, but up to 15 s: Redis outages end,
+/// and an attempt while Redis is down costs one refused round trip, so
+/// objects resume within seconds once it is back.
+const REDIS_DOWN_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(15));
+
+/// Backoff per object, reset by the next successful reconcile.
 pub fn error_policy<E: Effects + 'static>(
     obj: Arc<AssetScan>,
     err: &Error,
@@ -469,17 +424,13 @@ pub fn error_policy<E: Effects + 'static>(
         *n = n.saturating_add(1);
         *n
     };
-    let base = Duration::from_secs(1).saturating_mul(1 << failures.min(8).saturating_sub(1));
-    // Redis outages end, and an attempt while Redis is down costs one
-    // refused round trip: objects resume within seconds once it is back.
-    let cap = match err {
-        Error::Store(e) if e.is_unavailable() => Duration::from_secs(15),
-        _ => Duration::from_secs(120),
+    let backoff = match err {
+        Error::Store(e) if e.is_unavailable() => REDIS_DOWN_BACKOFF,
+        _ => RECONCILE_BACKOFF,
     };
-    let delay = base.min(cap);
-    let jittered = delay.mul_f64(rand::rng().random_range(0.5..=1.0));
-    warn!(object = %object_key(&obj), error = %err, failures, retry_in = ?jittered, "reconcile error");
-    Action::requeue(jittered)
+    let delay = backoff.after(failures);
+    warn!(object = %object_key(&obj), error = %err, failures, retry_in = ?delay, "reconcile error");
+    Action::requeue(delay)
 }
 
 #[cfg(test)]

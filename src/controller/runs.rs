@@ -3,7 +3,8 @@
 //! same object picks the same run, and the ticket's lock and fast path do the
 //! rest: two replicas never start two runs of one scan.
 
-use crate::crd::{AssetScan, parse_duration};
+use super::request::rescan_interval;
+use crate::crd::AssetScan;
 use crate::ticket::Status;
 use k8s_openapi::jiff::Timestamp;
 use std::time::Duration;
@@ -86,12 +87,7 @@ pub fn decide(obj: &AssetScan, now: Timestamp) -> RunDecision {
     if !terminal {
         return RunDecision::Run(run);
     }
-    let interval = obj
-        .spec
-        .rescan_interval
-        .as_deref()
-        .and_then(|text| parse_duration(text).ok());
-    let Some(_) = interval else {
+    let Some(_) = rescan_interval(&obj.spec) else {
         return RunDecision::Wait(None);
     };
     let due = status.and_then(|s| s.next_scan_time.as_ref()).map(|t| t.0);

@@ -14,7 +14,7 @@ mod retry;
 pub use plan::{Next, plan};
 pub use retry::RetryPolicy;
 
-pub use crate::crd::{Package, Policy, ThreatIntelPolicy};
+use crate::domain::{Package, Policy, Target, assess, needs_threat_intel};
 use crate::store::{AssetId, LeaseGuard, Patch, StoreError, TicketStore};
 use crate::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, ThreatIntelFacts,
@@ -55,16 +55,6 @@ impl StepError {
     }
 }
 
-/// Where the asset can be reached, for the online check.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum Target {
-    /// Online when a TCP connect to any of the ports succeeds.
-    Tcp { host: String, ports: Vec<u16> },
-    /// Online as the inventory says.
-    Inventory { id: String },
-}
-
 /// One scan run to perform.
 #[derive(Clone, Debug)]
 pub struct ScanRequest {
@@ -98,9 +88,10 @@ pub struct Notification {
     pub threat_intel: Option<ThreatIntelFacts>,
 }
 
-/// The outside world, one method per step. Implemented over the configured
-/// providers; every call is bounded by the step's timeout and cancelled when
-/// the lock is lost.
+/// The outside world, one method per I/O step. Implemented over the
+/// configured providers; every call is bounded by the step's timeout and
+/// cancelled when the lock is lost. What the findings mean is decided apart
+/// from it, by the pure [`assess`] and [`needs_threat_intel`].
 pub trait Effects: Send + Sync {
     fn check_online(
         &self,
@@ -123,15 +114,6 @@ pub trait Effects: Send + Sync {
         channels: &[String],
         notification: &Notification,
     ) -> impl Future<Output = BTreeMap<String, Result<String, StepError>>> + Send;
-    /// Whether the threat-intel step runs for these findings.
-    fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool;
-    /// The high-risk verdict.
-    fn assess(
-        &self,
-        policy: &Policy,
-        vulns: &VulnFacts,
-        intel: Option<&ThreatIntelFacts>,
-    ) -> RiskFacts;
 }
 
 /// Hears about a run's progress (the controller mirrors the ticket into the
@@ -221,12 +203,6 @@ pub enum Outcome {
     },
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum PipelineError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-}
-
 /// Runs scans against one store with one set of effects.
 pub struct Pipeline<E> {
     store: TicketStore,
@@ -248,13 +224,14 @@ impl<E: Effects> Pipeline<E> {
     }
 
     /// Performs the run to its end, or until it is locked, superseded, loses
-    /// its lock, or `shutdown` fires.
+    /// its lock, or `shutdown` fires. Errors are the store's: every other
+    /// way a run can end is an [`Outcome`].
     pub async fn run(
         &self,
         req: &ScanRequest,
         observer: &impl Observer,
         shutdown: &CancellationToken,
-    ) -> Result<Outcome, PipelineError> {
+    ) -> Result<Outcome, StoreError> {
         // Fast path: a finished run needs no lock.
         if let Some(ticket) = self.store.get_ticket(&req.asset, &req.run).await?
             && ticket.status.is_terminal()
@@ -289,7 +266,7 @@ impl<E: Effects> Pipeline<E> {
                     retry_after: Duration::from_millis(pttl_ms.max(0) as u64),
                 });
             }
-            Err(err) => return Err(err.into()),
+            Err(err) => return Err(err),
         };
         info!(asset = %req.asset, run = %req.run, token = acquired.token, status = %acquired.ticket.status, "acquired");
         if !acquired.ticket.status.is_terminal() && !observer.on_claimed(&acquired.ticket).await {
@@ -346,7 +323,7 @@ enum Halt {
 }
 
 impl<E: Effects, O: Observer> Run<'_, E, O> {
-    async fn drive(&mut self, mut ticket: Ticket) -> Result<Outcome, PipelineError> {
+    async fn drive(&mut self, mut ticket: Ticket) -> Result<Outcome, StoreError> {
         loop {
             let step = match self.next(&ticket) {
                 Next::Done => return Ok(Outcome::Terminal(ticket)),
@@ -374,28 +351,24 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
                         retry_after,
                     });
                 }
-                Err(Err(err)) => return Err(err.into()),
+                Err(Err(err)) => return Err(err),
             };
         }
     }
 
     fn next(&self, ticket: &Ticket) -> Next {
-        let intel_needed = ticket.facts.vulnerabilities.as_ref().is_some_and(|v| {
-            self.pipeline
-                .effects
-                .needs_threat_intel(&self.req.policy, v)
-        });
+        let intel_needed = ticket
+            .facts
+            .vulnerabilities
+            .as_ref()
+            .is_some_and(|v| needs_threat_intel(&self.req.policy, v));
         plan(ticket, intel_needed)
     }
 
     /// The verdict at `VULN_CHECK_DONE`, from confirmed facts only.
     fn decide(&self, ticket: &Ticket) -> (Status, Patch) {
         let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
-        let risk = self.pipeline.effects.assess(
-            &self.req.policy,
-            &vulns,
-            ticket.facts.threat_intel.as_ref(),
-        );
+        let risk = assess(&self.req.policy, &vulns, ticket.facts.threat_intel.as_ref());
         let to = if risk.high_risk {
             Status::HighRiskFound
         } else {
@@ -630,12 +603,7 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
         let attempts = BTreeMap::from([(step, attempt)]);
         if step == Step::ThreatIntel {
             let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
-            if self
-                .pipeline
-                .effects
-                .assess(&self.req.policy, &vulns, None)
-                .high_risk
-            {
+            if assess(&self.req.policy, &vulns, None).high_risk {
                 warn!(asset = %self.req.asset, "threat intel unavailable; CVSS alone decides high risk");
                 let mut patch = Patch {
                     attempts,

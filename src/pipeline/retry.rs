@@ -1,6 +1,6 @@
 //! Per-step timeouts and bounded retries with exponential backoff and jitter.
 
-use rand::RngExt;
+use crate::backoff::Backoff;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -10,15 +10,15 @@ use std::time::Duration;
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct RetryPolicy {
     /// Bound on one call of the step.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub timeout: Duration,
     /// Attempts before the run fails (≥ 1).
     pub max_attempts: u32,
     /// Delay before the second attempt; doubles after each failure.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub initial_backoff: Duration,
     /// Upper bound of the delay.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub max_backoff: Duration,
 }
 
@@ -34,18 +34,13 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// Delay after failed attempt `attempt` (1-based): exponential, capped,
-    /// with jitter in [50 %, 100 %] so that retries of many assets spread out.
-    /// A server's `Retry-After` is honoured when longer, up to `max_backoff`:
-    /// the lock is held while waiting, so no server may hold it for hours.
+    /// Delay after failed attempt `attempt` (1-based): the operator's
+    /// [`Backoff`] from `initial_backoff` to `max_backoff`. A server's
+    /// `Retry-After` is honoured when longer, up to `max_backoff`: the lock
+    /// is held while waiting, so no server may hold it for hours.
     pub fn backoff(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
-        let exp = attempt.saturating_sub(1).min(20);
-        let full = self
-            .initial_backoff
-            .saturating_mul(1u32 << exp)
-            .min(self.max_backoff);
-        let jittered = full.mul_f64(rand::rng().random_range(0.5..=1.0));
-        retry_after.map_or(jittered, |after| jittered.max(after.min(self.max_backoff)))
+        let delay = Backoff::new(self.initial_backoff, self.max_backoff).after(attempt);
+        retry_after.map_or(delay, |after| delay.max(after.min(self.max_backoff)))
     }
 }
 
@@ -60,11 +55,14 @@ mod tests {
             max_backoff: Duration::from_millis(1000),
             ..RetryPolicy::default()
         };
+        // The backoff computes in `f32`: allow for its rounding.
+        let within = |d: Duration, low: u64, high: u64| {
+            let slack = Duration::from_micros(1);
+            d + slack >= Duration::from_millis(low) && d <= Duration::from_millis(high) + slack
+        };
         for _ in 0..50 {
-            let first = p.backoff(1, None);
-            assert!(first >= Duration::from_millis(50) && first <= Duration::from_millis(100));
-            let third = p.backoff(3, None);
-            assert!(third >= Duration::from_millis(200) && third <= Duration::from_millis(400));
+            assert!(within(p.backoff(1, None), 50, 100));
+            assert!(within(p.backoff(3, None), 200, 400));
             assert!(p.backoff(30, None) <= Duration::from_millis(1000));
             let asked = p.backoff(1, Some(Duration::from_millis(700)));
             assert!(asked >= Duration::from_millis(700) && asked <= Duration::from_millis(1000));

@@ -2,13 +2,13 @@
 //! call, with provider errors turned into [`StepError`]s that keep their
 //! retryability and any server-requested delay.
 
+use super::Providers;
 use super::intel::IntelError;
-use super::notify::{Notification, NotifyError};
+use super::notify::NotifyError;
 use super::online::OnlineError;
 use super::vulns::VulnError;
-use super::{Providers, risk};
-use crate::pipeline::{Effects, Policy, ScanRequest, StepError};
-use crate::ticket::{RiskFacts, ThreatIntelFacts, VulnFacts};
+use crate::pipeline::{Effects, Notification, ScanRequest, StepError};
+use crate::ticket::{ThreatIntelFacts, VulnFacts};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -48,19 +48,6 @@ impl Effects for Providers {
             (name.clone(), result)
         });
         futures::future::join_all(sends).await.into_iter().collect()
-    }
-
-    fn needs_threat_intel(&self, policy: &Policy, vulns: &VulnFacts) -> bool {
-        risk::needs_threat_intel(policy.threat_intel, vulns, policy.cvss_threshold)
-    }
-
-    fn assess(
-        &self,
-        policy: &Policy,
-        vulns: &VulnFacts,
-        intel: Option<&ThreatIntelFacts>,
-    ) -> RiskFacts {
-        risk::assess(vulns, intel, policy)
     }
 }
 

@@ -1,98 +1,43 @@
 //! The pipeline's outside world: is the asset online, what vulnerabilities
 //! does it have, which of them are exploited, whom to tell.
 //!
+//! One folder per step (`online/`, `vulns/`, `intel/`, `notify/`), each with
+//! its configuration, its error type and a dispatch over its providers;
+//! shared helpers (`http/`, `secret`, `cve`, `error`) are leaves that import
+//! no step. This module sits on top: the whole `providers` section of the
+//! configuration, every provider built from it, and (in `effects.rs`) the
+//! pipeline's `Effects` over them.
+//!
 //! Every provider follows the same pattern: a config struct read from the
 //! operator's YAML (camelCase keys, unknown keys rejected, defaults for
 //! everything that has a sensible one), a constructor that validates it and
 //! loads its secrets, and an async call that returns a typed result or a
 //! typed error whose `is_retryable()` tells the step runner whether to try
-//! again. All HTTP goes through [`http`]: per-call timeouts, bodies read
-//! with a size cap, one failure classification, URLs redacted in errors.
+//! again. All HTTP goes through [`http`]: one settings type
+//! ([`HttpSettings`]: `timeout`, `maxBodyBytes`, `bearerTokenFrom`), per-call
+//! timeouts, bodies read with a size cap, one failure classification, URLs
+//! redacted in errors.
 
+mod cve;
 mod effects;
-pub mod epss;
-pub mod generic;
+mod error;
 pub mod http;
 pub mod intel;
-pub mod kev;
 pub mod notify;
 pub mod online;
-pub mod osv;
-pub mod risk;
 pub mod secret;
-pub mod slack;
-mod text;
 pub mod vulns;
-pub mod webhook;
-pub mod wecom;
 
-pub use http::HttpError;
-pub use intel::{IntelError, ThreatIntel, ThreatIntelConfig};
-pub use notify::{Notification, Notifier, NotifierConfig, NotifyError};
-pub use online::{OnlineConfig, OnlineError, OnlineProbe};
-pub use risk::{assess, needs_threat_intel};
+pub use error::ProviderConfigError;
+pub use http::{HttpError, HttpSettings, install_crypto_provider};
 pub use secret::{Secret, SecretError, SecretFrom};
-pub use vulns::{VulnError, VulnSource, VulnSourceConfig, validate_package};
 
+use intel::{ThreatIntel, ThreatIntelConfig};
+use notify::{Notifier, NotifierConfig, notifiers_from_config};
+use online::{OnlineConfig, OnlineProbe};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-
-/// reqwest is built without a default TLS crypto provider; install ring's,
-/// process-wide. Harmless when one is installed already (by an earlier call
-/// or by another library).
-pub fn install_crypto_provider() {
-    // `Err` only says a provider is installed already.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// A provider's configuration is unusable. Names the provider and the
-/// config key; never contains a secret.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
-    #[error("{provider}: {field}: {reason}")]
-    Invalid {
-        provider: &'static str,
-        field: &'static str,
-        reason: String,
-    },
-    #[error("{provider}: {field}: {source}")]
-    Secret {
-        provider: &'static str,
-        field: &'static str,
-        source: SecretError,
-    },
-    #[error("{provider}: cannot build the HTTP client: {reason}")]
-    HttpClient {
-        provider: &'static str,
-        reason: String,
-    },
-}
-
-impl ConfigError {
-    pub(crate) fn invalid(
-        provider: &'static str,
-        field: &'static str,
-        reason: impl Into<String>,
-    ) -> ConfigError {
-        ConfigError::Invalid {
-            provider,
-            field,
-            reason: reason.into(),
-        }
-    }
-
-    pub(crate) fn secret(
-        provider: &'static str,
-        field: &'static str,
-        source: SecretError,
-    ) -> ConfigError {
-        ConfigError::Secret {
-            provider,
-            field,
-            source,
-        }
-    }
-}
+use vulns::{VulnSource, VulnSourceConfig};
 
 /// All providers' configuration, as one section of the operator's config.
 /// Durations are strings (`500ms`, `10s`, `6h`). Risk thresholds and the
@@ -133,12 +78,12 @@ pub struct Providers {
 }
 
 impl Providers {
-    pub fn from_config(config: &ProvidersConfig) -> Result<Providers, ConfigError> {
+    pub fn from_config(config: &ProvidersConfig) -> Result<Providers, ProviderConfigError> {
         Ok(Providers {
             online: OnlineProbe::from_config(&config.online)?,
             vulnerabilities: VulnSource::from_config(&config.vulnerabilities)?,
             threat_intel: ThreatIntel::from_config(&config.threat_intel)?,
-            notifiers: notify::notifiers_from_config(&config.notifications)?,
+            notifiers: notifiers_from_config(&config.notifications)?,
         })
     }
 }
@@ -173,5 +118,51 @@ threatIntel:
         let err = VulnSource::from_config(&bad).unwrap_err();
         assert!(err.to_string().contains("concurrency"), "{err}");
         assert!(serde_yaml::from_str::<VulnSourceConfig>("{kind: osv, concurrancy: 2}").is_err());
+    }
+
+    #[test]
+    fn every_http_section_takes_the_shared_keys_and_refuses_others() {
+        let shared = "timeout: 2s, maxBodyBytes: 2048, bearerTokenFrom: {env: TOKEN}";
+        let osv = "vulnerabilities: {kind: osv";
+        for (head, tail) in [
+            ("online: {inventory: {baseUrl: 'http://i'", "}}"),
+            (osv, "}"),
+            ("vulnerabilities: {kind: generic, url: 'http://g'", "}"),
+            ("threatIntel: {kev: {", "}}"),
+            ("threatIntel: {epss: {", "}}"),
+            (
+                "notifications: {a: {kind: webhook, urlFrom: {env: U}, secretFrom: {env: S}",
+                "}}",
+            ),
+            ("notifications: {a: {kind: wecom, keyFrom: {env: K}", "}}"),
+            ("notifications: {a: {kind: slack, urlFrom: {env: U}", "}}"),
+        ] {
+            let base = if head.starts_with("vulnerabilities") {
+                String::new()
+            } else {
+                format!("{osv}}}\n")
+            };
+            let sep = if head.ends_with('{') { "" } else { ", " };
+            let good = format!("{base}{head}{sep}{shared}{tail}");
+            serde_yaml::from_str::<ProvidersConfig>(&good)
+                .unwrap_or_else(|e| panic!("{good}: {e}"));
+            let typo = format!("{base}{head}{sep}{shared}, timeuot: 1s{tail}");
+            assert!(
+                serde_yaml::from_str::<ProvidersConfig>(&typo).is_err(),
+                "{typo}"
+            );
+        }
+        let config: ProvidersConfig = serde_yaml::from_str(&format!("{osv}, {shared}}}")).unwrap();
+        let VulnSourceConfig::Osv(osv) = config.vulnerabilities else {
+            panic!("osv");
+        };
+        assert_eq!(
+            osv.http,
+            HttpSettings {
+                timeout: Some(std::time::Duration::from_secs(2)),
+                max_body_bytes: Some(2048),
+                bearer_token_from: Some(SecretFrom::Env("TOKEN".into())),
+            }
+        );
     }
 }

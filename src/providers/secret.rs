@@ -90,19 +90,6 @@ pub enum SecretError {
 }
 
 impl SecretFrom {
-    /// Reads an optional secret of `provider`'s config key `field`.
-    pub(crate) fn load_optional(
-        from: Option<&SecretFrom>,
-        provider: &'static str,
-        field: &'static str,
-    ) -> Result<Option<Secret>, super::ConfigError> {
-        from.map(|from| {
-            from.load()
-                .map_err(|e| super::ConfigError::secret(provider, field, e))
-        })
-        .transpose()
-    }
-
     /// Reads the secret now.
     pub fn load(&self) -> Result<Secret, SecretError> {
         let raw = match self {

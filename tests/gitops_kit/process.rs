@@ -146,7 +146,9 @@ pub async fn wait_for(
 pub fn condition<'a>(obj: &'a AssetScan, type_: &str) -> Option<&'a str> {
     obj.status
         .as_ref()?
-        .condition(type_)
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
         .map(|c| c.reason.as_str())
 }
 

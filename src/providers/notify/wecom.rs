@@ -12,13 +12,15 @@
 //! the host alone. There is no idempotency header; the ticket id is in the
 //! text.
 
-use super::ConfigError;
-use super::http::{Exposure, HttpClient, join_path, parse_http_url};
-use super::notify::{
-    Notification, NotifyError, finding_line, headline, known_exploited, ticket_line, top_findings,
+use super::error::NotifyError;
+use super::message::{finding_line, headline, known_exploited, ticket_line, top_findings};
+use crate::pipeline::Notification;
+use crate::providers::error::ProviderConfigError;
+use crate::providers::http::{
+    Exposure, HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url,
 };
-use super::secret::{Secret, SecretFrom};
-use super::text::truncate_bytes;
+use crate::providers::secret::{Secret, SecretFrom};
+use crate::text::{excerpt, truncate_bytes};
 use reqwest::Url;
 use serde::Deserialize;
 use serde_json::json;
@@ -26,8 +28,15 @@ use std::time::Duration;
 
 const PROVIDER: &str = "wecom";
 
+const PROFILE: HttpProfile = HttpProfile {
+    provider: PROVIDER,
+    timeout: Duration::from_secs(10),
+    max_body_bytes: 64 * 1024,
+    exposure: Exposure::HostOnly,
+};
+
 /// WeCom's limit for markdown `content`, in UTF-8 bytes.
-pub const MAX_CONTENT_BYTES: usize = 4096;
+const MAX_CONTENT_BYTES: usize = 4096;
 
 /// `{kind: wecom, ...}` in `notifications`.
 #[derive(Clone, Debug, Deserialize)]
@@ -38,28 +47,14 @@ pub struct WeComConfig {
     /// Default `https://qyapi.weixin.qq.com`.
     #[serde(default = "default_base_url")]
     pub base_url: String,
-    #[serde(default = "default_timeout", with = "crate::config::duration")]
-    pub timeout: Duration,
-    /// Cap for the robot's answer. Default 64 KiB.
-    #[serde(default = "default_max_body")]
-    pub max_body_bytes: u64,
+    /// `timeout` (default `10s`), `maxBodyBytes` for the robot's answer
+    /// (default 64 KiB), `bearerTokenFrom`.
+    #[serde(flatten)]
+    pub http: HttpSettings,
 }
 
 fn default_base_url() -> String {
     "https://qyapi.weixin.qq.com".to_owned()
-}
-
-fn default_timeout() -> Duration {
-    Duration::from_secs(10)
-}
-
-fn default_max_body() -> u64 {
-    64 * 1024
-}
-
-/// 45009 (frequency limit) and -1 (system busy).
-pub fn is_retryable_errcode(errcode: i64) -> bool {
-    matches!(errcode, 45009 | -1)
 }
 
 #[derive(Debug)]
@@ -77,20 +72,15 @@ struct Answer {
 }
 
 impl WeComNotifier {
-    pub fn new(config: &WeComConfig) -> Result<WeComNotifier, ConfigError> {
+    pub fn new(config: &WeComConfig) -> Result<WeComNotifier, ProviderConfigError> {
         let base = parse_http_url(PROVIDER, "baseUrl", &config.base_url)?;
         Ok(WeComNotifier {
-            http: HttpClient::new(
-                PROVIDER,
-                config.timeout,
-                config.max_body_bytes,
-                Exposure::HostOnly,
-            )?,
+            http: HttpClient::new(&PROFILE, &config.http)?,
             send_url: join_path(&base, &["cgi-bin", "webhook", "send"]),
             key: config
                 .key_from
                 .load()
-                .map_err(|e| ConfigError::secret(PROVIDER, "keyFrom", e))?,
+                .map_err(|e| ProviderConfigError::secret(PROVIDER, "keyFrom", e))?,
         })
     }
 
@@ -107,7 +97,7 @@ impl WeComNotifier {
             0 => Ok("errcode 0".to_owned()),
             errcode => Err(NotifyError::WeCom {
                 errcode,
-                errmsg: super::text::excerpt(answer.errmsg.as_bytes()),
+                errmsg: excerpt(answer.errmsg.as_bytes()),
             }),
         }
     }
@@ -115,7 +105,7 @@ impl WeComNotifier {
 
 /// The message, most important first so that truncation to
 /// [`MAX_CONTENT_BYTES`] cuts the tail of the findings, never the ticket id.
-pub fn markdown(n: &Notification) -> String {
+fn markdown(n: &Notification) -> String {
     let mut text = format!(
         "## <font color=\"warning\">{}</font>\n> {}\n",
         headline(n),

@@ -7,9 +7,11 @@
 //! catalog was ever loaded does a lookup fail — with a retryable error,
 //! since the feed may come back — and each lookup then tries the feed again.
 
-use super::ConfigError;
-use super::http::{Exposure, HttpClient, HttpError, parse_http_url};
-use super::intel::IntelError;
+use super::error::IntelError;
+use crate::providers::error::ProviderConfigError;
+use crate::providers::http::{
+    Exposure, HttpClient, HttpError, HttpProfile, HttpSettings, parse_http_url,
+};
 use reqwest::Url;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -20,6 +22,13 @@ use tokio::time::Instant;
 
 const PROVIDER: &str = "kev";
 
+const PROFILE: HttpProfile = HttpProfile {
+    provider: PROVIDER,
+    timeout: Duration::from_secs(30),
+    max_body_bytes: 16 * 1024 * 1024,
+    exposure: Exposure::Path,
+};
+
 /// `threatIntel.kev` in the config. Every key is optional.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
@@ -29,17 +38,17 @@ pub struct KevConfig {
     /// Default: CISA's feed,
     /// `https://www.cisa.gov/sites/default/files/feeds/known_exploited_vulnerabilities.json`.
     pub url: String,
-    /// Per fetch. Default `30s`: the catalog is over 1 MB.
-    #[serde(with = "crate::config::duration")]
-    pub timeout: Duration,
-    /// Default 16 MiB (the 2025 catalog is 1.2 MB).
-    pub max_body_bytes: u64,
+    /// `timeout` per fetch (default `30s`: the catalog is over 1 MB),
+    /// `maxBodyBytes` (default 16 MiB; the 2025 catalog is 1.2 MB),
+    /// `bearerTokenFrom`.
+    #[serde(flatten)]
+    pub http: HttpSettings,
     /// Age after which the catalog is fetched again. Default `6h`;
     /// CISA updates it a few times a week.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub refresh_interval: Duration,
     /// Wait after a failed refresh before trying again. Default `5m`.
-    #[serde(with = "crate::config::duration")]
+    #[serde(deserialize_with = "crate::duration::config")]
     pub retry_failed_refresh: Duration,
 }
 
@@ -48,8 +57,7 @@ impl Default for KevConfig {
         KevConfig {
             enabled: true,
             url: "https://www.cisa.gov/sites/default/files/feeds/known_exploited_vulnerabilities.json".to_owned(),
-            timeout: Duration::from_secs(30),
-            max_body_bytes: 16 * 1024 * 1024,
+            http: HttpSettings::default(),
             refresh_interval: Duration::from_secs(6 * 3600),
             retry_failed_refresh: Duration::from_secs(300),
         }
@@ -170,21 +178,16 @@ struct Cached {
 }
 
 impl KevFeed {
-    pub fn new(config: &KevConfig) -> Result<KevFeed, ConfigError> {
+    pub fn new(config: &KevConfig) -> Result<KevFeed, ProviderConfigError> {
         if config.refresh_interval.is_zero() {
-            return Err(ConfigError::invalid(
+            return Err(ProviderConfigError::invalid(
                 PROVIDER,
                 "refreshInterval",
                 "must be at least 1",
             ));
         }
         Ok(KevFeed {
-            http: HttpClient::new(
-                PROVIDER,
-                config.timeout,
-                config.max_body_bytes,
-                Exposure::Path,
-            )?,
+            http: HttpClient::new(&PROFILE, &config.http)?,
             url: parse_http_url(PROVIDER, "url", &config.url)?,
             refresh_interval: config.refresh_interval,
             retry_failed_refresh: config.retry_failed_refresh,

@@ -1,10 +1,15 @@
 //! Threat-intel enrichment: which of the asset's CVEs are known to be
 //! exploited (KEV) and how likely exploitation is (EPSS).
 
-use super::ConfigError;
-use super::epss::{EpssClient, EpssConfig};
-use super::http::HttpError;
-use super::kev::{KevConfig, KevFeed};
+mod epss;
+mod error;
+mod kev;
+
+pub use epss::{EpssClient, EpssConfig, EpssScore};
+pub use error::IntelError;
+pub use kev::{KevCatalog, KevConfig, KevEntry, KevFeed};
+
+use crate::providers::error::ProviderConfigError;
 use crate::ticket::{ThreatIntelFacts, VulnFacts};
 use serde::Deserialize;
 use std::collections::BTreeSet;
@@ -23,25 +28,6 @@ pub struct ThreatIntelConfig {
     pub epss: EpssConfig,
 }
 
-#[derive(Debug, thiserror::Error)]
-pub enum IntelError {
-    /// No known-exploited catalog has ever been loaded. Always retryable,
-    /// whatever the cause: the feed may come back.
-    #[error("known-exploited catalog unavailable (none loaded yet): {0}")]
-    NoCatalog(#[source] HttpError),
-    #[error(transparent)]
-    Epss(HttpError),
-}
-
-impl IntelError {
-    pub fn is_retryable(&self) -> bool {
-        match self {
-            IntelError::NoCatalog(_) => true,
-            IntelError::Epss(e) => e.is_retryable(),
-        }
-    }
-}
-
 /// The configured threat-intel sources; either may be switched off.
 #[derive(Debug)]
 pub struct ThreatIntel {
@@ -50,7 +36,7 @@ pub struct ThreatIntel {
 }
 
 impl ThreatIntel {
-    pub fn from_config(config: &ThreatIntelConfig) -> Result<ThreatIntel, ConfigError> {
+    pub fn from_config(config: &ThreatIntelConfig) -> Result<ThreatIntel, ProviderConfigError> {
         Ok(ThreatIntel {
             kev: config
                 .kev

@@ -23,10 +23,13 @@
 //! fencing token, so a forged header cannot change what was signed. Any 2xx
 //! is a delivery; the receipt is the status and the start of the body.
 
-use super::ConfigError;
-use super::http::{Exposure, HttpClient, HttpError, SecretUrl};
-use super::notify::{Notification, NotifyError};
-use super::secret::{Secret, SecretFrom};
+use super::error::NotifyError;
+use crate::pipeline::Notification;
+use crate::providers::error::ProviderConfigError;
+use crate::providers::http::{
+    Exposure, HttpClient, HttpError, HttpProfile, HttpSettings, SecretUrl,
+};
+use crate::providers::secret::{Secret, SecretFrom};
 use hmac::{Hmac, KeyInit, Mac};
 use reqwest::header::CONTENT_TYPE;
 use serde::Deserialize;
@@ -34,6 +37,13 @@ use sha2::Sha256;
 use std::time::Duration;
 
 const PROVIDER: &str = "webhook";
+
+const PROFILE: HttpProfile = HttpProfile {
+    provider: PROVIDER,
+    timeout: Duration::from_secs(10),
+    max_body_bytes: 64 * 1024,
+    exposure: Exposure::HostOnly,
+};
 
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 pub const TICKET_HEADER: &str = "X-AssetScan-Ticket";
@@ -49,19 +59,10 @@ pub struct WebhookConfig {
     pub url_from: SecretFrom,
     /// The HMAC-SHA256 key for `X-AssetScan-Signature`.
     pub secret_from: SecretFrom,
-    #[serde(default = "default_timeout", with = "crate::config::duration")]
-    pub timeout: Duration,
-    /// Cap for the receiver's answer. Default 64 KiB.
-    #[serde(default = "default_max_body")]
-    pub max_body_bytes: u64,
-}
-
-fn default_timeout() -> Duration {
-    Duration::from_secs(10)
-}
-
-fn default_max_body() -> u64 {
-    64 * 1024
+    /// `timeout` (default `10s`), `maxBodyBytes` for the receiver's answer
+    /// (default 64 KiB), `bearerTokenFrom`.
+    #[serde(flatten)]
+    pub http: HttpSettings,
 }
 
 #[derive(Debug)]
@@ -72,18 +73,13 @@ pub struct WebhookNotifier {
 }
 
 impl WebhookNotifier {
-    pub fn new(config: &WebhookConfig) -> Result<WebhookNotifier, ConfigError> {
+    pub fn new(config: &WebhookConfig) -> Result<WebhookNotifier, ProviderConfigError> {
         let key = config
             .secret_from
             .load()
-            .map_err(|e| ConfigError::secret(PROVIDER, "secretFrom", e))?;
+            .map_err(|e| ProviderConfigError::secret(PROVIDER, "secretFrom", e))?;
         Ok(WebhookNotifier {
-            http: HttpClient::new(
-                PROVIDER,
-                config.timeout,
-                config.max_body_bytes,
-                Exposure::HostOnly,
-            )?,
+            http: HttpClient::new(&PROFILE, &config.http)?,
             url: SecretUrl::load(PROVIDER, "urlFrom", &config.url_from)?,
             signer: Signer::new(&key)?,
         })
@@ -125,10 +121,10 @@ impl WebhookNotifier {
 struct Signer(Hmac<Sha256>);
 
 impl Signer {
-    fn new(key: &Secret) -> Result<Signer, ConfigError> {
+    fn new(key: &Secret) -> Result<Signer, ProviderConfigError> {
         <Hmac<Sha256> as KeyInit>::new_from_slice(key.expose().as_bytes())
             .map(Signer)
-            .map_err(|e| ConfigError::invalid(PROVIDER, "secretFrom", e.to_string()))
+            .map_err(|e| ProviderConfigError::invalid(PROVIDER, "secretFrom", e.to_string()))
     }
 
     /// Hex HMAC-SHA256 of `body`. Receivers compute the same over the raw

@@ -15,12 +15,15 @@
 //! as unscored. A record with neither is [`Severity::Unknown`], and still
 //! counted.
 
-use super::ConfigError;
-use super::http::{Exposure, HttpClient, join_path, parse_http_url};
-use super::text::{embedded_cve, truncate_chars};
-use super::vulns::{
-    Package, VulnError, null_as_empty, package_label, rank, round_score, summarize, validate_all,
+use super::error::VulnError;
+use super::findings::{null_as_empty, rank, round_score, summarize};
+use crate::domain::Package;
+use crate::providers::cve::embedded_cve;
+use crate::providers::error::ProviderConfigError;
+use crate::providers::http::{
+    Exposure, HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url,
 };
+use crate::text::truncate_chars;
 use crate::ticket::{Finding, Severity, VulnFacts};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use reqwest::Url;
@@ -31,17 +34,23 @@ use std::time::Duration;
 
 const PROVIDER: &str = "osv";
 
+const PROFILE: HttpProfile = HttpProfile {
+    provider: PROVIDER,
+    timeout: Duration::from_secs(15),
+    max_body_bytes: 4 * 1024 * 1024,
+    exposure: Exposure::Path,
+};
+
 /// `vulnerabilities: {kind: osv, ...}`. Every key is optional.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct OsvConfig {
     /// Default `https://api.osv.dev`.
     pub base_url: String,
-    /// Per HTTP call (`500ms`, `15s`, …). Default `15s`.
-    #[serde(with = "crate::config::duration")]
-    pub timeout: Duration,
-    /// Cap for each response body (a batch answer, a record). Default 4 MiB.
-    pub max_body_bytes: u64,
+    /// `timeout` per HTTP call (default `15s`), `maxBodyBytes` for each
+    /// answer, a batch or a record (default 4 MiB), `bearerTokenFrom`.
+    #[serde(flatten)]
+    pub http: HttpSettings,
     /// Records fetched in parallel. Default 8.
     pub concurrency: usize,
     /// Findings kept in the facts, most severe first; counts cover all.
@@ -60,8 +69,7 @@ impl Default for OsvConfig {
     fn default() -> OsvConfig {
         OsvConfig {
             base_url: "https://api.osv.dev".to_owned(),
-            timeout: Duration::from_secs(15),
-            max_body_bytes: 4 * 1024 * 1024,
+            http: HttpSettings::default(),
             concurrency: 8,
             max_findings: 50,
             batch_size: 1000,
@@ -84,12 +92,12 @@ pub struct OsvClient {
 }
 
 impl OsvClient {
-    pub fn new(config: &OsvConfig) -> Result<OsvClient, ConfigError> {
+    pub fn new(config: &OsvConfig) -> Result<OsvClient, ProviderConfigError> {
         let in_range = |field, value: usize, max: usize| {
             if (1..=max).contains(&value) {
                 Ok(value)
             } else {
-                Err(ConfigError::invalid(
+                Err(ProviderConfigError::invalid(
                     PROVIDER,
                     field,
                     format!("{value} is outside 1..={max}"),
@@ -97,19 +105,14 @@ impl OsvClient {
             }
         };
         if config.max_pages == 0 {
-            return Err(ConfigError::invalid(
+            return Err(ProviderConfigError::invalid(
                 PROVIDER,
                 "maxPages",
                 "must be at least 1",
             ));
         }
         Ok(OsvClient {
-            http: HttpClient::new(
-                PROVIDER,
-                config.timeout,
-                config.max_body_bytes,
-                Exposure::Path,
-            )?,
+            http: HttpClient::new(&PROFILE, &config.http)?,
             base: parse_http_url(PROVIDER, "baseUrl", &config.base_url)?,
             concurrency: in_range("concurrency", config.concurrency, 64)?,
             max_findings: config.max_findings,
@@ -122,7 +125,6 @@ impl OsvClient {
     /// The asset's vulnerabilities. An empty software list is an empty
     /// result, without a call.
     pub async fn query(&self, software: &[Package]) -> Result<VulnFacts, VulnError> {
-        validate_all(PROVIDER, software)?;
         let hits = self.find_hits(software).await?;
         let findings: Vec<Finding> = stream::iter(hits)
             .map(|(id, hit)| self.finding(id, hit))
@@ -174,7 +176,7 @@ impl OsvClient {
                 for ((software, _), result) in pending.into_iter().zip(response.results) {
                     for vuln in result.vulns {
                         let hit = hits.entry(vuln.id).or_default();
-                        hit.packages.insert(package_label(software));
+                        hit.packages.insert(software.to_string());
                         hit.modified = vuln.modified;
                     }
                     if let Some(token) = result.next_page_token.filter(|t| !t.is_empty()) {
@@ -252,13 +254,27 @@ struct PackageRef<'a> {
 
 impl<'a> Query<'a> {
     fn new(software: &'a Package, page_token: Option<&'a str>) -> Query<'a> {
+        let (package, version) = match software {
+            Package::Purl(purl) => (
+                PackageRef {
+                    name: None,
+                    ecosystem: None,
+                    purl: Some(purl.as_str()),
+                },
+                None,
+            ),
+            Package::Coordinates(c) => (
+                PackageRef {
+                    name: Some(c.name()),
+                    ecosystem: Some(c.ecosystem()),
+                    purl: None,
+                },
+                Some(c.version()),
+            ),
+        };
         Query {
-            package: PackageRef {
-                name: software.name.as_deref(),
-                ecosystem: software.ecosystem.as_deref(),
-                purl: software.purl.as_deref(),
-            },
-            version: software.version.as_deref(),
+            package,
+            version,
             page_token,
         }
     }

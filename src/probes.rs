@@ -1,6 +1,7 @@
-//! The operator's HTTP endpoints: `/metrics` (Prometheus text format),
-//! `/healthz` (the process serves), `/readyz` (Redis answers and the
-//! controller has started).
+//! What the operator serves for its own operation, as opposed to the
+//! providers it calls: `/metrics` (Prometheus text format), `/healthz` (the
+//! process serves), `/readyz` (Redis answers and the controller has
+//! started), for Prometheus and the kubelet's probes.
 
 use crate::store::TicketStore;
 use crate::telemetry::Metrics;

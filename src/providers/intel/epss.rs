@@ -7,15 +7,24 @@
 //! FIRST documents at most 2000 characters for `cve` and pages answers at
 //! 100 rows by default, so CVEs go out in batches that respect both.
 
-use super::ConfigError;
-use super::http::{Exposure, HttpClient, HttpError, Reply, join_path, parse_http_url};
-use super::text::is_cve_id;
+use crate::providers::cve::is_cve_id;
+use crate::providers::error::ProviderConfigError;
+use crate::providers::http::{
+    Exposure, HttpClient, HttpError, HttpProfile, HttpSettings, Reply, join_path, parse_http_url,
+};
 use reqwest::Url;
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 const PROVIDER: &str = "epss";
+
+const PROFILE: HttpProfile = HttpProfile {
+    provider: PROVIDER,
+    timeout: Duration::from_secs(10),
+    max_body_bytes: 1024 * 1024,
+    exposure: Exposure::Path,
+};
 
 /// `threatIntel.epss` in the config. Every key is optional.
 #[derive(Clone, Debug, Deserialize)]
@@ -25,11 +34,10 @@ pub struct EpssConfig {
     pub enabled: bool,
     /// Default `https://api.first.org/data/v1`; requests go to `<baseUrl>/epss`.
     pub base_url: String,
-    /// Per HTTP call. Default `10s`.
-    #[serde(with = "crate::config::duration")]
-    pub timeout: Duration,
-    /// Default 1 MiB.
-    pub max_body_bytes: u64,
+    /// `timeout` per HTTP call (default `10s`), `maxBodyBytes` (default
+    /// 1 MiB), `bearerTokenFrom`.
+    #[serde(flatten)]
+    pub http: HttpSettings,
     /// Length limit of the `cve` parameter (comma-separated). Default 2000.
     pub max_cve_param_chars: usize,
     /// CVEs per request; keep it at most the API's page size. Default 100.
@@ -41,8 +49,7 @@ impl Default for EpssConfig {
         EpssConfig {
             enabled: true,
             base_url: "https://api.first.org/data/v1".to_owned(),
-            timeout: Duration::from_secs(10),
-            max_body_bytes: 1024 * 1024,
+            http: HttpSettings::default(),
             max_cve_param_chars: 2000,
             max_cves_per_request: 100,
         }
@@ -87,17 +94,17 @@ struct Row {
 }
 
 impl EpssClient {
-    pub fn new(config: &EpssConfig) -> Result<EpssClient, ConfigError> {
+    pub fn new(config: &EpssConfig) -> Result<EpssClient, ProviderConfigError> {
         // The longest CVE id seen so far has 19 characters.
         if config.max_cve_param_chars < 20 {
-            return Err(ConfigError::invalid(
+            return Err(ProviderConfigError::invalid(
                 PROVIDER,
                 "maxCveParamChars",
                 "must be at least 20",
             ));
         }
         if config.max_cves_per_request == 0 {
-            return Err(ConfigError::invalid(
+            return Err(ProviderConfigError::invalid(
                 PROVIDER,
                 "maxCvesPerRequest",
                 "must be at least 1",
@@ -105,12 +112,7 @@ impl EpssClient {
         }
         let base = parse_http_url(PROVIDER, "baseUrl", &config.base_url)?;
         Ok(EpssClient {
-            http: HttpClient::new(
-                PROVIDER,
-                config.timeout,
-                config.max_body_bytes,
-                Exposure::Path,
-            )?,
+            http: HttpClient::new(&PROFILE, &config.http)?,
             url: join_path(&base, &["epss"]),
             max_param_chars: config.max_cve_param_chars,
             max_per_request: config.max_cves_per_request,

@@ -15,18 +15,24 @@
 //! `summary` and `package` are optional. Entries with the same `id` count
 //! once. A finding without `cvss` is [`Severity::Unknown`].
 
-use super::ConfigError;
-use super::http::{Exposure, HttpClient, parse_http_url};
-use super::secret::{Secret, SecretFrom};
-use super::text::truncate_chars;
-use super::vulns::{Package, VulnError, null_as_empty, round_score, summarize, validate_all};
+use super::error::VulnError;
+use super::findings::{null_as_empty, round_score, summarize};
+use crate::domain::Package;
+use crate::providers::error::ProviderConfigError;
+use crate::providers::http::{Exposure, HttpClient, HttpProfile, HttpSettings, parse_http_url};
+use crate::text::truncate_chars;
 use crate::ticket::{Finding, Severity, VulnFacts};
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-const PROVIDER: &str = "vulnerability endpoint";
+const PROFILE: HttpProfile = HttpProfile {
+    provider: "vulnerability endpoint",
+    timeout: Duration::from_secs(15),
+    max_body_bytes: 4 * 1024 * 1024,
+    exposure: Exposure::Path,
+};
 
 /// `vulnerabilities: {kind: generic, url: ..., ...}`.
 #[derive(Clone, Debug, Deserialize)]
@@ -34,24 +40,13 @@ const PROVIDER: &str = "vulnerability endpoint";
 pub struct GenericVulnConfig {
     /// The endpoint that takes the POST.
     pub url: String,
-    #[serde(default = "default_timeout", with = "crate::config::duration")]
-    pub timeout: Duration,
-    #[serde(default = "default_max_body")]
-    pub max_body_bytes: u64,
+    /// `timeout` (default `15s`), `maxBodyBytes` (default 4 MiB),
+    /// `bearerTokenFrom`.
+    #[serde(flatten)]
+    pub http: HttpSettings,
     /// Findings kept, most severe first; counts cover all. Default 50.
     #[serde(default = "default_max_findings")]
     pub max_findings: usize,
-    /// Sent as `Authorization: Bearer <token>` when set.
-    #[serde(default)]
-    pub bearer_token_from: Option<SecretFrom>,
-}
-
-fn default_timeout() -> Duration {
-    Duration::from_secs(15)
-}
-
-fn default_max_body() -> u64 {
-    4 * 1024 * 1024
 }
 
 fn default_max_findings() -> usize {
@@ -63,7 +58,6 @@ pub struct GenericVulnClient {
     http: HttpClient,
     url: Url,
     max_findings: usize,
-    token: Option<Secret>,
 }
 
 #[derive(Serialize)]
@@ -92,22 +86,11 @@ struct Entry {
 }
 
 impl GenericVulnClient {
-    pub fn new(config: &GenericVulnConfig) -> Result<GenericVulnClient, ConfigError> {
-        let token = SecretFrom::load_optional(
-            config.bearer_token_from.as_ref(),
-            PROVIDER,
-            "bearerTokenFrom",
-        )?;
+    pub fn new(config: &GenericVulnConfig) -> Result<GenericVulnClient, ProviderConfigError> {
         Ok(GenericVulnClient {
-            http: HttpClient::new(
-                PROVIDER,
-                config.timeout,
-                config.max_body_bytes,
-                Exposure::Path,
-            )?,
-            url: parse_http_url(PROVIDER, "url", &config.url)?,
+            http: HttpClient::new(&PROFILE, &config.http)?,
+            url: parse_http_url(PROFILE.provider, "url", &config.url)?,
             max_findings: config.max_findings,
-            token,
         })
     }
 
@@ -116,14 +99,10 @@ impl GenericVulnClient {
         asset_id: &str,
         software: &[Package],
     ) -> Result<VulnFacts, VulnError> {
-        validate_all(PROVIDER, software)?;
-        let mut request = self
+        let request = self
             .http
             .post(self.url.clone())
             .json(&Request { asset_id, software });
-        if let Some(token) = &self.token {
-            request = request.bearer_auth(token.expose());
-        }
         let reply = self.http.send(request).await?.success()?;
         let response: Response = reply.json()?;
         let mut seen = BTreeSet::new();

@@ -1,27 +1,28 @@
 //! The high-risk verdict and when threat intel is worth asking for. Pure
-//! functions over facts: no I/O, so the rules are tested here exhaustively.
+//! functions of the policy and the confirmed facts, apart from the I/O of
+//! the providers: the pipeline decides with them, and the rules are tested
+//! here exhaustively.
 //!
 //! High risk = any finding with CVSS ≥ the CVSS threshold, or any CVE listed
 //! as known exploited, or any CVE with EPSS ≥ the EPSS threshold. Findings
 //! that only carry a qualitative label (no vector) count as unscored.
 
-pub use crate::crd::{Policy, ThreatIntelPolicy};
+use super::policy::{Policy, ThreatIntelPolicy};
 use crate::ticket::{Finding, RiskFacts, ThreatIntelFacts, VulnFacts};
 
 /// Whether the threat-intel step should run for these facts.
 /// `WhenNeeded`: there are findings and none reaches the CVSS threshold
 /// (some are lower or unscored); once one does, the asset is high risk
 /// whatever intel would add. `Always`: whenever there are findings. `Never`.
-pub fn needs_threat_intel(
-    policy: ThreatIntelPolicy,
-    vulns: &VulnFacts,
-    cvss_threshold: f64,
-) -> bool {
-    match policy {
+pub fn needs_threat_intel(policy: &Policy, vulns: &VulnFacts) -> bool {
+    match policy.threat_intel {
         ThreatIntelPolicy::Always => vulns.total > 0,
         ThreatIntelPolicy::Never => false,
         ThreatIntelPolicy::WhenNeeded => {
-            vulns.total > 0 && !vulns.max_cvss.is_some_and(|max| max >= cvss_threshold)
+            vulns.total > 0
+                && !vulns
+                    .max_cvss
+                    .is_some_and(|max| max >= policy.cvss_threshold)
         }
     }
 }
@@ -31,7 +32,7 @@ const MAX_REASONS: usize = 20;
 
 /// The verdict, with one human-readable reason per finding or CVE that
 /// makes it.
-pub fn assess(vulns: &VulnFacts, intel: Option<&ThreatIntelFacts>, policy: &Policy) -> RiskFacts {
+pub fn assess(policy: &Policy, vulns: &VulnFacts, intel: Option<&ThreatIntelFacts>) -> RiskFacts {
     let mut reasons: Vec<String> = vulns
         .findings
         .iter()
@@ -113,7 +114,12 @@ mod tests {
         }
     }
 
-    const T: f64 = 7.0;
+    fn intel(threat_intel: ThreatIntelPolicy) -> Policy {
+        Policy {
+            threat_intel,
+            ..Policy::default()
+        }
+    }
 
     #[test]
     fn policy_when_needed() {
@@ -126,16 +132,19 @@ mod tests {
         let below = facts(vec![finding("A", "CVE-2024-0001", Some(6.9))]);
         let unscored = facts(vec![finding("A", "CVE-2024-0001", None)]);
         let at_threshold = facts(vec![finding("A", "CVE-2024-0001", Some(7.0))]);
-        assert!(!needs_threat_intel(WhenNeeded, &none, T));
-        assert!(!needs_threat_intel(WhenNeeded, &decided, T));
-        assert!(!needs_threat_intel(WhenNeeded, &at_threshold, T));
-        assert!(needs_threat_intel(WhenNeeded, &below, T));
-        assert!(needs_threat_intel(WhenNeeded, &unscored, T));
+        assert!(!needs_threat_intel(&intel(WhenNeeded), &none));
+        assert!(!needs_threat_intel(&intel(WhenNeeded), &decided));
+        assert!(!needs_threat_intel(&intel(WhenNeeded), &at_threshold));
+        assert!(needs_threat_intel(&intel(WhenNeeded), &below));
+        assert!(needs_threat_intel(&intel(WhenNeeded), &unscored));
         for f in [&decided, &below] {
-            assert!(needs_threat_intel(Always, f, T));
-            assert!(!needs_threat_intel(Never, f, T));
+            assert!(needs_threat_intel(&intel(Always), f));
+            assert!(!needs_threat_intel(&intel(Never), f));
         }
-        assert!(!needs_threat_intel(Always, &none, T), "nothing to enrich");
+        assert!(
+            !needs_threat_intel(&intel(Always), &none),
+            "nothing to enrich"
+        );
     }
 
     #[test]
@@ -145,7 +154,7 @@ mod tests {
             "CVE-2024-3094",
             Some(10.0),
         )]);
-        let risk = assess(&v, None, &Policy::default());
+        let risk = assess(&Policy::default(), &v, None);
         assert!(risk.high_risk);
         assert_eq!(
             risk.reasons,
@@ -153,7 +162,7 @@ mod tests {
         );
 
         let low = facts(vec![finding("CVE-2024-3177", "CVE-2024-3177", Some(2.7))]);
-        let risk = assess(&low, None, &Policy::default());
+        let risk = assess(&Policy::default(), &low, None);
         assert!(!risk.high_risk && risk.reasons.is_empty());
     }
 
@@ -168,7 +177,7 @@ mod tests {
             catalog_version: Some("2025.08.25".into()),
             ..Default::default()
         };
-        let risk = assess(&v, Some(&kev), &Policy::default());
+        let risk = assess(&Policy::default(), &v, Some(&kev));
         assert!(risk.high_risk);
         assert_eq!(
             risk.reasons,
@@ -178,21 +187,21 @@ mod tests {
         let mut epss = ThreatIntelFacts::default();
         epss.epss.insert("CVE-2019-16759".into(), 0.96817);
         epss.epss.insert("CVE-2021-44228".into(), 0.2);
-        let risk = assess(&v, Some(&epss), &Policy::default());
+        let risk = assess(&Policy::default(), &v, Some(&epss));
         assert_eq!(risk.reasons, ["CVE-2019-16759 EPSS 0.968 >= 0.500"]);
 
         let strict = Policy {
             epss_threshold: 0.99,
             ..Policy::default()
         };
-        assert!(!assess(&v, Some(&epss), &strict).high_risk);
+        assert!(!assess(&strict, &v, Some(&epss)).high_risk);
     }
 
     #[test]
     fn max_cvss_counts_when_findings_were_cut() {
         let mut v = facts(vec![finding("A", "CVE-2024-0001", Some(9.1))]);
         v.findings.clear();
-        let risk = assess(&v, None, &Policy::default());
+        let risk = assess(&Policy::default(), &v, None);
         assert_eq!(risk.reasons, ["max CVSS 9.1 >= 7.0"]);
     }
 
@@ -203,7 +212,7 @@ mod tests {
                 .map(|i| finding(&format!("V-{i}"), "CVE-2024-0001", Some(9.0)))
                 .collect(),
         );
-        let risk = assess(&many, None, &Policy::default());
+        let risk = assess(&Policy::default(), &many, None);
         assert_eq!(risk.reasons.len(), MAX_REASONS);
         assert_eq!(risk.reasons.last().unwrap(), "… and 11 more");
     }

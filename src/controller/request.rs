@@ -1,0 +1,248 @@
+//! The one place where an AssetScan becomes the pipeline's Kubernetes-free
+//! request: its target, packages and policy in domain types, its channels,
+//! and the token floor its status records.
+
+use crate::crd::{self, AssetScan, AssetScanSpec};
+use crate::domain::{Package, PackageError, Policy, Target};
+use crate::duration::{self, SPEC_UNITS};
+use crate::pipeline::ScanRequest;
+use crate::store::{AssetId, StoreError};
+use std::time::Duration;
+
+/// A spec the pipeline cannot run. The CRD's schema and CEL rules make this
+/// unreachable for objects the API server accepted; the controller says so
+/// on the object rather than retrying forever.
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("spec.assetId: {0}")]
+    AssetId(#[source] StoreError),
+    #[error("spec.target needs exactly one of host (with ports) or inventoryRef")]
+    Target,
+    #[error("spec.software[{index}]: {source}")]
+    Package {
+        index: usize,
+        #[source]
+        source: PackageError,
+    },
+}
+
+/// The pipeline's request for `run` of `obj`, on behalf of `holder`.
+pub fn scan_request(obj: &AssetScan, run: &str, holder: String) -> Result<ScanRequest, SpecError> {
+    let spec = &obj.spec;
+    let software = spec
+        .software
+        .iter()
+        .enumerate()
+        .map(|(index, p)| package(p).map_err(|source| SpecError::Package { index, source }))
+        .collect::<Result<_, _>>()?;
+    Ok(ScanRequest {
+        asset: AssetId::new(spec.asset_id.clone()).map_err(SpecError::AssetId)?,
+        run: run.to_owned(),
+        target: target(&spec.target)?,
+        software,
+        policy: policy(&spec.policy),
+        channels: spec.notify.clone(),
+        token_floor: token_floor(obj),
+        holder,
+        owner: Some(super::owner_id(obj)),
+    })
+}
+
+/// The floor for the next fencing token (`acquire`'s ARGV): the token the
+/// status last recorded, or 0. After Redis loses data, this keeps tokens
+/// from going backwards from the cluster's point of view.
+pub fn token_floor(obj: &AssetScan) -> u64 {
+    obj.status
+        .as_ref()
+        .and_then(|s| s.fencing_token)
+        .and_then(|t| u64::try_from(t).ok())
+        .unwrap_or(0)
+}
+
+/// `spec.rescanInterval`, if set and well-formed (the schema's pattern makes
+/// a malformed one unreachable for accepted objects).
+pub fn rescan_interval(spec: &AssetScanSpec) -> Option<Duration> {
+    let text = spec.rescan_interval.as_deref()?;
+    duration::parse(text, SPEC_UNITS).ok()
+}
+
+fn target(target: &crd::Target) -> Result<Target, SpecError> {
+    match (&target.host, &target.inventory_ref) {
+        (Some(host), None) => Ok(Target::Tcp {
+            host: host.clone(),
+            ports: target.ports.clone(),
+        }),
+        (None, Some(id)) => Ok(Target::Inventory { id: id.clone() }),
+        _ => Err(SpecError::Target),
+    }
+}
+
+fn package(package: &crd::Package) -> Result<Package, PackageError> {
+    let crd::Package {
+        name,
+        ecosystem,
+        version,
+        purl,
+    } = package;
+    match (purl, ecosystem, name, version) {
+        (Some(purl), None, None, None) => Package::purl(purl),
+        (None, Some(ecosystem), Some(name), Some(version)) => {
+            Package::coordinates(ecosystem, name, version)
+        }
+        _ => Err(PackageError::Form),
+    }
+}
+
+fn policy(policy: &crd::Policy) -> Policy {
+    Policy {
+        cvss_threshold: policy.cvss_threshold,
+        threat_intel: policy.threat_intel,
+        epss_threshold: policy.epss_threshold,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::crd::{AssetScanSpec, AssetScanStatus, DURATION_PATTERN};
+    use crate::domain::ThreatIntelPolicy;
+
+    fn spec() -> AssetScanSpec {
+        AssetScanSpec {
+            asset_id: "web-01".into(),
+            target: crd::Target {
+                inventory_ref: Some("cmdb-1".into()),
+                ..Default::default()
+            },
+            software: vec![],
+            policy: crd::Policy::default(),
+            notify: vec!["secops".into()],
+            rescan_interval: None,
+            suspend: false,
+        }
+    }
+
+    fn named(ecosystem: &str, name: &str, version: &str) -> crd::Package {
+        crd::Package {
+            name: Some(name.into()),
+            ecosystem: Some(ecosystem.into()),
+            version: Some(version.into()),
+            purl: None,
+        }
+    }
+
+    #[test]
+    fn the_spec_becomes_domain_types() {
+        let mut spec = spec();
+        spec.software = vec![
+            named("PyPI", "jinja2", "3.1.4"),
+            crd::Package {
+                purl: Some("pkg:npm/lodash@4.17.20".into()),
+                ..Default::default()
+            },
+        ];
+        spec.policy.threat_intel = ThreatIntelPolicy::Always;
+        spec.policy.cvss_threshold = 9.0;
+        let req = scan_request(&AssetScan::new("web", spec), "r1", "me".into()).unwrap();
+        assert_eq!(req.asset.as_str(), "web-01");
+        assert_eq!(
+            req.target,
+            Target::Inventory {
+                id: "cmdb-1".into()
+            }
+        );
+        assert_eq!(
+            req.software,
+            [
+                Package::coordinates("PyPI", "jinja2", "3.1.4").unwrap(),
+                Package::purl("pkg:npm/lodash@4.17.20").unwrap(),
+            ]
+        );
+        assert_eq!(
+            req.policy,
+            Policy {
+                cvss_threshold: 9.0,
+                threat_intel: ThreatIntelPolicy::Always,
+                ..Policy::default()
+            }
+        );
+        assert_eq!(
+            (req.channels, req.holder),
+            (vec!["secops".into()], "me".into())
+        );
+    }
+
+    #[test]
+    fn what_the_schema_refuses_is_refused_here_too() {
+        let mut mixed = spec();
+        mixed.software = vec![
+            named("PyPI", "a", "1"),
+            crd::Package {
+                purl: Some("pkg:pypi/jinja2".into()),
+                version: Some("3.1.4".into()),
+                ..Default::default()
+            },
+        ];
+        let err = scan_request(&AssetScan::new("web", mixed), "r1", "me".into()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                SpecError::Package {
+                    index: 1,
+                    source: PackageError::Form
+                }
+            ),
+            "{err}"
+        );
+        let mut both = spec();
+        both.target.host = Some("10.0.0.1".into());
+        let err = scan_request(&AssetScan::new("web", both), "r1", "me".into()).unwrap_err();
+        assert!(matches!(err, SpecError::Target), "{err}");
+        let mut bad_id = spec();
+        bad_id.asset_id = "a b".into();
+        let err = scan_request(&AssetScan::new("web", bad_id), "r1", "me".into()).unwrap_err();
+        assert!(matches!(err, SpecError::AssetId(_)), "{err}");
+    }
+
+    #[test]
+    fn token_floor_is_the_recorded_token_or_zero() {
+        let mut scan = AssetScan::new("web-01", spec());
+        assert_eq!(token_floor(&scan), 0);
+        scan.status = Some(AssetScanStatus {
+            fencing_token: Some(7),
+            revision: Some(4),
+            ..Default::default()
+        });
+        assert_eq!(token_floor(&scan), 7);
+        assert_eq!(
+            scan_request(&scan, "r1", "me".into()).unwrap().token_floor,
+            7
+        );
+    }
+
+    #[test]
+    fn rescan_intervals_parse_like_the_schema_pattern_says() {
+        let mut spec = spec();
+        for (text, secs) in [
+            ("6h", 6 * 3600),
+            ("30m", 1800),
+            ("1h30m", 5400),
+            ("90s", 90),
+        ] {
+            spec.rescan_interval = Some(text.into());
+            assert_eq!(rescan_interval(&spec), Some(Duration::from_secs(secs)));
+        }
+        let pattern = regex::Regex::new(DURATION_PATTERN).unwrap();
+        for text in [
+            "6h", "1h30m", "0s", "", "6", "h", "6x", "1.5h", "-1h", " 6h", "6h ", "6H", "1d",
+            "500ms",
+        ] {
+            spec.rescan_interval = Some(text.into());
+            assert_eq!(
+                rescan_interval(&spec).is_some(),
+                pattern.is_match(text),
+                "{text:?}: parser and schema pattern disagree"
+            );
+        }
+    }
+}

@@ -1,0 +1,550 @@
+//! The ticket → status mapping: the AssetScan's status as the durable,
+//! user-facing mirror of the run's ticket.
+
+use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType, bounded, whole_seconds};
+use crate::crd::{AssetScanStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary};
+use crate::ticket::{Severity, Status, Ticket, VulnFacts};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+/// Vulnerability ids shown in `status.vulnerabilities.topIds` (the schema's
+/// `maxItems`).
+const MAX_TOP_IDS: usize = 5;
+
+/// The CR status mirroring `ticket`.
+///
+/// `previous` is the status currently stored: its conditions keep their
+/// transition times when unchanged, and its `lastScanTime` is kept while a new
+/// run is in progress. `generation` is the `metadata.generation` the run acts
+/// on; `now` stamps conditions that change; `next_scan` is when the next run
+/// is due, if any. Times are truncated to whole seconds, as `metav1.Time` is
+/// on the wire, so the result compares equal to what the API server returns.
+pub fn status_from_ticket(
+    ticket: &Ticket,
+    previous: Option<&AssetScanStatus>,
+    generation: Option<i64>,
+    now: Timestamp,
+    next_scan: Option<Timestamp>,
+) -> AssetScanStatus {
+    let facts = &ticket.facts;
+    let last_scan_time = if ticket.status.is_terminal() {
+        Some(time_from_ms(ticket.updated_at))
+    } else {
+        previous.and_then(|p| p.last_scan_time.clone())
+    };
+    let mut status = AssetScanStatus {
+        phase: Some(ticket.status),
+        ticket_id: Some(ticket.id.clone()),
+        run: Some(ticket.run.clone()),
+        fencing_token: Some(saturating_i64(ticket.fencing_token)),
+        revision: Some(saturating_i64(ticket.revision)),
+        completed_steps: ticket
+            .completed_steps
+            .iter()
+            .map(|s| s.as_str().to_owned())
+            .collect(),
+        last_error: ticket.last_error.as_ref().map(|e| LastErrorStatus {
+            step: e.step.as_str().to_owned(),
+            message: bounded(&e.message),
+            at: time_from_ms(e.at),
+            attempt: i64::from(e.attempt),
+        }),
+        vulnerabilities: facts.vulnerabilities.as_ref().map(|v| {
+            summarize(
+                v,
+                facts.threat_intel.as_ref().map(|t| t.known_exploited.len()),
+            )
+        }),
+        notification: facts.notification.as_ref().map(|n| NotificationStatus {
+            state: n.state,
+            idempotency_key: n.idempotency_key.clone(),
+            sent_at: n.sent_at.map(time_from_ms),
+        }),
+        high_risk: facts.risk.as_ref().map(|r| r.high_risk),
+        observed_generation: generation,
+        last_scan_time,
+        next_scan_time: next_scan.map(whole_seconds),
+        conditions: previous.map(|p| p.conditions.clone()).unwrap_or_default(),
+    };
+
+    use ConditionStatus::{False, True, Unknown};
+    // (Ready, Reconciling, Stalled) share one reason and message: the run's.
+    let (ready, reconciling, stalled, reason, message) = match ticket.status {
+        Status::Finished if facts.online == Some(false) => (
+            True,
+            False,
+            False,
+            "ScanComplete",
+            "scan complete: asset offline".to_owned(),
+        ),
+        Status::Finished => (
+            True,
+            False,
+            False,
+            "ScanComplete",
+            "scan complete".to_owned(),
+        ),
+        Status::Failed => {
+            let why = match &ticket.last_error {
+                Some(e) => format!(
+                    "{} failed after {} attempt(s): {}",
+                    e.step, e.attempt, e.message
+                ),
+                None => "scan failed".to_owned(),
+            };
+            (False, False, True, "Failed", why)
+        }
+        phase => (
+            Unknown,
+            True,
+            False,
+            "Scanning",
+            format!("scan in progress at {phase}"),
+        ),
+    };
+    let (high_risk, risk_reason, risk_message) = match &facts.risk {
+        Some(risk) if risk.high_risk => (True, "HighRiskFound", risk.reasons.join("; ")),
+        Some(_) => (
+            False,
+            "NoHighRisk",
+            "no finding reaches the policy's thresholds".to_owned(),
+        ),
+        None if facts.online == Some(false) => (
+            Unknown,
+            "AssetOffline",
+            "asset offline: not assessed".to_owned(),
+        ),
+        None => (Unknown, "NotAssessed", "not assessed yet".to_owned()),
+    };
+    let conditions = ConditionBuilder::new(generation, now);
+    for (type_, value, reason, message) in [
+        (ConditionType::Ready, ready, reason, &message),
+        (ConditionType::Reconciling, reconciling, reason, &message),
+        (ConditionType::Stalled, stalled, reason, &message),
+        (
+            ConditionType::HighRisk,
+            high_risk,
+            risk_reason,
+            &risk_message,
+        ),
+    ] {
+        conditions.set(&mut status.conditions, type_, value, reason, message);
+    }
+    status
+}
+
+fn summarize(v: &VulnFacts, known_exploited: Option<usize>) -> VulnerabilitySummary {
+    let count = |s: Severity| i64::from(v.by_severity.get(&s).copied().unwrap_or(0));
+    let mut top_ids: Vec<String> = Vec::with_capacity(MAX_TOP_IDS);
+    for finding in &v.findings {
+        if top_ids.len() == MAX_TOP_IDS {
+            break;
+        }
+        // One record can match several queried packages.
+        if !top_ids.contains(&finding.id) {
+            top_ids.push(finding.id.clone());
+        }
+    }
+    VulnerabilitySummary {
+        total: i64::from(v.total),
+        critical: count(Severity::Critical),
+        high: count(Severity::High),
+        medium: count(Severity::Medium),
+        low: count(Severity::Low),
+        unknown: count(Severity::Unknown),
+        known_exploited: known_exploited.map(saturating_i64),
+        max_cvss: v.max_cvss,
+        top_ids,
+    }
+}
+
+fn saturating_i64(n: impl TryInto<i64>) -> i64 {
+    n.try_into().unwrap_or(i64::MAX)
+}
+
+fn time_from_ms(ms: u64) -> Time {
+    let secs = saturating_i64(ms / 1000);
+    Time(Timestamp::from_second(secs).unwrap_or(Timestamp::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::conditions::MAX_MESSAGE_BYTES;
+    use crate::ticket::{
+        Finding, LastError, NotificationFacts, NotificationState, RiskFacts, Step, ThreatIntelFacts,
+    };
+    use std::collections::BTreeMap;
+
+    const T0_MS: u64 = 1_767_225_600_123; // 2026-01-01T00:00:00.123Z
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).unwrap()
+    }
+
+    fn ticket(status: Status) -> Ticket {
+        let mut t = Ticket::new("web-01", "g3-1", T0_MS);
+        t.status = status;
+        t.fencing_token = 7;
+        t.revision = 4;
+        t.updated_at = T0_MS + 60_000;
+        t
+    }
+
+    fn high_risk() -> RiskFacts {
+        RiskFacts {
+            high_risk: true,
+            reasons: vec!["CVE-2024-3094 CVSS 10.0 >= 7.0".into()],
+        }
+    }
+
+    fn vulns() -> VulnFacts {
+        let finding = |id: &str, package: &str, cvss: f64| Finding {
+            id: id.into(),
+            cves: vec![],
+            package: package.into(),
+            cvss: Some(cvss),
+            severity: Severity::from_score(cvss),
+            summary: String::new(),
+        };
+        VulnFacts {
+            total: 8,
+            by_severity: BTreeMap::from([
+                (Severity::Critical, 2),
+                (Severity::High, 1),
+                (Severity::Medium, 1),
+                (Severity::Low, 1),
+                (Severity::Unknown, 3),
+            ]),
+            max_cvss: Some(10.0),
+            findings: vec![
+                finding("CVE-2024-3094", "xz-utils", 10.0),
+                finding("CVE-2024-3094", "liblzma5", 10.0),
+                finding("GHSA-aaaa", "a", 9.1),
+                finding("GHSA-bbbb", "b", 7.5),
+                finding("GHSA-cccc", "c", 5.0),
+                finding("GHSA-dddd", "d", 2.0),
+                finding("GHSA-eeee", "e", 1.0),
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn status_of(status: &AssetScanStatus, type_: ConditionType) -> (&str, &str) {
+        let c = type_
+            .find(&status.conditions)
+            .unwrap_or_else(|| panic!("{type_:?} missing"));
+        (c.status.as_str(), c.reason.as_str())
+    }
+
+    #[test]
+    fn every_phase_maps_to_operator_conditions() {
+        use ConditionType::{Ready, Reconciling, Stalled};
+        const TRUE: &str = "True";
+        const FALSE: &str = "False";
+        const UNKNOWN: &str = "Unknown";
+        for phase in Status::ALL {
+            let s = status_from_ticket(&ticket(phase), None, Some(3), at(1_000), None);
+            assert_eq!(s.phase, Some(phase));
+            let expected = match phase {
+                Status::Finished => [
+                    (TRUE, "ScanComplete"),
+                    (FALSE, "ScanComplete"),
+                    (FALSE, "ScanComplete"),
+                ],
+                Status::Failed => [(FALSE, "Failed"), (FALSE, "Failed"), (TRUE, "Failed")],
+                _ => [
+                    (UNKNOWN, "Scanning"),
+                    (TRUE, "Scanning"),
+                    (FALSE, "Scanning"),
+                ],
+            };
+            let actual = [
+                status_of(&s, Ready),
+                status_of(&s, Reconciling),
+                status_of(&s, Stalled),
+            ];
+            assert_eq!(actual, expected, "{phase}");
+            assert_eq!(
+                s.conditions.len(),
+                4,
+                "{phase}: Ready, Reconciling, Stalled, HighRisk"
+            );
+            assert!(
+                s.conditions
+                    .iter()
+                    .all(|c| c.observed_generation == Some(3))
+            );
+            assert_eq!(s.observed_generation, Some(3));
+            assert_eq!((s.fencing_token, s.revision), (Some(7), Some(4)));
+            assert_eq!(s.ticket_id.as_deref(), Some("web-01/g3-1"));
+            assert_eq!(s.run.as_deref(), Some("g3-1"));
+        }
+    }
+
+    #[test]
+    fn high_risk_is_reported_apart_from_operator_health() {
+        let mut t = ticket(Status::Finished);
+        t.facts.online = Some(true);
+        t.facts.vulnerabilities = Some(vulns());
+        t.facts.risk = Some(high_risk());
+        let s = status_from_ticket(&t, None, Some(1), at(1_000), None);
+        assert_eq!(s.high_risk, Some(true));
+        assert_eq!(
+            status_of(&s, ConditionType::Ready),
+            ("True", "ScanComplete")
+        );
+        assert_eq!(
+            status_of(&s, ConditionType::HighRisk),
+            ("True", "HighRiskFound")
+        );
+        assert!(
+            ConditionType::HighRisk
+                .find(&s.conditions)
+                .unwrap()
+                .message
+                .contains("CVE-2024-3094")
+        );
+
+        t.facts.risk = Some(RiskFacts {
+            high_risk: false,
+            reasons: vec![],
+        });
+        let s = status_from_ticket(&t, None, Some(1), at(1_000), None);
+        assert_eq!(s.high_risk, Some(false));
+        assert_eq!(
+            status_of(&s, ConditionType::HighRisk),
+            ("False", "NoHighRisk")
+        );
+    }
+
+    #[test]
+    fn unassessed_risk_is_unknown() {
+        let s = status_from_ticket(&ticket(Status::AssetOnline), None, None, at(1_000), None);
+        assert_eq!(s.high_risk, None);
+        assert_eq!(
+            status_of(&s, ConditionType::HighRisk),
+            ("Unknown", "NotAssessed")
+        );
+
+        let mut offline = ticket(Status::Finished);
+        offline.facts.online = Some(false);
+        let s = status_from_ticket(&offline, None, None, at(1_000), None);
+        assert_eq!(
+            status_of(&s, ConditionType::Ready),
+            ("True", "ScanComplete")
+        );
+        assert_eq!(
+            status_of(&s, ConditionType::HighRisk),
+            ("Unknown", "AssetOffline")
+        );
+    }
+
+    #[test]
+    fn vulnerability_facts_are_summarized() {
+        let mut t = ticket(Status::VulnCheckDone);
+        t.facts.vulnerabilities = Some(vulns());
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        let v = s.vulnerabilities.unwrap();
+        assert_eq!(
+            (v.total, v.critical, v.high, v.medium, v.low, v.unknown),
+            (8, 2, 1, 1, 1, 3)
+        );
+        assert_eq!(v.max_cvss, Some(10.0));
+        assert_eq!(v.known_exploited, None, "threat intel not consulted yet");
+        assert_eq!(
+            v.top_ids,
+            [
+                "CVE-2024-3094",
+                "GHSA-aaaa",
+                "GHSA-bbbb",
+                "GHSA-cccc",
+                "GHSA-dddd"
+            ],
+            "most severe first, deduplicated, at most 5"
+        );
+
+        t.facts.threat_intel = Some(ThreatIntelFacts {
+            known_exploited: vec!["CVE-2024-3094".into()],
+            ..Default::default()
+        });
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        assert_eq!(s.vulnerabilities.unwrap().known_exploited, Some(1));
+    }
+
+    #[test]
+    fn notification_facts_are_mirrored() {
+        let mut t = ticket(Status::Notifying);
+        t.facts.risk = Some(high_risk());
+        t.facts.notification = Some(NotificationFacts {
+            idempotency_key: t.id.clone(),
+            state: NotificationState::Sending,
+            sent_at: None,
+            receipt: BTreeMap::new(),
+            channels: vec!["secops".into()],
+        });
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        let n = s.notification.unwrap();
+        assert_eq!(
+            (n.state, n.idempotency_key.as_str(), n.sent_at),
+            (NotificationState::Sending, "web-01/g3-1", None)
+        );
+
+        t.status = Status::Notified;
+        let sent = t.facts.notification.as_mut().unwrap();
+        sent.state = NotificationState::Sent;
+        sent.sent_at = Some(T0_MS + 5_000);
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["notification"]["state"], "sent");
+        assert_eq!(json["notification"]["sentAt"], "2026-01-01T00:00:05Z");
+    }
+
+    #[test]
+    fn failure_carries_the_last_error() {
+        let mut t = ticket(Status::Failed);
+        t.completed_steps = vec![Step::OnlineCheck];
+        t.last_error = Some(LastError {
+            step: Step::VulnQuery,
+            message: "osv: 503 Service Unavailable".into(),
+            at: T0_MS,
+            attempt: 5,
+        });
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        assert_eq!(s.completed_steps, ["online_check"]);
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            json["lastError"],
+            serde_json::json!({
+                "step": "vuln_query",
+                "message": "osv: 503 Service Unavailable",
+                "at": "2026-01-01T00:00:00Z",
+                "attempt": 5,
+            })
+        );
+        assert_eq!(json["phase"], "FAILED");
+        let ready = ConditionType::Ready.find(&s.conditions).unwrap();
+        assert_eq!(ready.reason, "Failed");
+        assert_eq!(
+            ready.message,
+            "vuln_query failed after 5 attempt(s): osv: 503 Service Unavailable"
+        );
+    }
+
+    #[test]
+    fn long_messages_are_bounded() {
+        let mut t = ticket(Status::Failed);
+        t.last_error = Some(LastError {
+            step: Step::Notify,
+            message: "é".repeat(MAX_MESSAGE_BYTES),
+            at: T0_MS,
+            attempt: 1,
+        });
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        assert!(s.last_error.unwrap().message.len() <= MAX_MESSAGE_BYTES);
+        assert!(
+            s.conditions
+                .iter()
+                .all(|c| c.message.len() <= MAX_MESSAGE_BYTES)
+        );
+    }
+
+    #[test]
+    fn mirroring_an_unchanged_ticket_again_changes_nothing() {
+        let mut t = ticket(Status::HighRiskFound);
+        t.facts.risk = Some(high_risk());
+        t.last_error = Some(LastError {
+            step: Step::ThreatIntel,
+            message: "kev: timeout".into(),
+            at: T0_MS,
+            attempt: 1,
+        });
+        let ms = |n: i64| Timestamp::from_millisecond(n).unwrap();
+        let first = status_from_ticket(&t, None, Some(2), ms(1_000_500), Some(ms(9_000_250)));
+        // What the API server hands back: `metav1.Time` has whole seconds.
+        let stored: AssetScanStatus =
+            serde_json::from_value(serde_json::to_value(&first).unwrap()).unwrap();
+        assert_eq!(stored, first);
+
+        let again = status_from_ticket(
+            &t,
+            Some(&stored),
+            Some(2),
+            ms(5_000_999),
+            Some(ms(9_000_250)),
+        );
+        assert_eq!(again, stored, "no timestamp churn, no status write");
+    }
+
+    #[test]
+    fn only_changed_conditions_get_a_new_transition_time() {
+        let mut t = ticket(Status::Notified);
+        t.facts.risk = Some(high_risk());
+        let before = status_from_ticket(&t, None, Some(2), at(1_000), None);
+
+        t.status = Status::Finished;
+        t.revision += 1;
+        let after = status_from_ticket(&t, Some(&before), Some(2), at(2_000), None);
+        let moved = |type_: ConditionType| {
+            type_
+                .find(&after.conditions)
+                .unwrap()
+                .last_transition_time
+                .0
+        };
+        assert_eq!(moved(ConditionType::Ready), at(2_000), "Unknown -> True");
+        assert_eq!(
+            moved(ConditionType::Reconciling),
+            at(2_000),
+            "True -> False"
+        );
+        assert_eq!(moved(ConditionType::Stalled), at(1_000), "False -> False");
+        assert_eq!(moved(ConditionType::HighRisk), at(1_000), "True -> True");
+        assert_eq!(
+            ConditionType::Stalled
+                .find(&after.conditions)
+                .unwrap()
+                .reason,
+            "ScanComplete",
+            "reason and message still follow the ticket"
+        );
+    }
+
+    #[test]
+    fn scan_times() {
+        let running = status_from_ticket(&ticket(Status::AssetOnline), None, None, at(1_000), None);
+        assert_eq!(running.last_scan_time, None);
+
+        let done = status_from_ticket(
+            &ticket(Status::Finished),
+            None,
+            None,
+            at(1_000),
+            Some(at(30_000)),
+        );
+        assert_eq!(done.last_scan_time, Some(time_from_ms(T0_MS + 60_000)));
+        assert_eq!(done.next_scan_time, Some(Time(at(30_000))));
+
+        // A rescan in progress still shows when the previous one ended.
+        let rescan = status_from_ticket(&ticket(Status::Init), Some(&done), None, at(31_000), None);
+        assert_eq!(rescan.last_scan_time, done.last_scan_time);
+        assert_eq!(rescan.next_scan_time, None);
+    }
+
+    #[test]
+    fn bounds_fit_the_schema() {
+        use kube::CustomResourceExt;
+        let crd = serde_json::to_value(crate::crd::AssetScan::crd()).unwrap();
+        let status = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
+            ["properties"];
+        let top_ids = &status["vulnerabilities"]["properties"]["topIds"]["maxItems"];
+        assert_eq!(top_ids.as_u64(), Some(MAX_TOP_IDS as u64));
+        // maxLength counts characters; a byte bound is never more.
+        let message = &status["lastError"]["properties"]["message"]["maxLength"];
+        assert!(
+            message
+                .as_u64()
+                .is_some_and(|max| max >= MAX_MESSAGE_BYTES as u64)
+        );
+    }
+}

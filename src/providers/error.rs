@@ -1,0 +1,82 @@
+//! What can be wrong with a provider's configuration, and the one check
+//! every provider's timeout passes. A leaf: the providers build these
+//! errors; nothing here knows a provider.
+
+use super::secret::SecretError;
+use std::time::Duration;
+
+/// A provider's configuration is unusable. Names the provider and the
+/// config key; never contains a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderConfigError {
+    #[error("{provider}: {field}: {reason}")]
+    Invalid {
+        provider: &'static str,
+        field: &'static str,
+        reason: String,
+    },
+    #[error("{provider}: {field}: {source}")]
+    Secret {
+        provider: &'static str,
+        field: &'static str,
+        source: SecretError,
+    },
+    #[error("{provider}: cannot build the HTTP client: {reason}")]
+    HttpClient {
+        provider: &'static str,
+        reason: String,
+    },
+}
+
+impl ProviderConfigError {
+    pub(crate) fn invalid(
+        provider: &'static str,
+        field: &'static str,
+        reason: impl Into<String>,
+    ) -> ProviderConfigError {
+        ProviderConfigError::Invalid {
+            provider,
+            field,
+            reason: reason.into(),
+        }
+    }
+
+    pub(crate) fn secret(
+        provider: &'static str,
+        field: &'static str,
+        source: SecretError,
+    ) -> ProviderConfigError {
+        ProviderConfigError::Secret {
+            provider,
+            field,
+            source,
+        }
+    }
+}
+
+/// A per-call `timeout` from the config: 1 ms to 10 minutes.
+pub(crate) fn check_timeout(
+    provider: &'static str,
+    timeout: Duration,
+) -> Result<Duration, ProviderConfigError> {
+    if timeout.is_zero() || timeout > Duration::from_secs(600) {
+        return Err(ProviderConfigError::invalid(
+            provider,
+            "timeout",
+            format!("{timeout:?} is outside 1ms..=10m"),
+        ));
+    }
+    Ok(timeout)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_are_checked() {
+        assert!(check_timeout("p", Duration::ZERO).is_err());
+        assert!(check_timeout("p", Duration::from_secs(5)).is_ok());
+        assert!(check_timeout("p", Duration::from_secs(3600)).is_err());
+    }
+}

@@ -1,0 +1,113 @@
+//! How an HTTP exchange with a provider failed, and which failures may
+//! pass by asking again.
+
+use std::time::Duration;
+
+/// A failed HTTP exchange, with enough context to act on: which provider,
+/// which endpoint (redacted), what status, the start of the body.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("{provider}: request to {endpoint} timed out after {timeout_ms} ms")]
+    Timeout {
+        provider: &'static str,
+        endpoint: String,
+        timeout_ms: u64,
+    },
+    #[error("{provider}: cannot connect to {endpoint}: {reason}")]
+    Connect {
+        provider: &'static str,
+        endpoint: String,
+        reason: String,
+    },
+    /// The connection broke during the exchange (reset, protocol error).
+    #[error("{provider}: transport error with {endpoint}: {reason}")]
+    Transport {
+        provider: &'static str,
+        endpoint: String,
+        reason: String,
+    },
+    #[error("{provider}: {endpoint} answered HTTP {status}: {excerpt:?}")]
+    Status {
+        provider: &'static str,
+        endpoint: String,
+        status: u16,
+        excerpt: String,
+        /// From a `Retry-After: <seconds>` header (429, 503), if any.
+        retry_after: Option<Duration>,
+    },
+    #[error("{provider}: the response from {endpoint} is larger than the {limit} byte cap")]
+    BodyTooLarge {
+        provider: &'static str,
+        endpoint: String,
+        limit: u64,
+    },
+    /// The body is not what the API documents (not JSON, wrong shape, values
+    /// out of range).
+    #[error("{provider}: unexpected response from {endpoint}: {reason}; body starts {excerpt:?}")]
+    Malformed {
+        provider: &'static str,
+        endpoint: String,
+        reason: String,
+        excerpt: String,
+    },
+    /// The request could not even be built (a header value from the config
+    /// that is not a valid header, for instance).
+    #[error("{provider}: cannot build the request: {reason}")]
+    Request {
+        provider: &'static str,
+        reason: String,
+    },
+}
+
+impl HttpError {
+    /// Timeouts, connection failures, broken transfers, 408, 429 and 5xx may
+    /// succeed later. Other 4xx, oversized and malformed bodies will not
+    /// change by asking again.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            HttpError::Timeout { .. } | HttpError::Connect { .. } | HttpError::Transport { .. } => {
+                true
+            }
+            HttpError::Status { status, .. } => is_retryable_status(*status),
+            HttpError::BodyTooLarge { .. }
+            | HttpError::Malformed { .. }
+            | HttpError::Request { .. } => false,
+        }
+    }
+
+    /// How long the server asked us to wait, if it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            HttpError::Status { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The HTTP status, when the server answered one.
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            HttpError::Status { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+}
+
+/// 408 Request Timeout, 429 Too Many Requests and every 5xx.
+pub fn is_retryable_status(status: u16) -> bool {
+    status == 408 || status == 429 || (500..600).contains(&status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retryable_statuses() {
+        for s in [408, 429, 500, 502, 503, 599] {
+            assert!(is_retryable_status(s), "{s}");
+        }
+        for s in [200, 400, 401, 403, 404, 410, 422] {
+            assert!(!is_retryable_status(s), "{s}");
+        }
+    }
+}

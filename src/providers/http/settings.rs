@@ -1,0 +1,117 @@
+//! The keys every HTTP provider's section shares, and each provider's
+//! defaults for them: one type, read one way, checked in one place.
+
+use super::url::Exposure;
+use crate::providers::error::{ProviderConfigError, check_timeout};
+use crate::providers::secret::{Secret, SecretFrom};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// `timeout`, `maxBodyBytes` and `bearerTokenFrom`: the same keys in every
+/// HTTP provider's section (flattened into it). Each is optional; an absent
+/// one takes the provider's default ([`HttpProfile`]).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpSettings {
+    /// Per HTTP call: connect, headers and body together (`500ms`, `15s`).
+    #[serde(default, deserialize_with = "crate::duration::config_optional")]
+    pub timeout: Option<Duration>,
+    /// Cap for each response body; at least 1 KiB.
+    #[serde(default)]
+    pub max_body_bytes: Option<u64>,
+    /// Sent as `Authorization: Bearer <token>` when set.
+    #[serde(default)]
+    pub bearer_token_from: Option<SecretFrom>,
+}
+
+/// What an HTTP provider is to its client: its name in errors, its
+/// defaults, and how much of its URLs errors may show.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct HttpProfile {
+    pub provider: &'static str,
+    pub timeout: Duration,
+    pub max_body_bytes: u64,
+    pub exposure: Exposure,
+}
+
+/// Settings with the defaults filled in, checked, and the token read.
+pub(super) struct Resolved {
+    pub timeout: Duration,
+    pub max_body_bytes: u64,
+    pub token: Option<Secret>,
+}
+
+impl HttpSettings {
+    pub(super) fn resolve(&self, profile: &HttpProfile) -> Result<Resolved, ProviderConfigError> {
+        let provider = profile.provider;
+        let max_body_bytes = self.max_body_bytes.unwrap_or(profile.max_body_bytes);
+        if max_body_bytes < 1024 {
+            return Err(ProviderConfigError::invalid(
+                provider,
+                "maxBodyBytes",
+                format!("{max_body_bytes} is below the 1024 byte minimum"),
+            ));
+        }
+        let token = self
+            .bearer_token_from
+            .as_ref()
+            .map(|from| {
+                from.load()
+                    .map_err(|e| ProviderConfigError::secret(provider, "bearerTokenFrom", e))
+            })
+            .transpose()?;
+        Ok(Resolved {
+            timeout: check_timeout(provider, self.timeout.unwrap_or(profile.timeout))?,
+            max_body_bytes,
+            token,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROFILE: HttpProfile = HttpProfile {
+        provider: "p",
+        timeout: Duration::from_secs(3),
+        max_body_bytes: 4096,
+        exposure: Exposure::Path,
+    };
+
+    #[test]
+    fn absent_keys_take_the_providers_defaults() {
+        let resolved = HttpSettings::default().resolve(&PROFILE).unwrap();
+        assert_eq!(
+            (resolved.timeout, resolved.max_body_bytes, resolved.token),
+            (Duration::from_secs(3), 4096, None)
+        );
+        let given: HttpSettings =
+            serde_yaml::from_str("{timeout: 500ms, maxBodyBytes: 2048}").unwrap();
+        let resolved = given.resolve(&PROFILE).unwrap();
+        assert_eq!(
+            (resolved.timeout, resolved.max_body_bytes),
+            (Duration::from_millis(500), 2048)
+        );
+    }
+
+    #[test]
+    fn values_are_checked() {
+        let small = HttpSettings {
+            max_body_bytes: Some(10),
+            ..Default::default()
+        };
+        assert!(small.resolve(&PROFILE).is_err());
+        let slow = HttpSettings {
+            timeout: Some(Duration::from_secs(3600)),
+            ..Default::default()
+        };
+        assert!(slow.resolve(&PROFILE).is_err());
+        let unset = HttpSettings {
+            bearer_token_from: Some(SecretFrom::Env("ASSETSCAN_TEST_SURELY_UNSET_VAR".into())),
+            ..Default::default()
+        };
+        let err = unset.resolve(&PROFILE).err().unwrap();
+        assert!(err.to_string().contains("bearerTokenFrom"), "{err}");
+    }
+}

@@ -1,0 +1,98 @@
+//! What every chat message says, in the same words: the headline, the
+//! ticket line that tells repeats apart, the findings as lines.
+
+use crate::pipeline::Notification;
+use crate::ticket::{Finding, Severity};
+
+/// Chat messages list at most this many findings; the webhook gets all the
+/// facts hold.
+const CHAT_FINDINGS: usize = 10;
+
+/// `High risk on web-1: 3 findings, max CVSS 10.0`.
+pub(super) fn headline(n: &Notification) -> String {
+    let max = n
+        .vulnerabilities
+        .max_cvss
+        .map(|m| format!(", max CVSS {m:.1}"))
+        .unwrap_or_default();
+    format!(
+        "High risk on {}: {} findings{max}",
+        n.asset, n.vulnerabilities.total
+    )
+}
+
+/// `ticket web-1/r1, fencing token 7`: how humans tell repeats apart.
+pub(super) fn ticket_line(n: &Notification) -> String {
+    format!("ticket {}, fencing token {}", n.ticket_id, n.fencing_token)
+}
+
+/// The CVEs listed as known exploited, if threat intel ran.
+pub(super) fn known_exploited(n: &Notification) -> &[String] {
+    n.threat_intel
+        .as_ref()
+        .map_or(&[], |t| t.known_exploited.as_slice())
+}
+
+/// The most severe findings, at most [`CHAT_FINDINGS`].
+pub(super) fn top_findings(n: &Notification) -> &[Finding] {
+    let findings = &n.vulnerabilities.findings;
+    &findings[..findings.len().min(CHAT_FINDINGS)]
+}
+
+/// `CRITICAL 10.0 UBUNTU-CVE-2024-3094 [CVE-2024-3094] xz-utils: summary`.
+pub(super) fn finding_line(f: &Finding) -> String {
+    let score = f.cvss.map(|c| format!(" {c:.1}")).unwrap_or_default();
+    let cves = match f.cves.as_slice() {
+        [] => String::new(),
+        [one] if *one == f.id => String::new(),
+        cves => format!(" [{}]", cves.join(", ")),
+    };
+    let package = if f.package.is_empty() {
+        String::new()
+    } else {
+        format!(" {}", f.package)
+    };
+    let summary = if f.summary.is_empty() {
+        String::new()
+    } else {
+        format!(": {}", f.summary)
+    };
+    format!(
+        "{}{score} {}{cves}{package}{summary}",
+        severity_label(f.severity),
+        f.id
+    )
+}
+
+pub(super) fn severity_label(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Critical => "CRITICAL",
+        Severity::High => "HIGH",
+        Severity::Medium => "MEDIUM",
+        Severity::Low => "LOW",
+        Severity::None => "NONE",
+        Severity::Unknown => "UNSCORED",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ticket::Severity;
+
+    #[test]
+    fn finding_lines() {
+        let f = Finding {
+            id: "GHSA-jfh8-c2jp-5v3q".into(),
+            cves: vec!["CVE-2021-44228".into()],
+            package: "Maven/log4j-core@2.14.1".into(),
+            cvss: Some(10.0),
+            severity: Severity::Critical,
+            summary: "Remote code injection in Log4j".into(),
+        };
+        assert_eq!(
+            finding_line(&f),
+            "CRITICAL 10.0 GHSA-jfh8-c2jp-5v3q [CVE-2021-44228] Maven/log4j-core@2.14.1: Remote code injection in Log4j"
+        );
+    }
+}

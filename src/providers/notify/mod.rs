@@ -1,0 +1,134 @@
+//! Notifications about a high-risk asset, over the channels configured by
+//! name: a generic signed webhook, a WeCom group robot, a Slack incoming
+//! webhook.
+//!
+//! Delivery is at-least-once: a takeover at `NOTIFYING` sends again with the
+//! same key (the ticket id). The generic webhook carries that key in an
+//! `Idempotency-Key` header, so an idempotent receiver turns the repeats into
+//! one effect. WeCom and Slack have no such header: a repeat there is a
+//! second message, and the dedup is only as good as the channel. The ticket
+//! id is in every message's text so that humans can tell repeats apart.
+
+mod error;
+mod message;
+mod slack;
+mod webhook;
+mod wecom;
+
+pub use error::{NotifyError, SlackError};
+pub use slack::{SlackConfig, SlackNotifier};
+pub use webhook::{WebhookConfig, WebhookNotifier};
+pub use wecom::{WeComConfig, WeComNotifier};
+
+use crate::pipeline::Notification;
+use crate::providers::error::ProviderConfigError;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// One channel's configuration, by `kind`.
+///
+/// ```yaml
+/// notifications:
+///   ops-webhook: {kind: webhook, urlFrom: {env: HOOK_URL}, secretFrom: {file: /secrets/hmac}}
+///   sec-wecom:   {kind: wecom, keyFrom: {env: WECOM_KEY}}
+///   sec-slack:   {kind: slack, urlFrom: {file: /secrets/slack-url}}
+/// ```
+#[derive(Clone, Debug, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum NotifierConfig {
+    Webhook(WebhookConfig),
+    Wecom(WeComConfig),
+    Slack(SlackConfig),
+}
+
+/// A configured channel.
+#[derive(Debug)]
+pub enum Notifier {
+    Webhook(WebhookNotifier),
+    WeCom(WeComNotifier),
+    Slack(SlackNotifier),
+}
+
+impl Notifier {
+    pub fn from_config(config: &NotifierConfig) -> Result<Notifier, ProviderConfigError> {
+        Ok(match config {
+            NotifierConfig::Webhook(c) => Notifier::Webhook(WebhookNotifier::new(c)?),
+            NotifierConfig::Wecom(c) => Notifier::WeCom(WeComNotifier::new(c)?),
+            NotifierConfig::Slack(c) => Notifier::Slack(SlackNotifier::new(c)?),
+        })
+    }
+
+    /// Delivers the notification; the `Ok` value is the receipt (what the
+    /// receiver answered, short) for the ticket.
+    pub async fn send(&self, notification: &Notification) -> Result<String, NotifyError> {
+        match self {
+            Notifier::Webhook(n) => n.send(notification).await,
+            Notifier::WeCom(n) => n.send(notification).await,
+            Notifier::Slack(n) => n.send(notification).await,
+        }
+    }
+}
+
+/// Builds every configured channel. Names are what an AssetScan's
+/// `spec.notify` lists, so they follow the CRD's pattern.
+pub fn notifiers_from_config(
+    configs: &BTreeMap<String, NotifierConfig>,
+) -> Result<BTreeMap<String, Notifier>, ProviderConfigError> {
+    configs
+        .iter()
+        .map(|(name, config)| {
+            if !is_channel_name(name) {
+                return Err(ProviderConfigError::invalid(
+                    "notifications",
+                    "channel name",
+                    format!(
+                        "{name:?} must match [A-Za-z0-9][A-Za-z0-9._-]*, at most 63 characters"
+                    ),
+                ));
+            }
+            Ok((name.clone(), Notifier::from_config(config)?))
+        })
+        .collect()
+}
+
+/// `[A-Za-z0-9][A-Za-z0-9._-]*`, 1–63 characters (the CRD's `notify` items).
+fn is_channel_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    name.len() <= 63
+        && bytes.next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && bytes.all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn channel_configs_by_kind() {
+        let yaml = r#"
+ops-webhook: {kind: webhook, urlFrom: {env: HOOK_URL}, secretFrom: {file: /s/hmac}}
+sec-wecom: {kind: wecom, keyFrom: {env: WECOM_KEY}, timeout: 2s}
+sec-slack: {kind: slack, urlFrom: {file: /s/slack}}
+"#;
+        let configs: BTreeMap<String, NotifierConfig> = serde_yaml::from_str(yaml).unwrap();
+        assert!(matches!(configs["ops-webhook"], NotifierConfig::Webhook(_)));
+        assert!(matches!(configs["sec-wecom"], NotifierConfig::Wecom(_)));
+        assert!(matches!(configs["sec-slack"], NotifierConfig::Slack(_)));
+        assert!(serde_yaml::from_str::<NotifierConfig>("{kind: slack, url: 'https://x'}").is_err());
+        assert!(serde_yaml::from_str::<NotifierConfig>("{kind: email}").is_err());
+    }
+
+    #[test]
+    fn bad_channel_names_are_rejected() {
+        let configs: BTreeMap<String, NotifierConfig> =
+            serde_yaml::from_str("'Bad Name': {kind: slack, urlFrom: {env: X}}").unwrap();
+        let err = notifiers_from_config(&configs).unwrap_err();
+        assert!(err.to_string().contains("Bad Name"), "{err}");
+        for good in ["ops", "Sec.Slack_1", "a-b"] {
+            assert!(is_channel_name(good), "{good}");
+        }
+        for bad in ["", "-x", "a b", "x/y", &"a".repeat(64)] {
+            assert!(!is_channel_name(bad), "{bad}");
+        }
+    }
+}

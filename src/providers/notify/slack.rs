@@ -1,0 +1,117 @@
+//! Slack incoming webhook: `POST <url>` with `{"text": …, "blocks": […]}`
+//! (`text` is the fallback shown in notifications).
+//!
+//! Success is HTTP 200 with the plain-text body `ok`. Errors are plain-text
+//! codes with a status (`400 invalid_payload`, `404 channel_not_found`,
+//! `410 channel_is_archived`, `403 action_prohibited`, …): permanent. 429
+//! (over one message a second) is retryable after `Retry-After`, which the
+//! error exposes; 5xx (`500 rollup_error`) is retryable.
+//!
+//! The URL is the credential: errors show the host alone. There is no
+//! idempotency header; the ticket id is in the text.
+
+use super::error::{NotifyError, SlackError};
+use super::message::{finding_line, headline, known_exploited, ticket_line, top_findings};
+use crate::pipeline::Notification;
+use crate::providers::error::ProviderConfigError;
+use crate::providers::http::{Exposure, HttpClient, HttpProfile, HttpSettings, SecretUrl};
+use crate::providers::secret::SecretFrom;
+use crate::text::truncate_chars;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const PROFILE: HttpProfile = HttpProfile {
+    provider: "slack",
+    timeout: Duration::from_secs(10),
+    max_body_bytes: 64 * 1024,
+    exposure: Exposure::HostOnly,
+};
+
+/// Block Kit limits, in characters.
+const HEADER_CHARS: usize = 150;
+const SECTION_CHARS: usize = 3000;
+
+/// `{kind: slack, ...}` in `notifications`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SlackConfig {
+    /// The incoming-webhook URL, `https://hooks.slack.com/services/T…/B…/…`.
+    pub url_from: SecretFrom,
+    /// `timeout` (default `10s`), `maxBodyBytes` for Slack's answer
+    /// (default 64 KiB), `bearerTokenFrom`.
+    #[serde(flatten)]
+    pub http: HttpSettings,
+}
+
+#[derive(Debug)]
+pub struct SlackNotifier {
+    http: HttpClient,
+    url: SecretUrl,
+}
+
+impl SlackNotifier {
+    pub fn new(config: &SlackConfig) -> Result<SlackNotifier, ProviderConfigError> {
+        Ok(SlackNotifier {
+            http: HttpClient::new(&PROFILE, &config.http)?,
+            url: SecretUrl::load(PROFILE.provider, "urlFrom", &config.url_from)?,
+        })
+    }
+
+    pub async fn send(&self, notification: &Notification) -> Result<String, NotifyError> {
+        let reply = self
+            .http
+            .send(self.http.post(self.url.url()).json(&message(notification)))
+            .await?;
+        if reply.status.as_u16() == 200 && reply.body.trim_ascii() == b"ok" {
+            return Ok("ok".to_owned());
+        }
+        Err(NotifyError::Slack {
+            status: reply.status.as_u16(),
+            code: SlackError::parse(&reply.body),
+            retry_after: reply.retry_after,
+        })
+    }
+}
+
+/// The Block Kit message: a header, the reasons, the top findings, and a
+/// context line with the ticket id.
+fn message(n: &Notification) -> Value {
+    let reasons: String = n
+        .risk
+        .reasons
+        .iter()
+        .map(|r| format!("• {}\n", escape(r)))
+        .collect();
+    let findings: String = top_findings(n)
+        .iter()
+        .map(|f| format!("• {}\n", escape(&finding_line(f))))
+        .collect();
+    let mut blocks = vec![
+        json!({"type": "header", "text": {"type": "plain_text", "text": truncate_chars(&headline(n), HEADER_CHARS)}}),
+        section(&format!("*Why*\n{reasons}")),
+    ];
+    if !known_exploited(n).is_empty() {
+        let cves = known_exploited(n).join(", ");
+        blocks.push(section(&format!("*Known exploited:* {}", escape(&cves))));
+    }
+    if !findings.is_empty() {
+        blocks.push(section(&format!("*Top findings*\n{findings}")));
+    }
+    blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": escape(&ticket_line(n))}]}));
+    json!({
+        "text": format!("{} ({})", headline(n), ticket_line(n)),
+        "blocks": blocks,
+    })
+}
+
+fn section(text: &str) -> Value {
+    json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate_chars(text, SECTION_CHARS)}})
+}
+
+/// Slack's mrkdwn reserves `&`, `<` and `>`.
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}

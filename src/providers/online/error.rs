@@ -1,0 +1,27 @@
+//! How the online check failed.
+
+use crate::providers::http::HttpError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OnlineError {
+    /// The target gives nothing to probe, or needs a probe that is not
+    /// configured. Not retryable.
+    #[error("online check: {0}")]
+    InvalidTarget(String),
+    /// The host name did not resolve in time or at all. Retryable: DNS
+    /// hiccups pass, and an unresolvable name is not proof of "offline".
+    #[error("online check: cannot resolve {host}: {reason}")]
+    Resolve { host: String, reason: String },
+    #[error(transparent)]
+    Http(#[from] HttpError),
+}
+
+impl OnlineError {
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            OnlineError::InvalidTarget(_) => false,
+            OnlineError::Resolve { .. } => true,
+            OnlineError::Http(e) => e.is_retryable(),
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! Online as the inventory service says.
+
+use super::error::OnlineError;
+use crate::providers::error::ProviderConfigError;
+use crate::providers::http::{
+    Exposure, HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url,
+};
+use reqwest::Url;
+use serde::Deserialize;
+use std::time::Duration;
+
+const PROFILE: HttpProfile = HttpProfile {
+    provider: "inventory",
+    timeout: Duration::from_secs(3),
+    max_body_bytes: 64 * 1024,
+    exposure: Exposure::Path,
+};
+
+/// `GET <baseUrl>/assets/<id>` answers `{"online": true|false}` (other keys
+/// are ignored). A 404 means the inventory does not know the asset: a
+/// permanent error, not "offline".
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct InventoryConfig {
+    /// e.g. `https://inventory.internal/api`.
+    pub base_url: String,
+    /// `timeout` (default `3s`), `maxBodyBytes` (default 64 KiB),
+    /// `bearerTokenFrom`.
+    #[serde(flatten)]
+    pub http: HttpSettings,
+}
+
+/// Asks an inventory service whether the asset is online.
+#[derive(Clone, Debug)]
+pub struct InventoryProbe {
+    http: HttpClient,
+    base: Url,
+}
+
+impl InventoryProbe {
+    pub fn new(config: &InventoryConfig) -> Result<InventoryProbe, ProviderConfigError> {
+        Ok(InventoryProbe {
+            http: HttpClient::new(&PROFILE, &config.http)?,
+            base: parse_http_url(PROFILE.provider, "baseUrl", &config.base_url)?,
+        })
+    }
+
+    /// `id` is the asset's id in the inventory.
+    pub async fn check(&self, id: &str) -> Result<bool, OnlineError> {
+        #[derive(Deserialize)]
+        struct Answer {
+            online: bool,
+        }
+        let request = self.http.get(join_path(&self.base, &["assets", id]));
+        let answer: Answer = self.http.json(request).await?;
+        Ok(answer.online)
+    }
+}
