@@ -17,6 +17,7 @@ use assetscan_operator::ticket::Ticket;
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
 use assetscan_testkit::redis::{RedisOptions, RedisServer};
 use assetscan_testkit::stubs::ProviderStubs;
+pub use assetscan_testkit::wait::until;
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -221,18 +222,6 @@ impl Harness {
             .await
             .expect("get ticket")
             .unwrap_or_else(|| panic!("no ticket for {} run {run}", obj.name_any()))
-    }
-}
-
-/// Polls `done` every 50 ms until it holds, for up to `timeout`.
-pub async fn until(what: &str, timeout: Duration, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + timeout;
-    while !done().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
