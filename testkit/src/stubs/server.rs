@@ -101,17 +101,48 @@ pub(crate) fn reply(status: u16, headers: &[(&str, &str)], body: Vec<u8>) -> Res
     response
 }
 
-/// Latency and faults, changeable while the stub runs. Queued faults
-/// (`fail_next`) are used first, one per call; then the sticky one
+/// Latency, a gate and faults, changeable while the stub runs. A call
+/// waits out the latency, then waits while the gate is held; then queued
+/// faults (`fail_next`) are used first, one per call; then the sticky one
 /// (`always`), if any; then the stub answers normally.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Faults {
     latency: Mutex<Duration>,
+    /// Open (`true`) unless held.
+    gate: tokio::sync::watch::Sender<bool>,
     queue: Mutex<VecDeque<Fault>>,
     sticky: Mutex<Option<Fault>>,
 }
 
+impl Default for Faults {
+    fn default() -> Faults {
+        Faults {
+            latency: Mutex::default(),
+            gate: tokio::sync::watch::Sender::new(true),
+            queue: Mutex::default(),
+            sticky: Mutex::default(),
+        }
+    }
+}
+
 impl Faults {
+    /// Calls from now on wait inside the stub until [`Faults::release`]:
+    /// keeps a caller in its call (a run in flight, a lock held) for exactly
+    /// as long as a test needs, however fast or slow the machine is.
+    pub fn hold(&self) {
+        self.gate.send_replace(false);
+    }
+
+    /// Lets every held call, and every later one, through.
+    pub fn release(&self) {
+        self.gate.send_replace(true);
+    }
+
+    async fn pass_gate(&self) {
+        // The sender lives as long as the stub: waiting cannot fail.
+        let _ = self.gate.subscribe().wait_for(|open| *open).await;
+    }
+
     /// Every answer (normal or faulty) is delayed by this much.
     pub fn set_latency(&self, latency: Duration) {
         *lock(&self.latency) = latency;
@@ -127,9 +158,10 @@ impl Faults {
         *lock(&self.sticky) = Some(fault);
     }
 
-    /// Back to normal: no latency, no faults.
+    /// Back to normal: no latency, no gate, no faults.
     pub fn clear(&self) {
         *lock(&self.latency) = Duration::ZERO;
+        self.release();
         lock(&self.queue).clear();
         *lock(&self.sticky) = None;
     }
@@ -242,6 +274,7 @@ async fn intercept(State(shared): State<Arc<Shared>>, request: Request, next: Ne
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
+    shared.faults.pass_gate().await;
     match shared.faults.next() {
         Some(fault) => fault.respond().await,
         None => next.run(request).await,
