@@ -33,6 +33,10 @@ pub const OPERATOR: &str = assetscan_operator::controller::FIELD_MANAGER;
 /// The lock ttl of the test config: short, so takeovers and LOCKED requeues
 /// are quick; the watchdog renews every ttl/3.
 pub const LOCK_TTL_MS: u64 = 1500;
+/// How long a test waits for the event it is about before it fails: a
+/// guard against hangs, not a measure. Tests go on the moment the event
+/// happens, so a loaded machine slows them down without failing them.
+pub const PATIENCE: Duration = Duration::from_secs(60);
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -40,7 +44,8 @@ pub fn repo() -> PathBuf {
 
 #[derive(Clone, Debug, Default)]
 pub struct Options {
-    /// Redis keeps its data across a restart (append-only file).
+    /// Redis keeps its data across a restart (append-only file, synced on
+    /// every write, so that what Redis acknowledged survives a SIGKILL).
     pub appendonly: bool,
 }
 
@@ -65,9 +70,14 @@ impl Harness {
         if std::env::var_os("RUST_LOG").is_some() {
             assetscan_operator::telemetry::init_logging(LogFormat::Text, "info");
         }
+        let extra = if options.appendonly {
+            vec![("appendfsync".to_owned(), "always".to_owned())]
+        } else {
+            Vec::new()
+        };
         let redis = RedisServer::start_with(RedisOptions {
             appendonly: options.appendonly,
-            ..RedisOptions::default()
+            extra,
         })
         .expect("redis-server starts");
         let stubs = ProviderStubs::start().await.expect("provider stubs start");
@@ -175,6 +185,24 @@ impl Harness {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// Changes an annotation of the object: a watch event the controller
+    /// reconciles at once, without a new generation (so without a new run).
+    /// Used where a test needs a reconcile now rather than at a requeue
+    /// time.
+    pub async fn poke(&self, name: &str) {
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            "test.assetscan.io/poke": assetscan_operator::ticket::now_ms().to_string()
+        }}});
+        self.api()
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("poke {name}: {e}"));
     }
 
     /// Waits until the object's status shows a terminal phase of its current
