@@ -1,7 +1,7 @@
 //! `assetscan-operator scan` and `ticket` as real processes, against a real
 //! redis-server and the provider stubs (real fixtures): exit codes, the
-//! `ticket show|history|list` output, and the process-level failures issue 3
-//! is about: a scan killed with SIGKILL and run again, a takeover at
+//! `ticket show|history|list` output, and the process-level failures the
+//! fencing exists for: a scan killed with SIGKILL and run again, a takeover at
 //! `NOTIFYING`, and a scan stopped (SIGSTOP) past its lock's ttl that wakes
 //! up after another one took the run over.
 //!
