@@ -197,6 +197,8 @@ async fn a_held_call_is_answered_only_after_the_release() {
         stub.asset_calls() == 1
     })
     .await;
+    let route = assetscan_testkit::stubs::inventory::ASSET_ROUTE;
+    assert_eq!(stub.answers(route), 0, "held, not answered");
     released.store(true, std::sync::atomic::Ordering::SeqCst);
     stub.faults().release();
     assert_eq!(
@@ -204,6 +206,7 @@ async fn a_held_call_is_answered_only_after_the_release() {
         (200, true),
         "answered after the release"
     );
+    assert_eq!(stub.answers(route), 1);
     assert_eq!(
         get(stub.addr(), "/assets/a").await.status,
         200,

@@ -182,15 +182,34 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Calls per route (the route's pattern, e.g. `/v1/vulns/{id}`), faulty ones
-/// included.
+/// A counter per route (the route's pattern, e.g. `/v1/vulns/{id}`), faulty
+/// calls included.
 #[derive(Debug)]
 struct Calls(HashMap<&'static str, AtomicU64>);
+
+impl Calls {
+    fn new(routes: &[&'static str]) -> Calls {
+        Calls(routes.iter().map(|r| (*r, AtomicU64::new(0))).collect())
+    }
+
+    fn count(&self, route: &str) -> u64 {
+        self.0.get(route).map_or(0, |c| c.load(Ordering::SeqCst))
+    }
+
+    fn add(&self, route: Option<&MatchedPath>) {
+        if let Some(counter) = route.and_then(|r| self.0.get(r.as_str())) {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
 
 #[derive(Debug)]
 struct Shared {
     faults: Faults,
+    /// Calls received.
     calls: Calls,
+    /// Answers handed to the connection (held and hanging calls are not).
+    answers: Calls,
 }
 
 /// A running stub server. Dropping it stops accepting connections.
@@ -210,7 +229,8 @@ impl StubServer {
     ) -> std::io::Result<StubServer> {
         let shared = Arc::new(Shared {
             faults: Faults::default(),
-            calls: Calls(routes.iter().map(|r| (*r, AtomicU64::new(0))).collect()),
+            calls: Calls::new(routes),
+            answers: Calls::new(routes),
         });
         let router = router.route_layer(middleware::from_fn_with_state(
             Arc::clone(&shared),
@@ -241,11 +261,13 @@ impl StubServer {
 
     /// Calls so far to `route` (its pattern, as the stub documents it).
     pub fn calls(&self, route: &str) -> u64 {
-        self.shared
-            .calls
-            .0
-            .get(route)
-            .map_or(0, |c| c.load(Ordering::SeqCst))
+        self.shared.calls.count(route)
+    }
+
+    /// Answers so far on `route`: how a test knows that a reply is on its
+    /// way to the caller (e.g. into the socket of a stopped process).
+    pub fn answers(&self, route: &str) -> u64 {
+        self.shared.answers.count(route)
     }
 
     /// Calls so far to all routes.
@@ -266,17 +288,17 @@ impl Drop for StubServer {
 }
 
 async fn intercept(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    let route = request.extensions().get::<MatchedPath>();
-    if let Some(counter) = route.and_then(|r| shared.calls.0.get(r.as_str())) {
-        counter.fetch_add(1, Ordering::SeqCst);
-    }
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    shared.calls.add(route.as_ref());
     let latency = shared.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
     shared.faults.pass_gate().await;
-    match shared.faults.next() {
+    let response = match shared.faults.next() {
         Some(fault) => fault.respond().await,
         None => next.run(request).await,
-    }
+    };
+    shared.answers.add(route.as_ref());
+    response
 }
