@@ -69,7 +69,7 @@ async fn set_next_scan(h: &Harness, name: &str, at: Timestamp) {
         .expect("status patch");
 }
 
-/// 4. A spec change starts a new run (new run id and ticket, the new
+/// A spec change starts a new run (new run id and ticket, the new
 /// generation observed); `suspend: true` starts no run, not even a rescan
 /// that is due, and says so; deleting the object runs the finalizer, which
 /// removes its tickets from Redis but keeps the fence, so tokens never repeat.
@@ -170,14 +170,30 @@ async fn spec_change_suspend_and_deletion() {
             .map(|c| c.status.as_str()),
         Some("True")
     );
-    // A rescan falls due while suspended: it does not start.
+    // A rescan falls due while suspended: it does not start. The status
+    // patch is a watch event; a reconcile may already be under way when it
+    // lands, so the check waits for two suspended reconciles after it (the
+    // second one surely began after the patch, a poke makes sure there is
+    // one).
+    let suspended_reconciles = || ctl.counter("assetscan_reconciles_total{result=\"suspended\"}");
+    let before = suspended_reconciles();
     set_next_scan(
         &h,
         "life-01",
         Timestamp::now() - SignedDuration::from_secs(5),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    until(
+        "a reconcile after the rescan fell due",
+        PATIENCE,
+        async || suspended_reconciles() > before,
+    )
+    .await;
+    h.poke("life-01").await;
+    until("a second reconcile after it", PATIENCE, async || {
+        suspended_reconciles() > before + 1.0
+    })
+    .await;
     assert_eq!(runs(&h, asset).await.len(), 2, "no run while suspended");
     assert_eq!(
         status(&h.api().get("life-01").await.unwrap()).run,
@@ -232,7 +248,7 @@ async fn spec_change_suspend_and_deletion() {
     ctl.stop().await;
 }
 
-/// 4b. Deleting an AssetScan whose run is in progress under another live
+/// Deleting an AssetScan whose run is in progress under another live
 /// executor: the cleanup does not wait for that executor. It retires the
 /// run at once: fails it under a new, greater token (recorded in the audit
 /// stream under the cleanup's holder id) and removes its ticket, leaving
@@ -372,7 +388,7 @@ fn requeue_after(action: &kube::runtime::controller::Action) -> Option<Duration>
     Some(Duration::from_secs_f64(secs))
 }
 
-/// 6. `rescanInterval` sets `nextScanTime` an interval after the run ended
+/// `rescanInterval` sets `nextScanTime` an interval after the run ended
 /// and the reconcile requeues for then; when it is due, the next scan of the
 /// same generation runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -391,15 +407,22 @@ async fn rescan_interval_schedules_the_next_run() {
     assert_eq!(next.as_second() - ended.as_second(), 60);
     assert!(s.run.as_deref().unwrap().ends_with("-g1-s0"));
 
-    // The reconcile of the finished object requeues for nextScanTime.
+    // The reconcile of the finished object requeues for nextScanTime: the
+    // delay is nextScanTime less the moment the reconcile decided, which
+    // lies between the call and its return (give or take the 1 ms the
+    // delay's printed form may round off).
+    let called = Timestamp::now();
     let action = controller::reconcile(Arc::new(first.clone()), ctl.ctx.clone())
         .await
         .expect("reconcile");
+    let returned = Timestamp::now();
     let after = requeue_after(&action).unwrap_or_else(|| panic!("no requeue: {action:?}"));
-    let expected = Timestamp::now().duration_until(next).as_secs_f64();
+    let rounding = Duration::from_millis(1);
+    let earliest = returned.duration_until(next).unsigned_abs();
+    let latest = called.duration_until(next).unsigned_abs();
     assert!(
-        (after.as_secs_f64() - expected).abs() < 2.0,
-        "requeued after {after:?}, due in {expected:.1}s"
+        after + rounding >= earliest && after <= latest + rounding,
+        "requeued after {after:?}, due in {earliest:?}..{latest:?}"
     );
     check_status_history(&h, "rescan-01", &first);
 

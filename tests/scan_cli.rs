@@ -1,7 +1,7 @@
 //! `assetscan-operator scan` and `ticket` as real processes, against a real
 //! redis-server and the provider stubs (real fixtures): exit codes, the
-//! `ticket show|history|list` output, and the process-level failures issue 3
-//! is about: a scan killed with SIGKILL and run again, a takeover at
+//! `ticket show|history|list` output, and the process-level failures the
+//! fencing exists for: a scan killed with SIGKILL and run again, a takeover at
 //! `NOTIFYING`, and a scan stopped (SIGSTOP) past its lock's ttl that wakes
 //! up after another one took the run over.
 //!
@@ -29,6 +29,15 @@ mod exit {
     pub const INTERRUPTED: u8 = 6;
 }
 const RUN: &str = "r1";
+/// How long a test waits for the event it is about before it fails: a
+/// guard against hangs, not a measure.
+const PATIENCE: Duration = Duration::from_secs(60);
+/// The lock ttl where a stopped holder's lock must run out during the test
+/// (renewed every 200 ms, so such takeovers are quick).
+const QUICK_TTL_MS: u64 = 600;
+/// The lock ttl where a dead holder's lock must still be there when its
+/// successor arrives, however slow the machine; the tests expire it by hand.
+const LINGERING_TTL_MS: u64 = 30_000;
 
 /// CVSS 10.0 (UBUNTU-CVE-2024-3094): high risk on CVSS alone.
 const XZ: &str = "Ubuntu:22.04:LTS/xz-utils@5.6.0-0.1";
@@ -51,6 +60,10 @@ struct Env {
 
 impl Env {
     async fn start() -> Env {
+        Env::with_lock_ttl(QUICK_TTL_MS).await
+    }
+
+    async fn with_lock_ttl(lock_ttl_ms: u64) -> Env {
         let redis = RedisServer::start().unwrap();
         let stubs = ProviderStubs::start().await.unwrap();
         let osv = &stubs.osv;
@@ -59,9 +72,8 @@ impl Env {
         osv.set_package_vulns("PyPI", "urllib3", &["GHSA-34jh-p97f-mpxf"]);
         let dir = tempfile::tempdir().unwrap();
         let providers = stubs.write_providers_section(dir.path(), "").unwrap();
-        // A short lock ttl (renewed every 200 ms) so that takeovers are quick.
         let text = format!(
-            "redis: {{timeout: 2s}}\nlock: {{ttl: 600ms}}\n\
+            "redis: {{timeout: 2s}}\nlock: {{ttl: {lock_ttl_ms}ms}}\n\
              tickets: {{retention: 0s, auditCap: 10000}}\n\
              steps:\n  \
              onlineCheck: {{timeout: 5s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}}\n  \
@@ -75,7 +87,7 @@ impl Env {
         let store = TicketStore::connect(
             &RedisTarget::Standalone(redis.url()),
             StoreConfig {
-                lock_ttl: Duration::from_millis(600),
+                lock_ttl: Duration::from_millis(lock_ttl_ms),
                 ..StoreConfig::default()
             },
         )
@@ -267,6 +279,8 @@ async fn scan_exit_codes_say_clean_high_risk_failed_and_locked() {
 mod signals {
     use super::*;
     use assetscan_operator::store::AuditEntry;
+    use assetscan_testkit::stubs::osv::QUERYBATCH_ROUTE;
+    use assetscan_testkit::wait::until;
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     use tokio::process::Child;
@@ -307,18 +321,33 @@ mod signals {
                 .unwrap()
         }
 
-        /// The asset's lock holder in Redis, if any.
-        async fn lock_holder(&self, asset: &str) -> Option<String> {
-            let mut conn = redis::Client::open(self.redis.url())
+        async fn redis(&self) -> redis::aio::MultiplexedConnection {
+            redis::Client::open(self.redis.url())
                 .unwrap()
                 .get_multiplexed_async_connection()
                 .await
-                .unwrap();
+                .unwrap()
+        }
+
+        /// The asset's lock holder in Redis, if any.
+        async fn lock_holder(&self, asset: &str) -> Option<String> {
             redis::cmd("GET")
                 .arg(format!("asc:{{{asset}}}:lock"))
-                .query_async(&mut conn)
+                .query_async(&mut self.redis().await)
                 .await
                 .unwrap()
+        }
+
+        /// Makes the asset's lock expire now, as Redis does once a dead
+        /// holder's ttl ran out: for the tests about what a successor does,
+        /// not about when.
+        async fn expire_lock(&self, asset: &str) {
+            let removed: i64 = redis::cmd("DEL")
+                .arg(format!("asc:{{{asset}}}:lock"))
+                .query_async(&mut self.redis().await)
+                .await
+                .unwrap();
+            assert_eq!(removed, 1, "{asset}'s lock was held");
         }
 
         /// Waits until the asset's ticket satisfies `done`.
@@ -328,7 +357,7 @@ mod signals {
             what: &str,
             done: impl Fn(&Ticket) -> bool,
         ) -> Ticket {
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let deadline = Instant::now() + PATIENCE;
             loop {
                 if let Some(ticket) = self.ticket(asset).await
                     && done(&ticket)
@@ -343,7 +372,7 @@ mod signals {
         /// Runs a scan to its end; while the asset is locked (exit 5) by a dead
         /// or stopped holder, tries again after a pause.
         async fn scan_until_not_locked(&self, asset: &str, holder: &str, extra: &[&str]) -> Output {
-            let deadline = Instant::now() + Duration::from_secs(10);
+            let deadline = Instant::now() + PATIENCE;
             loop {
                 let out = self.scan(asset, holder, extra).output().await.unwrap();
                 if code(&out) != exit::LOCKED {
@@ -368,7 +397,7 @@ mod signals {
     }
 
     async fn wait_stopped(env: &Env, child: &Child, holder: &str) {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + PATIENCE;
         while state(child) != Some('T') {
             assert!(
                 Instant::now() < deadline,
@@ -381,7 +410,7 @@ mod signals {
 
     /// Waits for the process's exit code.
     async fn exit_code(env: &Env, child: &mut Child, holder: &str) -> u8 {
-        let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+        let status = tokio::time::timeout(PATIENCE, child.wait())
             .await
             .unwrap_or_else(|_| panic!("{holder} did not exit: {}", env.stderr_of(holder)))
             .unwrap();
@@ -390,8 +419,10 @@ mod signals {
             .unwrap_or_else(|| panic!("{holder} died: {status}")) as u8
     }
 
+    /// Waits until the asset's lock ran out in Redis (its holder is stopped:
+    /// the ttl passing is the scenario).
     async fn wait_lock_free(env: &Env, asset: &str) {
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + PATIENCE;
         while env.lock_holder(asset).await.is_some() {
             assert!(Instant::now() < deadline, "the lock never expired");
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -409,16 +440,16 @@ mod signals {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_killed_scan_is_resumed_by_the_same_run_without_repeating_confirmed_steps() {
-        // Kill A while the call after `status` is in flight (made slow by the
+        // Kill A while the call after `status` is in flight (held by the
         // stub), then run the same `--run` again as B.
         for status in [Status::AssetOnline, Status::VulnCheckDone] {
-            let env = Env::start().await;
+            let env = Env::with_lock_ttl(LINGERING_TTL_MS).await;
             env.stubs.inventory.set_online("web-01", true);
             let slow = match status {
                 Status::AssetOnline => &*env.stubs.osv,
                 _ => &*env.stubs.kev,
             };
-            slow.faults().set_latency(Duration::from_secs(3));
+            slow.faults().hold();
             let args = [
                 "--package",
                 GLIBC,
@@ -430,16 +461,16 @@ mod signals {
             let mut a = env.spawn_scan("web-01", "A", &args, None);
             env.wait_ticket("web-01", status.as_str(), |t| t.status == status)
                 .await;
-            let in_flight = Instant::now() + Duration::from_secs(5);
-            while slow.total_calls() == 0 {
-                assert!(Instant::now() < in_flight, "{status}: no call in flight");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            until("A's call is in flight", PATIENCE, async || {
+                slow.total_calls() > 0
+            })
+            .await;
             a.kill().await.unwrap(); // SIGKILL
             let killed = env.ticket("web-01").await.unwrap();
             assert_eq!(killed.status, status);
             // Killed: nothing released, the lock is still A's until its ttl.
             assert_eq!(env.lock_holder("web-01").await.as_deref(), Some("A"));
+            env.expire_lock("web-01").await;
             slow.faults().clear();
 
             let out = env.scan_until_not_locked("web-01", "B", &args).await;
@@ -488,7 +519,7 @@ mod signals {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_takeover_at_notifying_resends_with_the_same_idempotency_key() {
-        let env = Env::start().await;
+        let env = Env::with_lock_ttl(LINGERING_TTL_MS).await;
         env.stubs.inventory.set_online("web-01", true);
         let args = ["--package", XZ, "--notify", "webhook"];
         // A delivers, then stops itself right before recording NOTIFIED.
@@ -498,6 +529,7 @@ mod signals {
         assert_eq!(notifying.status, Status::Notifying);
         assert_eq!(env.stubs.sink.deliveries().len(), 1);
         a.kill().await.unwrap(); // and dies there
+        env.expire_lock("web-01").await;
 
         let out = env.scan_until_not_locked("web-01", "B", &args).await;
         assert_eq!(code(&out), exit::HIGH_RISK, "{}", stderr(&out));
@@ -547,30 +579,31 @@ mod signals {
         let env = Env::start().await;
         env.stubs.inventory.set_online("web-01", true);
         let args = ["--package", XZ, "--notify", "webhook"];
-        // A's vulnerability query takes 1 s; A is frozen while it is in
-        // flight, and stays frozen well past the reply and its lock's ttl.
-        env.stubs.osv.faults().set_latency(Duration::from_secs(1));
+        // A's vulnerability query is held; A is frozen while it is in
+        // flight, and stays frozen past the reply and its lock's ttl.
+        env.stubs.osv.faults().hold();
         let mut a = env.spawn_scan("web-01", "A", &args, None);
         env.wait_ticket("web-01", "ASSET_ONLINE", |t| {
             t.status == Status::AssetOnline
         })
         .await;
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while env.stubs.osv.querybatch_calls() == 0 {
-            assert!(Instant::now() < deadline, "A's query never arrived");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        until("A's query arrived", PATIENCE, async || {
+            env.stubs.osv.querybatch_calls() > 0
+        })
+        .await;
         signal(&a, Signal::SIGSTOP);
-        let frozen_at = Instant::now();
         wait_stopped(&env, &a, "A").await;
         // Frozen with its query in flight: no reply was processed yet.
         assert_eq!(env.stubs.osv.vuln_calls(), 0, "A went on before the stop");
         let frozen = env.ticket("web-01").await.unwrap();
         assert_eq!(frozen.status, Status::AssetOnline);
-        env.stubs.osv.faults().clear();
+        // The reply goes into A's socket while A is frozen.
+        env.stubs.osv.faults().release();
+        until("A's query answered", PATIENCE, async || {
+            env.stubs.osv.answers(QUERYBATCH_ROUTE) > 0
+        })
+        .await;
         wait_lock_free(&env, "web-01").await;
-        // A's reply is sitting in its socket by now.
-        tokio::time::sleep_until(frozen_at + Duration::from_millis(1300)).await;
 
         let out = env.scan_until_not_locked("web-01", "B", &args).await;
         assert_eq!(code(&out), exit::HIGH_RISK, "{}", stderr(&out));

@@ -3,14 +3,15 @@
 //! lock ownership, the watchdog, Cluster, corruption and outages, and a race.
 
 use assetscan_operator::store::{
-    AssetId, Patch, RedisTarget, StoreConfig, StoreError, TicketStore,
+    AssetId, Patch, RedisTarget, StoreConfig, StoreError, TicketStore, WatchdogStats,
 };
 use assetscan_operator::ticket::{Status, Step, Ticket};
 use assetscan_testkit::redis::{RedisCluster, RedisServer};
+use assetscan_testkit::wait::until;
 use redis::AsyncCommands;
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 fn config(ttl_ms: u64) -> StoreConfig {
@@ -40,9 +41,31 @@ fn asset(id: &str) -> AssetId {
     AssetId::new(id).unwrap()
 }
 
-/// Waits out a lock's ttl (plus margin) so that it expires in Redis.
-async fn let_lock_expire(ttl_ms: u64) {
-    tokio::time::sleep(Duration::from_millis(ttl_ms + 150)).await;
+/// Makes the asset's lock expire now, as Redis would after its ttl: these
+/// tests are about what happens after expiry, not about its timing.
+async fn expire_lock(server: &RedisServer, store: &TicketStore, asset: &AssetId) {
+    let removed: i64 = raw(server)
+        .await
+        .del(store.keys(asset).lock())
+        .await
+        .unwrap();
+    assert_eq!(removed, 1, "{asset}'s lock was held");
+}
+
+/// A guard against hangs only: conditions are awaited, not timed.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+/// Waits until the watchdog has counted `at_least` in `stat`.
+async fn watchdog_reaches(
+    store: &TicketStore,
+    what: &str,
+    stat: fn(&WatchdogStats) -> &AtomicU64,
+    at_least: u64,
+) {
+    until(what, PATIENCE, async || {
+        stat(store.watchdog().stats()).load(Ordering::Relaxed) >= at_least
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -56,7 +79,7 @@ async fn zombie_write_after_takeover_is_rejected_and_audited() {
     let a = a_store.acquire(&web, "r1", "A", 0).await.unwrap();
     let a_token = a.token;
     drop(a.lease);
-    let_lock_expire(400).await;
+    expire_lock(&server, &a_store, &web).await;
 
     // B takes over with a larger token and runs the pipeline to NOTIFIED.
     let b = b_store.acquire(&web, "r1", "B", 0).await.unwrap();
@@ -118,7 +141,7 @@ async fn the_claim_at_acquisition_rejects_the_old_holder_before_any_new_write() 
     let a = s.acquire(&web, "r1", "A", 0).await.unwrap();
     let a_token = a.token;
     drop(a.lease);
-    let_lock_expire(300).await;
+    expire_lock(&server, &s, &web).await;
     let b = s.acquire(&web, "r1", "B", 0).await.unwrap();
     assert_eq!(b.ticket.fencing_token, b.token, "claimed at acquisition");
     assert_eq!(b.ticket.status, Status::Init);
@@ -224,6 +247,9 @@ async fn renew_and_release_never_touch_another_holders_lock() {
     );
 }
 
+/// Thirty renewal rounds at ttl/3 span ten ttls: every lock is still held,
+/// each round was one round trip for all 20 locks, and the rounds were not
+/// sent faster than every ttl/3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_holder_keeps_its_lock_across_ten_ttls_in_one_round_trip_per_interval() {
     let server = RedisServer::start().unwrap();
@@ -234,9 +260,18 @@ async fn a_running_holder_keeps_its_lock_across_ten_ttls_in_one_round_trip_per_i
         let a = asset(&format!("keep-{i}"));
         leases.push((a.clone(), s.acquire(&a, "r1", "A", 0).await.unwrap()));
     }
+    let rounds = 30;
     let evalsha_before = server.command_calls("evalsha").unwrap();
     let batches_before = s.watchdog().stats().batches.load(Ordering::Relaxed);
-    tokio::time::sleep(Duration::from_millis(10 * ttl)).await;
+    let started = tokio::time::Instant::now();
+    watchdog_reaches(
+        &s,
+        "30 renewal rounds",
+        |st| &st.batches,
+        batches_before + rounds,
+    )
+    .await;
+    let elapsed = started.elapsed();
     let batches = s.watchdog().stats().batches.load(Ordering::Relaxed) - batches_before;
     let evalsha = server.command_calls("evalsha").unwrap() - evalsha_before;
     for (a, got) in &leases {
@@ -248,17 +283,23 @@ async fn a_running_holder_keeps_its_lock_across_ten_ttls_in_one_round_trip_per_i
         let lock: Option<String> = conn.get(s.keys(a).lock()).await.unwrap();
         assert_eq!(lock.as_deref(), Some("A"));
     }
-    // 10 ttls at ttl/3 is about 30 intervals: one EVALSHA each, not 20.
-    assert!((25..=32).contains(&batches), "batches {batches}");
+    // Rounds are scheduled ttl/3 apart: 30 of them cannot fit in less.
+    let interval = Duration::from_millis(ttl / 3);
+    assert!(
+        elapsed >= interval * (rounds as u32 - 1),
+        "{rounds} rounds in {elapsed:?}: faster than every {interval:?}"
+    );
     // A batch in flight when the counters are read may show on one side only.
     assert!(
         evalsha.abs_diff(batches) <= 1,
         "one round trip per interval for 20 locks: {evalsha} EVALSHA, {batches} batches"
     );
-    println!("20 locks over 10 ttl: {batches} renewal round trips, {evalsha} EVALSHA");
     assert_eq!(s.watchdog().stats().losses.load(Ordering::Relaxed), 0);
 }
 
+/// The pause itself is the scenario (a thread blocked like a SIGSTOPped
+/// process); what follows it is awaited. Redis is paused as well when the
+/// holder resumes, so only the holder's own deadline can tell it.
 #[test]
 fn a_paused_holder_loses_its_lock_and_learns_it_when_it_resumes() {
     let server = RedisServer::start().unwrap();
@@ -273,42 +314,68 @@ fn a_paused_holder_loses_its_lock_and_learns_it_when_it_resumes() {
         let a = asset("paused");
         let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
         let cancelled = got.lease.cancelled();
-        tokio::time::sleep(Duration::from_millis(2 * ttl)).await;
+        watchdog_reaches(&s, "a few renewals", |st| &st.renewals, 3).await;
         assert!(got.lease.is_held(), "renewed while running");
 
         std::thread::sleep(Duration::from_millis(2 * ttl)); // the stall
+        server.pause().unwrap();
+        tokio::time::timeout(PATIENCE, cancelled.cancelled())
+            .await
+            .expect("cancellation fires on resuming, with Redis silent");
+        assert!(!got.lease.is_held());
+        assert_eq!(s.watchdog().held(), 0);
+        server.resume().unwrap();
         let mut conn = raw(&server).await;
         let lock: Option<String> = conn.get(s.keys(&a).lock()).await.unwrap();
         assert_eq!(lock, None, "expired in Redis during the stall");
-        tokio::time::timeout(Duration::from_millis(200), cancelled.cancelled())
-            .await
-            .expect("cancellation fires right after resuming");
-        assert!(!got.lease.is_held());
-        assert_eq!(s.watchdog().held(), 0);
     });
 }
 
+/// A released lease is never renewed again: with a witness lease keeping
+/// the watchdog busy, its rounds renew the witness alone, and the lock
+/// taken by another holder after the release keeps the ttl it was given.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn released_locks_are_not_renewed() {
     let server = RedisServer::start().unwrap();
     let ttl = 300;
     let s = store(&server, ttl).await;
+    let witness_asset = asset("witness");
+    let witness = s.acquire(&witness_asset, "r1", "W", 0).await.unwrap();
     let a = asset("released");
     let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
     s.release(&a, &got.lease).await.unwrap();
-    assert_eq!(s.watchdog().held(), 0);
-    // Another holder takes it; no orphan renewal may touch it.
+    assert_eq!(s.watchdog().held(), 1);
+    // Another holder takes it and stops tracking it; its ttl is set far
+    // above the watchdog's, so any renewal would show.
     let other = s.acquire(&a, "r1", "B", 0).await.unwrap();
     drop(other.lease);
-    let before = s.watchdog().stats().renewals.load(Ordering::Relaxed);
-    tokio::time::sleep(Duration::from_millis(ttl)).await;
-    assert_eq!(
-        s.watchdog().stats().renewals.load(Ordering::Relaxed),
-        before
-    );
     let mut conn = raw(&server).await;
-    let lock: Option<String> = conn.get(s.keys(&a).lock()).await.unwrap();
-    assert_eq!(lock, None, "B's lock expired: nobody renewed it");
+    let lock = s.keys(&a).lock();
+    let marker_ms: i64 = 60_000;
+    let _: bool = conn.pexpire(&lock, marker_ms).await.unwrap();
+
+    let stats = s.watchdog().stats();
+    let batches_before = stats.batches.load(Ordering::Relaxed);
+    let renewals_before = stats.renewals.load(Ordering::Relaxed);
+    watchdog_reaches(&s, "3 renewal rounds", |st| &st.batches, batches_before + 3).await;
+    let renewals = stats.renewals.load(Ordering::Relaxed) - renewals_before;
+    let batches = stats.batches.load(Ordering::Relaxed) - batches_before;
+    assert!(
+        renewals <= batches,
+        "{renewals} renewals in {batches} rounds: more than the witness"
+    );
+    assert_eq!(
+        stats.losses.load(Ordering::Relaxed),
+        0,
+        "no renewal refused"
+    );
+    let pttl: i64 = conn.pttl(&lock).await.unwrap();
+    assert!(
+        pttl > ttl as i64,
+        "B's lock was renewed by someone: pttl {pttl} ms"
+    );
+    assert!(witness.lease.is_held());
+    s.release(&witness_asset, &witness.lease).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -344,8 +411,9 @@ async fn all_scripts_work_on_a_three_master_cluster() {
         }
     }
     assert_eq!(nodes.len(), 3, "keys on every master");
-    // The watchdog renews across nodes: the locks outlive several ttls.
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    // The watchdog renews across nodes: the locks outlive several ttls
+    // (twelve rounds at ttl/3 span four).
+    watchdog_reaches(&s, "12 rounds of 12 renewals", |st| &st.renewals, 12 * 12).await;
     for (a, got) in &held {
         assert!(got.lease.is_held(), "{a} lost on the cluster");
     }

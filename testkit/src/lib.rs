@@ -1,3 +1,4 @@
 pub mod emulator;
 pub mod redis;
 pub mod stubs;
+pub mod wait;

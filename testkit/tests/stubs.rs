@@ -178,6 +178,43 @@ async fn latency_and_hang() {
 }
 
 #[tokio::test]
+async fn a_held_call_is_answered_only_after_the_release() {
+    let stub = InventoryStub::start().await.unwrap();
+    stub.set_online("a", true);
+    stub.faults().hold();
+    let released = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let call = tokio::spawn({
+        let (addr, released) = (stub.addr(), released.clone());
+        async move {
+            let answer = get(addr, "/assets/a").await;
+            (
+                answer.status,
+                released.load(std::sync::atomic::Ordering::SeqCst),
+            )
+        }
+    });
+    assetscan_testkit::wait::until("the call arrived", Duration::from_secs(30), async || {
+        stub.asset_calls() == 1
+    })
+    .await;
+    let route = assetscan_testkit::stubs::inventory::ASSET_ROUTE;
+    assert_eq!(stub.answers(route), 0, "held, not answered");
+    released.store(true, std::sync::atomic::Ordering::SeqCst);
+    stub.faults().release();
+    assert_eq!(
+        call.await.unwrap(),
+        (200, true),
+        "answered after the release"
+    );
+    assert_eq!(stub.answers(route), 1);
+    assert_eq!(
+        get(stub.addr(), "/assets/a").await.status,
+        200,
+        "the gate stays open"
+    );
+}
+
+#[tokio::test]
 async fn oversized_bodies_are_streamed_without_a_length() {
     let stub = InventoryStub::start().await.unwrap();
     stub.faults()

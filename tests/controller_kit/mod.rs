@@ -19,6 +19,7 @@ use assetscan_operator::ticket::Ticket;
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
 use assetscan_testkit::redis::{RedisOptions, RedisServer};
 use assetscan_testkit::stubs::ProviderStubs;
+pub use assetscan_testkit::wait::until;
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -34,6 +35,10 @@ pub const OPERATOR: &str = assetscan_operator::controller::FIELD_MANAGER;
 /// The lock ttl of the test config: short, so takeovers and LOCKED requeues
 /// are quick; the watchdog renews every ttl/3.
 pub const LOCK_TTL_MS: u64 = 1500;
+/// How long a test waits for the event it is about before it fails: a
+/// guard against hangs, not a measure. Tests go on the moment the event
+/// happens, so a loaded machine slows them down without failing them.
+pub const PATIENCE: Duration = Duration::from_secs(60);
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -41,7 +46,8 @@ pub fn repo() -> PathBuf {
 
 #[derive(Clone, Debug, Default)]
 pub struct Options {
-    /// Redis keeps its data across a restart (append-only file).
+    /// Redis keeps its data across a restart (append-only file, synced on
+    /// every write, so that what Redis acknowledged survives a SIGKILL).
     pub appendonly: bool,
 }
 
@@ -66,9 +72,14 @@ impl Harness {
         if std::env::var_os("RUST_LOG").is_some() {
             assetscan_operator::telemetry::init_logging(LogFormat::Text, "info");
         }
+        let extra = if options.appendonly {
+            vec![("appendfsync".to_owned(), "always".to_owned())]
+        } else {
+            Vec::new()
+        };
         let redis = RedisServer::start_with(RedisOptions {
             appendonly: options.appendonly,
-            ..RedisOptions::default()
+            extra,
         })
         .expect("redis-server starts");
         let stubs = ProviderStubs::start().await.expect("provider stubs start");
@@ -178,6 +189,24 @@ impl Harness {
         }
     }
 
+    /// Changes an annotation of the object: a watch event the controller
+    /// reconciles at once, without a new generation (so without a new run).
+    /// Used where a test needs a reconcile now rather than at a requeue
+    /// time.
+    pub async fn poke(&self, name: &str) {
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            "test.assetscan.io/poke": assetscan_operator::ticket::now_ms().to_string()
+        }}});
+        self.api()
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("poke {name}: {e}"));
+    }
+
     /// Waits until the object's status shows a terminal phase of its current
     /// generation.
     pub async fn wait_terminal(&self, name: &str, timeout: Duration) -> AssetScan {
@@ -223,18 +252,6 @@ impl Harness {
             .await
             .expect("get ticket")
             .unwrap_or_else(|| panic!("no ticket for {} run {run}", obj.name_any()))
-    }
-}
-
-/// Polls `done` every 50 ms until it holds, for up to `timeout`.
-pub async fn until(what: &str, timeout: Duration, mut done: impl AsyncFnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + timeout;
-    while !done().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {timeout:?} waiting until {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 

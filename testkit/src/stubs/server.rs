@@ -101,17 +101,48 @@ pub(crate) fn reply(status: u16, headers: &[(&str, &str)], body: Vec<u8>) -> Res
     response
 }
 
-/// Latency and faults, changeable while the stub runs. Queued faults
-/// (`fail_next`) are used first, one per call; then the sticky one
+/// Latency, a gate and faults, changeable while the stub runs. A call
+/// waits out the latency, then waits while the gate is held; then queued
+/// faults (`fail_next`) are used first, one per call; then the sticky one
 /// (`always`), if any; then the stub answers normally.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Faults {
     latency: Mutex<Duration>,
+    /// Open (`true`) unless held.
+    gate: tokio::sync::watch::Sender<bool>,
     queue: Mutex<VecDeque<Fault>>,
     sticky: Mutex<Option<Fault>>,
 }
 
+impl Default for Faults {
+    fn default() -> Faults {
+        Faults {
+            latency: Mutex::default(),
+            gate: tokio::sync::watch::Sender::new(true),
+            queue: Mutex::default(),
+            sticky: Mutex::default(),
+        }
+    }
+}
+
 impl Faults {
+    /// Calls from now on wait inside the stub until [`Faults::release`]:
+    /// keeps a caller in its call (a run in flight, a lock held) for exactly
+    /// as long as a test needs, however fast or slow the machine is.
+    pub fn hold(&self) {
+        self.gate.send_replace(false);
+    }
+
+    /// Lets every held call, and every later one, through.
+    pub fn release(&self) {
+        self.gate.send_replace(true);
+    }
+
+    async fn pass_gate(&self) {
+        // The sender lives as long as the stub: waiting cannot fail.
+        let _ = self.gate.subscribe().wait_for(|open| *open).await;
+    }
+
     /// Every answer (normal or faulty) is delayed by this much.
     pub fn set_latency(&self, latency: Duration) {
         *lock(&self.latency) = latency;
@@ -127,9 +158,10 @@ impl Faults {
         *lock(&self.sticky) = Some(fault);
     }
 
-    /// Back to normal: no latency, no faults.
+    /// Back to normal: no latency, no gate, no faults.
     pub fn clear(&self) {
         *lock(&self.latency) = Duration::ZERO;
+        self.release();
         lock(&self.queue).clear();
         *lock(&self.sticky) = None;
     }
@@ -150,15 +182,34 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Calls per route (the route's pattern, e.g. `/v1/vulns/{id}`), faulty ones
-/// included.
+/// A counter per route (the route's pattern, e.g. `/v1/vulns/{id}`), faulty
+/// calls included.
 #[derive(Debug)]
 struct Calls(HashMap<&'static str, AtomicU64>);
+
+impl Calls {
+    fn new(routes: &[&'static str]) -> Calls {
+        Calls(routes.iter().map(|r| (*r, AtomicU64::new(0))).collect())
+    }
+
+    fn count(&self, route: &str) -> u64 {
+        self.0.get(route).map_or(0, |c| c.load(Ordering::SeqCst))
+    }
+
+    fn add(&self, route: Option<&MatchedPath>) {
+        if let Some(counter) = route.and_then(|r| self.0.get(r.as_str())) {
+            counter.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
 
 #[derive(Debug)]
 struct Shared {
     faults: Faults,
+    /// Calls received.
     calls: Calls,
+    /// Answers handed to the connection (held and hanging calls are not).
+    answers: Calls,
 }
 
 /// A running stub server. Dropping it stops accepting connections.
@@ -178,7 +229,8 @@ impl StubServer {
     ) -> std::io::Result<StubServer> {
         let shared = Arc::new(Shared {
             faults: Faults::default(),
-            calls: Calls(routes.iter().map(|r| (*r, AtomicU64::new(0))).collect()),
+            calls: Calls::new(routes),
+            answers: Calls::new(routes),
         });
         let router = router.route_layer(middleware::from_fn_with_state(
             Arc::clone(&shared),
@@ -209,11 +261,13 @@ impl StubServer {
 
     /// Calls so far to `route` (its pattern, as the stub documents it).
     pub fn calls(&self, route: &str) -> u64 {
-        self.shared
-            .calls
-            .0
-            .get(route)
-            .map_or(0, |c| c.load(Ordering::SeqCst))
+        self.shared.calls.count(route)
+    }
+
+    /// Answers so far on `route`: how a test knows that a reply is on its
+    /// way to the caller (e.g. into the socket of a stopped process).
+    pub fn answers(&self, route: &str) -> u64 {
+        self.shared.answers.count(route)
     }
 
     /// Calls so far to all routes.
@@ -234,16 +288,17 @@ impl Drop for StubServer {
 }
 
 async fn intercept(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
-    let route = request.extensions().get::<MatchedPath>();
-    if let Some(counter) = route.and_then(|r| shared.calls.0.get(r.as_str())) {
-        counter.fetch_add(1, Ordering::SeqCst);
-    }
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    shared.calls.add(route.as_ref());
     let latency = shared.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;
     }
-    match shared.faults.next() {
+    shared.faults.pass_gate().await;
+    let response = match shared.faults.next() {
         Some(fault) => fault.respond().await,
         None => next.run(request).await,
-    }
+    };
+    shared.answers.add(route.as_ref());
+    response
 }
