@@ -19,9 +19,10 @@ pub enum StoreError {
     TicketNotFound { key: String },
     #[error("ticket {key} is corrupt: {reason}")]
     TicketCorrupt { key: String, reason: String },
-    #[error("invalid asset id {id:?}: {reason}")]
+    /// `id` is the quoted input, cut to a bounded prefix (see `keys::quote`).
+    #[error("invalid asset id {id}: {reason}")]
     InvalidAssetId { id: String, reason: &'static str },
-    #[error("invalid run id {id:?}: {reason}")]
+    #[error("invalid run id {id}: {reason}")]
     InvalidRunId { id: String, reason: &'static str },
     #[error("script {script} rejected its arguments: {reason}")]
     BadArgs {
@@ -44,6 +45,17 @@ pub enum StoreError {
         target: String,
         #[source]
         source: redis::RedisError,
+    },
+    #[error("invalid redis target ({target}://…): {reason}")]
+    InvalidTarget {
+        target: String,
+        reason: &'static str,
+    },
+    #[error("cannot read redis TLS file {path}: {source}")]
+    TlsFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
     },
 }
 
@@ -109,6 +121,7 @@ impl StoreError {
             StoreError::Protocol { .. } => "Protocol",
             StoreError::Redis { .. } => "RedisUnavailable",
             StoreError::Connect { .. } => "RedisUnavailable",
+            StoreError::InvalidTarget { .. } | StoreError::TlsFile { .. } => "RedisConfig",
         }
     }
 }

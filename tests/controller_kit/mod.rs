@@ -116,12 +116,16 @@ impl Harness {
     /// Starts a controller in this process with its own store connection,
     /// watchdog, metrics and shutdown token.
     pub async fn controller(&self, instance: &str) -> Running {
-        let store = TicketStore::connect(
-            &RedisTarget::Standalone(self.redis.url()),
-            self.config.store(),
-        )
-        .await
-        .expect("controller store connects");
+        self.controller_on(instance, &RedisTarget::Standalone(self.redis.url()))
+            .await
+    }
+
+    /// [`Harness::controller`] against another Redis deployment (e.g. a
+    /// Sentinel group) than the harness's own server.
+    pub async fn controller_on(&self, instance: &str, target: &RedisTarget) -> Running {
+        let store = TicketStore::connect(target, self.config.store())
+            .await
+            .expect("controller store connects");
         let providers = Providers::from_config(&self.config.providers).expect("providers build");
         let metrics = Arc::new(Metrics::new());
         let shutdown = CancellationToken::new();
