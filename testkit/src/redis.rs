@@ -267,6 +267,14 @@ impl RedisServer {
         Ok(parse_info_number(&info, field))
     }
 
+    /// Lines of the server's log that contain `needle` (e.g. `Error
+    /// accepting a client connection`: a failed TLS handshake, which
+    /// `INFO stats` does not count as a connection).
+    pub fn log_lines(&self, needle: &str) -> Result<usize, FixtureError> {
+        let log = std::fs::read_to_string(self.dir.path().join("redis.log"))?;
+        Ok(log.lines().filter(|l| l.contains(needle)).count())
+    }
+
     /// Failed authentications so far, from `ACL LOG` (each entry counts the
     /// repeats of one user's failures).
     pub fn auth_failures(&self) -> Result<u64, FixtureError> {

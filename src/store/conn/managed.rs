@@ -153,7 +153,7 @@ impl Managed {
             Ok(_) => {}
             Err(error) => {
                 let retry_in = self.state().failure.as_ref().map(|f| f.backoff);
-                warn!(target = %self.shared.target, %error, ?retry_in, "cannot connect to redis");
+                warn!(redis = %self.shared.target, %error, ?retry_in, "cannot connect to redis");
             }
         }
         result
@@ -173,7 +173,7 @@ impl Managed {
         match result {
             Ok(conn) => {
                 if state.failure.take().is_some() {
-                    info!(target = %self.shared.target, "connected to redis again");
+                    info!(redis = %self.shared.target, "connected to redis again");
                 }
                 state.next_id += 1;
                 let current = Current {

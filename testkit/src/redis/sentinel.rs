@@ -75,6 +75,11 @@ impl SentinelGroup {
         &self.sentinels
     }
 
+    /// The data nodes (master and replica, in start order).
+    pub fn nodes(&self) -> &[RedisServer] {
+        &self.nodes
+    }
+
     /// The data node on `port`.
     pub fn node(&self, port: u16) -> Option<&RedisServer> {
         self.nodes.iter().find(|n| n.port() == port)
