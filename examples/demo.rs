@@ -280,7 +280,7 @@ async fn run() -> Result<()> {
     println!("replica-a resumed");
 
     let store = TicketStore::connect(
-        &RedisTarget::parse(&redis_url),
+        &RedisTarget::parse(&redis_url)?,
         StoreConfig {
             prefix: prefix.clone(),
             ..StoreConfig::default()

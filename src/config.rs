@@ -27,7 +27,8 @@ pub struct Config {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct RedisSection {
-    /// `redis://host:6379/0`, `rediss://…` (TLS), or `cluster:url1,url2,…`.
+    /// `redis://host:6379/0`, `rediss://…` (TLS),
+    /// `redis+sentinel://host:26379,…/<master>` or `cluster:url1,url2,…`.
     /// `--redis-url` / `REDIS_URL` take precedence. Put a password in the
     /// environment variable rather than in this file.
     pub url: Option<String>,
@@ -165,6 +166,9 @@ impl Config {
             terminal_retention: self.tickets.retention,
             abandon_after: self.tickets.abandon_after,
             timeout: self.redis.timeout,
+            // Credentials and TLS files come from the command line
+            // (environment), never from this file.
+            security: Default::default(),
         }
     }
 }

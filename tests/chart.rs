@@ -17,6 +17,7 @@
 
 use assetscan_operator::config::Config;
 use assetscan_operator::providers::{Providers, install_crypto_provider};
+use assetscan_operator::store::RedisTarget;
 use serde::Deserialize;
 use serde_yaml::{Mapping, Value};
 use std::collections::{BTreeMap, BTreeSet};
@@ -351,6 +352,14 @@ fn chart_passes_helm_lint_strict() {
     let chart = chart.to_str().unwrap();
     if let Err(e) = run_helm(&["lint", "--strict", chart]) {
         panic!("helm lint --strict failed:\n{e}");
+    }
+    // The value files of ci/ (as chart-testing uses them).
+    for entry in std::fs::read_dir(Path::new(chart).join("ci")).unwrap() {
+        let values = entry.unwrap().path();
+        let values = values.to_str().unwrap();
+        if let Err(e) = run_helm(&["lint", "--strict", chart, "-f", values]) {
+            panic!("helm lint --strict -f {values} failed:\n{e}");
+        }
     }
     for combo in [
         &["--set", "sharding.enabled=true", "--set", "replicas=3"][..],
@@ -772,6 +781,119 @@ fn redis_url_from_an_existing_secret() {
         r.env_value("REDIS_URL").as_deref(),
         Some("cluster:redis://a:6379,redis://b:6379")
     );
+}
+
+/// The `ci/` values: Sentinel, and an ACL user with TLS. Every secret comes
+/// from a Secret (never a plain value), every file from a read-only mount of
+/// one, and the URL is one the operator parses.
+#[test]
+fn redis_sentinel_acl_user_and_tls_come_from_values_and_secrets() {
+    let known = cli_env_vars();
+    let ci = |name: &str| chart().join("ci").join(name).display().to_string();
+    let secret_ref = |r: &Rendered, env: &str| r.env()[env]["valueFrom"]["secretKeyRef"].clone();
+
+    let sentinel = ci("sentinel-values.yaml");
+    let r = render(&["-f", &sentinel]);
+    let url = r.env_value("REDIS_URL").expect("REDIS_URL");
+    assert_eq!(
+        url,
+        "redis+sentinel://redis-node-0.redis-headless.redis.svc:26379,\
+         redis-node-1.redis-headless.redis.svc:26379,\
+         redis-node-2.redis-headless.redis.svc:26379/mymaster"
+    );
+    assert!(matches!(
+        RedisTarget::parse(&url),
+        Ok(RedisTarget::Sentinel(_))
+    ));
+    assert_eq!(r.env_value("REDIS_USERNAME").as_deref(), Some("assetscan"));
+    assert_eq!(
+        secret_ref(&r, "REDIS_PASSWORD"),
+        yaml("{name: assetscan-redis, key: password}")
+    );
+    assert_eq!(
+        secret_ref(&r, "REDIS_SENTINEL_PASSWORD"),
+        yaml("{name: assetscan-redis, key: sentinel-password}")
+    );
+    for env in r.env().keys().filter(|n| n.starts_with("REDIS_")) {
+        assert!(known.contains(env), "{env} is not a flag of src/cli");
+    }
+    let r = render(&[
+        "-f",
+        &sentinel,
+        "--set",
+        "redis.tls.enabled=true",
+        "--set",
+        "redis.sentinel.db=2",
+    ]);
+    let url = r.env_value("REDIS_URL").unwrap();
+    assert!(
+        url.starts_with("rediss+sentinel://") && url.ends_with("/mymaster/2"),
+        "{url}"
+    );
+
+    let r = render(&["-f", &ci("acl-tls-values.yaml")]);
+    assert_eq!(
+        r.env_value("REDIS_URL").as_deref(),
+        Some("rediss://redis.db.svc:6380/0")
+    );
+    assert_eq!(
+        secret_ref(&r, "REDIS_PASSWORD"),
+        yaml("{name: assetscan-redis, key: password}")
+    );
+    let mounts = r.container()["volumeMounts"].as_sequence().unwrap().clone();
+    let volumes = r.pod()["spec"]["volumes"].as_sequence().unwrap().clone();
+    for (env, volume, secret, key) in [
+        ("REDIS_CA_FILE", "redis-ca", "redis-ca", "ca.crt"),
+        (
+            "REDIS_CERT_FILE",
+            "redis-client-cert",
+            "assetscan-redis-client",
+            "tls.crt",
+        ),
+        (
+            "REDIS_KEY_FILE",
+            "redis-client-cert",
+            "assetscan-redis-client",
+            "tls.key",
+        ),
+    ] {
+        assert!(known.contains(env), "{env} is not a flag of src/cli");
+        let path = r.env_value(env).unwrap_or_else(|| panic!("{env}"));
+        let mount = mounts
+            .iter()
+            .find(|m| s(&m["name"]) == volume)
+            .unwrap_or_else(|| panic!("{volume} is mounted"));
+        assert_eq!(mount["readOnly"].as_bool(), Some(true));
+        assert_eq!(path, format!("{}/{key}", s(&mount["mountPath"])), "{env}");
+        let source = volumes.iter().find(|v| s(&v["name"]) == volume).unwrap();
+        assert_eq!(s(&source["secret"]["secretName"]), secret);
+        assert!(
+            source["secret"]["items"]
+                .as_sequence()
+                .unwrap()
+                .iter()
+                .any(|i| s(&i["key"]) == key && s(&i["path"]) == key),
+            "{volume}: {key}"
+        );
+    }
+
+    refused(
+        &["--set", "redis.tls.enabled=true"],
+        "redis.tls.enabled needs a rediss:// redis.url",
+    );
+    refused(
+        &["--set", "redis.tls.caSecret.name=redis-ca"],
+        "need redis.tls.enabled: true",
+    );
+    refused(
+        &["--set", "redis.sentinel.enabled=true"],
+        "redis.sentinel.enabled needs redis.sentinel.hosts",
+    );
+    refused(
+        &["--set-json", r#"redis.sentinel.hosts=["a:26379/x"]"#],
+        "'/redis/sentinel/hosts/0'",
+    );
+    refused(&["--set", "redis.password.key="], "'/redis/password/key'");
 }
 
 #[test]

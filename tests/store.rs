@@ -381,7 +381,7 @@ async fn released_locks_are_not_renewed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn all_scripts_work_on_a_three_master_cluster() {
     let cluster = RedisCluster::start().unwrap();
-    let target = RedisTarget::parse(&cluster.target_spec());
+    let target = RedisTarget::parse(&cluster.target_spec()).unwrap();
     let s = TicketStore::connect(&target, config(300)).await.unwrap();
     let mut held = Vec::new();
     for i in 0..12 {

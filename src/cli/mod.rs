@@ -8,7 +8,7 @@ use crate::config::Config;
 use crate::controller::{self, ControllerSettings};
 use crate::pipeline::Pipeline;
 use crate::providers::{Providers, install_crypto_provider};
-use crate::store::{AssetId, RedisTarget, TicketStore};
+use crate::store::{AssetId, Credentials, RedisSecurity, RedisTarget, StoreConfig, TicketStore};
 use crate::telemetry::{LogFormat, Metrics};
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
@@ -50,10 +50,32 @@ enum Command {
 /// Where Redis is and how the operator is configured.
 #[derive(Args, Debug, Clone)]
 pub struct Common {
-    /// Redis: `redis://host:6379`, `rediss://…` (TLS) or `cluster:url1,url2`.
-    /// Overrides `redis.url` of the config file.
+    /// Redis: `redis://host:6379`, `rediss://…` (TLS),
+    /// `redis+sentinel://host:26379,host2:26379/<master>` (`rediss+sentinel://`
+    /// for TLS) or `cluster:url1,url2`. Overrides `redis.url` of the config file.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     redis_url: Option<String>,
+    /// ACL user of the Redis data nodes (overrides the URL's).
+    #[arg(long, env = "REDIS_USERNAME")]
+    redis_username: Option<String>,
+    /// Password of the Redis data nodes (overrides the URL's).
+    #[arg(long, env = "REDIS_PASSWORD", hide_env_values = true)]
+    redis_password: Option<String>,
+    /// User of the sentinels, when they require authentication.
+    #[arg(long, env = "REDIS_SENTINEL_USERNAME")]
+    redis_sentinel_username: Option<String>,
+    /// Password of the sentinels, when they require authentication.
+    #[arg(long, env = "REDIS_SENTINEL_PASSWORD", hide_env_values = true)]
+    redis_sentinel_password: Option<String>,
+    /// CA bundle (PEM) to trust for `rediss://` instead of the system's.
+    #[arg(long, env = "REDIS_CA_FILE")]
+    redis_ca_file: Option<PathBuf>,
+    /// Client certificate (PEM) for Redis servers that verify clients.
+    #[arg(long, env = "REDIS_CERT_FILE", requires = "redis_key_file")]
+    redis_cert_file: Option<PathBuf>,
+    /// Key (PEM) of the client certificate.
+    #[arg(long, env = "REDIS_KEY_FILE", requires = "redis_cert_file")]
+    redis_key_file: Option<PathBuf>,
     /// The YAML configuration file.
     #[arg(long, env = "ASSETSCAN_CONFIG")]
     config: PathBuf,
@@ -67,12 +89,38 @@ impl Common {
             .clone()
             .or_else(|| config.redis.url.clone())
             .ok_or("no Redis: pass --redis-url (REDIS_URL) or set redis.url in the config")?;
-        Ok((config, RedisTarget::parse(&url)))
+        let target = RedisTarget::parse(&url).map_err(|e| e.to_string())?;
+        Ok((config, target))
+    }
+
+    /// The Redis credentials and TLS files of the flags.
+    fn security(&self) -> Result<RedisSecurity, String> {
+        let tls = RedisSecurity::tls_files(
+            self.redis_ca_file.as_deref(),
+            self.redis_cert_file.as_deref(),
+            self.redis_key_file.as_deref(),
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(RedisSecurity {
+            credentials: Credentials {
+                username: self.redis_username.clone(),
+                password: self.redis_password.clone(),
+            },
+            sentinel_credentials: Credentials {
+                username: self.redis_sentinel_username.clone(),
+                password: self.redis_sentinel_password.clone(),
+            },
+            tls,
+        })
     }
 
     async fn store(&self) -> Result<(Config, TicketStore), String> {
         let (config, target) = self.load()?;
-        let store = TicketStore::connect(&target, config.store())
+        let store_config = StoreConfig {
+            security: self.security()?,
+            ..config.store()
+        };
+        let store = TicketStore::connect(&target, store_config)
             .await
             .map_err(|e| e.to_string())?;
         Ok((config, store))

@@ -1,38 +1,64 @@
-//! One connection type over standalone Redis and Redis Cluster.
+//! One connection type over a standalone Redis, Redis behind Sentinel, and
+//! Redis Cluster, with the credentials and TLS settings of production.
 //!
-//! Standalone uses `ConnectionManager`, which reconnects on its own after a
-//! Redis restart; Cluster uses the async cluster client, which follows
-//! MOVED/ASK and refreshes its slot map. Both are cheap to clone (multiplexed).
+//! Standalone and Sentinel share one managed connection ([`managed`]): it
+//! replaces a broken connection (asking the sentinels where the master is
+//! now, for Sentinel) and backs off between failed attempts. Cluster uses the
+//! async cluster client, which follows MOVED/ASK and refreshes its slot map.
+//! All are cheap to clone (multiplexed).
+
+mod managed;
+mod sentinel;
 
 use super::StoreError;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use managed::{Endpoint, Managed};
+use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Cmd, Pipeline, RedisFuture, Value};
+use redis::{Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
+pub use redis::{ClientTlsConfig, TlsCertificates};
+pub use sentinel::SentinelTarget;
+use std::fmt;
+use std::path::Path;
 use std::time::Duration;
 
-/// Where Redis is: one URL (`redis://`, `rediss://` for TLS) or the seed
-/// nodes of a Cluster.
+/// Where Redis is: one URL (`redis://`, `rediss://` for TLS), the sentinels
+/// that know the master, or the seed nodes of a Cluster.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum RedisTarget {
     Standalone(String),
     Cluster(Vec<String>),
+    Sentinel(SentinelTarget),
 }
 
 impl RedisTarget {
-    /// Parses the `--redis-url` form: a single URL, or `cluster:` followed by
-    /// comma-separated seed URLs.
-    pub fn parse(spec: &str) -> RedisTarget {
-        match spec.strip_prefix("cluster:") {
-            Some(seeds) => RedisTarget::Cluster(
+    /// Parses the `--redis-url` forms: a single URL;
+    /// `redis+sentinel://[user:password@]host:port,…/<master>[/<db>]` (or
+    /// `rediss+sentinel://`); or `cluster:` followed by comma-separated seed
+    /// URLs.
+    pub fn parse(spec: &str) -> Result<RedisTarget, StoreError> {
+        if let Some(seeds) = spec.strip_prefix("cluster:") {
+            return Ok(RedisTarget::Cluster(
                 seeds
                     .split(',')
                     .map(str::trim)
                     .filter(|s| !s.is_empty())
                     .map(str::to_owned)
                     .collect(),
-            ),
-            None => RedisTarget::Standalone(spec.to_owned()),
+            ));
+        }
+        let sentinel = [(sentinel::SCHEME, false), (sentinel::TLS_SCHEME, true)]
+            .into_iter()
+            .find_map(|(scheme, tls)| Some((tls, spec.strip_prefix(scheme)?)));
+        match sentinel {
+            Some((tls, rest)) => SentinelTarget::parse(tls, rest)
+                .map(RedisTarget::Sentinel)
+                .map_err(|reason| StoreError::InvalidTarget {
+                    // Only the scheme: the rest may hold a password.
+                    target: spec.split("://").next().unwrap_or_default().to_owned(),
+                    reason,
+                }),
+            None => Ok(RedisTarget::Standalone(spec.to_owned())),
         }
     }
 
@@ -52,45 +78,141 @@ impl RedisTarget {
                 let seeds: Vec<String> = seeds.iter().map(|s| redact(s)).collect();
                 format!("cluster:{}", seeds.join(","))
             }
+            RedisTarget::Sentinel(target) => target.to_string(),
         }
     }
 }
 
-/// A connection to either kind of deployment.
+/// A user name and password. The password never shows in `Debug`.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: Option<String>,
+    pub password: Option<String>,
+}
+
+impl Credentials {
+    /// These credentials where set, `url`'s otherwise.
+    fn over(&self, url: &Credentials) -> Credentials {
+        Credentials {
+            username: self.username.clone().or_else(|| url.username.clone()),
+            password: self.password.clone().or_else(|| url.password.clone()),
+        }
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .finish()
+    }
+}
+
+/// Who the operator is to Redis and whom it trusts, on top of the target:
+/// set from the command line so that secrets come from the environment (a
+/// Kubernetes Secret), not from a URL in a config file.
+#[derive(Clone, Debug, Default)]
+pub struct RedisSecurity {
+    /// The data nodes' ACL user and password; each one set replaces the URL's.
+    pub credentials: Credentials,
+    /// The sentinels' own user and password, when they require one.
+    pub sentinel_credentials: Credentials,
+    /// For `rediss://`: the CA to trust instead of the system's, and the
+    /// client certificate when Redis asks for one (`tls-auth-clients`).
+    pub tls: Option<TlsCertificates>,
+}
+
+impl RedisSecurity {
+    /// Reads the TLS files (PEM): a CA bundle, and a client certificate with
+    /// its key. Either may be absent; a certificate needs its key.
+    pub fn tls_files(
+        ca: Option<&Path>,
+        cert: Option<&Path>,
+        key: Option<&Path>,
+    ) -> Result<Option<TlsCertificates>, StoreError> {
+        let read = |path: &Path| {
+            std::fs::read(path).map_err(|source| StoreError::TlsFile {
+                path: path.to_owned(),
+                source,
+            })
+        };
+        let client_tls = match (cert, key) {
+            (Some(cert), Some(key)) => Some(ClientTlsConfig {
+                client_cert: read(cert)?,
+                client_key: read(key)?,
+            }),
+            (None, None) => None,
+            (Some(path), None) | (None, Some(path)) => {
+                return Err(StoreError::TlsFile {
+                    path: path.to_owned(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::InvalidInput,
+                        "a client certificate and its key come together",
+                    ),
+                });
+            }
+        };
+        let root_cert = ca.map(read).transpose()?;
+        Ok(
+            (client_tls.is_some() || root_cert.is_some()).then_some(TlsCertificates {
+                client_tls,
+                root_cert,
+            }),
+        )
+    }
+}
+
+/// A connection to any kind of deployment.
 #[derive(Clone)]
 pub enum RedisConn {
-    Standalone(ConnectionManager),
+    /// A standalone server, or the master the sentinels name.
+    Primary(Managed),
     Cluster(ClusterConnection),
 }
 
 impl RedisConn {
-    /// Connects; `timeout` bounds each connection attempt and each response,
-    /// so an unreachable Redis surfaces as an error instead of a hang.
-    pub async fn connect(target: &RedisTarget, timeout: Duration) -> Result<RedisConn, StoreError> {
+    /// Connects once, now; `timeout` bounds each connection attempt and each
+    /// response, so an unreachable Redis surfaces as an error instead of a
+    /// hang. A wrong password or an untrusted certificate fails here, once,
+    /// with the server's or the TLS library's reason.
+    pub async fn connect(
+        target: &RedisTarget,
+        security: &RedisSecurity,
+        timeout: Duration,
+    ) -> Result<RedisConn, StoreError> {
         let connect_err = |source| StoreError::Connect {
             target: target.redacted(),
             source,
         };
         match target {
             RedisTarget::Standalone(url) => {
-                let client = redis::Client::open(url.as_str()).map_err(connect_err)?;
-                let config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(timeout))
-                    .set_response_timeout(Some(timeout))
-                    .set_number_of_retries(2)
-                    .set_max_delay(Duration::from_secs(2));
-                let manager = client
-                    .get_connection_manager_with_config(config)
-                    .await
-                    .map_err(connect_err)?;
-                Ok(RedisConn::Standalone(manager))
+                let (client, db) = standalone_client(url, security).map_err(connect_err)?;
+                let managed = Managed::new(Endpoint::Fixed(client), timeout, target.redacted(), db);
+                managed.connect_now().await.map_err(connect_err)?;
+                Ok(RedisConn::Primary(managed))
+            }
+            RedisTarget::Sentinel(sentinels) => {
+                let client = sentinels.client(security).map_err(connect_err)?;
+                let endpoint = Endpoint::Sentinel(tokio::sync::Mutex::new(client));
+                let managed = Managed::new(endpoint, timeout, target.redacted(), sentinels.db());
+                managed.connect_now().await.map_err(connect_err)?;
+                Ok(RedisConn::Primary(managed))
             }
             RedisTarget::Cluster(seeds) => {
-                let client = ClusterClient::builder(seeds.iter().map(String::as_str))
+                let mut builder = ClusterClient::builder(seeds.iter().map(String::as_str))
                     .connection_timeout(timeout)
-                    .response_timeout(timeout)
-                    .build()
-                    .map_err(connect_err)?;
+                    .response_timeout(timeout);
+                if let Some(username) = &security.credentials.username {
+                    builder = builder.username(username);
+                }
+                if let Some(password) = &security.credentials.password {
+                    builder = builder.password(password);
+                }
+                if let Some(certs) = &security.tls {
+                    builder = builder.certs(certs.clone());
+                }
+                let client = builder.build().map_err(connect_err)?;
                 let conn = client.get_async_connection().await.map_err(connect_err)?;
                 Ok(RedisConn::Cluster(conn))
             }
@@ -102,10 +224,30 @@ impl RedisConn {
     }
 }
 
+/// The client of a single URL with the security settings applied, and its
+/// database number.
+fn standalone_client(url: &str, security: &RedisSecurity) -> RedisResult<(Client, i64)> {
+    let info = url.into_connection_info()?;
+    let mut redis = info.redis_settings().clone();
+    if let Some(username) = &security.credentials.username {
+        redis = redis.set_username(username);
+    }
+    if let Some(password) = &security.credentials.password {
+        redis = redis.set_password(password);
+    }
+    let db = redis.db();
+    let info = info.set_redis_settings(redis);
+    let client = match &security.tls {
+        Some(certs) => Client::build_with_tls(info, certs.clone())?,
+        None => Client::open(info)?,
+    };
+    Ok((client, db))
+}
+
 impl ConnectionLike for RedisConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            RedisConn::Standalone(c) => c.req_packed_command(cmd),
+            RedisConn::Primary(c) => c.req_packed_command(cmd),
             RedisConn::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -117,14 +259,14 @@ impl ConnectionLike for RedisConn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            RedisConn::Standalone(c) => c.req_packed_commands(pipeline, offset, count),
+            RedisConn::Primary(c) => c.req_packed_commands(pipeline, offset, count),
             RedisConn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
         match self {
-            RedisConn::Standalone(c) => c.get_db(),
+            RedisConn::Primary(c) => c.get_db(),
             RedisConn::Cluster(c) => c.get_db(),
         }
     }
@@ -137,11 +279,36 @@ mod tests {
     #[test]
     fn parses_and_redacts_targets() {
         assert_eq!(
-            RedisTarget::parse("cluster:redis://a:1, redis://b:2"),
+            RedisTarget::parse("cluster:redis://a:1, redis://b:2").unwrap(),
             RedisTarget::Cluster(vec!["redis://a:1".into(), "redis://b:2".into()])
         );
-        let t = RedisTarget::parse("rediss://user:s3cret@host:6380/0");
+        let t = RedisTarget::parse("rediss://user:s3cret@host:6380/0").unwrap();
         assert_eq!(t.redacted(), "rediss://***@host:6380/0");
         assert!(!t.redacted().contains("s3cret"));
+        let t = RedisTarget::parse("rediss+sentinel://app:s3cret@s1,s2:26380/main").unwrap();
+        assert!(matches!(t, RedisTarget::Sentinel(_)));
+        assert_eq!(
+            t.redacted(),
+            "rediss+sentinel://app:***@s1:26379,s2:26380/main"
+        );
+        let err = RedisTarget::parse("redis+sentinel://app:s3cret@s1:26379").unwrap_err();
+        assert!(err.to_string().contains("no master name"), "{err}");
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+    }
+
+    #[test]
+    fn flags_override_the_urls_credentials_and_hide_the_password() {
+        let flags = Credentials {
+            username: None,
+            password: Some("from-env".into()),
+        };
+        let url = Credentials {
+            username: Some("app".into()),
+            password: Some("in-url".into()),
+        };
+        let both = flags.over(&url);
+        assert_eq!(both.username.as_deref(), Some("app"));
+        assert_eq!(both.password.as_deref(), Some("from-env"));
+        assert!(!format!("{both:?}").contains("from-env"));
     }
 }

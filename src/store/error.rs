@@ -19,9 +19,10 @@ pub enum StoreError {
     TicketNotFound { key: String },
     #[error("ticket {key} is corrupt: {reason}")]
     TicketCorrupt { key: String, reason: String },
-    #[error("invalid asset id {id:?}: {reason}")]
+    /// `id` is the quoted input, cut to a bounded prefix (see `keys::quote`).
+    #[error("invalid asset id {id}: {reason}")]
     InvalidAssetId { id: String, reason: &'static str },
-    #[error("invalid run id {id:?}: {reason}")]
+    #[error("invalid run id {id}: {reason}")]
     InvalidRunId { id: String, reason: &'static str },
     #[error("script {script} rejected its arguments: {reason}")]
     BadArgs {
@@ -33,7 +34,7 @@ pub enum StoreError {
         script: &'static str,
         reason: String,
     },
-    #[error("redis error during {op}: {source}")]
+    #[error("redis error during {op}: {source}{}", refusal_hint(.source))]
     Redis {
         op: &'static str,
         #[source]
@@ -44,6 +45,17 @@ pub enum StoreError {
         target: String,
         #[source]
         source: redis::RedisError,
+    },
+    #[error("invalid redis target ({target}://…): {reason}")]
+    InvalidTarget {
+        target: String,
+        reason: &'static str,
+    },
+    #[error("cannot read redis TLS file {path}: {source}")]
+    TlsFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
     },
 }
 
@@ -89,9 +101,14 @@ impl StoreError {
     }
 
     /// Whether the failure is Redis being unreachable or failing, as opposed
-    /// to a verdict of the scripts. Callers retry the former with backoff.
+    /// to a verdict of the scripts or a refusal of the ACL. Callers retry the
+    /// former with backoff.
     pub fn is_unavailable(&self) -> bool {
-        matches!(self, StoreError::Redis { .. } | StoreError::Connect { .. })
+        match self {
+            StoreError::Redis { source, .. } => !is_acl_refusal(source),
+            StoreError::Connect { .. } => true,
+            _ => false,
+        }
     }
 
     /// Short stable name, for metrics labels and condition reasons.
@@ -107,8 +124,28 @@ impl StoreError {
             StoreError::InvalidRunId { .. } => "InvalidRunId",
             StoreError::BadArgs { .. } => "BadArgs",
             StoreError::Protocol { .. } => "Protocol",
+            StoreError::Redis { source, .. } if is_acl_refusal(source) => "RedisPermissionDenied",
             StoreError::Redis { .. } => "RedisUnavailable",
             StoreError::Connect { .. } => "RedisUnavailable",
+            StoreError::InvalidTarget { .. } | StoreError::TlsFile { .. } => "RedisConfig",
         }
+    }
+}
+
+/// Whether Redis refused a command to the operator's user: `NOPERM` for a
+/// command sent directly (also when the client reports it wrapped, as for
+/// `SCAN`), and this message for one a Lua script called (which names the
+/// script and its line, not the command).
+fn is_acl_refusal(err: &redis::RedisError) -> bool {
+    let text = err.to_string();
+    text.contains("no permissions to run") || text.contains("can't run this command or subcommand")
+}
+
+/// What to do about an ACL refusal, appended to its message.
+fn refusal_hint(err: &redis::RedisError) -> &'static str {
+    if is_acl_refusal(err) {
+        " (the operator's Redis user lacks a command it needs: grant the ACL rules in the README)"
+    } else {
+        ""
     }
 }

@@ -7,6 +7,10 @@ use std::fmt;
 /// Longest accepted asset id, in bytes.
 pub const MAX_ASSET_ID_LEN: usize = 128;
 
+/// Most characters of a rejected id quoted in its error: the error goes to
+/// logs, events and the object's status, and the input may be any size.
+const QUOTED_CHARS: usize = 64;
+
 /// A validated asset id: the scope of one lock and one fencing counter.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct AssetId(String);
@@ -28,7 +32,10 @@ impl AssetId {
             None
         };
         match reason {
-            Some(reason) => Err(StoreError::InvalidAssetId { id, reason }),
+            Some(reason) => Err(StoreError::InvalidAssetId {
+                id: quote(&id),
+                reason,
+            }),
             None => Ok(AssetId(id)),
         }
     }
@@ -41,6 +48,15 @@ impl AssetId {
 impl fmt::Display for AssetId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+/// `id` quoted (escaped like Rust's `{:?}`), or a prefix of it with its
+/// length when it is longer than [`QUOTED_CHARS`] characters.
+fn quote(id: &str) -> String {
+    match id.char_indices().nth(QUOTED_CHARS) {
+        None => format!("{id:?}"),
+        Some((cut, _)) => format!("{:?}… ({} bytes)", &id[..cut], id.len()),
     }
 }
 
@@ -122,5 +138,19 @@ mod tests {
             validate_run("a b"),
             Err(StoreError::InvalidRunId { .. })
         ));
+    }
+
+    #[test]
+    fn errors_quote_a_bounded_prefix_of_the_input() {
+        let err = AssetId::new("a b").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            r#"invalid asset id "a b": contains whitespace or control characters"#
+        );
+        let huge = format!("{{{}", "é".repeat(5_000));
+        let err = AssetId::new(huge).unwrap_err().to_string();
+        assert!(err.len() < 300, "{} bytes: {err}", err.len());
+        assert!(err.contains("… (10001 bytes)"), "{err}");
+        assert!(err.ends_with("is longer than 128 bytes"), "{err}");
     }
 }

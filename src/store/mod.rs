@@ -35,7 +35,10 @@ mod scripts;
 mod watchdog;
 
 pub use audit::AuditEntry;
-pub use conn::{RedisConn, RedisTarget};
+pub use conn::{
+    ClientTlsConfig, Credentials, RedisConn, RedisSecurity, RedisTarget, SentinelTarget,
+    TlsCertificates,
+};
 pub use error::StoreError;
 pub use keys::{AssetId, AssetKeys, MAX_ASSET_ID_LEN};
 pub use watchdog::{LeaseGuard, Watchdog, WatchdogStats};
@@ -65,6 +68,8 @@ pub struct StoreConfig {
     pub abandon_after: Duration,
     /// Bound on connecting and on each Redis response.
     pub timeout: Duration,
+    /// Credentials and TLS settings applied to every connection.
+    pub security: RedisSecurity,
 }
 
 impl Default for StoreConfig {
@@ -76,6 +81,7 @@ impl Default for StoreConfig {
             terminal_retention: Duration::from_secs(7 * 24 * 3600),
             abandon_after: Duration::from_secs(24 * 3600),
             timeout: Duration::from_secs(5),
+            security: RedisSecurity::default(),
         }
     }
 }
@@ -132,7 +138,7 @@ impl TicketStore {
         target: &RedisTarget,
         config: StoreConfig,
     ) -> Result<TicketStore, StoreError> {
-        let conn = RedisConn::connect(target, config.timeout).await?;
+        let conn = RedisConn::connect(target, &config.security, config.timeout).await?;
         let watchdog = Watchdog::start(conn.clone(), config.lock_ttl);
         Ok(TicketStore {
             conn,

@@ -1,9 +1,17 @@
-//! Real `redis-server` fixtures: a standalone server and a 3-master Cluster,
-//! each on free loopback ports in its own temp dir, that tests can stop, kill,
+//! Real `redis-server` fixtures: a standalone server (optionally with a TLS
+//! port), a 3-master Cluster, and a Sentinel group ([`SentinelGroup`]), each
+//! on free loopback ports in its own temp dir, that tests can stop, kill,
 //! pause, restart and flush. Nothing here talks to a server it did not start.
+
+mod sentinel;
+mod tls;
+
+pub use sentinel::SentinelGroup;
+pub use tls::TlsFiles;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -37,13 +45,44 @@ pub enum FixtureError {
 pub struct RedisOptions {
     /// Keep data across restarts with an append-only file.
     pub appendonly: bool,
+    /// Also listen with TLS on a second port (the plain port stays, for the
+    /// fixture's own commands).
+    pub tls: Option<ServerTls>,
+    /// Run as a sentinel (`--sentinel`) with this configuration file text
+    /// (its `sentinel monitor …` lines). The file is written once, so the
+    /// sentinel keeps what it learned across a restart.
+    pub sentinel: Option<String>,
     /// Extra `--name value` arguments.
     pub extra: Vec<(String, String)>,
+}
+
+/// The server side of TLS: its certificate and key, and the CA that client
+/// certificates must chain to.
+#[derive(Clone, Debug)]
+pub struct ServerTls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub ca: PathBuf,
+    /// Require a client certificate (`--tls-auth-clients yes`).
+    pub auth_clients: bool,
+}
+
+impl ServerTls {
+    /// The server certificate of `files`, trusting its CA for clients.
+    pub fn from_files(files: &TlsFiles, auth_clients: bool) -> ServerTls {
+        ServerTls {
+            cert: files.server_cert(),
+            key: files.server_key(),
+            ca: files.ca(),
+            auth_clients,
+        }
+    }
 }
 
 /// One `redis-server` process.
 pub struct RedisServer {
     port: u16,
+    tls_port: Option<u16>,
     dir: tempfile::TempDir,
     options: RedisOptions,
     child: Option<Child>,
@@ -61,6 +100,7 @@ impl RedisServer {
         for _ in 0..5 {
             let mut server = RedisServer {
                 port: free_port()?,
+                tls_port: options.tls.as_ref().map(|_| free_port()).transpose()?,
                 dir: tempfile::Builder::new().prefix("asc-redis-").tempdir()?,
                 options: options.clone(),
                 child: None,
@@ -84,6 +124,11 @@ impl RedisServer {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
+    /// `rediss://127.0.0.1:<tls port>`, when started with [`RedisOptions::tls`].
+    pub fn tls_url(&self) -> Option<String> {
+        self.tls_port.map(|p| format!("rediss://127.0.0.1:{p}"))
+    }
+
     pub fn dir(&self) -> &Path {
         self.dir.path()
     }
@@ -94,7 +139,22 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) -> Result<(), FixtureError> {
-        let child = spawn_server(self.port, self.dir.path(), &self.args())?;
+        let sentinel_conf = match &self.options.sentinel {
+            Some(config) => {
+                let file = self.dir.path().join("sentinel.conf");
+                if !file.exists() {
+                    std::fs::write(&file, config)?;
+                }
+                Some(file)
+            }
+            None => None,
+        };
+        let child = spawn_server(
+            self.port,
+            self.dir.path(),
+            sentinel_conf.as_deref(),
+            &self.args(),
+        )?;
         self.child = Some(child);
         if let Err(err) = wait_ready(self.port, self.dir.path()) {
             self.kill();
@@ -108,6 +168,20 @@ impl RedisServer {
             "--appendonly".into(),
             if self.options.appendonly { "yes" } else { "no" }.into(),
         ];
+        if let (Some(tls), Some(port)) = (&self.options.tls, self.tls_port) {
+            args.push("--tls-port".into());
+            args.push(port.to_string());
+            for (flag, path) in [
+                ("--tls-cert-file", &tls.cert),
+                ("--tls-key-file", &tls.key),
+                ("--tls-ca-cert-file", &tls.ca),
+            ] {
+                args.push(flag.into());
+                args.push(path.display().to_string());
+            }
+            args.push("--tls-auth-clients".into());
+            args.push(if tls.auth_clients { "yes" } else { "no" }.into());
+        }
         for (k, v) in &self.options.extra {
             args.push(format!("--{k}"));
             args.push(v.clone());
@@ -185,6 +259,57 @@ impl RedisServer {
         let info = self.command(&["INFO", "commandstats"])?;
         Ok(parse_calls(&info, name))
     }
+
+    /// One numeric field of `INFO <section>` (e.g. `stats`,
+    /// `total_connections_received`), 0 when absent.
+    pub fn info_number(&self, section: &str, field: &str) -> Result<u64, FixtureError> {
+        let info = self.command(&["INFO", section])?;
+        Ok(parse_info_number(&info, field))
+    }
+
+    /// Lines of the server's log that contain `needle` (e.g. `Error
+    /// accepting a client connection`: a failed TLS handshake, which
+    /// `INFO stats` does not count as a connection).
+    pub fn log_lines(&self, needle: &str) -> Result<usize, FixtureError> {
+        let log = std::fs::read_to_string(self.dir.path().join("redis.log"))?;
+        Ok(log.lines().filter(|l| l.contains(needle)).count())
+    }
+
+    /// Failed authentications so far, from `ACL LOG` (each entry counts the
+    /// repeats of one user's failures).
+    pub fn auth_failures(&self) -> Result<u64, FixtureError> {
+        let entries: Vec<HashMap<String, redis::Value>> =
+            self.query(redis::cmd("ACL").arg("LOG"))?;
+        Ok(entries
+            .iter()
+            .filter(
+                |e| matches!(e.get("reason"), Some(redis::Value::BulkString(r)) if r == b"auth"),
+            )
+            .filter_map(|e| match e.get("count") {
+                Some(redis::Value::Int(n)) => u64::try_from(*n).ok(),
+                _ => None,
+            })
+            .sum())
+    }
+
+    /// Runs one command as the default user with the `redis` client, for
+    /// replies that [`RedisServer::command`] cannot read (arrays, maps).
+    pub fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> Result<T, FixtureError> {
+        query(self.port, cmd)
+    }
+}
+
+/// [`RedisServer::query`] against any loopback port (a sentinel, too).
+fn query<T: redis::FromRedisValue>(port: u16, cmd: &redis::Cmd) -> Result<T, FixtureError> {
+    let failed = |e: redis::RedisError| FixtureError::Command {
+        what: format!("query port {port}"),
+        detail: e.to_string(),
+    };
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).map_err(failed)?;
+    let mut conn = client
+        .get_connection_with_timeout(Duration::from_secs(5))
+        .map_err(failed)?;
+    cmd.query(&mut conn).map_err(failed)
 }
 
 impl Drop for RedisServer {
@@ -210,6 +335,7 @@ impl RedisCluster {
                     ("cluster-config-file".into(), "nodes.conf".into()),
                     ("cluster-node-timeout".into(), "2000".into()),
                 ],
+                ..RedisOptions::default()
             })?);
         }
         let addrs: Vec<String> = nodes
@@ -277,8 +403,19 @@ fn free_port() -> Result<u16, FixtureError> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-fn spawn_server(port: u16, dir: &Path, extra: &[String]) -> Result<Child, FixtureError> {
-    Command::new("redis-server")
+/// Starts `redis-server`, as a sentinel with `sentinel_conf`; `extra`
+/// arguments come last, so they override the defaults.
+fn spawn_server(
+    port: u16,
+    dir: &Path,
+    sentinel_conf: Option<&Path>,
+    extra: &[String],
+) -> Result<Child, FixtureError> {
+    let mut command = Command::new("redis-server");
+    if let Some(conf) = sentinel_conf {
+        command.arg(conf).arg("--sentinel");
+    }
+    command
         .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
         .args(["--save", "", "--daemonize", "no", "--protected-mode", "no"])
         .arg("--dir")
@@ -358,6 +495,14 @@ fn reply_complete(reply: &[u8]) -> bool {
     }
 }
 
+fn parse_info_number(info: &str, field: &str) -> u64 {
+    let prefix = format!("{field}:");
+    info.lines()
+        .find_map(|line| line.strip_prefix(&prefix))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 fn parse_calls(info: &str, name: &str) -> u64 {
     let prefix = format!("cmdstat_{name}:calls=");
     info.lines()
@@ -369,7 +514,7 @@ fn parse_calls(info: &str, name: &str) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_calls;
+    use super::{parse_calls, parse_info_number};
 
     #[test]
     fn parses_commandstats() {
@@ -377,5 +522,12 @@ mod tests {
         assert_eq!(parse_calls(info, "evalsha"), 12);
         assert_eq!(parse_calls(info, "get"), 4);
         assert_eq!(parse_calls(info, "set"), 0);
+    }
+
+    #[test]
+    fn parses_info_numbers() {
+        let info = "# Stats\r\ntotal_connections_received:17\r\nrejected_connections:0\r\n";
+        assert_eq!(parse_info_number(info, "total_connections_received"), 17);
+        assert_eq!(parse_info_number(info, "missing"), 0);
     }
 }

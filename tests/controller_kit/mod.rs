@@ -19,6 +19,7 @@ use assetscan_operator::ticket::Ticket;
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
 use assetscan_testkit::redis::{RedisOptions, RedisServer};
 use assetscan_testkit::stubs::ProviderStubs;
+#[allow(unused_imports)] // Not every test file that includes the kit waits.
 pub use assetscan_testkit::wait::until;
 use kube::api::{Api, PostParams};
 use kube::{Client, ResourceExt};
@@ -80,6 +81,7 @@ impl Harness {
         let redis = RedisServer::start_with(RedisOptions {
             appendonly: options.appendonly,
             extra,
+            ..RedisOptions::default()
         })
         .expect("redis-server starts");
         let stubs = ProviderStubs::start().await.expect("provider stubs start");
@@ -127,12 +129,16 @@ impl Harness {
     /// Starts a controller in this process with its own store connection,
     /// watchdog, metrics and shutdown token.
     pub async fn controller(&self, instance: &str) -> Running {
-        let store = TicketStore::connect(
-            &RedisTarget::Standalone(self.redis.url()),
-            self.config.store(),
-        )
-        .await
-        .expect("controller store connects");
+        self.controller_on(instance, &RedisTarget::Standalone(self.redis.url()))
+            .await
+    }
+
+    /// [`Harness::controller`] against another Redis deployment (e.g. a
+    /// Sentinel group) than the harness's own server.
+    pub async fn controller_on(&self, instance: &str, target: &RedisTarget) -> Running {
+        let store = TicketStore::connect(target, self.config.store())
+            .await
+            .expect("controller store connects");
         let providers = Providers::from_config(&self.config.providers).expect("providers build");
         let metrics = Arc::new(Metrics::new());
         let shutdown = CancellationToken::new();

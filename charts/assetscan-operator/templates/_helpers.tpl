@@ -86,6 +86,34 @@ Durations are <integer><unit>, unit ms, s, m, h or d.
 {{- end }}
 {{- end }}
 
+{{/* Where the Redis TLS Secrets are mounted (outside the ConfigMap's mount). */}}
+{{- define "assetscan-operator.redisTlsDir" -}}/etc/assetscan-redis{{- end }}
+
+{{/*
+REDIS_URL for Sentinel: redis+sentinel://<host>,<host>/<masterName>[/<db>],
+rediss+sentinel:// with TLS.
+*/}}
+{{- define "assetscan-operator.sentinelUrl" -}}
+{{- $sentinel := .Values.redis.sentinel }}
+{{- if not $sentinel.hosts }}
+{{- fail "redis.sentinel.enabled needs redis.sentinel.hosts: the sentinels, as host:port" }}
+{{- end }}
+{{- $scheme := ternary "rediss+sentinel" "redis+sentinel" .Values.redis.tls.enabled }}
+{{- printf "%s://%s/%s" $scheme (join "," $sentinel.hosts) $sentinel.masterName }}
+{{- with $sentinel.db }}/{{ . }}{{ end }}
+{{- end }}
+
+{{/* Refuses Redis TLS values that cannot work together. */}}
+{{- define "assetscan-operator.checkRedisTls" -}}
+{{- $tls := .Values.redis.tls }}
+{{- if and (not $tls.enabled) (or $tls.caSecret.name $tls.clientCertSecret) }}
+{{- fail "redis.tls.caSecret / redis.tls.clientCertSecret need redis.tls.enabled: true" }}
+{{- end }}
+{{- if and $tls.enabled (not .Values.redis.sentinel.enabled) (not .Values.redis.existingSecret) .Values.redis.url (not (hasPrefix "rediss://" .Values.redis.url)) }}
+{{- fail (printf "redis.tls.enabled needs a rediss:// redis.url, not %q" .Values.redis.url) }}
+{{- end }}
+{{- end }}
+
 {{/* The pod template, shared by the Deployment and the StatefulSet. */}}
 {{- define "assetscan-operator.podTemplate" -}}
 {{- $ttl := include "assetscan-operator.lockTtlSeconds" . | int64 }}
@@ -93,9 +121,11 @@ Durations are <integer><unit>, unit ms, s, m, h or d.
 {{- if lt $grace $ttl }}
 {{- fail (printf "terminationGracePeriodSeconds (%d) must be at least config.lock.ttl (%ds): a stopping pod needs the time to stop its runs and release their locks" $grace $ttl) }}
 {{- end }}
-{{- if and (not .Values.redis.existingSecret) (not .Values.redis.url) (not (and .Values.config.redis .Values.config.redis.url)) }}
-{{- fail "no Redis: set redis.url, redis.existingSecret or config.redis.url" }}
+{{- if and (not .Values.redis.sentinel.enabled) (not .Values.redis.existingSecret) (not .Values.redis.url) (not (and .Values.config.redis .Values.config.redis.url)) }}
+{{- fail "no Redis: set redis.url, redis.existingSecret, redis.sentinel or config.redis.url" }}
 {{- end }}
+{{- include "assetscan-operator.checkRedisTls" . }}
+{{- $redisTls := .Values.redis.tls }}
 metadata:
   labels:
     {{- include "assetscan-operator.selectorLabels" . | nindent 4 }}
@@ -156,7 +186,10 @@ spec:
             fieldRef:
               fieldPath: metadata.labels['apps.kubernetes.io/pod-index']
         {{- end }}
-        {{- if .Values.redis.existingSecret }}
+        {{- if .Values.redis.sentinel.enabled }}
+        - name: REDIS_URL
+          value: {{ include "assetscan-operator.sentinelUrl" . | quote }}
+        {{- else if .Values.redis.existingSecret }}
         - name: REDIS_URL
           valueFrom:
             secretKeyRef:
@@ -165,6 +198,40 @@ spec:
         {{- else if .Values.redis.url }}
         - name: REDIS_URL
           value: {{ .Values.redis.url | quote }}
+        {{- end }}
+        {{- with .Values.redis.username }}
+        - name: REDIS_USERNAME
+          value: {{ . | quote }}
+        {{- end }}
+        {{- with .Values.redis.password.existingSecret }}
+        - name: REDIS_PASSWORD
+          valueFrom:
+            secretKeyRef:
+              name: {{ . }}
+              key: {{ $.Values.redis.password.key }}
+        {{- end }}
+        {{- if .Values.redis.sentinel.enabled }}
+        {{- with .Values.redis.sentinel.username }}
+        - name: REDIS_SENTINEL_USERNAME
+          value: {{ . | quote }}
+        {{- end }}
+        {{- with .Values.redis.sentinel.password.existingSecret }}
+        - name: REDIS_SENTINEL_PASSWORD
+          valueFrom:
+            secretKeyRef:
+              name: {{ . }}
+              key: {{ $.Values.redis.sentinel.password.key }}
+        {{- end }}
+        {{- end }}
+        {{- if $redisTls.caSecret.name }}
+        - name: REDIS_CA_FILE
+          value: {{ printf "%s/ca/%s" (include "assetscan-operator.redisTlsDir" .) $redisTls.caSecret.key | quote }}
+        {{- end }}
+        {{- if $redisTls.clientCertSecret }}
+        - name: REDIS_CERT_FILE
+          value: {{ printf "%s/client/tls.crt" (include "assetscan-operator.redisTlsDir" .) | quote }}
+        - name: REDIS_KEY_FILE
+          value: {{ printf "%s/client/tls.key" (include "assetscan-operator.redisTlsDir" .) | quote }}
         {{- end }}
         {{- with .Values.extraEnv }}
         {{- toYaml . | nindent 8 }}
@@ -202,6 +269,16 @@ spec:
           readOnly: true
         - name: tmp
           mountPath: /tmp
+        {{- if $redisTls.caSecret.name }}
+        - name: redis-ca
+          mountPath: {{ include "assetscan-operator.redisTlsDir" . }}/ca
+          readOnly: true
+        {{- end }}
+        {{- if $redisTls.clientCertSecret }}
+        - name: redis-client-cert
+          mountPath: {{ include "assetscan-operator.redisTlsDir" . }}/client
+          readOnly: true
+        {{- end }}
         {{- with .Values.extraVolumeMounts }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -212,6 +289,23 @@ spec:
     - name: tmp
       emptyDir:
         sizeLimit: 64Mi
+    {{- if $redisTls.caSecret.name }}
+    - name: redis-ca
+      secret:
+        secretName: {{ $redisTls.caSecret.name }}
+        items:
+          - {key: {{ $redisTls.caSecret.key }}, path: {{ $redisTls.caSecret.key }}}
+        defaultMode: 0440
+    {{- end }}
+    {{- if $redisTls.clientCertSecret }}
+    - name: redis-client-cert
+      secret:
+        secretName: {{ $redisTls.clientCertSecret }}
+        items:
+          - {key: tls.crt, path: tls.crt}
+          - {key: tls.key, path: tls.key}
+        defaultMode: 0440
+    {{- end }}
     {{- with .Values.extraVolumes }}
     {{- toYaml . | nindent 4 }}
     {{- end }}

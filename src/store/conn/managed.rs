@@ -1,0 +1,254 @@
+//! One multiplexed connection to the node that takes writes, replaced when it
+//! breaks, with a backoff between failed attempts.
+//!
+//! Why not the `redis` crate's `ConnectionManager`: it reconnects to one fixed
+//! address, so it cannot follow a Sentinel failover; it keeps a failed
+//! connection attempt that was not an I/O error (a wrong password) as the
+//! answer to every later command, so the operator would never recover without
+//! a restart; and it starts a new attempt for every command that meets a
+//! broken connection, so a busy process hammers a Redis that refuses it.
+//!
+//! Here at most one attempt is in flight; after a failed attempt, commands
+//! fail at once with that attempt's error until the backoff has passed (the
+//! error is logged once per attempt, and readiness reports it), and the first
+//! attempt after the backoff decides again. A connection is replaced when a
+//! command on it shows it is unusable: dropped, timed out, or talking to a
+//! node that no longer takes writes (`READONLY`: a demoted master).
+
+use redis::aio::{ConnectionLike, MultiplexedConnection};
+use redis::sentinel::SentinelClient;
+use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture};
+use redis::{RedisResult, ServerErrorKind, Value};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+/// Wait after the first failed attempt; doubled after each further failure.
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+/// Longest wait between attempts: a Redis that comes back is used within it.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Where a new connection goes.
+pub(super) enum Endpoint {
+    /// Always the same server.
+    Fixed(Client),
+    /// Whichever node the sentinels name as master at the time of the attempt
+    /// (the client checks that the node agrees it is the master).
+    Sentinel(tokio::sync::Mutex<SentinelClient>),
+}
+
+impl Endpoint {
+    async fn connect(&self, config: &AsyncConnectionConfig) -> RedisResult<MultiplexedConnection> {
+        match self {
+            Endpoint::Fixed(client) => {
+                client
+                    .get_multiplexed_async_connection_with_config(config)
+                    .await
+            }
+            Endpoint::Sentinel(sentinels) => {
+                sentinels
+                    .lock()
+                    .await
+                    .get_async_connection_with_config(config)
+                    .await
+            }
+        }
+    }
+}
+
+/// A connection shared by clones; see the module documentation.
+#[derive(Clone)]
+pub struct Managed {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    endpoint: Endpoint,
+    config: AsyncConnectionConfig,
+    /// Bound on one whole attempt (Sentinel lookups included).
+    timeout: Duration,
+    /// The target without secrets, for logs.
+    target: String,
+    db: i64,
+    state: Mutex<State>,
+    /// Held while an attempt is in flight, so there is only one.
+    attempt: tokio::sync::Mutex<()>,
+}
+
+#[derive(Default)]
+struct State {
+    current: Option<Current>,
+    failure: Option<Failure>,
+    next_id: u64,
+}
+
+#[derive(Clone)]
+struct Current {
+    /// Tells a connection from its replacement, so that a late error on the
+    /// old one does not throw the new one away.
+    id: u64,
+    conn: MultiplexedConnection,
+}
+
+struct Failure {
+    error: RedisError,
+    retry_at: Instant,
+    backoff: Duration,
+}
+
+impl Managed {
+    pub(super) fn new(endpoint: Endpoint, timeout: Duration, target: String, db: i64) -> Managed {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(timeout))
+            .set_response_timeout(Some(timeout));
+        Managed {
+            shared: Arc::new(Shared {
+                endpoint,
+                config,
+                timeout,
+                target,
+                db,
+                state: Mutex::new(State::default()),
+                attempt: tokio::sync::Mutex::new(()),
+            }),
+        }
+    }
+
+    /// Connects now, without waiting for a backoff and without logging: the
+    /// caller reports the error (used at start, where it is fatal).
+    pub(super) async fn connect_now(&self) -> RedisResult<()> {
+        let _only = self.shared.attempt.lock().await;
+        self.attempt().await.map(|_| ())
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // Every update of the state is a single assignment: a panic while
+        // holding the lock cannot leave it half-written.
+        self.shared.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn current(&self) -> Option<Current> {
+        self.state().current.clone()
+    }
+
+    /// The live connection, or a new one if the backoff allows an attempt,
+    /// or the last attempt's error.
+    async fn connection(&self) -> RedisResult<Current> {
+        if let Some(current) = self.current() {
+            return Ok(current);
+        }
+        let _only = self.shared.attempt.lock().await;
+        // Another caller may have connected, or failed, while this one waited.
+        if let Some(current) = self.current() {
+            return Ok(current);
+        }
+        if let Some(failure) = &self.state().failure
+            && Instant::now() < failure.retry_at
+        {
+            return Err(failure.error.clone());
+        }
+        let result = self.attempt().await;
+        match &result {
+            Ok(_) => {}
+            Err(error) => {
+                let retry_in = self.state().failure.as_ref().map(|f| f.backoff);
+                warn!(redis = %self.shared.target, %error, ?retry_in, "cannot connect to redis");
+            }
+        }
+        result
+    }
+
+    /// One attempt, bounded by the timeout; records its outcome.
+    async fn attempt(&self) -> RedisResult<Current> {
+        let attempt = self.shared.endpoint.connect(&self.shared.config);
+        let result = match tokio::time::timeout(self.shared.timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no connection within {:?}", self.shared.timeout),
+            ))),
+        };
+        let mut state = self.state();
+        match result {
+            Ok(conn) => {
+                if state.failure.take().is_some() {
+                    info!(redis = %self.shared.target, "connected to redis again");
+                }
+                state.next_id += 1;
+                let current = Current {
+                    id: state.next_id,
+                    conn,
+                };
+                state.current = Some(current.clone());
+                Ok(current)
+            }
+            Err(error) => {
+                let backoff = state
+                    .failure
+                    .as_ref()
+                    .map_or(FIRST_BACKOFF, |f| (f.backoff * 2).min(MAX_BACKOFF));
+                // Up to a quarter less, so that replicas that lost Redis
+                // together do not come back in step.
+                let wait = backoff.mul_f64(1.0 - rand::random::<f64>() / 4.0);
+                state.failure = Some(Failure {
+                    error: error.clone(),
+                    retry_at: Instant::now() + wait,
+                    backoff,
+                });
+                Err(error)
+            }
+        }
+    }
+
+    /// Drops connection `id` if `result` shows it unusable.
+    fn check<T>(&self, id: u64, result: &RedisResult<T>) {
+        let Err(error) = result else {
+            return;
+        };
+        if !breaks_connection(error) {
+            return;
+        }
+        let mut state = self.state();
+        if state.current.as_ref().is_some_and(|c| c.id == id) {
+            state.current = None;
+        }
+    }
+}
+
+/// Whether a command's error means the connection must be replaced: it broke
+/// (or the server went silent), or its node stopped taking writes.
+fn breaks_connection(error: &RedisError) -> bool {
+    error.is_unrecoverable_error()
+        || error.is_timeout()
+        || matches!(error.kind(), ErrorKind::Server(ServerErrorKind::ReadOnly))
+}
+
+impl ConnectionLike for Managed {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(async move {
+            let Current { id, mut conn } = self.connection().await?;
+            let result = conn.send_packed_command(cmd).await;
+            self.check(id, &result);
+            result
+        })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(async move {
+            let Current { id, mut conn } = self.connection().await?;
+            let result = conn.send_packed_commands(pipeline, offset, count).await;
+            self.check(id, &result);
+            result
+        })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.shared.db
+    }
+}
