@@ -12,7 +12,7 @@ use assetscan_operator::crd::AssetScan;
 use assetscan_operator::store::{
     AssetId, Patch, RedisTarget, StoreConfig, StoreError, TicketStore,
 };
-use assetscan_operator::ticket::{Status, Step};
+use assetscan_operator::ticket::{Status, Step, Ticket};
 use assetscan_testkit::redis::{RedisOptions, RedisServer, SentinelGroup, ServerTls, TlsFiles};
 use controller_kit::*;
 use kube::api::PatchParams;
@@ -163,6 +163,70 @@ async fn a_sentinel_failover_is_followed_and_no_token_goes_backwards() {
     let b2_ticket = b_keys.ticket(b2.status.as_ref().unwrap().run.as_deref().unwrap());
     assert!(raw_get(new, &b2_ticket).await.is_some());
     ctl.stop().await;
+}
+
+/// The master dies (SIGKILL) in the middle of a run: commands fail while the
+/// sentinels notice and promote the replica, then the same store reaches the
+/// new master by itself, finds the run's replicated ticket and lock there,
+/// and the run goes on under its token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_master_is_replaced_and_the_run_goes_on() {
+    let mut group = blocking(SentinelGroup::start).expect("sentinel group starts");
+    let target = RedisTarget::parse(&group.target_spec()).unwrap();
+    let config = StoreConfig {
+        timeout: Duration::from_secs(1),
+        ..StoreConfig::default()
+    };
+    let store = TicketStore::connect(&target, config).await.unwrap();
+    let asset = AssetId::new("killed-master-01").unwrap();
+    let claimed = store.acquire(&asset, "r1", "h1", 0).await.unwrap();
+    store
+        .advance(
+            &asset,
+            "r1",
+            claimed.token,
+            Status::AssetOnline,
+            &Patch::default().completes(Step::OnlineCheck),
+        )
+        .await
+        .unwrap();
+    // Acknowledged by the replica before the crash (else it could be lost).
+    let acked: i64 = blocking(|| {
+        group
+            .master()
+            .unwrap()
+            .query(redis::cmd("WAIT").arg(1).arg(5000))
+    })
+    .unwrap();
+    assert_eq!(acked, 1);
+
+    let new = blocking(|| group.kill_master()).expect("the sentinels fail over");
+    until(
+        "the store reaches the new master",
+        Duration::from_secs(30),
+        async || store.get_ticket(&asset, "r1").await.is_ok(),
+    )
+    .await;
+    let ticket = store.get_ticket(&asset, "r1").await.unwrap().unwrap();
+    assert_eq!(
+        (ticket.status, ticket.fencing_token),
+        (Status::AssetOnline, claimed.token)
+    );
+    let next = store
+        .advance(
+            &asset,
+            "r1",
+            claimed.token,
+            Status::AssetOnline,
+            &Patch::default().fact("note", "written after the failover"),
+        )
+        .await
+        .expect("the run goes on under its token");
+    let key = store.keys(&asset).ticket("r1");
+    let on_new: Ticket =
+        serde_json::from_str(&raw_get(group.node(new).unwrap(), &key).await.unwrap()).unwrap();
+    assert_eq!(on_new.revision, next.revision, "written to the new master");
+    assert!(store.release(&asset, &claimed.lease).await.unwrap());
 }
 
 /// The run's ticket as the store (through the sentinels) reads it.

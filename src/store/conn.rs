@@ -12,11 +12,13 @@ mod sentinel;
 
 use super::StoreError;
 use managed::{Endpoint, Managed};
+pub use redis::TlsCertificates;
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
-pub use redis::{ClientTlsConfig, TlsCertificates};
+use redis::{
+    Client, ClientTlsConfig, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value,
+};
 pub use sentinel::SentinelTarget;
 use std::fmt;
 use std::path::Path;

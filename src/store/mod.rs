@@ -36,8 +36,7 @@ mod watchdog;
 
 pub use audit::AuditEntry;
 pub use conn::{
-    ClientTlsConfig, Credentials, RedisConn, RedisSecurity, RedisTarget, SentinelTarget,
-    TlsCertificates,
+    Credentials, RedisConn, RedisSecurity, RedisTarget, SentinelTarget, TlsCertificates,
 };
 pub use error::StoreError;
 pub use keys::{AssetId, AssetKeys, MAX_ASSET_ID_LEN};

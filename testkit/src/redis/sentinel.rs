@@ -71,10 +71,6 @@ impl SentinelGroup {
         format!("redis+sentinel://{}/{MASTER_NAME}", hosts.join(","))
     }
 
-    pub fn sentinels(&self) -> &[RedisServer] {
-        &self.sentinels
-    }
-
     /// The data nodes (master and replica, in start order).
     pub fn nodes(&self) -> &[RedisServer] {
         &self.nodes
