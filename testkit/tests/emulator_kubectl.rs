@@ -267,7 +267,8 @@ spec:
     );
 }
 
-/// The standalone binary: ready line, kubeconfig, SIGTERM.
+/// The standalone binary: ready line, kubeconfig, request counters, an
+/// outage by signal, SIGTERM.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_serves_until_sigterm() {
     use tokio::io::AsyncBufReadExt;
@@ -314,13 +315,47 @@ async fn binary_serves_until_sigterm() {
             .contains("kube-system")
     );
 
+    let counters = kubectl.ok(&["get", "--raw", "/emulator/requests"]).await;
+    assert!(
+        counters.contains(r#""resource":"customresourcedefinitions","verb":"list""#),
+        "{counters}"
+    );
+
     let pid = child.id().expect("running").to_string();
-    let sent = tokio::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .await
-        .expect("kill runs");
-    assert!(sent.success());
+    let signal = |name: &'static str| {
+        let pid = pid.clone();
+        async move {
+            let sent = tokio::process::Command::new("kill")
+                .args([name, &pid])
+                .status()
+                .await
+                .expect("kill runs");
+            assert!(sent.success());
+        }
+    };
+    let mut next_line = async || {
+        tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("a line in time")
+            .expect("read")
+            .expect("a line")
+    };
+    // SIGUSR1: an outage until SIGUSR2.
+    signal("-USR1").await;
+    assert_eq!(next_line().await, "kube-emulator down");
+    let refused = kubectl.run(&["get", "namespaces"]).await;
+    assert!(!refused.ok, "served during the outage: {}", refused.stdout);
+    assert!(refused.stderr.contains("refused"), "{}", refused.stderr);
+    signal("-USR2").await;
+    assert_eq!(next_line().await, "kube-emulator serving");
+    assert!(
+        kubectl
+            .ok(&["get", "namespaces"])
+            .await
+            .contains("kube-system")
+    );
+
+    signal("-TERM").await;
     let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
         .await
         .expect("exits on SIGTERM")

@@ -7,12 +7,19 @@
 //! ```
 //!
 //! Prints one line with the URL once it serves; stops on SIGINT or SIGTERM.
+//!
+//! Control surface for scripts: `GET /emulator/requests` (request counters
+//! as JSON, e.g. `kubectl get --raw /emulator/requests`), `POST
+//! /emulator/outage?seconds=N` (an API server outage that ends by itself),
+//! and signals: SIGUSR1 takes the API server down until SIGUSR2 brings it
+//! back. Each change of availability is printed as a line (`kube-emulator
+//! down`, `kube-emulator serving`).
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context;
-use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
+use assetscan_testkit::emulator::{Availability, Emulator, EmulatorOptions, Faults};
 use clap::Parser;
 
 #[derive(Debug, Parser)]
@@ -58,6 +65,36 @@ async fn stop_signal() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// SIGUSR1 begins an outage, SIGUSR2 ends it.
+#[cfg(unix)]
+fn outage_signals(faults: Faults) -> anyhow::Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut down = signal(SignalKind::user_defined1()).context("installing the SIGUSR1 handler")?;
+    let mut up = signal(SignalKind::user_defined2()).context("installing the SIGUSR2 handler")?;
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                Some(()) = down.recv() => faults.begin_outage(None),
+                Some(()) = up.recv() => faults.end_outage(),
+                else => return,
+            }
+        }
+    });
+    Ok(())
+}
+
+/// Prints every change of availability, for scripts that wait on it.
+fn report_availability(faults: Faults) {
+    tokio::spawn(async move {
+        loop {
+            faults.wait_until(Availability::Down).await;
+            println!("kube-emulator down");
+            faults.wait_until(Availability::Serving).await;
+            println!("kube-emulator serving");
+        }
+    });
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -83,6 +120,9 @@ async fn main() -> anyhow::Result<()> {
     } else {
         println!("kube-emulator listening on {}", emulator.url());
     }
+    #[cfg(unix)]
+    outage_signals(emulator.faults().clone())?;
+    report_availability(emulator.faults().clone());
     stop_signal().await?;
     emulator.shutdown().await;
     Ok(())

@@ -70,6 +70,34 @@ impl FieldError {
         Self::new("FieldValueForbidden", field, format!("Forbidden: {detail}"))
     }
 
+    /// `field.NotSupported(path, value, valid)`; `shown` is the value as Go
+    /// prints it (`"x"` for a string, `[]string{"x"}` for a list).
+    pub fn not_supported(field: &str, shown: &str, valid: &[&str]) -> Self {
+        let valid: Vec<String> = valid.iter().map(|v| format!("{v:?}")).collect();
+        Self::new(
+            "FieldValueNotSupported",
+            field,
+            format!(
+                "Unsupported value: {shown}: supported values: {}",
+                valid.join(", ")
+            ),
+        )
+    }
+
+    /// `field.TooLong(path, value, max)`.
+    pub fn too_long(field: &str, max_bytes: usize) -> Self {
+        Self::new(
+            "FieldValueTooLong",
+            field,
+            format!("Too long: must have at most {max_bytes} bytes"),
+        )
+    }
+
+    /// `field.Invalid(path, value, "field is immutable")`.
+    pub fn immutable(field: &str, value: &Value) -> Self {
+        Self::invalid(field, value, "field is immutable")
+    }
+
     /// The line as it appears inside an aggregated `Invalid` message.
     pub fn line(&self) -> String {
         if self.field.is_empty() {
@@ -222,6 +250,25 @@ impl ApiError {
         }
     }
 
+    /// A failed storage precondition (the UID a PUT carried is not the
+    /// stored object's), worded as etcd's storage layer words it, with the
+    /// object's etcd key.
+    pub fn precondition(
+        resource: &GroupResource,
+        name: &str,
+        key: &str,
+        expected: &str,
+        actual: &str,
+    ) -> Self {
+        Self::Conflict {
+            resource: resource.clone(),
+            name: name.to_string(),
+            detail: format!(
+                "StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: Precondition failed: UID in precondition: {expected}, UID in object meta: {actual}"
+            ),
+        }
+    }
+
     /// The standard optimistic-concurrency conflict.
     pub fn stale(resource: &GroupResource, name: &str) -> Self {
         Self::Conflict {
@@ -306,15 +353,21 @@ impl ApiError {
                 name,
                 causes,
                 ..
-            } => json!({
-                "name": name,
-                "group": group,
-                "kind": kind_name,
-                "causes": causes
-                    .iter()
-                    .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
-                    .collect::<Vec<_>>(),
-            }),
+            } => {
+                let mut d = json!({
+                    "group": group,
+                    "kind": kind_name,
+                    "causes": causes
+                        .iter()
+                        .map(|c| json!({"reason": c.reason, "message": c.message, "field": c.field}))
+                        .collect::<Vec<_>>(),
+                });
+                // Go omits empty strings: the options kinds have no name.
+                if !name.is_empty() {
+                    d["name"] = Value::String(name.clone());
+                }
+                d
+            }
             Self::TooManyRequests {
                 retry_after_seconds,
                 ..

@@ -1,11 +1,21 @@
-//! Fault injection: make the next N matching requests fail or slow down, and
-//! end or cut open watch streams — the API server misbehaviours a controller
-//! must survive (conflicts, 5xx, throttling, slow answers, dropped watches).
+//! Fault injection: make the next N matching requests fail or slow down, end
+//! or cut open watch streams, or take the whole API server down for a while
+//! — the API server misbehaviours a controller must survive (conflicts, 5xx,
+//! throttling, slow answers, dropped watches, outages).
+//!
+//! An outage looks to clients like a crashed kube-apiserver: new connections
+//! are refused, open watches are cut, idle connections closed. The data
+//! survives (it lives in etcd): when the server is back, every object has
+//! the resourceVersion it had, and, as after a real restart, the watch cache
+//! starts at the current version: a watch can resume from the latest version
+//! a client saw, while an older one gets `410 Expired` (and a re-list).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
+use tokio::time::Instant;
 
 /// What an injected fault answers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,12 +55,31 @@ pub enum WatchSignal {
     Abort,
 }
 
+/// Whether the emulated API server answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Availability {
+    Serving,
+    /// Connections are refused.
+    Down,
+}
+
+/// What was asked of the server's availability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outage {
+    None,
+    /// Down until the instant, or until `end_outage` when `None`.
+    Until(Option<Instant>),
+}
+
 /// Handle for injecting faults; cheap to clone, shared with the server.
 #[derive(Debug, Clone)]
 pub struct Faults {
     rules: Arc<Mutex<Vec<Rule>>>,
     fired: Arc<Mutex<Vec<FiredFault>>>,
     watches: broadcast::Sender<WatchSignal>,
+    outage: Arc<watch::Sender<Outage>>,
+    availability: Arc<watch::Sender<Availability>>,
+    outages: Arc<AtomicUsize>,
 }
 
 impl Default for Faults {
@@ -73,7 +102,52 @@ impl Faults {
             rules: Arc::default(),
             fired: Arc::default(),
             watches,
+            outage: Arc::new(watch::Sender::new(Outage::None)),
+            availability: Arc::new(watch::Sender::new(Availability::Serving)),
+            outages: Arc::default(),
         }
+    }
+
+    /// Takes the API server down: for `duration`, or until `end_outage`
+    /// when `None`. Returns at once; `wait_until(Availability::Down)` waits
+    /// until every connection is closed and new ones are refused.
+    pub fn begin_outage(&self, duration: Option<Duration>) {
+        let until = duration.map(|d| Instant::now() + d);
+        self.outage.send_replace(Outage::Until(until));
+    }
+
+    /// Brings the API server back; `wait_until(Availability::Serving)` waits
+    /// until it accepts connections again.
+    pub fn end_outage(&self) {
+        self.outage.send_replace(Outage::None);
+    }
+
+    /// Whether the server answers right now.
+    pub fn availability(&self) -> Availability {
+        *self.availability.borrow()
+    }
+
+    /// Waits until the server is (again) in the given state.
+    pub async fn wait_until(&self, wanted: Availability) {
+        let mut rx = self.availability.subscribe();
+        // The sender lives as long as `self`: the wait cannot fail.
+        let _ = rx.wait_for(|a| *a == wanted).await;
+    }
+
+    /// How many outages have taken effect.
+    pub fn outages(&self) -> usize {
+        self.outages.load(Ordering::SeqCst)
+    }
+
+    pub(crate) fn outage_requests(&self) -> watch::Receiver<Outage> {
+        self.outage.subscribe()
+    }
+
+    pub(crate) fn set_availability(&self, now: Availability) {
+        if now == Availability::Down {
+            self.outages.fetch_add(1, Ordering::SeqCst);
+        }
+        self.availability.send_replace(now);
     }
 
     /// Answers the next `times` requests whose method is `method` (any, when

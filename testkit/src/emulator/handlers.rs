@@ -11,7 +11,9 @@
 //! * a stale `resourceVersion` is a `409 Conflict`; a no-op write is not
 //!   stored and does not bump the resourceVersion;
 //! * objects with finalizers are only marked for deletion; removing the last
-//!   finalizer of a marked object deletes it.
+//!   finalizer of a marked object deletes it (see `deletion`);
+//! * the request's options are checked first (see `options`), and empty
+//!   metadata fields are dropped as Go's `ObjectMeta` drops them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,15 +21,17 @@ use std::sync::Arc;
 use base64::Engine;
 use serde_json::{Value, json};
 
+use super::deletion;
 use super::error::{ApiError, FieldError};
 use super::fieldmanager::Writer;
 use super::meta;
+use super::options::{self, OptionsKind};
 use super::patch::{self, PatchType};
 use super::resources::{self, ResourceType, StorageId};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{EventType, ObjKey, Operation, Store, WriteMeta};
 use super::table;
-use super::validation;
+use super::validation::{self, Scope};
 
 /// Everything the emulator keeps, behind one lock: the registry and the store.
 #[derive(Debug)]
@@ -47,7 +51,7 @@ pub struct Reply {
 }
 
 impl Reply {
-    fn ok(body: Value) -> Self {
+    pub(super) fn ok(body: Value) -> Self {
         Self {
             code: 200,
             body,
@@ -77,25 +81,23 @@ enum FieldValidation {
 }
 
 impl Request<'_> {
-    fn q(&self, k: &str) -> Option<&str> {
+    pub(super) fn q(&self, k: &str) -> Option<&str> {
         self.query
             .get(k)
             .map(String::as_str)
             .filter(|v| !v.is_empty())
     }
 
-    fn dry_run(&self) -> bool {
+    /// `dryRun=All` (any other value was refused by the options check).
+    pub(super) fn dry_run(&self) -> bool {
         self.q("dryRun") == Some("All")
     }
 
-    fn field_validation(&self) -> Result<FieldValidation, ApiError> {
+    fn field_validation(&self) -> FieldValidation {
         match self.q("fieldValidation") {
-            None | Some("Warn") => Ok(FieldValidation::Warn),
-            Some("Ignore") => Ok(FieldValidation::Ignore),
-            Some("Strict") => Ok(FieldValidation::Strict),
-            Some(other) => Err(ApiError::BadRequest(format!(
-                "fieldValidation must be one of \"Ignore\", \"Warn\", or \"Strict\", got {other:?}"
-            ))),
+            Some("Ignore") => FieldValidation::Ignore,
+            Some("Strict") => FieldValidation::Strict,
+            _ => FieldValidation::Warn,
         }
     }
 
@@ -109,7 +111,7 @@ impl Request<'_> {
         ua.chars().take(128).collect()
     }
 
-    fn key(&self, name: &str) -> ObjKey {
+    pub(super) fn key(&self, name: &str) -> ObjKey {
         ObjKey {
             storage: self.rt.storage.clone(),
             namespace: self.namespace.clone().unwrap_or_default(),
@@ -125,7 +127,7 @@ impl Request<'_> {
         self.subresource.as_deref().unwrap_or_default()
     }
 
-    fn meta(&self, operation: Operation, manager: Option<String>) -> WriteMeta {
+    pub(super) fn meta(&self, operation: Operation, manager: Option<String>) -> WriteMeta {
         WriteMeta {
             operation,
             subresource: self.subresource.clone(),
@@ -247,13 +249,19 @@ fn too_large(rv: u64, current: u64) -> ApiError {
     ))
 }
 
+/// A list, served the way kube-apiserver 1.28 serves it: `resourceVersion=0`
+/// comes from the watch cache, which ignores `limit` (one page, no continue
+/// token); an exact version, a legacy version with a `limit`, and `continue`
+/// read a consistent snapshot from the change log, as etcd would.
 pub fn list(state: &State, req: &Request<'_>) -> Result<Reply, ApiError> {
+    options::check_list(req.query, false)?;
     let filter = Filter::from_query(&req.rt, req.query)?;
     let current = state.store.current_rv();
+    let from_cache = req.q("resourceVersion") == Some("0") && req.q("continue").is_none();
     let limit = req
         .q("limit")
         .and_then(|l| l.parse::<usize>().ok())
-        .filter(|l| *l > 0);
+        .filter(|l| *l > 0 && !from_cache);
     let (snapshot_rv, after) = match req.q("continue") {
         Some(token) => {
             let (rv, ns, name) = decode_continue(token)?;
@@ -269,7 +277,8 @@ pub fn list(state: &State, req: &Request<'_>) -> Result<Reply, ApiError> {
                     if rv > current {
                         return Err(too_large(rv, current));
                     }
-                    if m == Some("Exact") { rv } else { current }
+                    let exact = m == Some("Exact") || (m.is_none() && limit.is_some());
+                    if exact { rv } else { current }
                 }
             };
             (rv, None)
@@ -388,7 +397,7 @@ fn prune(req: &Request<'_>, obj: &mut Value, warnings: &mut Vec<String>) -> Resu
     if unknown.is_empty() {
         return Ok(());
     }
-    match req.field_validation()? {
+    match req.field_validation() {
         FieldValidation::Strict => {
             let fields: Vec<String> = unknown
                 .iter()
@@ -490,6 +499,26 @@ fn spec_content(rt: &ResourceType, obj: &Value) -> Value {
     v
 }
 
+/// Whether a PUT without `resourceVersion` overwrites unconditionally:
+/// never for custom resources and CRDs, always for the built-ins served here.
+fn allows_unconditional_update(rt: &ResourceType) -> bool {
+    !rt.custom && !is_crd(rt)
+}
+
+/// The object's etcd key, as storage errors quote it.
+fn etcd_key(rt: &ResourceType, key: &ObjKey) -> String {
+    let prefix = if rt.custom || is_crd(rt) {
+        format!("{}/{}", rt.storage.group, rt.storage.resource)
+    } else {
+        rt.storage.resource.clone()
+    };
+    if key.namespace.is_empty() {
+        format!("/registry/{prefix}/{}", key.name)
+    } else {
+        format!("/registry/{prefix}/{}/{}", key.namespace, key.name)
+    }
+}
+
 fn namespace_check(state: &State, req: &Request<'_>) -> Result<(), ApiError> {
     let Some(ns) = req.namespace.as_deref() else {
         return Ok(());
@@ -516,14 +545,14 @@ fn namespace_check(state: &State, req: &Request<'_>) -> Result<(), ApiError> {
     }
 }
 
-fn ns_storage() -> StorageId {
+pub(super) fn ns_storage() -> StorageId {
     StorageId {
         group: String::new(),
         resource: "namespaces".into(),
     }
 }
 
-fn is_crd(rt: &ResourceType) -> bool {
+pub(super) fn is_crd(rt: &ResourceType) -> bool {
     rt.group == "apiextensions.k8s.io" && rt.plural == "customresourcedefinitions"
 }
 
@@ -626,6 +655,7 @@ fn prepare_create(
     }
     default_builtin(&req.rt, &mut obj);
     prune(req, &mut obj, warnings)?;
+    meta::drop_empty_metadata(&mut obj);
     if is_crd(&req.rt) {
         check_crd(&req.rt, &obj)?;
         obj["status"] = resources::established_crd_status(&obj, &now);
@@ -640,7 +670,7 @@ fn prepare_create(
         status_subresource: req.rt.status_subresource,
     };
     record(&writer, &mut obj);
-    validation::admit(&req.rt, &obj, None)?;
+    validation::admit(&req.rt, &obj, None, Scope::Object)?;
     let name = meta::name(&obj).unwrap_or_default();
     if state.store.get(&req.key(name)).is_some() {
         return Err(ApiError::AlreadyExists {
@@ -685,7 +715,7 @@ fn register_crd(state: &mut State, crd: &Value) -> Result<(), ApiError> {
 
 // ---------------------------------------------------------------- update & patch
 
-fn current(state: &State, req: &Request<'_>) -> Result<(ObjKey, Arc<Value>), ApiError> {
+pub(super) fn current(state: &State, req: &Request<'_>) -> Result<(ObjKey, Arc<Value>), ApiError> {
     let name = req.item_name()?;
     let key = req.key(name);
     let stored = state
@@ -705,15 +735,49 @@ pub fn update(state: &mut State, req: &Request<'_>, obj: Value) -> Result<Reply,
             "the name of the object ({body_name}) does not match the name on the URL ({name})"
         )));
     }
-    let (key, stored) = current(state, req)?;
+    let key = req.key(name);
+    let stored = state.store.get(&key);
+    // A UID in the body is a storage precondition, checked before anything
+    // else: against a missing object it fails too (409, not 404).
+    if let Some(uid) = meta::meta_str(&obj, "uid").filter(|u| !u.is_empty()) {
+        let actual = stored
+            .as_deref()
+            .and_then(|s| meta::meta_str(s, "uid"))
+            .unwrap_or_default();
+        if uid != actual {
+            return Err(ApiError::precondition(
+                &req.rt.group_resource(),
+                name,
+                &etcd_key(&req.rt, &key),
+                uid,
+                actual,
+            ));
+        }
+    }
+    let stored = stored.ok_or_else(|| ApiError::not_found(&req.rt.group_resource(), name))?;
     let mut obj = obj;
     settle_namespace(req, &mut obj)?;
     meta::set_meta(&mut obj, "name", Value::String(name.to_string()));
     let old = req.rt.to_view(&stored);
-    if let Some(rv) = meta::resource_version(&obj)
-        && Some(rv) != meta::resource_version(&old)
-    {
-        return Err(ApiError::stale(&req.rt.group_resource(), name));
+    match meta::resource_version(&obj) {
+        None if !allows_unconditional_update(&req.rt) => {
+            let rt = &req.rt;
+            return Err(ApiError::Invalid {
+                kind: rt.group_resource().to_string(),
+                group: rt.group.clone(),
+                kind_name: rt.plural.clone(),
+                name: name.to_string(),
+                causes: vec![FieldError::new(
+                    "FieldValueInvalid",
+                    "metadata.resourceVersion",
+                    "Invalid value: 0x0: must be specified for an update",
+                )],
+            });
+        }
+        Some(rv) if Some(rv) != meta::resource_version(&old) => {
+            return Err(ApiError::stale(&req.rt.group_resource(), name));
+        }
+        _ => {}
     }
     let manager = req.update_manager();
     finish_update(
@@ -730,6 +794,11 @@ pub fn update(state: &mut State, req: &Request<'_>, obj: Value) -> Result<Reply,
 
 pub fn patch(state: &mut State, req: &Request<'_>, body: &[u8]) -> Result<Reply, ApiError> {
     let patch_type = PatchType::from_content_type(req.content_type, req.rt.custom)?;
+    options::check_write(
+        OptionsKind::Patch,
+        req.query,
+        patch_type == PatchType::Apply,
+    )?;
     let name = req.item_name()?.to_string();
     let patch_body = parse_body(body, req.content_type)?;
     let operation = match patch_type {
@@ -762,10 +831,8 @@ fn apply(
     name: &str,
     mut applied: Value,
 ) -> Result<Reply, ApiError> {
-    let manager = req
-        .q("fieldManager")
-        .ok_or_else(|| ApiError::BadRequest("PATCH /apply requires fieldManager to be set".into()))?
-        .to_string();
+    // Present: the options check requires it for apply.
+    let manager = req.q("fieldManager").unwrap_or_default().to_string();
     check_type(&req.rt, &applied)?;
     if let Some(body_name) = meta::name(&applied)
         && body_name != name
@@ -871,7 +938,7 @@ fn prune_applied(
     if unknown.is_empty() {
         return Ok(());
     }
-    match req.field_validation()? {
+    match req.field_validation() {
         FieldValidation::Strict => Err(ApiError::BadRequest(format!(
             "failed to create typed patch object ({}/{}; {}): {}",
             req.rt.api_version(),
@@ -940,18 +1007,22 @@ fn finish_update(
             "the body of the request must be a JSON object".into(),
         ));
     }
+    // A PUT's UID was a precondition (checked by `update`); a patch that
+    // changes it changes an immutable field. Status writes keep all metadata.
     if let (Some(uid), Some(old_uid)) = (
         meta::meta_str(&candidate, "uid"),
         meta::meta_str(old, "uid"),
     ) && uid != old_uid
+        && req.subresource() != "status"
     {
-        return Err(ApiError::Conflict {
-            resource: rt.group_resource(),
-            name,
-            detail: format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {old_uid}"
-            ),
-        });
+        return Err(validation::invalid(
+            rt,
+            &name,
+            vec![FieldError::immutable(
+                "metadata.uid",
+                &Value::String(uid.to_string()),
+            )],
+        ));
     }
     let mut new = if req.subresource() == "status" {
         // Only status changes through /status (and managedFields of the writer).
@@ -1009,6 +1080,7 @@ fn finish_update(
     decode_check(rt, &new)?;
     default_builtin(rt, &mut new);
     prune(req, &mut new, &mut warnings)?;
+    meta::drop_empty_metadata(&mut new);
 
     if meta::is_deleting(old) {
         let before = meta::finalizers(old);
@@ -1054,7 +1126,12 @@ fn finish_update(
     if is_crd(rt) {
         check_crd(rt, &new)?;
     }
-    validation::admit(rt, &new, Some(old))?;
+    let scope = if req.subresource() == "status" {
+        Scope::Status
+    } else {
+        Scope::Object
+    };
+    validation::admit(rt, &new, Some(old), scope)?;
 
     if new == *old {
         return Ok(Reply {
@@ -1072,19 +1149,18 @@ fn finish_update(
     }
     let how = req.meta(operation, Some(manager));
     if meta::is_deleting(&new) && meta::finalizers(&new).is_empty() {
-        // The last finalizer is gone: the object goes, as it was last stored.
+        // The last finalizer is gone: the object goes. Storage deletes it as
+        // it was last stored (watchers see that state), while the writer is
+        // answered with the object its write produced, finalizers gone.
         let stored = state
             .store
             .get(&key)
             .map(|s| (*s).clone())
             .unwrap_or_else(|| rt.to_storage(old));
-        let gone = state
-            .store
-            .commit(key.clone(), EventType::Deleted, stored, how);
-        after_delete(state, rt, &key, &gone);
+        deletion::remove(state, rt, &key, stored, how);
         return Ok(Reply {
             code: 200,
-            body: rt.to_view(&gone),
+            body: new,
             warnings,
         });
     }
@@ -1099,232 +1175,6 @@ fn finish_update(
         body: rt.to_view(&stored),
         warnings,
     })
-}
-
-// ---------------------------------------------------------------- delete
-
-pub fn delete(state: &mut State, req: &Request<'_>, options: &Value) -> Result<Reply, ApiError> {
-    let (key, stored) = current(state, req)?;
-    let rt = req.rt.clone();
-    let name = key.name.clone();
-    let pre = |field: &str, label: &str, actual: Option<&str>| -> Result<(), ApiError> {
-        match options
-            .pointer(&format!("/preconditions/{field}"))
-            .and_then(Value::as_str)
-        {
-            Some(expected) if Some(expected) != actual => Err(ApiError::Conflict {
-                resource: rt.group_resource(),
-                name: name.clone(),
-                detail: format!(
-                    "Precondition failed: {label} in precondition: {expected}, {label} in object meta: {}",
-                    actual.unwrap_or_default()
-                ),
-            }),
-            _ => Ok(()),
-        }
-    };
-    pre("uid", "UID", meta::meta_str(&stored, "uid"))?;
-    pre(
-        "resourceVersion",
-        "ResourceVersion",
-        meta::resource_version(&stored),
-    )?;
-    let how = req.meta(Operation::Delete, None);
-    let dry_run = req.dry_run()
-        || options
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .is_some_and(|d| !d.is_empty());
-    let result = delete_key(state, &rt, &key, how, dry_run)?.unwrap_or_else(|| (*stored).clone());
-    let still_there = dry_run || state.store.get(&key).is_some();
-    let body = match (still_there, rt.custom) {
-        (true, _) | (false, true) => rt.to_view(&result),
-        (false, false) => json!({
-            "kind": "Status",
-            "apiVersion": "v1",
-            "metadata": {},
-            "status": "Success",
-            "details": {"name": name, "group": rt.group, "kind": rt.plural, "uid": meta::meta_str(&stored, "uid")},
-        }),
-    };
-    Ok(Reply::ok(body))
-}
-
-/// Deletes one object: marks it when it has finalizers, removes it otherwise.
-/// Returns the resulting stored object (marked, or as deleted).
-fn delete_key(
-    state: &mut State,
-    rt: &Arc<ResourceType>,
-    key: &ObjKey,
-    how: WriteMeta,
-    dry_run: bool,
-) -> Result<Option<Value>, ApiError> {
-    let Some(stored) = state.store.get(key) else {
-        return Ok(None);
-    };
-    let mut obj = (*stored).clone();
-    let is_namespace = rt.storage == ns_storage();
-    let has_finalizers = !meta::finalizers(&obj).is_empty()
-        || (is_namespace
-            && obj
-                .pointer("/spec/finalizers")
-                .and_then(Value::as_array)
-                .is_some_and(|f| !f.is_empty()));
-    if has_finalizers {
-        if meta::is_deleting(&obj) {
-            return Ok(Some(obj));
-        }
-        meta::set_meta(
-            &mut obj,
-            "deletionTimestamp",
-            Value::String(meta::now_rfc3339()),
-        );
-        meta::set_meta(&mut obj, "deletionGracePeriodSeconds", json!(0));
-        if is_namespace {
-            obj["status"] = json!({"phase": "Terminating"});
-        }
-        if dry_run {
-            return Ok(Some(obj));
-        }
-        let marked = state
-            .store
-            .commit(key.clone(), EventType::Modified, obj, how.clone());
-        if is_namespace {
-            terminate_namespace(state, &key.name);
-            return Ok(state
-                .store
-                .get(key)
-                .map(|o| (*o).clone())
-                .or(Some((*marked).clone())));
-        }
-        return Ok(Some((*marked).clone()));
-    }
-    if dry_run {
-        return Ok(Some(obj));
-    }
-    let gone = state
-        .store
-        .commit(key.clone(), EventType::Deleted, obj, how);
-    after_delete(state, rt, key, &gone);
-    Ok(Some((*gone).clone()))
-}
-
-/// Follow-ups of a removal: a CRD takes its resources and objects with it;
-/// the last object of a terminating namespace lets the namespace go.
-fn after_delete(state: &mut State, rt: &ResourceType, key: &ObjKey, gone: &Value) {
-    if is_crd(rt) {
-        if let Some(storage) = state.registry.remove_crd(&key.name) {
-            for k in state.store.keys_of(&storage) {
-                if let Some(obj) = state.store.get(&k) {
-                    let how = WriteMeta {
-                        operation: Operation::Delete,
-                        subresource: None,
-                        field_manager: None,
-                    };
-                    state
-                        .store
-                        .commit(k, EventType::Deleted, (*obj).clone(), how);
-                }
-            }
-        }
-        state.generation += 1;
-        let _ = gone;
-    }
-    if !key.namespace.is_empty() {
-        finish_namespace_if_empty(state, &key.namespace);
-    }
-}
-
-/// The namespace controller: delete everything in a terminating namespace.
-fn terminate_namespace(state: &mut State, namespace: &str) {
-    for key in state.store.keys_in_namespace(namespace) {
-        let Some(rt) = state
-            .registry
-            .all()
-            .iter()
-            .find(|t| t.storage == key.storage)
-            .cloned()
-        else {
-            continue;
-        };
-        let how = WriteMeta {
-            operation: Operation::Delete,
-            subresource: None,
-            field_manager: Some("namespace-controller".into()),
-        };
-        // Objects with finalizers stay until their controllers release them.
-        let _ = delete_key(state, &rt, &key, how, false);
-    }
-    finish_namespace_if_empty(state, namespace);
-}
-
-fn finish_namespace_if_empty(state: &mut State, namespace: &str) {
-    let key = ObjKey {
-        storage: ns_storage(),
-        namespace: String::new(),
-        name: namespace.to_string(),
-    };
-    let Some(ns) = state.store.get(&key) else {
-        return;
-    };
-    if !meta::is_deleting(&ns) || !state.store.keys_in_namespace(namespace).is_empty() {
-        return;
-    }
-    let how = WriteMeta {
-        operation: Operation::Delete,
-        subresource: None,
-        field_manager: Some("namespace-controller".into()),
-    };
-    let mut last = (*ns).clone();
-    if let Some(spec) = last.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.remove("finalizers");
-    }
-    state.store.commit(key, EventType::Deleted, last, how);
-}
-
-pub fn delete_collection(
-    state: &mut State,
-    req: &Request<'_>,
-    options: &Value,
-) -> Result<Reply, ApiError> {
-    if req.rt.namespaced && req.namespace.is_none() {
-        return Err(ApiError::MethodNotAllowed);
-    }
-    let filter = Filter::from_query(&req.rt, req.query)?;
-    let keys: Vec<ObjKey> = state
-        .store
-        .list(&req.rt.storage, req.namespace.as_deref())
-        .iter()
-        .filter(|o| filter.matches(o))
-        .map(|o| ObjKey {
-            storage: req.rt.storage.clone(),
-            namespace: meta::namespace(o).unwrap_or_default().to_string(),
-            name: meta::name(o).unwrap_or_default().to_string(),
-        })
-        .collect();
-    let dry_run = req.dry_run()
-        || options
-            .get("dryRun")
-            .and_then(Value::as_array)
-            .is_some_and(|d| !d.is_empty());
-    let mut items = Vec::new();
-    for key in keys {
-        if let Some(obj) = delete_key(
-            state,
-            &req.rt,
-            &key,
-            req.meta(Operation::Delete, None),
-            dry_run,
-        )? {
-            items.push(req.rt.to_view(&obj));
-        }
-    }
-    Ok(Reply::ok(json!({
-        "kind": req.rt.list_kind,
-        "apiVersion": req.rt.api_version(),
-        "metadata": {"resourceVersion": state.store.current_rv().to_string()},
-        "items": items,
-    })))
 }
 
 /// Creates an object directly (startup seeding and `Emulator` helpers).

@@ -45,6 +45,24 @@ pub fn remove_meta(obj: &mut Value, field: &str) {
     meta_mut(obj).remove(field);
 }
 
+/// Drops empty metadata fields (`finalizers: []`, `labels: {}`,
+/// `generateName: ""`, nulls), as the round trip through Go's `ObjectMeta`
+/// (every field `omitempty`) does in kube-apiserver. Clients depend on it:
+/// kube-runtime adds the first finalizer with a JSON patch that tests
+/// `/metadata/finalizers` for null, which an empty list would fail.
+pub fn drop_empty_metadata(obj: &mut Value) {
+    let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    meta.retain(|_, v| match v {
+        Value::Null => false,
+        Value::String(s) => !s.is_empty(),
+        Value::Array(a) => !a.is_empty(),
+        Value::Object(o) => !o.is_empty(),
+        Value::Bool(_) | Value::Number(_) => true,
+    });
+}
+
 pub fn finalizers(obj: &Value) -> Vec<String> {
     obj.get("metadata")
         .and_then(|m| m.get("finalizers"))

@@ -2,28 +2,40 @@
 //! controller, `kubectl` and kube-rs clients against.
 //!
 //! No kube-apiserver can be installed on the machines this project is built
-//! and tested on, so this is the one stand-in — and only for the API server
-//! (there is no scheduler, kubelet, garbage collector or admission webhook).
-//! What it does emulate, it emulates the way kube-apiserver does, with the
-//! same status codes, `reason`s and message wording, so that tests passing
-//! here pass against a real cluster:
+//! and tested on, so this is the one stand-in — for the API server and the
+//! garbage collector of kube-controller-manager (there is no scheduler,
+//! kubelet or admission webhook). What it does emulate, it emulates the way
+//! kube-apiserver v1.28 does, with the same status codes, `reason`s and
+//! message wording, so that tests passing here pass against a real cluster:
 //!
 //! * discovery, OpenAPI v3 documents, JSON and server-side `Table` output;
 //! * get / list (label and field selectors, `limit`/`continue`,
 //!   `resourceVersion` + `resourceVersionMatch`) / watch (resume from a
 //!   resourceVersion, bookmarks, `sendInitialEvents`, `410 Expired`);
+//! * the request options (`dryRun`, `fieldManager`, `fieldValidation`,
+//!   `force`, `propagationPolicy`, `resourceVersionMatch`) checked first,
+//!   with `422` on the options kind as the real server answers;
 //! * create (`generateName`, namespace defaulting, `409 AlreadyExists`),
-//!   replace (`409 Conflict` on a stale resourceVersion), JSON merge patch,
-//!   JSON patch (RFC 6902), server-side apply with field managers and
-//!   conflicts, strategic merge patch (rejected with 415 for custom
-//!   resources), delete with finalizers and `deletionTimestamp`;
-//! * the status subresource kept apart from the rest of the object,
-//!   `metadata.generation` bumped on spec changes only, `managedFields`;
+//!   replace (`resourceVersion` required for custom resources and CRDs,
+//!   `409 Conflict` when stale or when the body's UID is not the stored
+//!   one, `404` when missing), JSON merge patch, JSON patch (RFC 6902),
+//!   server-side apply with field managers and conflicts, strategic merge
+//!   patch (rejected with 415 for custom resources), `dryRun=All`;
+//! * delete with finalizers, `deletionTimestamp` and a `generation` bump,
+//!   a `Status` answer for objects removed at once, and the garbage
+//!   collector following `ownerReferences` (background, foreground and
+//!   orphan propagation; see `gc`);
+//! * the status subresource kept apart from the rest of the object (schema
+//!   errors of status writes named relative to `status`, as the real server
+//!   names them), `metadata.generation` bumped on spec changes only,
+//!   `managedFields`, empty metadata fields (`finalizers: []`) dropped;
 //! * CRDs from YAML files or created through the API; pruning of unknown
 //!   fields, schema defaults, OpenAPI v3 validation and
 //!   `x-kubernetes-validations` CEL rules (transition rules with `oldSelf`
 //!   included) evaluated by `kube::core::cel`;
-//! * a history of every accepted write per object, and fault injection.
+//! * a history of every accepted write per object, request counters by
+//!   resource, verb and outcome (`requests`, also at `/emulator/requests`),
+//!   and fault injection, outages included (`faults`).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
@@ -38,17 +50,22 @@
 //!
 //! * Authentication, authorization (RBAC), admission webhooks, API priority
 //!   and fairness (429s only come from fault injection), audit.
-//! * Controllers: no garbage collector (`ownerReferences` are stored, never
-//!   followed; `propagationPolicy` Foreground/Orphan act as Background), no
-//!   scheduler or kubelet. The namespace controller is emulated (deleting a
-//!   namespace deletes its contents), and so is CRD cleanup (deleting a CRD
-//!   deletes its objects at once, without waiting for their finalizers).
+//! * Controllers: no scheduler or kubelet. The garbage collector finds
+//!   owners by uid alone and ignores `blockOwnerDeletion` (see `gc`). The
+//!   namespace controller is emulated (deleting a namespace deletes its
+//!   contents), and so is CRD cleanup (deleting a CRD deletes its objects at
+//!   once, without waiting for their finalizers).
 //! * Built-in kinds other than Namespaces, ConfigMaps, Secrets, core/v1 and
 //!   events.k8s.io/v1 Events (one storage, two representations), Leases and
 //!   CustomResourceDefinitions. Built-ins are not schema-validated, except
-//!   the events.k8s.io/v1 Event create rules.
+//!   for the events.k8s.io/v1 Event rules (required fields on create,
+//!   immutable fields on update).
 //! * Strategic merge patch on built-ins is applied as a JSON merge patch (no
-//!   `$patch` directives or merge keys).
+//!   `$patch` directives or merge keys). A PUT never creates (core Events
+//!   would allow it on a real server).
+//! * Validation ratcheting (unchanged invalid values pass an update) is
+//!   applied as in v1.30, where it is on by default; streaming lists
+//!   (`sendInitialEvents`) are served as with the WatchList gate on.
 //! * CRD conversion webhooks (versions are converted by rewriting
 //!   `apiVersion`, i.e. `strategy: None`), `scale` subresource,
 //!   `x-kubernetes-validations` on list items are correlated with `oldSelf`
@@ -64,17 +81,23 @@
 //!   discovery (clients fall back to the legacy documents), `/openapi/v2`
 //!   (kubectl uses v3; `kubectl explain` shows little), `exec`/`logs`/
 //!   `port-forward`, TLS.
-//! * Lists with `resourceVersionMatch=NotOlderThan` are served from the
-//!   latest state; `Exact` and `continue` use the change log.
+//! * Lists with `resourceVersion=0` or `resourceVersionMatch=NotOlderThan`
+//!   are served from the latest state (the watch cache; `limit` is ignored
+//!   for `resourceVersion=0`, as the cache ignores it); `Exact`, a legacy
+//!   version with `limit`, and `continue` use the change log.
 
+mod deletion;
 mod discovery;
 mod error;
 mod faults;
 mod fieldmanager;
+mod gc;
 mod handlers;
 mod kubeconfig;
 mod meta;
+mod options;
 mod patch;
+mod requests;
 mod resources;
 mod routes;
 mod schema;
@@ -84,6 +107,7 @@ mod table;
 mod validation;
 mod watch;
 
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -93,9 +117,11 @@ use serde::Deserialize;
 use serde_json::Value;
 
 pub use error::{ApiError, EmulatorError, FieldError};
-pub use faults::{Fault, Faults, FiredFault};
+pub use faults::{Availability, Fault, Faults, FiredFault};
+pub use requests::{CodeClass, RequestCounts, RequestKey, Verb};
 pub use store::{EventType, Operation, WriteRecord};
 
+use faults::Outage;
 use handlers::State;
 use resources::Registry;
 use routes::Shared;
@@ -252,6 +278,7 @@ impl Emulator {
             .map_err(EmulatorError::Bind)?;
         let addr = listener.local_addr().map_err(EmulatorError::Bind)?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
+        let gc_wake = state.store.graph().wake();
         let shared = Arc::new(Shared {
             state: Mutex::new(state),
             faults: Faults::new(),
@@ -263,17 +290,10 @@ impl Emulator {
             open_watches: Arc::new(AtomicUsize::new(0)),
             expired_watches: AtomicUsize::new(0),
             address: addr.to_string(),
+            requests: Default::default(),
         });
-        let app = routes::router(shared.clone());
-        let mut stop_signal = stopped;
-        let task = tokio::spawn(async move {
-            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
-                let _ = stop_signal.wait_for(|s| *s).await;
-            });
-            if let Err(e) = serve.await {
-                tracing::error!(error = %e, "kube-emulator server failed");
-            }
-        });
+        tokio::spawn(gc::run(shared.clone(), gc_wake, stopped.clone()));
+        let task = tokio::spawn(serve(shared.clone(), listener, addr, stopped));
         Ok(Self {
             shared,
             url: format!("http://{addr}"),
@@ -319,6 +339,11 @@ impl Emulator {
     /// Fault injection for this emulator.
     pub fn faults(&self) -> &Faults {
         &self.shared.faults
+    }
+
+    /// How many requests were answered, by resource, verb and outcome.
+    pub fn requests(&self) -> RequestCounts {
+        self.shared.requests.snapshot()
     }
 
     /// Every accepted write of one object, oldest first, objects in the
@@ -410,6 +435,97 @@ impl Drop for Emulator {
         let _ = self.stop.send(true);
         if let Some(task) = self.task.take() {
             task.abort();
+        }
+    }
+}
+
+/// Serves until stopped, going down and coming back for outages.
+async fn serve(
+    shared: Arc<Shared>,
+    listener: tokio::net::TcpListener,
+    addr: SocketAddr,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let app = routes::router(shared.clone());
+    let faults = shared.faults.clone();
+    let mut listener = Some(listener);
+    loop {
+        let listener = match listener.take() {
+            Some(l) => l,
+            None => match rebind(addr, &mut stop).await {
+                Some(l) => l,
+                None => return,
+            },
+        };
+        faults.set_availability(Availability::Serving);
+        let mut outage = faults.outage_requests();
+        let mut stopping = stop.clone();
+        // Stops accepting at once (the port refuses connections), then waits
+        // for open connections: watches are cut by the outage, idle ones closed.
+        let ended = async move {
+            tokio::select! {
+                _ = outage.wait_for(|o| *o != Outage::None) => {}
+                _ = stopping.wait_for(|s| *s) => {}
+            }
+        };
+        if let Err(e) = axum::serve(listener, app.clone())
+            .with_graceful_shutdown(ended)
+            .await
+        {
+            tracing::error!(error = %e, "kube-emulator server failed");
+        }
+        if *stop.borrow() {
+            return;
+        }
+        faults.set_availability(Availability::Down);
+        if !outage_over(&faults, &mut stop).await {
+            return;
+        }
+        shared.lock().store.restart_watch_cache();
+    }
+}
+
+/// Waits for the outage to end (its time, or `end_outage`); false when the
+/// emulator stops meanwhile.
+async fn outage_over(faults: &Faults, stop: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+    let mut requests = faults.outage_requests();
+    loop {
+        let current = *requests.borrow_and_update();
+        let deadline = match current {
+            Outage::None => return true,
+            Outage::Until(deadline) => deadline,
+        };
+        let timer = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = timer => {
+                faults.end_outage();
+                return true;
+            }
+            changed = requests.changed() => if changed.is_err() { return false },
+            _ = stop.wait_for(|s| *s) => return false,
+        }
+    }
+}
+
+/// Listens on the same address again after an outage. The port was ours a
+/// moment ago; should another process have taken it, keep trying.
+async fn rebind(
+    addr: SocketAddr,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> Option<tokio::net::TcpListener> {
+    loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => return Some(l),
+            Err(e) => tracing::warn!(error = %e, %addr, "kube-emulator cannot listen again yet"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            _ = stop.wait_for(|s| *s) => return None,
         }
     }
 }

@@ -87,15 +87,6 @@ impl ResourceType {
         }
     }
 
-    /// `Kind.group` as used in `Invalid` messages.
-    pub fn qualified_kind(&self) -> String {
-        if self.group.is_empty() {
-            self.kind.clone()
-        } else {
-            format!("{}.{}", self.kind, self.group)
-        }
-    }
-
     /// The stored object as this resource's API representation.
     pub fn to_view(&self, stored: &Value) -> Value {
         let mut obj = match self.conversion {
@@ -316,6 +307,22 @@ impl Default for Registry {
 impl Registry {
     pub fn all(&self) -> &[Arc<ResourceType>] {
         &self.types
+    }
+
+    /// The resource that stores objects in `storage` (for the two Event
+    /// APIs, the core one, whose representation is the stored one).
+    pub fn by_storage(&self, storage: &StorageId) -> Option<Arc<ResourceType>> {
+        self.types
+            .iter()
+            .find(|t| t.storage == *storage && t.conversion == Conversion::None)
+            .cloned()
+    }
+
+    /// Whether objects of `kind` in `api_version` are served.
+    pub fn serves_kind(&self, api_version: &str, kind: &str) -> bool {
+        self.types
+            .iter()
+            .any(|t| t.kind == kind && t.api_version() == api_version)
     }
 
     pub fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceType>> {

@@ -1,10 +1,15 @@
 //! HTTP: URL parsing into (resource, namespace, name, subresource) the way
 //! kube-apiserver's RequestInfoFactory does it, verb dispatch, fault
-//! injection, and rendering of answers and `Status` errors.
+//! injection, request counting, and rendering of answers and `Status`
+//! errors. Two paths outside the Kubernetes API serve scripts:
+//! `GET /emulator/requests` (the request counters as JSON) and
+//! `POST /emulator/outage?seconds=N` (an outage of N seconds, starting once
+//! the answer is sent).
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -13,10 +18,13 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use super::deletion;
 use super::discovery;
 use super::error::ApiError;
 use super::faults::{Fault, Faults};
 use super::handlers::{self, Reply, Request, State};
+use super::options::{self, OptionsKind};
+use super::requests::{Counters, Verb};
 use super::table;
 use super::watch::{self, WatchSettings};
 
@@ -31,6 +39,7 @@ pub struct Shared {
     pub expired_watches: AtomicUsize,
     /// `host:port`, for `/api`'s serverAddressByClientCIDRs.
     pub address: String,
+    pub requests: Counters,
 }
 
 impl Shared {
@@ -101,6 +110,10 @@ enum Route {
     OpenApiIndex,
     OpenApiDocument(String, String),
     Resource(Target),
+    /// `/emulator/requests`: the request counters.
+    Requests,
+    /// `/emulator/outage`: start an outage.
+    Outage,
     NotFound,
 }
 
@@ -116,6 +129,8 @@ fn parse_route(path: &str) -> Route {
         ["api"] => return Route::CoreVersions,
         ["apis"] => return Route::Groups,
         ["apis", g] => return Route::Group(g.to_string()),
+        ["emulator", "requests"] => return Route::Requests,
+        ["emulator", "outage"] => return Route::Outage,
         ["openapi", "v3"] => return Route::OpenApiIndex,
         ["openapi", "v3", "api", v] => return Route::OpenApiDocument(String::new(), v.to_string()),
         ["openapi", "v3", "apis", g, v] => {
@@ -174,6 +189,46 @@ fn header_str(headers: &HeaderMap, name: header::HeaderName) -> &str {
         .unwrap_or_default()
 }
 
+/// The verb of a request, as kube-apiserver's RequestInfo names it.
+fn verb(method: &Method, route: &Route, query: &HashMap<String, String>) -> Verb {
+    let named = match route {
+        Route::Resource(t) => t.name.is_some(),
+        _ => {
+            return if *method == Method::GET {
+                Verb::Get
+            } else {
+                Verb::Other
+            };
+        }
+    };
+    let watching = matches!(query.get("watch").map(String::as_str), Some("true" | "1"));
+    match *method {
+        Method::GET if watching => Verb::Watch,
+        Method::GET if named => Verb::Get,
+        Method::GET => Verb::List,
+        Method::POST => Verb::Create,
+        Method::PUT => Verb::Update,
+        Method::PATCH => Verb::Patch,
+        Method::DELETE if named => Verb::Delete,
+        Method::DELETE => Verb::DeleteCollection,
+        _ => Verb::Other,
+    }
+}
+
+/// Group and resource (with subresource) a request is counted under.
+fn counted_resource(route: &Route) -> (String, String) {
+    match route {
+        Route::Resource(t) => {
+            let resource = match &t.subresource {
+                Some(sub) => format!("{}/{sub}", t.resource),
+                None => t.resource.clone(),
+            };
+            (t.group.clone(), resource)
+        }
+        _ => (String::new(), String::new()),
+    }
+}
+
 async fn handle(
     AxumState(shared): AxumState<Arc<Shared>>,
     method: Method,
@@ -181,15 +236,70 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let query: HashMap<String, String> = Query::<HashMap<String, String>>::try_from_uri(&uri)
+        .map(|q| q.0)
+        .unwrap_or_default();
+    let route = parse_route(uri.path());
+    match route {
+        Route::Requests => return control_get(&method, || shared.requests.snapshot().to_json()),
+        Route::Outage => return start_outage(&shared.faults, &method, &query),
+        _ => {}
+    }
+    let (group, resource) = counted_resource(&route);
+    let verb = verb(&method, &route, &query);
+    let response = answer(&shared, method, &uri, route, &query, &headers, &body).await;
+    shared
+        .requests
+        .record(&group, &resource, verb, response.status().as_u16());
+    response
+}
+
+fn control_get(method: &Method, body: impl FnOnce() -> Value) -> Response {
+    if *method != Method::GET {
+        return error_response(&ApiError::MethodNotAllowed);
+    }
+    json_response(200, &body(), &[])
+}
+
+/// Longest outage the control path accepts.
+const MAX_OUTAGE_SECONDS: u64 = 3600;
+
+fn start_outage(faults: &Faults, method: &Method, query: &HashMap<String, String>) -> Response {
+    if *method != Method::POST {
+        return error_response(&ApiError::MethodNotAllowed);
+    }
+    let seconds = query
+        .get("seconds")
+        .and_then(|s| s.parse::<u64>().ok())
+        .filter(|s| (1..=MAX_OUTAGE_SECONDS).contains(s));
+    let Some(seconds) = seconds else {
+        return error_response(&ApiError::BadRequest(format!(
+            "seconds must be a whole number from 1 to {MAX_OUTAGE_SECONDS}"
+        )));
+    };
+    // This answer is in flight: the server finishes it before going down.
+    faults.begin_outage(Some(Duration::from_secs(seconds)));
+    json_response(
+        202,
+        &serde_json::json!({"outage": {"seconds": seconds}}),
+        &[],
+    )
+}
+
+async fn answer(
+    shared: &Arc<Shared>,
+    method: Method,
+    uri: &Uri,
+    route: Route,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
     let path_and_query = uri.path_and_query().map(|p| p.as_str()).unwrap_or("/");
     let decision = shared.faults.decide(method.as_str(), path_and_query);
     if !decision.delay.is_zero() {
         tokio::time::sleep(decision.delay).await;
     }
-    let query: HashMap<String, String> = Query::<HashMap<String, String>>::try_from_uri(&uri)
-        .map(|q| q.0)
-        .unwrap_or_default();
-    let route = parse_route(uri.path());
     if let Some(fault) = decision.fail {
         return error_response(&injected(&fault, &route));
     }
@@ -221,8 +331,8 @@ async fn handle(
         Route::OpenApiDocument(g, v) => {
             get_only(&|| discovery::openapi_v3_document(&shared.lock().registry, &g, &v))
         }
-        Route::NotFound => not_found_text(),
-        Route::Resource(target) => resource(&shared, method, target, &query, &headers, &body),
+        Route::NotFound | Route::Requests | Route::Outage => not_found_text(),
+        Route::Resource(target) => resource(shared, method, target, query, headers, body),
     }
 }
 
@@ -314,11 +424,15 @@ fn resource(
                             .expired_watches
                             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                     }
+                    let enders = watch::Enders {
+                        signals: shared.faults.watch_signals(),
+                        shutdown: shared.shutdown.clone(),
+                        outage: shared.faults.outage_requests(),
+                    };
                     let body = watch::stream(
                         plan,
                         shared.watch.clone(),
-                        shared.faults.watch_signals(),
-                        shared.shutdown.clone(),
+                        enders,
                         shared.open_watches.clone(),
                     );
                     let mut resp = Response::new(body);
@@ -337,19 +451,21 @@ fn resource(
         Method::GET => reply(req.accept, handlers::list(&shared.lock(), &req)),
         Method::POST if target.name.is_none() => reply(
             req.accept,
-            handlers::parse_body(body, req.content_type)
+            options::check_write(OptionsKind::Create, query, false)
+                .and_then(|()| handlers::parse_body(body, req.content_type))
                 .and_then(|obj| handlers::create(&mut shared.lock(), &req, obj)),
         ),
         Method::PUT if target.name.is_some() => reply(
             req.accept,
-            handlers::parse_body(body, req.content_type)
+            options::check_write(OptionsKind::Update, query, false)
+                .and_then(|()| handlers::parse_body(body, req.content_type))
                 .and_then(|obj| handlers::update(&mut shared.lock(), &req, obj)),
         ),
         Method::PATCH if target.name.is_some() => {
             reply(req.accept, handlers::patch(&mut shared.lock(), &req, body))
         }
         Method::DELETE => {
-            let options = if body.is_empty() {
+            let delete_options = if body.is_empty() {
                 Value::Null
             } else {
                 match handlers::parse_body(body, "application/json") {
@@ -360,12 +476,12 @@ fn resource(
             if target.name.is_some() {
                 reply(
                     req.accept,
-                    handlers::delete(&mut shared.lock(), &req, &options),
+                    deletion::delete(&mut shared.lock(), &req, &delete_options),
                 )
             } else {
                 reply(
                     req.accept,
-                    handlers::delete_collection(&mut shared.lock(), &req, &options),
+                    deletion::delete_collection(&mut shared.lock(), &req, &delete_options),
                 )
             }
         }

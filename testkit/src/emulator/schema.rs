@@ -10,7 +10,7 @@
 //! hold against a real cluster.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use regex::Regex;
 use serde_json::{Map, Value};
@@ -42,6 +42,9 @@ const OBJECT_META_FIELDS: &[&str] = &[
 pub struct StructuralSchema {
     pub root: Value,
     patterns: Mutex<HashMap<String, Option<Regex>>>,
+    /// The CEL rules, compiled on first use: compiling them for every write
+    /// would cost more than everything else a write does.
+    rules: OnceLock<kube::core::cel::CompiledSchema>,
 }
 
 impl StructuralSchema {
@@ -49,7 +52,14 @@ impl StructuralSchema {
         Self {
             root,
             patterns: Mutex::new(HashMap::new()),
+            rules: OnceLock::new(),
         }
+    }
+
+    /// The compiled `x-kubernetes-validations` rules.
+    pub fn rules(&self) -> &kube::core::cel::CompiledSchema {
+        self.rules
+            .get_or_init(|| kube::core::cel::compile_schema(&self.root))
     }
 
     /// Drops unknown fields (returning their paths, for `fieldValidation`)
@@ -77,6 +87,20 @@ impl StructuralSchema {
     pub fn validate(&self, obj: &Value) -> Vec<FieldError> {
         let mut errs = Vec::new();
         self.validate_node(obj, &self.root, "", true, &mut errs);
+        errs
+    }
+
+    /// Validates a write through the status subresource the way
+    /// kube-apiserver does: only `status`, against the `status` schema alone,
+    /// so paths start below it (`phase`, not `status.phase`).
+    pub fn validate_status(&self, obj: &Value) -> Vec<FieldError> {
+        let mut errs = Vec::new();
+        if let (Some(status), Some(schema)) = (
+            obj.get("status"),
+            self.root.get("properties").and_then(|p| p.get("status")),
+        ) {
+            self.validate_node(status, schema, "", false, &mut errs);
+        }
         errs
     }
 

@@ -7,13 +7,21 @@
 //! resourceVersion of their first page, and `410 Gone` once a version has
 //! fallen out of the window ("compacted"). A per-object history of accepted
 //! writes is kept without bound, for tests' invariant checks.
+//!
+//! Objects are kept in key order (storage, namespace, name), so a list of
+//! one resource or one namespace is a range, not a scan; the owner graph of
+//! the garbage collector and the per-namespace counts are indexes kept up to
+//! date by every commit, so no write costs time proportional to the number of
+//! objects stored.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ops::Bound;
 use std::sync::Arc;
 
 use serde_json::Value;
 use tokio::sync::broadcast;
 
+use super::gc::Graph;
 use super::meta;
 use super::resources::StorageId;
 
@@ -106,8 +114,16 @@ pub struct Store {
     window: usize,
     /// Every change with rv <= compacted has left the log.
     compacted: u64,
+    /// Watches from an older version answer 410: the watch cache of a
+    /// restarted API server starts at the version it came back with, while
+    /// lists at exact versions are still served (by etcd, which kept them).
+    watch_floor: u64,
     history: HashMap<ObjKey, Vec<WriteRecord>>,
     tx: broadcast::Sender<Arc<Change>>,
+    /// Objects per namespace, so that a terminating namespace knows at once
+    /// whether it is empty.
+    per_namespace: HashMap<String, usize>,
+    graph: Graph,
 }
 
 impl Store {
@@ -119,9 +135,39 @@ impl Store {
             log: VecDeque::new(),
             window: window.max(1),
             compacted: 1,
+            watch_floor: 1,
             history: HashMap::new(),
             tx,
+            per_namespace: HashMap::new(),
+            graph: Graph::default(),
         }
+    }
+
+    /// The ownership graph the garbage collector works from.
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    pub fn graph_mut(&mut self) -> &mut Graph {
+        &mut self.graph
+    }
+
+    /// The stored objects of one storage (and namespace), in key order.
+    fn range<'a>(
+        &'a self,
+        storage: &'a StorageId,
+        namespace: Option<&'a str>,
+    ) -> impl Iterator<Item = (&'a ObjKey, &'a Arc<Value>)> + 'a {
+        let start = ObjKey {
+            storage: storage.clone(),
+            namespace: namespace.unwrap_or_default().to_string(),
+            name: String::new(),
+        };
+        self.objects
+            .range((Bound::Included(start), Bound::Unbounded))
+            .take_while(move |(k, _)| {
+                k.storage == *storage && namespace.is_none_or(|ns| k.namespace == ns)
+            })
     }
 
     pub fn current_rv(&self) -> u64 {
@@ -134,9 +180,7 @@ impl Store {
 
     /// Current objects of one storage, optionally one namespace, in key order.
     pub fn list(&self, storage: &StorageId, namespace: Option<&str>) -> Vec<Arc<Value>> {
-        self.objects
-            .iter()
-            .filter(|(k, _)| k.storage == *storage && namespace.is_none_or(|ns| k.namespace == ns))
+        self.range(storage, namespace)
             .map(|(_, v)| v.clone())
             .collect()
     }
@@ -158,9 +202,7 @@ impl Store {
             });
         }
         let mut snapshot: BTreeMap<&ObjKey, Arc<Value>> = self
-            .objects
-            .iter()
-            .filter(|(k, _)| k.storage == *storage && namespace.is_none_or(|ns| k.namespace == ns))
+            .range(storage, namespace)
             .map(|(k, v)| (k, v.clone()))
             .collect();
         for change in self.log.iter().rev().take_while(|c| c.rv > rv) {
@@ -181,12 +223,13 @@ impl Store {
         Ok(snapshot.into_values().collect())
     }
 
-    /// Changes after `rv`, oldest first.
+    /// Changes after `rv`, oldest first, for a watch.
     pub fn changes_since(&self, rv: u64) -> Result<Vec<Arc<Change>>, TooOld> {
-        if rv < self.compacted {
+        let oldest = self.compacted.max(self.watch_floor);
+        if rv < oldest {
             return Err(TooOld {
                 requested: rv,
-                oldest: self.compacted,
+                oldest,
             });
         }
         let start = self.log.partition_point(|c| c.rv <= rv);
@@ -215,10 +258,20 @@ impl Store {
             Value::String(rv.to_string()),
         );
         let object = Arc::new(object);
-        let previous = match event {
-            EventType::Deleted => self.objects.remove(&key),
-            _ => self.objects.insert(key.clone(), object.clone()),
+        let (previous, current) = match event {
+            EventType::Deleted => (self.objects.remove(&key), None),
+            _ => (
+                self.objects.insert(key.clone(), object.clone()),
+                Some(object.as_ref()),
+            ),
         };
+        let count = self.per_namespace.entry(key.namespace.clone()).or_default();
+        match (&previous, current) {
+            (None, Some(_)) => *count += 1,
+            (Some(_), None) => *count = count.saturating_sub(1),
+            _ => {}
+        }
+        self.graph.observe(&key, previous.as_deref(), current);
         self.history
             .entry(key.clone())
             .or_default()
@@ -255,26 +308,52 @@ impl Store {
         self.compacted = self.rv;
     }
 
+    /// What a restart of the API server does to its watch cache: it is
+    /// rebuilt at the current version, so watches can resume from it but not
+    /// from anything older.
+    pub fn restart_watch_cache(&mut self) {
+        self.watch_floor = self.rv;
+    }
+
     pub fn history(&self, key: &ObjKey) -> Vec<WriteRecord> {
         self.history.get(key).cloned().unwrap_or_default()
     }
 
-    /// Keys of all objects in a namespace (any storage), for namespace deletion.
+    /// Keys of all objects in a namespace (any storage), for namespace
+    /// deletion: one range per storage in use, not a scan of every object.
     pub fn keys_in_namespace(&self, namespace: &str) -> Vec<ObjKey> {
-        self.objects
-            .keys()
-            .filter(|k| k.namespace == namespace)
-            .cloned()
-            .collect()
+        let mut keys = Vec::new();
+        let mut next = self.objects.keys().next().map(|k| k.storage.clone());
+        while let Some(storage) = next {
+            keys.extend(
+                self.range(&storage, Some(namespace))
+                    .map(|(k, _)| k.clone()),
+            );
+            let after = ObjKey {
+                storage: StorageId {
+                    group: storage.group.clone(),
+                    resource: format!("{}\u{0}", storage.resource),
+                },
+                namespace: String::new(),
+                name: String::new(),
+            };
+            next = self
+                .objects
+                .range((Bound::Included(after), Bound::Unbounded))
+                .next()
+                .map(|(k, _)| k.storage.clone());
+        }
+        keys
+    }
+
+    /// Whether a namespace holds no object at all.
+    pub fn namespace_is_empty(&self, namespace: &str) -> bool {
+        self.per_namespace.get(namespace).is_none_or(|n| *n == 0)
     }
 
     /// Keys of all objects of one storage, for CRD deletion.
     pub fn keys_of(&self, storage: &StorageId) -> Vec<ObjKey> {
-        self.objects
-            .keys()
-            .filter(|k| k.storage == *storage)
-            .cloned()
-            .collect()
+        self.range(storage, None).map(|(k, _)| k.clone()).collect()
     }
 }
 

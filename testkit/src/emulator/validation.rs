@@ -16,8 +16,22 @@ use super::meta;
 use super::resources::{Conversion, ResourceType};
 use super::schema::{StructuralSchema, schema_type};
 
+/// Which part of an object a write may change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Create, or a write to the main resource.
+    Object,
+    /// A write through the status subresource.
+    Status,
+}
+
 /// Validates `new` (defaulted and pruned, API representation) before it is stored.
-pub fn admit(rt: &ResourceType, new: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+pub fn admit(
+    rt: &ResourceType,
+    new: &Value,
+    old: Option<&Value>,
+    scope: Scope,
+) -> Result<(), ApiError> {
     let mut errs = Vec::new();
     let name = meta::name(new).unwrap_or_default().to_string();
     if old.is_none() {
@@ -32,20 +46,13 @@ pub fn admit(rt: &ResourceType, new: &Value, old: Option<&Value>) -> Result<(), 
     }
     errs.extend(meta::validate_labels(new));
     if let Some(schema) = &rt.schema {
-        let mut schema_errs = schema.validate(new);
-        let blocking = schema_errs
-            .iter()
-            .any(|e| e.reason == "FieldValueTypeInvalid");
-        if !blocking {
-            schema_errs.extend(cel_errors(schema, new, old));
-        }
-        if let Some(old) = old {
-            schema_errs.retain(|e| !unchanged(e, new, old));
-        }
-        errs.extend(schema_errs);
+        errs.extend(schema_errors(schema, new, old, scope));
     }
-    if rt.conversion == Conversion::EventsV1 && old.is_none() {
-        errs.extend(validate_events_v1(new));
+    if rt.conversion == Conversion::EventsV1 {
+        errs.extend(match old {
+            None => validate_events_v1(new),
+            Some(old) => events_v1_immutable(new, old),
+        });
     }
     if errs.is_empty() {
         Ok(())
@@ -54,12 +61,54 @@ pub fn admit(rt: &ResourceType, new: &Value, old: Option<&Value>) -> Result<(), 
     }
 }
 
+/// OpenAPI schema errors, then (unless a type error blocks them) CEL rule
+/// errors. A status write is checked against the status schema alone, with
+/// paths relative to it; CEL rules always see the whole object.
+fn schema_errors(
+    schema: &StructuralSchema,
+    new: &Value,
+    old: Option<&Value>,
+    scope: Scope,
+) -> Vec<FieldError> {
+    let (mut errs, base) = match scope {
+        Scope::Object => (schema.validate(new), (Some(new), old)),
+        Scope::Status => (
+            schema.validate_status(new),
+            (new.get("status"), old.and_then(|o| o.get("status"))),
+        ),
+    };
+    if let (Some(new_base), Some(old_base)) = base {
+        errs.retain(|e| !unchanged(e, new_base, old_base));
+    }
+    if errs.iter().any(|e| e.reason == "FieldValueTypeInvalid") {
+        return errs;
+    }
+    let mut cel = cel_errors(schema, new, old);
+    if let Some(old) = old {
+        cel.retain(|e| !unchanged(e, new, old));
+    }
+    errs.extend(cel);
+    errs
+}
+
 /// Builds the `Invalid` error for a resource.
+///
+/// Both Event APIs are served by the registry of core Events, whose errors
+/// name that kind: `Event "x" is invalid`, also for events.k8s.io/v1.
 pub fn invalid(rt: &ResourceType, name: &str, causes: Vec<FieldError>) -> ApiError {
+    let (kind, group) = if rt.storage.group.is_empty() && rt.storage.resource == "events" {
+        ("Event".to_string(), String::new())
+    } else {
+        (rt.kind.clone(), rt.group.clone())
+    };
     ApiError::Invalid {
-        kind: rt.qualified_kind(),
-        group: rt.group.clone(),
-        kind_name: rt.kind.clone(),
+        kind: if group.is_empty() {
+            kind.clone()
+        } else {
+            format!("{kind}.{group}")
+        },
+        group,
+        kind_name: kind,
         name: name.to_string(),
         causes,
     }
@@ -72,9 +121,13 @@ thread_local! {
 
 /// Runs the CEL rules; maps kube-cel's errors to kube-apiserver's field errors.
 fn cel_errors(schema: &StructuralSchema, new: &Value, old: Option<&Value>) -> Vec<FieldError> {
-    let Err(errors) = CEL.with(|cel| cel.validate(&schema.root, new, old)) else {
+    let new = without_nulls(new, &schema.root);
+    let old = old.map(|o| without_nulls(o, &schema.root));
+    let Err(errors) = CEL.with(|cel| cel.validate_compiled(schema.rules(), &new, old.as_deref()))
+    else {
         return Vec::new();
     };
+    let new = new.as_ref();
     errors
         .into_iter()
         .map(|e| {
@@ -102,6 +155,50 @@ fn cel_errors(schema: &StructuralSchema, new: &Value, old: Option<&Value>) -> Ve
             }
         })
         .collect()
+}
+
+/// `absent_nulls`, copying only when there is a null to drop.
+fn without_nulls<'a>(value: &'a Value, schema: &Value) -> std::borrow::Cow<'a, Value> {
+    fn has_null(v: &Value) -> bool {
+        match v {
+            Value::Null => true,
+            Value::Array(items) => items.iter().any(has_null),
+            Value::Object(map) => map.values().any(has_null),
+            _ => false,
+        }
+    }
+    if has_null(value) {
+        std::borrow::Cow::Owned(absent_nulls(value, schema))
+    } else {
+        std::borrow::Cow::Borrowed(value)
+    }
+}
+
+/// The object as kube-apiserver's CEL sees it: in objects with declared
+/// properties a `null` field is absent (`has(self.x)` is false), nullable or
+/// not. Maps (`additionalProperties`) and list items keep their nulls.
+fn absent_nulls(value: &Value, schema: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let props = schema.get("properties").and_then(Value::as_object);
+            let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+            let out = map
+                .iter()
+                .filter(|(_, v)| props.is_none() || !v.is_null())
+                .map(|(k, v)| {
+                    let child = props.and_then(|p| p.get(k)).or(additional);
+                    let v = child.map_or_else(|| v.clone(), |c| absent_nulls(v, c));
+                    (k.clone(), v)
+                })
+                .collect();
+            Value::Object(out)
+        }
+        Value::Array(items) => match schema.get("items") {
+            Some(item_schema) => items.iter().map(|i| absent_nulls(i, item_schema)).collect(),
+            None => value.clone(),
+        },
+        _ => value.clone(),
+    }
 }
 
 /// Ratcheting: an error on a value the update left as it was is not reported.
@@ -149,34 +246,36 @@ pub fn value_at<'a>(obj: &'a Value, path: &str) -> Option<&'a Value> {
     Some(cur)
 }
 
-/// events.k8s.io/v1 `ValidateEventCreate`: the fields the new Events API requires.
+/// events.k8s.io/v1 `ValidateEventCreate`: the fields the new Events API
+/// requires. Paths name the stored (core) fields: `message`, not `note`.
 fn validate_events_v1(ev: &Value) -> Vec<FieldError> {
     let mut errs = Vec::new();
     let s = |k: &str| ev.get(k).and_then(Value::as_str).unwrap_or_default();
+    let empty = Value::String(String::new());
     if ev.get("eventTime").is_none_or(Value::is_null) {
         errs.push(FieldError::required("eventTime", ""));
     }
-    for (field, max) in [
-        ("reportingController", 316usize),
-        ("reportingInstance", 128),
-        ("action", 128),
-        ("reason", 128),
+    for (field, stored, max) in [
+        ("reportingController", "reportingController", 316usize),
+        ("reportingInstance", "reportingInstance", 128),
+        ("action", "action", 128),
+        ("reason", "reason", 128),
     ] {
         let v = s(field);
         if v.is_empty() {
-            errs.push(FieldError::required(field, ""));
+            errs.push(FieldError::required(stored, ""));
         } else if v.len() > max {
             errs.push(FieldError::invalid(
-                field,
-                &Value::String(v.to_string()),
+                stored,
+                &empty,
                 &format!("can have at most {max} characters"),
             ));
         }
     }
     if s("note").len() > 1024 {
         errs.push(FieldError::invalid(
-            "note",
-            &Value::String(String::new()),
+            "message",
+            &empty,
             "can have at most 1024 characters",
         ));
     }
@@ -184,11 +283,42 @@ fn validate_events_v1(ev: &Value) -> Vec<FieldError> {
     if ty != "Normal" && ty != "Warning" {
         errs.push(FieldError::invalid(
             "type",
-            &Value::String(ty.to_string()),
-            "has invalid value",
+            &empty,
+            &format!("has invalid value: {ty}"),
         ));
     }
     errs
+}
+
+/// events.k8s.io/v1 `ValidateEventUpdate`: an Event is a record; only its
+/// `series` (and metadata) may change. (The core/v1 API keeps the old,
+/// lenient rules.)
+fn events_v1_immutable(new: &Value, old: &Value) -> Vec<FieldError> {
+    const IMMUTABLE: &[(&str, &str)] = &[
+        ("regarding", "involvedObject"),
+        ("reason", "reason"),
+        ("note", "message"),
+        ("deprecatedSource", "source"),
+        ("deprecatedFirstTimestamp", "firstTimestamp"),
+        ("deprecatedLastTimestamp", "lastTimestamp"),
+        ("deprecatedCount", "count"),
+        ("type", "type"),
+        ("eventTime", "eventTime"),
+        ("action", "action"),
+        ("related", "related"),
+        ("reportingController", "reportingController"),
+        ("reportingInstance", "reportingInstance"),
+    ];
+    IMMUTABLE
+        .iter()
+        .filter(|(view, _)| new.get(view) != old.get(view))
+        .map(|(view, stored)| {
+            FieldError::immutable(
+                stored,
+                new.get(view).unwrap_or(&Value::String(String::new())),
+            )
+        })
+        .collect()
 }
 
 #[cfg(test)]

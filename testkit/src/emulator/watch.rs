@@ -11,7 +11,7 @@
 //! * `allowWatchBookmarks`: periodic `BOOKMARK`s with the latest version.
 //! * Objects entering or leaving a selector appear as `ADDED` / `DELETED`.
 //! * `timeoutSeconds` ends the stream cleanly; fault injection can end or
-//!   cut every open stream.
+//!   cut every open stream, and an outage cuts them all.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,9 +23,10 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
 
 use super::error::ApiError;
-use super::faults::WatchSignal;
+use super::faults::{Outage, WatchSignal};
 use super::handlers::{Filter, State};
 use super::meta;
+use super::options;
 use super::resources::ResourceType;
 use super::store::{Change, EventType};
 use super::table;
@@ -80,6 +81,7 @@ pub fn plan(
     accept: &str,
     settings: &WatchSettings,
 ) -> Result<WatchPlan, ApiError> {
+    options::check_list(query, true)?;
     let q = |k: &str| query.get(k).map(String::as_str).filter(|v| !v.is_empty());
     let truthy = |k: &str| matches!(q(k), Some("true" | "1"));
     let filter = Filter::from_query(&rt, query)?;
@@ -214,14 +216,25 @@ fn line(v: &Value) -> Result<Bytes, std::io::Error> {
     Ok(Bytes::from(s))
 }
 
+/// What ends a watch stream from outside.
+pub struct Enders {
+    pub signals: broadcast::Receiver<WatchSignal>,
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    pub outage: tokio::sync::watch::Receiver<Outage>,
+}
+
 /// Runs a planned watch as a streaming body.
 pub fn stream(
     mut plan: WatchPlan,
     settings: WatchSettings,
-    mut signals: broadcast::Receiver<WatchSignal>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
+    enders: Enders,
     open: Arc<AtomicUsize>,
 ) -> Body {
+    let Enders {
+        mut signals,
+        mut shutdown,
+        mut outage,
+    } = enders;
     let (tx, mut out) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
     open.fetch_add(1, Ordering::SeqCst);
     let guard = OpenGuard(open);
@@ -234,6 +247,11 @@ pub fn stream(
         }
         let deadline = tokio::time::sleep(plan.timeout);
         tokio::pin!(deadline);
+        // A crashing server cuts its watches (state-based: never missed).
+        let outage = async move {
+            let _ = outage.wait_for(|o| *o != Outage::None).await;
+        };
+        tokio::pin!(outage);
         let mut ticker = tokio::time::interval(settings.bookmark_interval);
         ticker.tick().await;
         let mut last_rv = plan.from_rv;
@@ -242,6 +260,10 @@ pub fn stream(
                 _ = &mut deadline => return,
                 _ = tx.closed() => return,
                 _ = shutdown.changed() => return,
+                _ = &mut outage => {
+                    let _ = tx.send(Err(std::io::Error::other("API server outage"))).await;
+                    return;
+                }
                 signal = signals.recv() => match signal {
                     Ok(WatchSignal::End) | Err(broadcast::error::RecvError::Closed) => return,
                     Ok(WatchSignal::Abort) => {
