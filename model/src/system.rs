@@ -134,10 +134,9 @@ impl System {
             out.push(Action::LockExpires);
         }
         // The user and Redis act while a run is going on: once all is quiet
-        // the path may end.
-        // A claim still unrecorded in the status is a token the floor cannot
-        // know of: the model assumes Redis does not lose its data then, but
-        // strictly (`docs/model.md`, "Findings").
+        // the path may end. A claim not yet recorded in the status is a
+        // token the floor cannot know of: only the strict model lets Redis
+        // lose its data then (`docs/model.md`, "Findings").
         let unrecorded = state.workers.iter().any(|w| w.pc == Pc::RecordClaim);
         if busy && state.budget.data_loss && (self.strict || !unrecorded) {
             out.push(Action::RedisLosesData);
