@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Two cores: two test threads keep timing-sensitive tests honest.
 TEST_THREADS ?= 2
 
-.PHONY: test demo deps fmt lint crds
+.PHONY: test demo deps fmt lint crds model
 
 # What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool.
 deps:
@@ -30,3 +30,11 @@ fmt:
 crds:
 	UPDATE_CRDS=1 $(CARGO) test --test crd
 	cp crds/assetscans.assetscan.io.yaml charts/assetscan-operator/crds/
+
+# Model check of the fencing protocol (docs/model.md); prints the states
+# explored and the time. MODEL_MUTANT=<name> takes one defence away: the
+# check must then end in a counterexample (exit 1). The checker is built
+# optimised even in the dev profile (see Cargo.toml), so it shares the
+# operator's debug build.
+model:
+	$(CARGO) run --quiet -p assetscan-model

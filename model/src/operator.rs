@@ -1,0 +1,167 @@
+//! The operator's own decisions, tabulated once from its code: which run a
+//! reconcile drives (`controller::decide`) and what an executor does next
+//! from a ticket (`pipeline::plan`). The model looks them up instead of
+//! restating them, so it checks the protocol the operator runs.
+
+use crate::api::Mirror;
+use crate::redis::{RUNS, Run};
+use assetscan_operator::controller::{RunDecision, decide, run_id};
+use assetscan_operator::crd::AssetScan;
+use assetscan_operator::pipeline::{Next, plan};
+use assetscan_operator::ticket::{Status, Step, Ticket};
+use k8s_openapi::jiff::Timestamp;
+
+/// Generations the model goes through (one spec change).
+pub const GENERATIONS: u8 = RUNS as u8;
+
+/// What a reconcile of a live object does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Decision {
+    Drive(Run),
+    Wait,
+}
+
+/// What an executor holding a ticket does next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// Call a provider; its answer (the outside world picks) is the status
+    /// to write.
+    Call(&'static [Status]),
+    /// Write one of these statuses, decided from the facts at hand (more
+    /// than one: the verdict on the facts picks).
+    Advance(&'static [Status]),
+    /// Send the notification, then write `NOTIFIED`.
+    Notify,
+    /// The run is over.
+    Done,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error("cannot build the AssetScan of generation {generation}: {source}")]
+    Object {
+        generation: u8,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("decide() chose run {run:?}, which is no run of the model")]
+    UnknownRun { run: String },
+    #[error("decide() answered {answer:?}, which the model does not take (no suspend, no rescan)")]
+    Unexpected { answer: String },
+    #[error("plan() asks for {step} at {status}, which the model does not take")]
+    UnexpectedStep { step: Step, status: Status },
+}
+
+const ONLINE_CHECK: &[Status] = &[Status::AssetOffline, Status::AssetOnline];
+const VULN_QUERY: &[Status] = &[Status::VulnCheckDone];
+const VERDICT: &[Status] = &[Status::HighRiskFound, Status::Finished];
+
+/// `decide` for every generation and stored status, `plan` for every status.
+#[derive(Clone, Debug)]
+pub struct Tables {
+    /// Index: see [`Tables::decision_index`].
+    decisions: Vec<Decision>,
+    work: [Work; Status::ALL.len()],
+}
+
+fn status_index(status: Status) -> usize {
+    Status::ALL
+        .iter()
+        .position(|s| *s == status)
+        .unwrap_or_default()
+}
+
+impl Tables {
+    pub fn build() -> Result<Tables, TableError> {
+        let mut decisions = Vec::new();
+        for generation in 1..=GENERATIONS {
+            for status in std::iter::once(None).chain(stored_statuses().map(Some)) {
+                decisions.push(decision(generation, status)?);
+            }
+        }
+        let mut work = [Work::Done; Status::ALL.len()];
+        for (slot, status) in work.iter_mut().zip(Status::ALL) {
+            *slot = work_at(status)?;
+        }
+        Ok(Tables { decisions, work })
+    }
+
+    fn decision_index(generation: u8, status: Option<(Run, Status)>) -> usize {
+        let per_generation = 1 + RUNS * Status::ALL.len();
+        let within = status.map_or(0, |(run, phase)| {
+            1 + run.index() * Status::ALL.len() + status_index(phase)
+        });
+        usize::from(generation.saturating_sub(1)) * per_generation + within
+    }
+
+    /// What a reconcile of the live object at `generation` with `status` does.
+    pub fn decide(&self, generation: u8, status: Option<Mirror>) -> Decision {
+        let key = Tables::decision_index(generation, status.map(|m| (m.run, m.phase)));
+        self.decisions.get(key).copied().unwrap_or(Decision::Wait)
+    }
+
+    pub fn work(&self, status: Status) -> Work {
+        self.work[status_index(status)]
+    }
+}
+
+/// Every (run, phase) a status can name.
+fn stored_statuses() -> impl Iterator<Item = (Run, Status)> {
+    Run::all().flat_map(|run| Status::ALL.into_iter().map(move |phase| (run, phase)))
+}
+
+/// The object at `generation`; `status` names a run by its generation.
+fn object(generation: u8, status: Option<(Run, Status)>) -> Result<AssetScan, TableError> {
+    let mut obj = serde_json::json!({
+        "apiVersion": "assetscan.io/v1alpha1",
+        "kind": "AssetScan",
+        "metadata": {"name": "scan", "namespace": "model", "uid": "0b1ec7aa-model",
+                     "generation": generation},
+        "spec": {"assetId": "asset", "target": {"host": "127.0.0.1", "ports": [22]}},
+    });
+    if let Some((run, phase)) = status {
+        let at_run = object(run.0, None)?;
+        obj["status"] = serde_json::json!({"run": run_id(&at_run, 0), "phase": phase});
+    }
+    serde_json::from_value(obj).map_err(|source| TableError::Object { generation, source })
+}
+
+fn decision(generation: u8, status: Option<(Run, Status)>) -> Result<Decision, TableError> {
+    let obj = object(generation, status)?;
+    match decide(&obj, Timestamp::UNIX_EPOCH) {
+        RunDecision::Wait(None) => Ok(Decision::Wait),
+        RunDecision::Run(chosen) => {
+            for run in Run::all() {
+                if run_id(&object(run.0, None)?, 0) == chosen {
+                    return Ok(Decision::Drive(run));
+                }
+            }
+            Err(TableError::UnknownRun { run: chosen })
+        }
+        other => Err(TableError::Unexpected {
+            answer: format!("{other:?}"),
+        }),
+    }
+}
+
+fn work_at(status: Status) -> Result<Work, TableError> {
+    let mut ticket = Ticket::new("asset", "run", 0);
+    ticket.status = status;
+    // Threat intel is abstracted away: it never changes the status.
+    Ok(match plan(&ticket, false) {
+        Next::Call(Step::OnlineCheck) => Work::Call(ONLINE_CHECK),
+        Next::Call(Step::VulnQuery) => Work::Call(VULN_QUERY),
+        Next::Call(Step::Notify) => Work::Notify,
+        Next::Call(step) => return Err(TableError::UnexpectedStep { step, status }),
+        Next::Decide => Work::Advance(VERDICT),
+        Next::Move(to) => Work::Advance(std::slice::from_ref(move_target(to))),
+        Next::Done => Work::Done,
+    })
+}
+
+/// Every status, for `Move` targets as `'static` slices.
+static STATUSES: [Status; Status::ALL.len()] = Status::ALL;
+
+fn move_target(to: Status) -> &'static Status {
+    &STATUSES[status_index(to)]
+}

@@ -1,0 +1,525 @@
+//! The model: which actions each state allows and what each one does.
+//!
+//! Executors act one atomic step at a time, each step one script call or
+//! one API request, in any interleaving. The environment acts too: time
+//! passing (a lease expires while its holder is paused), faults (pauses,
+//! crashes, Redis losing its data) and the user (a spec change, the
+//! deletion). Faults are budgeted so that every path ends.
+
+use crate::api::{Life, Mirror, Object};
+use crate::mutant::{Defences, Mutant};
+use crate::operator::{Decision, GENERATIONS, Tables, Work};
+use crate::redis::{Acquired, Holder, RUNS, Redis, Run};
+use crate::state::{Budget, Ghost, Pc, State, Worker, broken};
+use assetscan_operator::ticket::Status;
+
+/// How much of the world the model lets happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// Executors (operator replicas).
+    pub workers: u8,
+    /// Pauses and crashes, in all.
+    pub faults: u8,
+    /// Whether Redis may lose all its data (once).
+    pub data_loss: bool,
+    /// Whether the spec may change (once).
+    pub spec_change: bool,
+    /// Whether the object may be deleted.
+    pub deletion: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// A reconcile starts: the executor reads the object.
+    Read(u8),
+    Acquire(u8),
+    RecordClaim(u8),
+    /// A provider call answering with the status to write.
+    Call(u8, Status),
+    /// `advance` to the status.
+    Advance(u8, Status),
+    Notify(u8),
+    Mirror(u8),
+    Release(u8),
+    Retire(u8),
+    Unfinalize(u8),
+    Pause(u8),
+    Resume(u8),
+    Crash(u8),
+    LockExpires,
+    RedisLosesData,
+    SpecChange,
+    Delete,
+    /// The retention of a ticket of a deleted object runs out.
+    TicketExpires(Run),
+}
+
+impl Action {
+    /// The executor that acts, if one does.
+    pub fn worker(self) -> Option<usize> {
+        match self {
+            Action::Read(w)
+            | Action::Acquire(w)
+            | Action::RecordClaim(w)
+            | Action::Call(w, _)
+            | Action::Advance(w, _)
+            | Action::Notify(w)
+            | Action::Mirror(w)
+            | Action::Release(w)
+            | Action::Retire(w)
+            | Action::Unfinalize(w)
+            | Action::Pause(w)
+            | Action::Resume(w)
+            | Action::Crash(w) => Some(usize::from(w)),
+            _ => None,
+        }
+    }
+}
+
+/// The modelled system, with one set of defences.
+#[derive(Clone, Debug)]
+pub struct System {
+    pub bounds: Bounds,
+    pub defences: Defences,
+    pub tables: Tables,
+    /// Hold the design to what it does not promise yet (see
+    /// `docs/model.md`, "Findings"): Redis may lose its data at any time, a
+    /// data loss does not excuse forgetting a run's end or the object's
+    /// deletion, and the strict properties count.
+    pub strict: bool,
+    /// Check only this property (to find its own shortest counterexample).
+    pub focus: Option<&'static str>,
+}
+
+impl System {
+    pub fn initial(&self) -> State {
+        State {
+            redis: Redis::empty(),
+            object: Object::new(),
+            workers: vec![Worker::idle(true); usize::from(self.bounds.workers)],
+            delivered: [0; RUNS],
+            budget: Budget {
+                faults: self.bounds.faults,
+                data_loss: self.bounds.data_loss,
+                spec_change: self.bounds.spec_change,
+                deletion: self.bounds.deletion,
+            },
+            ghost: Ghost::default(),
+        }
+    }
+
+    /// The actions `state` allows, in a fixed order.
+    pub fn enabled(&self, state: &State, out: &mut Vec<Action>) {
+        // From reading the object to `acquire` takes an executor no time
+        // unless it is paused there: only then can the world move under its
+        // floor.
+        let reading = state
+            .workers
+            .iter()
+            .position(|w| w.pc == Pc::Acquire && !w.paused);
+        if let Some(w) = reading {
+            self.worker_actions(state, w as u8, &state.workers[w], out);
+            return;
+        }
+        for (i, worker) in state.workers.iter().enumerate() {
+            self.worker_actions(state, i as u8, worker, out);
+        }
+        let busy = state.workers.iter().any(|w| w.pc != Pc::Idle);
+        let lock_lapses = match state.redis.lock {
+            Some(Holder::Orphan) => true,
+            Some(Holder::Worker(w)) => state.worker(usize::from(w)).is_some_and(|w| w.paused),
+            None => false,
+        };
+        if lock_lapses {
+            out.push(Action::LockExpires);
+        }
+        // The user and Redis act while a run is going on: once all is quiet
+        // the path may end. A claim not yet recorded in the status is a
+        // token the floor cannot know of: only the strict model lets Redis
+        // lose its data then (`docs/model.md`, "Findings").
+        let unrecorded = state.workers.iter().any(|w| w.pc == Pc::RecordClaim);
+        if busy && state.budget.data_loss && (self.strict || !unrecorded) {
+            out.push(Action::RedisLosesData);
+        }
+        if busy && state.budget.spec_change && state.object.life == Life::Live {
+            out.push(Action::SpecChange);
+        }
+        if busy && state.budget.deletion && state.object.life == Life::Live {
+            out.push(Action::Delete);
+        }
+        if state.object.life == Life::Gone {
+            for run in Run::all().filter(|r| state.redis.ticket(*r).is_some()) {
+                out.push(Action::TicketExpires(run));
+            }
+        }
+    }
+
+    fn worker_actions(&self, state: &State, w: u8, worker: &Worker, out: &mut Vec<Action>) {
+        if worker.paused {
+            out.push(Action::Resume(w));
+            if state.budget.faults > 0 {
+                out.push(Action::Crash(w));
+            }
+            return;
+        }
+        match worker.pc {
+            Pc::Idle => {
+                if worker.news && self.has_work(&state.object) {
+                    out.push(Action::Read(w));
+                }
+                return;
+            }
+            Pc::Acquire => out.push(Action::Acquire(w)),
+            Pc::RecordClaim => out.push(Action::RecordClaim(w)),
+            Pc::Advance => match worker.seen.map(|t| self.tables.work(t.status)) {
+                Some(Work::Call(answers)) => {
+                    out.extend(answers.iter().map(|to| Action::Call(w, *to)));
+                }
+                Some(Work::Advance(targets)) => {
+                    out.extend(targets.iter().map(|to| Action::Advance(w, *to)));
+                }
+                _ => {}
+            },
+            Pc::Write(to) => out.push(Action::Advance(w, to)),
+            Pc::Notify { .. } => out.push(Action::Notify(w)),
+            Pc::Mirror => out.push(Action::Mirror(w)),
+            Pc::Release => out.push(Action::Release(w)),
+            Pc::Retire => out.push(Action::Retire(w)),
+            Pc::Unfinalize => out.push(Action::Unfinalize(w)),
+        }
+        if state.budget.faults > 0 {
+            out.push(Action::Pause(w));
+            out.push(Action::Crash(w));
+        }
+    }
+
+    /// Whether a reconcile of the object, read now, has anything to do.
+    fn has_work(&self, object: &Object) -> bool {
+        match object.life {
+            Life::Live => self.tables.decide(object.generation, object.status) != Decision::Wait,
+            Life::Deleting => true,
+            Life::Gone => false,
+        }
+    }
+
+    /// The state after `action`, before the executors are put in canonical
+    /// order.
+    pub fn step(&self, state: &State, action: Action) -> State {
+        let mut next = state.clone();
+        let d = self.defences;
+        match action {
+            Action::Read(w) => self.read(&mut next, usize::from(w)),
+            Action::Acquire(w) => acquire(&mut next, usize::from(w), d),
+            Action::RecordClaim(w) => self.record_claim(&mut next, usize::from(w)),
+            Action::Call(w, answer) => {
+                let worker = &mut next.workers[usize::from(w)];
+                worker.pc = if worker.lapsed {
+                    Pc::Release
+                } else {
+                    Pc::Write(answer)
+                };
+            }
+            Action::Advance(w, to) => advance(&mut next, usize::from(w), to, d),
+            Action::Notify(w) => notify(&mut next, usize::from(w), d),
+            Action::Mirror(w) => self.mirror(&mut next, usize::from(w)),
+            Action::Release(w) => {
+                next.redis.release(Holder::Worker(w));
+                next.workers[usize::from(w)].rest();
+            }
+            Action::Retire(w) => {
+                let drawn = next.redis.retire(d);
+                for (run, token) in Run::all().zip(drawn) {
+                    if let Some(token) = token {
+                        next.ghost.ended[run.index()] = true;
+                        let claimed = &mut next.ghost.claimed[run.index()];
+                        *claimed = (*claimed).max(token);
+                    }
+                }
+                next.ghost.retired = true;
+                next.workers[usize::from(w)].pc = Pc::Unfinalize;
+            }
+            Action::Unfinalize(w) => {
+                if next.object.life == Life::Deleting {
+                    next.object.life = Life::Gone;
+                }
+                next.workers[usize::from(w)].rest();
+            }
+            Action::Pause(w) => {
+                next.workers[usize::from(w)].paused = true;
+                next.budget.faults = next.budget.faults.saturating_sub(1);
+            }
+            Action::Resume(w) => next.workers[usize::from(w)].paused = false,
+            Action::Crash(w) => {
+                if next.redis.lock == Some(Holder::Worker(w)) {
+                    next.redis.lock = Some(Holder::Orphan);
+                }
+                next.workers[usize::from(w)] = Worker::idle(true);
+                next.budget.faults = next.budget.faults.saturating_sub(1);
+            }
+            Action::LockExpires => {
+                lapse(&mut next);
+                next.redis.lock = None;
+            }
+            Action::RedisLosesData => {
+                lapse(&mut next);
+                next.redis.lose_everything();
+                next.budget.data_loss = false;
+                // Redis's history is gone with it. Strictly, what the status
+                // showed stays known: a run it showed ended, and the deletion.
+                next.ghost.claimed = [0; RUNS];
+                next.ghost.ended = [false; RUNS];
+                if self.strict {
+                    if let Some(shown) = next.object.status.filter(|m| m.phase.is_terminal()) {
+                        next.ghost.ended[shown.run.index()] = true;
+                    }
+                } else {
+                    next.ghost.retired = false;
+                }
+            }
+            Action::SpecChange => {
+                next.object.generation = (next.object.generation + 1).min(GENERATIONS);
+                next.budget.spec_change = false;
+            }
+            Action::Delete => {
+                next.object.life = Life::Deleting;
+                next.budget.deletion = false;
+            }
+            Action::TicketExpires(run) => next.redis.tickets[run.index()] = None,
+        }
+        judge_step(state, &mut next);
+        if next.world_differs(state) {
+            for worker in &mut next.workers {
+                worker.news = true;
+            }
+        }
+        next
+    }
+
+    fn read(&self, next: &mut State, w: usize) {
+        let object = next.object;
+        let worker = &mut next.workers[w];
+        worker.news = false;
+        match object.life {
+            Life::Deleting => worker.pc = Pc::Retire,
+            Life::Live => {
+                if let Decision::Drive(run) = self.tables.decide(object.generation, object.status) {
+                    worker.pc = Pc::Acquire;
+                    worker.run = run;
+                    worker.generation = object.generation;
+                    worker.floor = object.status.map_or(0, |s| s.token);
+                }
+            }
+            Life::Gone => {}
+        }
+    }
+
+    /// `on_claimed`: the claim must be in the status before any provider
+    /// call, or the run stops.
+    fn record_claim(&self, next: &mut State, w: usize) {
+        let worker = next.workers[w];
+        let Some(seen) = worker.seen else { return };
+        let recorded = next.object.write_status(
+            Mirror::of(worker.run, seen, worker.generation),
+            self.defences,
+        );
+        next.workers[w].pc = match recorded {
+            Ok(()) => self.after(seen.status, true, worker.token),
+            Err(_) => Pc::Release,
+        };
+    }
+
+    /// `on_ticket`: a refused status write does not stop the run.
+    fn mirror(&self, next: &mut State, w: usize) {
+        let worker = next.workers[w];
+        let Some(seen) = worker.seen else { return };
+        let _ = next.object.write_status(
+            Mirror::of(worker.run, seen, worker.generation),
+            self.defences,
+        );
+        next.workers[w].pc = self.after(seen.status, false, worker.token);
+        if next.workers[w].pc == Pc::Idle {
+            next.workers[w].rest();
+        }
+    }
+
+    /// What an executor does next with a ticket at `status`, just claimed
+    /// or just written.
+    fn after(&self, status: Status, claimed: bool, token: u8) -> Pc {
+        let d = self.defences;
+        match self.tables.work(status) {
+            Work::Done if token == 0 => Pc::Idle,
+            Work::Done => Pc::Release,
+            Work::Notify if claimed && !d.on(Mutant::NoResend) => Pc::Write(Status::Notified),
+            Work::Notify => Pc::Notify {
+                then: Status::Notified,
+            },
+            Work::Advance([Status::Notifying]) if !d.on(Mutant::NotifyFirst) => Pc::Notify {
+                then: Status::Notifying,
+            },
+            Work::Advance(_) | Work::Call(_) => Pc::Advance,
+        }
+    }
+
+    /// Whether no action is enabled: the path ends here.
+    pub fn is_final(&self, state: &State) -> bool {
+        let mut actions = Vec::new();
+        self.enabled(state, &mut actions);
+        actions.is_empty()
+    }
+
+    /// Where every path must end: the object deleted with no ticket left,
+    /// or the run its generation calls for ended.
+    pub fn settled(&self, state: &State) -> bool {
+        let object = state.object;
+        match object.life {
+            Life::Gone => state.redis.tickets.iter().all(Option::is_none),
+            Life::Deleting => false,
+            Life::Live => {
+                self.shown_ended(state)
+                    || state
+                        .redis
+                        .ticket(Run(object.generation))
+                        .is_some_and(|t| t.status.is_terminal())
+            }
+        }
+    }
+
+    /// Whether the status shows the end of the run the object's generation
+    /// calls for (a reconcile has nothing left to do).
+    pub fn shown_ended(&self, state: &State) -> bool {
+        let object = state.object;
+        object.life != Life::Live
+            || self.tables.decide(object.generation, object.status) == Decision::Wait
+    }
+}
+
+/// Whether a run is left at a confirmed high risk whose notification is not
+/// known to be sent.
+pub fn alert_pending(state: &State) -> bool {
+    state.object.life == Life::Live
+        && state.redis.tickets.iter().flatten().any(|t| {
+            matches!(
+                t.status,
+                Status::HighRiskFound | Status::Notifying | Status::Notified
+            )
+        })
+}
+
+fn acquire(next: &mut State, w: usize, d: Defences) {
+    let worker = next.workers[w];
+    let answer = next
+        .redis
+        .acquire(Holder::Worker(w as u8), worker.run, worker.floor, d);
+    let run = worker.run.index();
+    match answer {
+        Acquired::Locked | Acquired::Retired => next.workers[w].rest(),
+        Acquired::Terminal(ticket) => {
+            next.workers[w].seen = Some(ticket);
+            next.workers[w].pc = Pc::Mirror;
+        }
+        Acquired::Claimed {
+            token,
+            ticket,
+            created,
+        } => {
+            if created && next.ghost.ended[run] {
+                next.ghost.broken |= broken::ENDED_RUN_TICKET;
+            }
+            if created && next.ghost.retired {
+                next.ghost.broken |= broken::DELETED_OBJECT_TICKET;
+            }
+            next.ghost.claimed[run] = next.ghost.claimed[run].max(token);
+            let worker = &mut next.workers[w];
+            worker.token = token;
+            worker.seen = Some(ticket);
+            worker.pc = Pc::RecordClaim;
+        }
+    }
+}
+
+fn advance(next: &mut State, w: usize, to: Status, d: Defences) {
+    let worker = next.workers[w];
+    let run = worker.run.index();
+    match next.redis.advance(worker.run, worker.token, to, d) {
+        Ok(ticket) => {
+            let recorded = next
+                .object
+                .status
+                .filter(|m| m.run == worker.run)
+                .map_or(0, |m| m.token);
+            if worker.token < next.ghost.claimed[run].max(recorded) {
+                next.ghost.broken |= broken::STALE_WRITE;
+            }
+            next.ghost.notifying[run] |= to == Status::Notifying;
+            next.ghost.ended[run] |= to.is_terminal();
+            next.workers[w].seen = Some(ticket);
+            next.workers[w].pc = Pc::Mirror;
+        }
+        Err(_) => next.workers[w].pc = Pc::Release,
+    }
+}
+
+/// The lock's holder learns, at its next look at its lease deadline, that
+/// the lock is gone.
+fn lapse(next: &mut State) {
+    if let Some(Holder::Worker(w)) = next.redis.lock
+        && let Some(worker) = next.workers.get_mut(usize::from(w))
+    {
+        worker.lapsed = true;
+    }
+}
+
+/// The notification, keyed by the ticket id (and, in a mutant, the token).
+/// A provider call: not made once the lease lapsed.
+fn notify(next: &mut State, w: usize, d: Defences) {
+    let worker = next.workers[w];
+    if worker.lapsed {
+        next.workers[w].pc = Pc::Release;
+        return;
+    }
+    let key = if d.on(Mutant::KeyPerToken) {
+        0
+    } else {
+        worker.token.min(15)
+    };
+    next.delivered[worker.run.index()] |= 1 << key;
+    if let Pc::Notify { then } = worker.pc {
+        next.workers[w].pc = Pc::Write(then);
+    }
+}
+
+/// Records in the ghost the step properties `next` breaks.
+fn judge_step(before: &State, next: &mut State) {
+    for (old, new) in before.redis.tickets.iter().zip(next.redis.tickets) {
+        if let (Some(old), Some(new)) = (old, new)
+            && !goes_forward(old.status, new.status)
+        {
+            next.ghost.broken |= broken::TICKET_WENT_BACK;
+        }
+    }
+    if let (Some(old), Some(new)) = (before.object.status, next.object.status)
+        && ((new.token, new.revision) < (old.token, old.revision)
+            || new.observed_generation < old.observed_generation)
+    {
+        next.ghost.broken |= broken::STATUS_WENT_BACK;
+    }
+}
+
+/// The order of a run, independent of the transition table: a status may
+/// stay, or move to a later stage; a terminal one never changes, and the
+/// online check's verdict is never swapped for the other.
+fn goes_forward(from: Status, to: Status) -> bool {
+    from == to || (!from.is_terminal() && stage(to) > stage(from))
+}
+
+fn stage(status: Status) -> u8 {
+    match status {
+        Status::Init => 0,
+        Status::AssetOnline | Status::AssetOffline => 1,
+        Status::VulnCheckDone => 2,
+        Status::HighRiskFound => 3,
+        Status::Notifying => 4,
+        Status::Notified => 5,
+        Status::Finished | Status::Failed => 6,
+    }
+}
