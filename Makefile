@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Two cores: two test threads keep timing-sensitive tests honest.
 TEST_THREADS ?= 2
 
-.PHONY: test demo deps fmt lint crds
+.PHONY: test demo deps fmt lint crds bench
 
 deps:
 	@./scripts/ensure-deps.sh
@@ -24,3 +24,9 @@ fmt:
 crds:
 	UPDATE_CRDS=1 $(CARGO) test --test crd
 	cp crds/assetscans.assetscan.io.yaml charts/assetscan-operator/crds/
+
+# The cost of a scan in Redis, measured side by side (see BENCHMARKS.md).
+# The last line printed is the throughput's ratio to the Redis bound.
+bench: deps
+	$(CARGO) build --profile measure -p assetscan-bench
+	./target/measure/assetscan-bench

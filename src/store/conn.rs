@@ -3,12 +3,18 @@
 //! Standalone uses `ConnectionManager`, which reconnects on its own after a
 //! Redis restart; Cluster uses the async cluster client, which follows
 //! MOVED/ASK and refreshes its slot map. Both are cheap to clone (multiplexed).
+//!
+//! Every request sent (one command, or one pipeline) is counted: the number
+//! of round trips an operation costs is part of the store's contract, and
+//! the count is how tests and benchmarks check it from the client's side.
 
 use super::StoreError;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Where Redis is: one URL (`redis://`, `rediss://` for TLS) or the seed
@@ -56,9 +62,17 @@ impl RedisTarget {
     }
 }
 
-/// A connection to either kind of deployment.
+/// A connection to either kind of deployment. Clones share the connection
+/// and the round-trip count.
 #[derive(Clone)]
-pub enum RedisConn {
+pub struct RedisConn {
+    pub(crate) link: Link,
+    round_trips: Arc<AtomicU64>,
+}
+
+/// The client of one kind of deployment.
+#[derive(Clone)]
+pub(crate) enum Link {
     Standalone(ConnectionManager),
     Cluster(ClusterConnection),
 }
@@ -83,7 +97,7 @@ impl RedisConn {
                     .get_connection_manager_with_config(config)
                     .await
                     .map_err(connect_err)?;
-                Ok(RedisConn::Standalone(manager))
+                Ok(RedisConn::new(Link::Standalone(manager)))
             }
             RedisTarget::Cluster(seeds) => {
                 let client = ClusterClient::builder(seeds.iter().map(String::as_str))
@@ -92,21 +106,40 @@ impl RedisConn {
                     .build()
                     .map_err(connect_err)?;
                 let conn = client.get_async_connection().await.map_err(connect_err)?;
-                Ok(RedisConn::Cluster(conn))
+                Ok(RedisConn::new(Link::Cluster(conn)))
             }
         }
     }
 
+    fn new(link: Link) -> RedisConn {
+        RedisConn {
+            link,
+            round_trips: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
     pub fn is_cluster(&self) -> bool {
-        matches!(self, RedisConn::Cluster(_))
+        matches!(self.link, Link::Cluster(_))
+    }
+
+    /// Requests sent so far over this connection and its clones (a
+    /// pipeline counts once: it is one round trip).
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Counts a request sent outside [`ConnectionLike`] (a routed pipeline).
+    pub(crate) fn count_round_trip(&self) {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
     }
 }
 
 impl ConnectionLike for RedisConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            RedisConn::Standalone(c) => c.req_packed_command(cmd),
-            RedisConn::Cluster(c) => c.req_packed_command(cmd),
+        self.count_round_trip();
+        match &mut self.link {
+            Link::Standalone(c) => c.req_packed_command(cmd),
+            Link::Cluster(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -116,16 +149,17 @@ impl ConnectionLike for RedisConn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            RedisConn::Standalone(c) => c.req_packed_commands(pipeline, offset, count),
-            RedisConn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        self.count_round_trip();
+        match &mut self.link {
+            Link::Standalone(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            RedisConn::Standalone(c) => c.get_db(),
-            RedisConn::Cluster(c) => c.get_db(),
+        match &self.link {
+            Link::Standalone(c) => c.get_db(),
+            Link::Cluster(c) => c.get_db(),
         }
     }
 }

@@ -149,6 +149,12 @@ impl TicketStore {
         &self.watchdog
     }
 
+    /// Requests this store and its watchdog sent to Redis so far: what an
+    /// operation costs in round trips, as the client sees it.
+    pub fn round_trips(&self) -> u64 {
+        self.conn.round_trips()
+    }
+
     pub fn keys(&self, asset: &AssetId) -> AssetKeys {
         AssetKeys::new(&self.config.prefix, asset)
     }

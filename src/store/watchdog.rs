@@ -12,7 +12,7 @@
 //! The watchdog manages the lock's lifetime; it does not make a stale write
 //! impossible. That is the fencing token's job (see `advance.lua`).
 
-use super::conn::RedisConn;
+use super::conn::{Link, RedisConn};
 use super::scripts::{RENEW, RENEW_MANY};
 use redis::cluster_routing::SingleNodeRoutingInfo;
 use std::collections::HashMap;
@@ -288,7 +288,8 @@ async fn renew_group(
     group: &NodeGroup,
     ttl_ms: u64,
 ) -> redis::RedisResult<Vec<i64>> {
-    let (RedisConn::Cluster(cluster), Some((host, port))) = (&mut *conn, &group.node) else {
+    let tally = conn.clone();
+    let (Link::Cluster(cluster), Some((host, port))) = (&mut conn.link, &group.node) else {
         let mut call = RENEW_MANY.prepare_invoke();
         call.arg(ttl_ms);
         for lease in &group.leases {
@@ -310,6 +311,7 @@ async fn renew_group(
             .arg(ttl_ms);
     }
     let count = group.leases.len();
+    tally.count_round_trip();
     let mut replies = cluster
         .route_pipeline(pipe.clone(), 0, count, route.clone())
         .await;
@@ -323,6 +325,7 @@ async fn renew_group(
         // The node lost its scripts (restart, failover): load, retry once.
         debug!(node = %host, "loading renew.lua");
         RENEW.load_async(cluster).await?;
+        tally.count_round_trip();
         replies = cluster.route_pipeline(pipe, 0, count, route).await;
     }
     Ok(replies?
