@@ -2,12 +2,8 @@
 //! the pipeline, not the outside world. The scan's target says which path a
 //! run takes: `Inventory { id: "offline" | "clean" | "high" }`.
 
-use assetscan_operator::pipeline::{
-    Effects, Notification, Policy, ScanRequest, StepError, Target,
-};
-use assetscan_operator::ticket::{
-    Finding, RiskFacts, Severity, ThreatIntelFacts, VulnFacts,
-};
+use assetscan_operator::pipeline::{Effects, Notification, Policy, ScanRequest, StepError, Target};
+use assetscan_operator::ticket::{Finding, RiskFacts, Severity, ThreatIntelFacts, VulnFacts};
 use std::collections::BTreeMap;
 
 /// The paths a scan can take.

@@ -46,7 +46,9 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
         );
     }
     let commands = server::commands(&bed.server)?;
-    let cycle = store.acquire(&asset("cost-of-a-cycle")?, "r1", "A", 0).await?;
+    let cycle = store
+        .acquire(&asset("cost-of-a-cycle")?, "r1", "A", 0)
+        .await?;
     store
         .release(&asset("cost-of-a-cycle")?, &cycle.lease)
         .await?;

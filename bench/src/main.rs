@@ -56,7 +56,11 @@ async fn main() -> ExitCode {
 
 async fn run() -> Result<(), BenchError> {
     let bed = bed::Bed::start()?;
-    println!("redis-server {} on 127.0.0.1:{}", bed.version()?, bed.port());
+    println!(
+        "redis-server {} on 127.0.0.1:{}",
+        bed.version()?,
+        bed.port()
+    );
     paths::report(&bed).await?;
     lock::report(&bed).await?;
     size::report(&bed).await?;

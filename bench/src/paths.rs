@@ -22,7 +22,11 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
     let pipeline = bed.pipeline().await?;
     // Loads the scripts, so that no SCRIPT LOAD falls in a measurement.
     for path in [Path::Offline, Path::Clean, Path::HighRisk] {
-        run(&pipeline, &request("warm", &format!("{path:?}"), path, "A")?).await?;
+        run(
+            &pipeline,
+            &request("warm", &format!("{path:?}"), path, "A")?,
+        )
+        .await?;
     }
     println!("# commands and round trips per scan, by path ({SCANS} scans each)");
     for (name, path) in [
@@ -114,7 +118,9 @@ async fn contending(bed: &Bed, pipeline: &Pipeline<InstantEffects>) -> Result<()
         };
         let ttl = holder.config().lock_ttl.as_secs_f64();
         shortest_wait_vs_ttl = shortest_wait_vs_ttl.min(retry_after.as_secs_f64() / ttl);
-        holder.release(&crate::bed::asset(&asset)?, &held.lease).await?;
+        holder
+            .release(&crate::bed::asset(&asset)?, &held.lease)
+            .await?;
     }
     let n = SCANS as f64;
     cost.commands /= n;

@@ -2,10 +2,10 @@
 //! about 1 KB, 16 KB (50 findings) and 200 KB (2 000 findings), each rate
 //! divided by the 1 KB rate measured in the same round.
 
+use crate::BenchError;
 use crate::bed::{Bed, asset};
 use crate::effects::vulns;
 use crate::stats::Spread;
-use crate::BenchError;
 use assetscan_operator::store::{Patch, TicketStore};
 use assetscan_operator::ticket::{Status, Step, Ticket};
 use futures::future::try_join_all;
@@ -18,11 +18,8 @@ const TASKS: usize = 4;
 const WINDOW: Duration = Duration::from_millis(700);
 
 /// (label, findings, summary bytes per finding)
-const SIZES: [(&str, usize, usize); 3] = [
-    ("1 KB", 1, 200),
-    ("16 KB", 50, 160),
-    ("200 KB", 2000, 0),
-];
+const SIZES: [(&str, usize, usize); 3] =
+    [("1 KB", 1, 200), ("16 KB", 50, 160), ("200 KB", 2000, 0)];
 
 pub async fn report(bed: &Bed) -> Result<(), BenchError> {
     let store = bed.store().await?;
@@ -33,7 +30,9 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
         for t in 0..TASKS {
             set.push(prepare(&store, &format!("size-{findings}-{t}"), findings, summary).await?);
         }
-        let bytes = serde_json::to_string(&set[0].1).map(|s| s.len()).unwrap_or(0);
+        let bytes = serde_json::to_string(&set[0].1)
+            .map(|s| s.len())
+            .unwrap_or(0);
         println!("ticket {label}: {findings} findings, {bytes} bytes of ticket JSON");
         tickets.push(set);
     }
@@ -75,13 +74,19 @@ async fn prepare(
 ) -> Result<(String, Ticket), BenchError> {
     let a = asset(id)?;
     let got = store.acquire(&a, "r1", "bench", 0).await?;
-    store
-        .advance(&a, "r1", got.token, Status::AssetOnline, &Patch::default().fact("online", true))
+    let online = store
+        .advance_from(
+            &a,
+            &got.ticket,
+            got.token,
+            Status::AssetOnline,
+            &Patch::default().fact("online", true),
+        )
         .await?;
     let ticket = store
-        .advance(
+        .advance_from(
             &a,
-            "r1",
+            &online,
             got.token,
             Status::VulnCheckDone,
             &Patch::default().fact("vulnerabilities", vulns(findings, 9.8, summary)),
@@ -115,24 +120,31 @@ async fn ops(
 ) -> Result<u64, BenchError> {
     let a = asset(id)?;
     let mut count = 0u64;
-    // Each task claims its ticket once for the advances.
-    let got = store.acquire(&a, "r1", "bench", 0).await?;
+    // Each task claims its ticket once for the advances, as an executor
+    // does, and writes from the copy it holds.
+    let got = store
+        .acquire_run(&a, "r1", None, "bench", 0, Some(&ticket))
+        .await?;
     let mut current = got.ticket;
     if let Op::Acquire = op {
         store.release(&a, &got.lease).await?;
     }
-    let _ = ticket;
     while Instant::now() < until {
         match op {
             Op::Advance => {
                 let mut patch = Patch::default();
-                patch.attempts.insert(Step::ThreatIntel, (count % 1000) as u32);
+                patch
+                    .attempts
+                    .insert(Step::ThreatIntel, (count % 1000) as u32);
                 current = store
-                    .advance(&a, "r1", got.token, Status::VulnCheckDone, &patch)
+                    .advance_from(&a, &current, got.token, Status::VulnCheckDone, &patch)
                     .await?;
             }
             Op::Acquire => {
-                let again = store.acquire(&a, "r1", "bench", 0).await?;
+                // A claim after the read the pipeline's fast path makes.
+                let again = store
+                    .acquire_run(&a, "r1", None, "bench", 0, Some(&current))
+                    .await?;
                 store.release(&a, &again.lease).await?;
                 current = again.ticket;
             }
@@ -142,6 +154,5 @@ async fn ops(
     if let Op::Advance = op {
         store.release(&a, &got.lease).await?;
     }
-    drop(current);
     Ok(count)
 }

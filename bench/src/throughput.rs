@@ -34,7 +34,8 @@ pub async fn report(bed: &Bed) -> Result<f64, BenchError> {
     let mut rates = Vec::new();
     let mut bounds = Vec::new();
     for round in 0..ROUNDS {
-        let advance_rate = server::redis_benchmark(&bed.server, BENCH_CLIENTS, BENCH_REQUESTS, &args)?;
+        let advance_rate =
+            server::redis_benchmark(&bed.server, BENCH_CLIENTS, BENCH_REQUESTS, &args)?;
         let (runs_per_s, scripts) = pipeline_rate(bed, round).await?;
         let bound = advance_rate / scripts;
         println!(
@@ -67,9 +68,10 @@ async fn advance_call(bed: &Bed) -> Result<Vec<String>, BenchError> {
     Ok([
         "EVALSHA".to_owned(),
         sha,
-        "2".to_owned(),
+        "3".to_owned(),
         keys.ticket("r1"),
         keys.audit(),
+        keys.facts("r1"),
         got.token.to_string(),
         "INIT".to_owned(),
         now_ms().to_string(),
@@ -77,6 +79,7 @@ async fn advance_call(bed: &Bed) -> Result<Vec<String>, BenchError> {
         "604800000".to_owned(),
         "1000".to_owned(),
         "86400000".to_owned(),
+        "0".to_owned(),
     ]
     .into())
 }
@@ -91,7 +94,12 @@ async fn pipeline_rate(bed: &Bed, round: usize) -> Result<(f64, f64), BenchError
         tokio::spawn(async move {
             let shutdown = CancellationToken::new();
             for i in 0..RUNS_PER_TASK {
-                let req = request(&format!("tp-{round}-{t}"), &format!("r{i}"), Path::HighRisk, "A")?;
+                let req = request(
+                    &format!("tp-{round}-{t}"),
+                    &format!("r{i}"),
+                    Path::HighRisk,
+                    "A",
+                )?;
                 match pipeline.run(&req, &(), &shutdown).await? {
                     Outcome::Terminal(_) => {}
                     other => return Err(BenchError::Outcome(format!("{other:?}"))),

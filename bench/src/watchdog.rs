@@ -14,13 +14,22 @@ const TTL: Duration = Duration::from_secs(3);
 const INTERVALS: u64 = 3;
 
 pub async fn report(bed: &Bed) -> Result<(), BenchError> {
-    println!("# watchdog: per renewal interval ({} ms), {INTERVALS} intervals", TTL.as_millis() / 3);
+    println!(
+        "# watchdog: per renewal interval ({} ms), {INTERVALS} intervals",
+        TTL.as_millis() / 3
+    );
     for held in [1_000usize, 10_000] {
         let store = bed.store_with_ttl(TTL).await?;
         let leases: Vec<Acquired> = stream::iter(0..held)
             .map(|i| {
                 let store = store.clone();
-                async move { Ok::<_, BenchError>(store.acquire(&asset(&format!("wd-{held}-{i}"))?, "r1", "A", 0).await?) }
+                async move {
+                    Ok::<_, BenchError>(
+                        store
+                            .acquire(&asset(&format!("wd-{held}-{i}"))?, "r1", "A", 0)
+                            .await?,
+                    )
+                }
             })
             .buffer_unordered(64)
             .try_collect()
