@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Two cores: two test threads keep timing-sensitive tests honest.
 TEST_THREADS ?= 2
 
-.PHONY: test demo deps fmt lint crds model
+.PHONY: test demo deps fmt lint crds model bench
 
 # What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool.
 deps:
@@ -38,3 +38,9 @@ crds:
 # operator's debug build.
 model:
 	$(CARGO) run --quiet -p assetscan-model
+
+# The cost of a scan in Redis, measured side by side (see BENCHMARKS.md).
+# The last line printed is the throughput's ratio to the Redis bound.
+bench: deps
+	$(CARGO) build --profile measure -p assetscan-bench
+	$(CARGO) run --quiet --profile measure -p assetscan-bench

@@ -17,15 +17,26 @@
 --         claim (0 or absent: until it ends or is deleted)
 -- ARGV[8] (optional, added) ms the asset's fence and audit stream are kept
 --         after this claim (0 or absent: forever)
+-- KEYS[6] (optional, added) facts hash asc:{<asset>}:facts:<run>: one field
+--         per fact, its value the fact's JSON as written. It expires with
+--         the ticket, and its fields come back with the claim.
+-- ARGV[9] (optional, added) "<token>:<revision>" of the copy of the ticket
+--         the caller already holds (read just before): if the ticket is
+--         still there, the facts are not sent back.
 --
--- Returns {token, ticket JSON}.
+-- Returns {token, ticket JSON, facts, current}: facts is the facts hash as
+-- HGETALL gives it (name, JSON, name, JSON, ...), empty when there is none
+-- or the caller's copy is current; current is 1 when that copy (ARGV[9]) is
+-- the ticket as found, else 0.
 -- Errors: LOCKED <holder> <pttl> | TICKET_CORRUPT <reason> | BAD_ARGS <reason>
---         | RUN_RETIRED <ticket key> (added)
+--         | RUN_RETIRED <ticket key>
 --
 -- The ticket is claimed here, not at the first write: from this moment on a
 -- previous holder's token no longer matches and every write it tries fails.
 -- A terminal ticket is returned as found, with its own token, and nothing is
--- taken or written: a run that ended needs no lock.
+-- taken or written, also while another run holds the lock: a run that
+-- ended needs no lock. The facts are never decoded here: the claim costs
+-- the same whatever the ticket has learned.
 
 local holder = ARGV[1]
 local ttl = tonumber(ARGV[2])
@@ -34,6 +45,7 @@ local now = tonumber(ARGV[4])
 local cap = tonumber(ARGV[6] or '1000') or 1000
 local keep_ticket = tonumber(ARGV[7] or '0') or 0
 local keep_asset = tonumber(ARGV[8] or '0') or 0
+local facts_key = KEYS[6]
 if holder == nil or holder == '' or ttl == nil or ttl <= 0 or floor == nil or floor < 0
     or floor ~= math.floor(floor) or now == nil then
   return redis.error_reply('BAD_ARGS holder, ttl > 0, an integer floor >= 0 and now are required')
@@ -43,11 +55,6 @@ if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', cap, '*',
     'op', 'acquire', 'result', 'RUN_RETIRED', 'ticket', KEYS[3], 'holder', holder, 'at', now)
   return redis.error_reply('RUN_RETIRED ' .. KEYS[3])
-end
-
-local current = redis.call('GET', KEYS[1])
-if current and current ~= holder then
-  return redis.error_reply('LOCKED ' .. current .. ' ' .. redis.call('PTTL', KEYS[1]))
 end
 
 local raw = redis.call('GET', KEYS[3])
@@ -70,11 +77,29 @@ else
   ticket.fencing_token = 0
 end
 
-if ticket.status == 'FINISHED' or ticket.status == 'FAILED' then
-  return {ticket.fencing_token, raw}
+-- The facts the caller lacks: none if its copy is this very revision, none
+-- for a new ticket or one without a facts hash, else the whole hash.
+local current = 0
+if raw and ARGV[9] == ticket.fencing_token .. ':' .. ticket.revision then
+  current = 1
+end
+local facts = {}
+if raw and current == 0 and facts_key and ticket.facts_hash == true then
+  facts = redis.call('HGETALL', facts_key)
 end
 
-redis.call('SET', KEYS[1], holder, 'PX', ttl)
+if ticket.status == 'FINISHED' or ticket.status == 'FAILED' then
+  return {ticket.fencing_token, raw, facts, current}
+end
+
+-- Take the lock if free; if it is the caller's already, extend it.
+local locked_by = redis.call('SET', KEYS[1], holder, 'NX', 'PX', ttl, 'GET')
+if locked_by == holder then
+  redis.call('PEXPIRE', KEYS[1], ttl)
+elseif locked_by then
+  return redis.error_reply('LOCKED ' .. locked_by .. ' ' .. redis.call('PTTL', KEYS[1]))
+end
+
 local token = redis.call('INCR', KEYS[2])
 if token < floor + 1 then
   token = floor + 1
@@ -91,6 +116,13 @@ if keep_ticket > 0 then
 else
   redis.call('SET', KEYS[3], raw)
 end
+if facts_key and ticket.facts_hash == true then
+  if keep_ticket > 0 then
+    redis.call('PEXPIRE', facts_key, keep_ticket)
+  else
+    redis.call('PERSIST', facts_key)
+  end
+end
 if keep_asset > 0 then
   redis.call('PEXPIRE', KEYS[2], keep_asset)
 end
@@ -101,4 +133,4 @@ redis.call('XADD', KEYS[4], 'MAXLEN', '~', cap, '*',
 if keep_asset > 0 then
   redis.call('PEXPIRE', KEYS[4], keep_asset)
 end
-return {token, raw}
+return {token, raw, facts, current}

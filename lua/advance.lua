@@ -14,9 +14,20 @@
 -- ARGV[6] (optional) audit stream cap, default 1000
 -- ARGV[7] (optional, added) ms to keep a ticket that is not terminal after
 --         this write, 0 = forever: a run nobody drives any more expires
+-- KEYS[3] (optional, added) facts hash asc:{<asset>}:facts:<run>. Given, the
+--         facts live there, one field per fact, and the ticket key keeps
+--         only the header (no "facts"; "facts_hash": true once it has any).
+--         A ticket still holding its facts inside (the older layout) has
+--         them moved there by its first write.
+-- ARGV[8] (optional, added) '1': return the facts hash with the header
+-- ARGV[9], ARGV[10], ... (optional, added) fact name, fact JSON, ...: stored
+--         in the facts hash as given (needs KEYS[3]); the script never
+--         decodes them, so a write costs the same whatever the facts weigh.
 --
--- Returns the new ticket JSON. Numbers go through Lua's cjson, which keeps
--- 14 significant digits: exact for tokens, revisions and unix ms below 1e14.
+-- Returns the new ticket JSON; with ARGV[8] '1', {ticket JSON, facts} where
+-- facts is the hash as HGETALL gives it. Numbers go through Lua's cjson,
+-- which keeps 14 significant digits: exact for tokens, revisions and unix
+-- ms below 1e14 (facts given as JSON in ARGV[9..] are stored untouched).
 -- Errors: TICKET_NOT_FOUND | TICKET_CORRUPT | STALE_TOKEN <caller> <valid>
 --         | ILLEGAL_TRANSITION <from> <to> | BAD_ARGS <reason>
 -- Every rejection after the ticket was read is appended to the audit stream.
@@ -27,6 +38,7 @@ local now = tonumber(ARGV[3])
 local retention = tonumber(ARGV[5] or '0') or 0
 local cap = tonumber(ARGV[6] or '1000') or 1000
 local keep_open = tonumber(ARGV[7] or '0') or 0
+local facts_key = KEYS[3]
 if caller == nil or target == nil or now == nil then
   return redis.error_reply('BAD_ARGS token, target status and now are required')
 end
@@ -86,11 +98,39 @@ for key, _ in pairs(patch) do
     return reject('BAD_ARGS unknown patch key ' .. tostring(key), 'BAD_ARGS')
   end
 end
-
-if type(patch.facts) == 'table' then
-  if type(ticket.facts) ~= 'table' then ticket.facts = {} end
-  for k, v in pairs(patch.facts) do ticket.facts[k] = v end
+if #ARGV > 8 and (not facts_key or #ARGV % 2 ~= 0) then
+  return reject('BAD_ARGS fact JSON needs the facts hash key and name, JSON pairs', 'BAD_ARGS')
 end
+
+-- Facts: with a facts hash, one HSET of the fields that change; without
+-- one (a caller of the older contract), merged into the ticket as before.
+local fields = {}
+local function store_fact(name, json)
+  fields[#fields + 1] = name
+  fields[#fields + 1] = json
+end
+if facts_key and type(ticket.facts) == 'table' then
+  for name, value in pairs(ticket.facts) do
+    if value ~= cjson.null then store_fact(name, cjson.encode(value)) end
+  end
+  ticket.facts = nil
+end
+if type(patch.facts) == 'table' then
+  if facts_key then
+    for name, value in pairs(patch.facts) do store_fact(name, cjson.encode(value)) end
+  else
+    if type(ticket.facts) ~= 'table' then ticket.facts = {} end
+    for k, v in pairs(patch.facts) do ticket.facts[k] = v end
+  end
+end
+for i = 9, #ARGV, 2 do
+  store_fact(ARGV[i], ARGV[i + 1])
+end
+if #fields > 0 then
+  redis.call('HSET', facts_key, unpack(fields))
+  ticket.facts_hash = true
+end
+
 if type(patch.attempts) == 'table' then
   if type(ticket.attempts) ~= 'table' then ticket.attempts = {} end
   for k, v in pairs(patch.attempts) do ticket.attempts[k] = v end
@@ -119,8 +159,23 @@ if keep > 0 then
 else
   redis.call('SET', KEYS[1], raw)
 end
+-- The facts hash lives exactly as long as its ticket.
+if facts_key and ticket.facts_hash == true then
+  if keep > 0 then
+    redis.call('PEXPIRE', facts_key, keep)
+  else
+    redis.call('PERSIST', facts_key)
+  end
+end
 
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', cap, '*',
   'op', 'advance', 'result', 'ok', 'ticket', KEYS[1], 'token', ARGV[1],
   'from', from, 'to', target, 'revision', ticket.revision, 'at', now)
+if ARGV[8] == '1' then
+  local facts = {}
+  if facts_key and ticket.facts_hash == true then
+    facts = redis.call('HGETALL', facts_key)
+  end
+  return {raw, facts}
+end
 return raw

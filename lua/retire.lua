@@ -17,6 +17,10 @@
 -- ARGV[2] now (unix ms)
 -- ARGV[3] ms the tombstone is kept (> 0)
 -- ARGV[4] (optional) audit stream cap, default 1000
+-- ARGV[5] (optional, added) n, the number of ticket keys: KEYS[4..3+n] are
+--         the tickets, and KEYS[4+n..3+2n] their facts hashes
+--         asc:{<asset>}:facts:<run>, in the same order, removed with them.
+--         Absent: every key from KEYS[4] on is a ticket.
 --
 -- The fence and the audit stream are then kept at least as long as the
 -- tombstone (an expiry is set where they have none or a shorter one).
@@ -28,14 +32,19 @@ local holder = ARGV[1]
 local now = tonumber(ARGV[2])
 local keep = tonumber(ARGV[3])
 local cap = tonumber(ARGV[4] or '1000') or 1000
+local tickets = tonumber(ARGV[5] or tostring(#KEYS - 3))
 if holder == nil or holder == '' or now == nil or keep == nil or keep <= 0 or KEYS[3] == nil then
   return redis.error_reply('BAD_ARGS holder, now, a tombstone key and its ms > 0 are required')
 end
+if tickets == nil or tickets < 0 or (#KEYS - 3 ~= tickets and #KEYS - 3 ~= 2 * tickets) then
+  return redis.error_reply('BAD_ARGS n must count the tickets, with one facts hash each or none')
+end
+local with_facts = tickets > 0 and #KEYS - 3 == 2 * tickets
 
 redis.call('SET', KEYS[3], now, 'PX', keep)
 
 local removed = 0
-for i = 4, #KEYS do
+for i = 4, 3 + tickets do
   local raw = redis.call('GET', KEYS[i])
   if raw then
     local ok, ticket = pcall(cjson.decode, raw)
@@ -62,6 +71,9 @@ for i = 4, #KEYS do
     end
     redis.call('DEL', KEYS[i])
     removed = removed + 1
+  end
+  if with_facts then
+    redis.call('DEL', KEYS[i + tickets])
   end
 end
 

@@ -5,9 +5,22 @@
 //! The script enforces it (a write that breaks it never lands); this copy
 //! plans the next step. A test compares both on every (from, to) pair.
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+
+/// At most this many CVE ids are kept in [`VulnFacts::cves`]: a host with
+/// thousands of CVEs would otherwise make its ticket, and everything that
+/// reads it, grow without bound. Those of the listed (most severe) findings
+/// are kept first; [`VulnFacts::cves_omitted`] counts the rest.
+pub const MAX_CVES: usize = 2_000;
+
+/// At most this many EPSS scores are kept in [`ThreatIntelFacts::epss`]: the
+/// highest, so that the verdict (is any score at or over the threshold?) is
+/// the same with the cut as without it. [`ThreatIntelFacts::epss_omitted`]
+/// counts the rest.
+pub const MAX_EPSS: usize = 1_000;
 
 /// A ticket's status. The wire names are the public contract.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -187,8 +200,38 @@ pub struct VulnFacts {
     /// Every CVE id over all findings, also those cut from `findings` by the
     /// bound (sorted, deduplicated): threat intel looks all of them up, so a
     /// known-exploited CVE is not missed because its CVSS ranked it low.
+    /// At most [`MAX_CVES`] once recorded (see [`VulnFacts::bounded`]).
     #[serde(default, deserialize_with = "lenient_vec")]
     pub cves: Vec<String>,
+    /// CVE ids cut from `cves` by [`MAX_CVES`]: neither kept nor looked up.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cves_omitted: u32,
+}
+
+impl VulnFacts {
+    /// The facts as recorded: at most [`MAX_CVES`] CVE ids, those of the
+    /// listed findings (the most severe) first, the others in order; the
+    /// number cut is added to `cves_omitted`.
+    pub fn bounded(mut self) -> VulnFacts {
+        if self.cves.len() <= MAX_CVES {
+            return self;
+        }
+        let all = std::mem::take(&mut self.cves);
+        let listed: BTreeSet<&str> = self
+            .findings
+            .iter()
+            .flat_map(|f| f.cves.iter().map(String::as_str))
+            .collect();
+        let (severe, others): (Vec<String>, Vec<String>) =
+            all.into_iter().partition(|c| listed.contains(c.as_str()));
+        let total = severe.len() + others.len();
+        let kept: BTreeSet<String> = severe.into_iter().chain(others).take(MAX_CVES).collect();
+        self.cves_omitted = self
+            .cves_omitted
+            .saturating_add(u32::try_from(total - kept.len()).unwrap_or(u32::MAX));
+        self.cves = kept.into_iter().collect();
+        self
+    }
 }
 
 /// Threat-intel enrichment: known exploitation and exploit prediction.
@@ -197,11 +240,38 @@ pub struct ThreatIntelFacts {
     /// CVEs of the findings that are listed as known exploited.
     #[serde(default, deserialize_with = "lenient_vec")]
     pub known_exploited: Vec<String>,
-    /// EPSS score per CVE (0..1).
+    /// EPSS score per CVE (0..1). At most [`MAX_EPSS`] once recorded (see
+    /// [`ThreatIntelFacts::bounded`]).
     pub epss: BTreeMap<String, f64>,
     /// Version of the known-exploited catalog consulted.
     #[serde(default)]
     pub catalog_version: Option<String>,
+    /// EPSS scores cut by [`MAX_EPSS`] (all lower than every one kept).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub epss_omitted: u32,
+}
+
+impl ThreatIntelFacts {
+    /// The facts as recorded: the [`MAX_EPSS`] highest EPSS scores; the
+    /// number cut is added to `epss_omitted`.
+    pub fn bounded(mut self) -> ThreatIntelFacts {
+        if self.epss.len() <= MAX_EPSS {
+            return self;
+        }
+        let mut scores: Vec<(String, f64)> = std::mem::take(&mut self.epss).into_iter().collect();
+        scores.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let cut = scores.len() - MAX_EPSS;
+        scores.truncate(MAX_EPSS);
+        self.epss = scores.into_iter().collect();
+        self.epss_omitted = self
+            .epss_omitted
+            .saturating_add(u32::try_from(cut).unwrap_or(u32::MAX));
+        self
+    }
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Where a notification stands. `Sending` is written before the call, so a
@@ -241,6 +311,7 @@ pub struct RiskFacts {
 }
 
 /// Confirmed facts. Each field is written once by the step that learns it.
+/// In Redis each is one field of the ticket's facts hash, named as here.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Facts {
     #[serde(default)]
@@ -255,7 +326,63 @@ pub struct Facts {
     pub notification: Option<NotificationFacts>,
 }
 
-/// The ticket as stored in Redis (JSON). Fields may be added, none removed.
+impl Facts {
+    pub fn is_empty(&self) -> bool {
+        self == &Facts::default()
+    }
+
+    /// Sets the fact `name` from its JSON. A name this version does not know
+    /// (a newer writer's fact) is ignored, as an unknown ticket field is.
+    pub fn set(&mut self, name: &str, json: impl FactJson) -> Result<(), serde_json::Error> {
+        match name {
+            "online" => self.online = json.parse()?,
+            "vulnerabilities" => self.vulnerabilities = json.parse()?,
+            "threat_intel" => self.threat_intel = json.parse()?,
+            "risk" => self.risk = json.parse()?,
+            "notification" => self.notification = json.parse()?,
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Takes every fact that `newer` has.
+    pub fn overlay(&mut self, newer: Facts) {
+        let Facts {
+            online,
+            vulnerabilities,
+            threat_intel,
+            risk,
+            notification,
+        } = newer;
+        self.online = online.or(self.online);
+        self.vulnerabilities = vulnerabilities.or(self.vulnerabilities.take());
+        self.threat_intel = threat_intel.or(self.threat_intel.take());
+        self.risk = risk.or(self.risk.take());
+        self.notification = notification.or(self.notification.take());
+    }
+}
+
+/// A fact's JSON: as stored (text), or as a value in hand.
+pub trait FactJson {
+    fn parse<T: DeserializeOwned>(self) -> Result<T, serde_json::Error>;
+}
+
+impl FactJson for &str {
+    fn parse<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self)
+    }
+}
+
+impl FactJson for &serde_json::Value {
+    fn parse<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
+        T::deserialize(self)
+    }
+}
+
+/// The ticket. In Redis its key holds the header, this struct's JSON
+/// without `facts` (fields may be added, none removed), and the facts live
+/// in the facts hash beside it; a ticket of the older layout holds its facts
+/// in its JSON.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Ticket {
     pub id: String,
@@ -272,7 +399,7 @@ pub struct Ticket {
     pub attempts: BTreeMap<Step, u32>,
     #[serde(default)]
     pub last_error: Option<LastError>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Facts::is_empty")]
     pub facts: Facts,
     pub created_at: u64,
     pub updated_at: u64,
@@ -378,6 +505,75 @@ mod tests {
         });
         let ticket: Ticket = serde_json::from_value(raw).unwrap();
         assert_eq!(ticket.facts.vulnerabilities, Some(VulnFacts::default()));
+    }
+
+    #[test]
+    fn facts_set_by_name_and_overlaid() {
+        let mut facts = Facts::default();
+        facts.set("online", "true").unwrap();
+        facts
+            .set(
+                "risk",
+                &serde_json::json!({"high_risk": true, "reasons": {}}),
+            )
+            .unwrap();
+        facts.set("from_a_newer_writer", "[1]").unwrap();
+        assert!(facts.set("online", "\"yes\"").is_err());
+        assert_eq!(facts.online, Some(true));
+        assert!(facts.risk.as_ref().unwrap().high_risk);
+        facts.overlay(Facts {
+            online: Some(false),
+            ..Facts::default()
+        });
+        assert_eq!(facts.online, Some(false));
+        assert!(facts.risk.is_some(), "what the newer copy lacks is kept");
+        assert!(!facts.is_empty());
+        assert!(Facts::default().is_empty());
+    }
+
+    #[test]
+    fn cve_list_and_epss_map_are_bounded_and_counted() {
+        let finding = |id: &str, cve: &str| Finding {
+            id: id.into(),
+            cves: vec![cve.into()],
+            package: "p".into(),
+            cvss: Some(9.8),
+            severity: Severity::Critical,
+            summary: String::new(),
+        };
+        let all: Vec<String> = (0..MAX_CVES + 10)
+            .map(|i| format!("CVE-2024-{i:05}"))
+            .collect();
+        let worst = all.last().unwrap().clone();
+        let vulns = VulnFacts {
+            findings: vec![finding("worst", &worst)],
+            cves: all,
+            ..VulnFacts::default()
+        }
+        .bounded();
+        assert_eq!(vulns.cves.len(), MAX_CVES);
+        assert_eq!(vulns.cves_omitted, 10);
+        assert!(
+            vulns.cves.contains(&worst),
+            "a listed finding's CVE is kept"
+        );
+        assert!(vulns.cves.is_sorted());
+
+        let epss: BTreeMap<String, f64> = (0..MAX_EPSS + 5)
+            .map(|i| (format!("CVE-{i:05}"), i as f64 / 10_000.0))
+            .collect();
+        let intel = ThreatIntelFacts {
+            epss,
+            ..ThreatIntelFacts::default()
+        }
+        .bounded();
+        assert_eq!((intel.epss.len(), intel.epss_omitted), (MAX_EPSS, 5));
+        let top = format!("CVE-{:05}", MAX_EPSS + 4);
+        assert!(intel.epss.contains_key(&top), "the highest score is kept");
+        assert!(!intel.epss.contains_key("CVE-00000"), "the lowest is cut");
+        // Within the bounds nothing changes, and no count is written.
+        let small = ThreatIntelFacts::default().bounded();
+        assert!(!serde_json::to_string(&small).unwrap().contains("omitted"));
     }
 
     #[test]

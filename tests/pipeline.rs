@@ -322,7 +322,7 @@ fn pairs(path: &[(&str, &str)]) -> Vec<(String, String)> {
 const HIGH_RISK_WITH_INTEL: &[(&str, &str)] = &[
     ("INIT", "ASSET_ONLINE"),
     ("ASSET_ONLINE", "VULN_CHECK_DONE"),
-    ("VULN_CHECK_DONE", "VULN_CHECK_DONE"),
+    // Threat intel is recorded with the verdict it leads to.
     ("VULN_CHECK_DONE", "HIGH_RISK_FOUND"),
     ("HIGH_RISK_FOUND", "NOTIFYING"),
     ("NOTIFYING", "NOTIFIED"),
@@ -392,7 +392,6 @@ mod paths {
             pairs(&[
                 ("INIT", "ASSET_ONLINE"),
                 ("ASSET_ONLINE", "VULN_CHECK_DONE"),
-                ("VULN_CHECK_DONE", "VULN_CHECK_DONE"),
                 ("VULN_CHECK_DONE", "FINISHED"),
             ])
         );
@@ -463,11 +462,10 @@ mod resume {
     const CRASH_POINTS: &[CrashPoint] = &[
         ("INIT (claimed)", |t| t.status == Status::Init),
         ("ASSET_ONLINE", |t| t.status == Status::AssetOnline),
+        // Threat intel is recorded with the verdict (HIGH_RISK_FOUND): no
+        // status lies between them.
         ("VULN_CHECK_DONE (vulnerabilities)", |t| {
             t.status == Status::VulnCheckDone && !t.has_completed(Step::ThreatIntel)
-        }),
-        ("VULN_CHECK_DONE (threat intel)", |t| {
-            t.status == Status::VulnCheckDone && t.has_completed(Step::ThreatIntel)
         }),
         ("HIGH_RISK_FOUND", |t| t.status == Status::HighRiskFound),
         ("NOTIFYING", |t| t.status == Status::Notifying),

@@ -504,7 +504,7 @@ mod signals {
             let expected: Vec<(String, String)> = [
                 ("INIT", "ASSET_ONLINE"),
                 ("ASSET_ONLINE", "VULN_CHECK_DONE"),
-                ("VULN_CHECK_DONE", "VULN_CHECK_DONE"),
+                // Threat intel is recorded with the verdict it leads to.
                 ("VULN_CHECK_DONE", "HIGH_RISK_FOUND"),
                 ("HIGH_RISK_FOUND", "NOTIFYING"),
                 ("NOTIFYING", "NOTIFIED"),

@@ -5,7 +5,7 @@
 use assetscan_operator::store::{
     AssetId, Patch, RedisTarget, StoreConfig, StoreError, TicketStore, WatchdogStats,
 };
-use assetscan_operator::ticket::{Status, Step, Ticket};
+use assetscan_operator::ticket::{Finding, RiskFacts, Severity, Status, Step, Ticket, VulnFacts};
 use assetscan_testkit::redis::{RedisCluster, RedisServer};
 use assetscan_testkit::wait::until;
 use redis::AsyncCommands;
@@ -608,12 +608,13 @@ async fn acquiring_a_finished_run_takes_no_lock_and_draws_no_token() {
     assert_eq!(s.watchdog().held(), 0);
 }
 
-/// Round trips per operation, counted by the server (`INFO commandstats`):
-/// after the scripts are loaded, acquire, advance and release are one
-/// EVALSHA each (no reload, no other command from the client); the fast-path
-/// read is one GET. (Commands a script runs inside Redis count in
-/// commandstats too, which is why each operation is checked by the calls it
-/// adds to EVALSHA, SCRIPT and GET.)
+/// Round trips per operation: counted by the client (every request the
+/// store sends, a pipeline once) and checked against the server's
+/// `INFO commandstats` (commands a script runs inside Redis count there too,
+/// which is why each operation is checked by the calls it adds to EVALSHA,
+/// SCRIPT, GET and HGETALL). After the scripts are loaded, acquire, advance
+/// and release are one EVALSHA each; the fast-path read is one pipelined
+/// GET + HGETALL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_operation_is_one_round_trip() {
     let server = RedisServer::start().unwrap();
@@ -626,25 +627,240 @@ async fn each_operation_is_one_round_trip() {
         .unwrap();
     s.release(&a, &warm.lease).await.unwrap();
 
-    let calls = || ["evalsha", "script", "get"].map(|name| server.command_calls(name).unwrap());
-    let mut last = calls();
+    let calls =
+        || ["evalsha", "script", "get", "hgetall"].map(|name| server.command_calls(name).unwrap());
+    let mut last = (calls(), s.round_trips());
     let mut added = || {
-        let now = calls();
-        let delta = [now[0] - last[0], now[1] - last[1], now[2] - last[2]];
+        let now = (calls(), s.round_trips());
+        let delta = ([0, 1, 2, 3].map(|i| now.0[i] - last.0[i]), now.1 - last.1);
         last = now;
         delta
     };
     let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
-    // acquire.lua itself runs two GETs.
-    assert_eq!(added(), [1, 0, 2], "acquire: one EVALSHA");
-    s.advance(&a, "r1", got.token, Status::AssetOnline, &Patch::default())
+    // acquire.lua reads the ticket; the lock is one SET NX GET.
+    assert_eq!(added(), ([1, 0, 1, 0], 1), "acquire: one EVALSHA");
+    let online = s
+        .advance_from(
+            &a,
+            &got.ticket,
+            got.token,
+            Status::AssetOnline,
+            &Patch::default().fact("online", true),
+        )
         .await
         .unwrap();
-    assert_eq!(added(), [1, 0, 1], "advance: one EVALSHA");
-    s.get_ticket(&a, "r1").await.unwrap();
-    assert_eq!(added(), [0, 0, 1], "fast-path read: one GET");
+    assert_eq!(added(), ([1, 0, 1, 0], 1), "advance: one EVALSHA");
+    let read = s.get_ticket(&a, "r1").await.unwrap().unwrap();
+    assert_eq!(read, online, "the executor's copy is the stored ticket");
+    assert_eq!(added(), ([0, 0, 1, 1], 1), "fast-path read: one round trip");
     s.release(&a, &got.lease).await.unwrap();
-    assert_eq!(added(), [1, 0, 1], "release: one EVALSHA");
+    assert_eq!(added(), ([1, 0, 1, 0], 1), "release: one EVALSHA");
+    // Claiming with the copy just read: the facts are not sent again.
+    let again = s
+        .acquire_run(&a, "r1", None, "A", 0, Some(&read))
+        .await
+        .unwrap();
+    assert_eq!(
+        added(),
+        ([1, 0, 1, 0], 1),
+        "acquire after a read: one EVALSHA"
+    );
+    assert_eq!(again.ticket.facts, read.facts);
+}
+
+/// Findings that weigh 2 000 entries do not make a write heavier: the
+/// ticket key keeps only the fenced header, each fact is one field of the
+/// facts hash written as sent, and a write that learns nothing new leaves
+/// the facts untouched (proved by a field the test rewrote in another
+/// spelling of the same JSON: a script re-encoding the facts would restore
+/// its own spelling).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_do_not_touch_the_facts_they_do_not_change() {
+    let server = RedisServer::start().unwrap();
+    let s = store(&server, 30_000).await;
+    let mut conn = raw(&server).await;
+    let a = asset("heavy");
+    let keys = s.keys(&a);
+    let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
+    let online = s
+        .advance_from(
+            &a,
+            &got.ticket,
+            got.token,
+            Status::AssetOnline,
+            &Patch::default().fact("online", true),
+        )
+        .await
+        .unwrap();
+    let vulns = many_findings(2_000);
+    let heavy = s
+        .advance_from(
+            &a,
+            &online,
+            got.token,
+            Status::VulnCheckDone,
+            &Patch::default().fact("vulnerabilities", &vulns),
+        )
+        .await
+        .unwrap();
+    assert_eq!(heavy.facts.vulnerabilities.as_ref(), Some(&vulns));
+    let header: String = conn.get(keys.ticket("r1")).await.unwrap();
+    assert!(header.len() < 1_024, "header of {} bytes", header.len());
+    assert!(!header.contains("\"facts\""), "{header}");
+    let stored: String = conn
+        .hget(keys.facts("r1"), "vulnerabilities")
+        .await
+        .unwrap();
+    assert!(stored.len() > 200_000, "the findings are in the hash");
+
+    let respelled = serde_json::to_string_pretty(&vulns).unwrap();
+    let _: () = conn
+        .hset(keys.facts("r1"), "vulnerabilities", &respelled)
+        .await
+        .unwrap();
+    let mut patch = Patch::default();
+    patch.attempts.insert(Step::ThreatIntel, 1);
+    let written = s
+        .advance_from(&a, &heavy, got.token, Status::VulnCheckDone, &patch)
+        .await
+        .unwrap();
+    let after: String = conn
+        .hget(keys.facts("r1"), "vulnerabilities")
+        .await
+        .unwrap();
+    assert_eq!(after, respelled, "a write without that fact left it alone");
+    assert_eq!(s.get_ticket(&a, "r1").await.unwrap(), Some(written));
+    s.release(&a, &got.lease).await.unwrap();
+}
+
+fn many_findings(count: usize) -> VulnFacts {
+    let findings: Vec<Finding> = (0..count)
+        .map(|i| Finding {
+            id: format!("GHSA-{i:04}"),
+            cves: vec![format!("CVE-2024-{i:05}")],
+            package: format!("package-{i}"),
+            cvss: Some(7.5),
+            severity: Severity::High,
+            summary: "a summary of some length, as records have".into(),
+        })
+        .collect();
+    VulnFacts {
+        total: count as u32,
+        max_cvss: Some(7.5),
+        cves: findings.iter().flat_map(|f| f.cves.clone()).collect(),
+        findings,
+        ..VulnFacts::default()
+    }
+}
+
+/// A ticket written by the earlier layout (its facts inside its JSON) is
+/// read, claimed and advanced with every fact; its first write moves the
+/// facts into the hash.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn earlier_layout_tickets_are_read_claimed_and_advanced() {
+    let server = RedisServer::start().unwrap();
+    let s = store(&server, 30_000).await;
+    let mut conn = raw(&server).await;
+    let a = asset("legacy");
+    let keys = s.keys(&a);
+    let mut legacy = Ticket::new(a.as_str(), "r1", 1);
+    legacy.status = Status::VulnCheckDone;
+    legacy.fencing_token = 7;
+    legacy.revision = 3;
+    legacy.completed_steps = vec![Step::OnlineCheck, Step::VulnQuery];
+    legacy.facts.online = Some(true);
+    legacy.facts.vulnerabilities = Some(many_findings(3));
+    let json = serde_json::to_string(&legacy).unwrap();
+    assert!(json.contains("\"facts\""), "written as the earlier layout");
+    let _: () = conn.set(keys.ticket("r1"), &json).await.unwrap();
+
+    assert_eq!(s.get_ticket(&a, "r1").await.unwrap(), Some(legacy.clone()));
+    let got = s.acquire(&a, "r1", "A", 7).await.unwrap();
+    assert_eq!(got.ticket.facts, legacy.facts, "claimed with its facts");
+    let risk = RiskFacts {
+        high_risk: true,
+        reasons: vec!["CVSS 7.5 >= 7.0".into()],
+    };
+    let decided = s
+        .advance_from(
+            &a,
+            &got.ticket,
+            got.token,
+            Status::HighRiskFound,
+            &Patch::default().fact("risk", &risk),
+        )
+        .await
+        .unwrap();
+    assert_eq!(decided.facts.vulnerabilities, legacy.facts.vulnerabilities);
+    assert_eq!(decided.facts.risk, Some(risk));
+    assert_eq!(s.get_ticket(&a, "r1").await.unwrap(), Some(decided.clone()));
+    let header: String = conn.get(keys.ticket("r1")).await.unwrap();
+    assert!(!header.contains("\"facts\""), "moved out: {header}");
+    let mut fields: Vec<String> = conn.hkeys(keys.facts("r1")).await.unwrap();
+    fields.sort();
+    assert_eq!(fields, ["online", "risk", "vulnerabilities"]);
+    s.release(&a, &got.lease).await.unwrap();
+}
+
+/// A claim after a read sends no facts back while the copy read is current,
+/// and all of them once the ticket changed in between: proved with a copy
+/// whose facts differ from the stored ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_sends_the_facts_only_when_the_callers_copy_is_stale() {
+    let server = RedisServer::start().unwrap();
+    let s = store(&server, 30_000).await;
+    let a = asset("known");
+    let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
+    let online = s
+        .advance_from(
+            &a,
+            &got.ticket,
+            got.token,
+            Status::AssetOnline,
+            &Patch::default().fact("online", true),
+        )
+        .await
+        .unwrap();
+    s.release(&a, &got.lease).await.unwrap();
+
+    let mut marked = online.clone();
+    marked.facts.online = Some(false);
+    let current = s
+        .acquire_run(&a, "r1", None, "B", 0, Some(&marked))
+        .await
+        .unwrap();
+    assert_eq!(current.ticket.facts.online, Some(false), "not sent again");
+    s.release(&a, &current.lease).await.unwrap();
+    let stale = s
+        .acquire_run(&a, "r1", None, "B", 0, Some(&marked))
+        .await
+        .unwrap();
+    assert_eq!(stale.ticket.facts.online, Some(true), "the stored facts");
+    s.release(&a, &stale.lease).await.unwrap();
+}
+
+/// A finished run is reported as found even while another run of the asset
+/// holds the lock: no lock is needed to know that a run ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_is_found_while_another_run_holds_the_lock() {
+    let server = RedisServer::start().unwrap();
+    let s = store(&server, 30_000).await;
+    let a = asset("busy");
+    let done = s.acquire(&a, "r1", "A", 0).await.unwrap();
+    for to in [Status::AssetOffline, Status::Finished] {
+        s.advance(&a, "r1", done.token, to, &Patch::default())
+            .await
+            .unwrap();
+    }
+    s.release(&a, &done.lease).await.unwrap();
+    let other = s.acquire(&a, "r2", "B", 0).await.unwrap();
+    let found = s.acquire(&a, "r1", "C", 0).await.unwrap();
+    assert_eq!(found.ticket.status, Status::Finished);
+    assert!(matches!(
+        s.acquire(&a, "r3", "C", 0).await.map(|g| g.token),
+        Err(StoreError::Locked { .. })
+    ));
+    s.release(&a, &other.lease).await.unwrap();
 }
 
 async fn pttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
@@ -673,7 +889,7 @@ async fn retiring_an_owner_ends_its_runs_and_refuses_late_acquires() {
             "o1-g1-s0",
             open.token,
             Status::AssetOnline,
-            &Patch::default(),
+            &Patch::default().fact("online", true),
         )
         .await
         .unwrap();
@@ -698,6 +914,12 @@ async fn retiring_an_owner_ends_its_runs_and_refuses_late_acquires() {
     let runs = ["o1-g1-s0".to_owned(), "o1-g1-s1".to_owned()];
     assert_eq!(store.retire(&web, "o1", &runs, "C").await.unwrap(), 2);
     assert_eq!(store.runs(&web).await.unwrap(), ["o2-g1-s0"]);
+    let facts_left: bool = raw(&server)
+        .await
+        .exists(keys.facts("o1-g1-s0"))
+        .await
+        .unwrap();
+    assert!(!facts_left, "the facts go with their ticket");
 
     let audit = store.audit(&web, 1000).await.unwrap();
     let retired: Vec<_> = audit.iter().filter(|e| e.op() == "retire").collect();
@@ -823,7 +1045,7 @@ async fn tickets_nobody_drives_expire() {
             run,
             claimed.token,
             Status::AssetOnline,
-            &Patch::default(),
+            &Patch::default().fact("online", true),
         )
         .await
         .unwrap();
@@ -832,17 +1054,21 @@ async fn tickets_nobody_drives_expire() {
         (50_000..=60_000).contains(&renewed),
         "renewed by the write: {renewed}"
     );
+    let facts = pttl(&mut conn, &keys.facts(run)).await;
+    assert!((50_000..=60_000).contains(&facts), "facts: {facts}");
     for to in [Status::VulnCheckDone, Status::Finished] {
         store
             .advance(&web, run, claimed.token, to, &Patch::default())
             .await
             .unwrap();
     }
-    let finished = pttl(&mut conn, &keys.ticket(run)).await;
-    assert!(
-        (590_000..=600_000).contains(&finished),
-        "finished ticket: {finished}"
-    );
+    for key in [keys.ticket(run), keys.facts(run)] {
+        let finished = pttl(&mut conn, &key).await;
+        assert!(
+            (590_000..=600_000).contains(&finished),
+            "finished {key}: {finished}"
+        );
+    }
     store.release(&web, &claimed.lease).await.unwrap();
 
     // Terminal tickets kept forever: so are the fence and the audit stream,

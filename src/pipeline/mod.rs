@@ -233,25 +233,26 @@ impl<E: Effects> Pipeline<E> {
         shutdown: &CancellationToken,
     ) -> Result<Outcome, StoreError> {
         // Fast path: a finished run needs no lock.
-        if let Some(ticket) = self.store.get_ticket(&req.asset, &req.run).await?
+        let found = self.store.get_ticket(&req.asset, &req.run).await?;
+        if let Some(ticket) = &found
             && ticket.status.is_terminal()
         {
-            observer.on_ticket(&ticket).await;
-            return Ok(Outcome::Terminal(ticket));
+            observer.on_ticket(ticket).await;
+            return Ok(Outcome::Terminal(ticket.clone()));
         }
         drill::stop_before(req.asset.as_str(), "ACQUIRE");
-        let acquired = match &req.owner {
-            Some(owner) => {
-                self.store
-                    .acquire_owned(&req.asset, &req.run, owner, &req.holder, req.token_floor)
-                    .await
-            }
-            None => {
-                self.store
-                    .acquire(&req.asset, &req.run, &req.holder, req.token_floor)
-                    .await
-            }
-        };
+        // The facts just read are not sent again unless the ticket changed.
+        let acquired = self
+            .store
+            .acquire_run(
+                &req.asset,
+                &req.run,
+                req.owner.as_deref(),
+                &req.holder,
+                req.token_floor,
+                found.as_ref(),
+            )
+            .await;
         let acquired = match acquired {
             Ok(acquired) => acquired,
             Err(StoreError::RunRetired { .. }) => {
@@ -377,6 +378,28 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
         (to, Patch::default().fact("risk", risk))
     }
 
+    /// Records threat intel and the verdict it leads to in one write. The
+    /// verdict is pure: a takeover before this write asks for the intel
+    /// again and comes to the same verdict.
+    async fn decide_with_intel(
+        &self,
+        ticket: &Ticket,
+        mut patch: Patch,
+    ) -> Result<Ticket, Result<Halt, StoreError>> {
+        let mut learned = ticket.clone();
+        for (name, value) in &patch.facts {
+            learned.facts.set(name, value).map_err(|e| {
+                Err(StoreError::Protocol {
+                    script: "advance",
+                    reason: format!("fact {name}: {e}"),
+                })
+            })?;
+        }
+        let (to, verdict) = self.decide(&learned);
+        patch.facts.extend(verdict.facts);
+        self.write(ticket, to, patch).await
+    }
+
     /// One attempt of `step`, recorded in the ticket either way.
     ///
     /// Exhausted retries fail the run, with three exceptions that keep a
@@ -419,6 +442,9 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
         let (error, learned) = match result {
             Ok((to, facts)) => {
                 patch.facts = facts;
+                if step == Step::ThreatIntel {
+                    return self.decide_with_intel(ticket, patch.completes(step)).await;
+                }
                 return self.write(ticket, to, patch.completes(step)).await;
             }
             Err(failure) => failure,
@@ -485,7 +511,7 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
                 (
                     Status::VulnCheckDone,
                     "vulnerabilities",
-                    to_json(&vulns).map_err(failed)?,
+                    to_json(&vulns.bounded()).map_err(failed)?,
                 )
             }
             Step::ThreatIntel => {
@@ -497,7 +523,7 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
                 (
                     Status::VulnCheckDone,
                     "threat_intel",
-                    to_json(&intel).map_err(failed)?,
+                    to_json(&intel.bounded()).map_err(failed)?,
                 )
             }
             Step::Notify => return self.notify(ticket).await,
@@ -647,7 +673,7 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
         match self
             .pipeline
             .store
-            .advance(&self.req.asset, &self.req.run, self.token, to, &patch)
+            .advance_from(&self.req.asset, ticket, self.token, to, &patch)
             .await
         {
             Ok(next) => {

@@ -6,6 +6,10 @@
 //! now, for Sentinel) and backs off between failed attempts. Cluster uses the
 //! async cluster client, which follows MOVED/ASK and refreshes its slot map.
 //! All are cheap to clone (multiplexed).
+//!
+//! Every request sent (one command, or one pipeline) is counted: the number
+//! of round trips an operation costs is part of the store's contract, and
+//! the count is how tests and benchmarks check it from the client's side.
 
 mod managed;
 mod sentinel;
@@ -22,6 +26,8 @@ use redis::{
 pub use sentinel::SentinelTarget;
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Where Redis is: one URL (`redis://`, `rediss://` for TLS), the sentinels
@@ -165,9 +171,17 @@ impl RedisSecurity {
     }
 }
 
-/// A connection to any kind of deployment.
+/// A connection to any kind of deployment. Clones share the connection
+/// and the round-trip count.
 #[derive(Clone)]
-pub enum RedisConn {
+pub struct RedisConn {
+    pub(crate) link: Link,
+    round_trips: Arc<AtomicU64>,
+}
+
+/// The client of one kind of deployment.
+#[derive(Clone)]
+pub(crate) enum Link {
     /// A standalone server, or the master the sentinels name.
     Primary(Managed),
     Cluster(ClusterConnection),
@@ -192,14 +206,14 @@ impl RedisConn {
                 let (client, db) = standalone_client(url, security).map_err(connect_err)?;
                 let managed = Managed::new(Endpoint::Fixed(client), timeout, target.redacted(), db);
                 managed.connect_now().await.map_err(connect_err)?;
-                Ok(RedisConn::Primary(managed))
+                Ok(RedisConn::new(Link::Primary(managed)))
             }
             RedisTarget::Sentinel(sentinels) => {
                 let client = sentinels.client(security).map_err(connect_err)?;
                 let endpoint = Endpoint::Sentinel(tokio::sync::Mutex::new(client));
                 let managed = Managed::new(endpoint, timeout, target.redacted(), sentinels.db());
                 managed.connect_now().await.map_err(connect_err)?;
-                Ok(RedisConn::Primary(managed))
+                Ok(RedisConn::new(Link::Primary(managed)))
             }
             RedisTarget::Cluster(seeds) => {
                 let mut builder = ClusterClient::builder(seeds.iter().map(String::as_str))
@@ -216,13 +230,31 @@ impl RedisConn {
                 }
                 let client = builder.build().map_err(connect_err)?;
                 let conn = client.get_async_connection().await.map_err(connect_err)?;
-                Ok(RedisConn::Cluster(conn))
+                Ok(RedisConn::new(Link::Cluster(conn)))
             }
         }
     }
 
+    fn new(link: Link) -> RedisConn {
+        RedisConn {
+            link,
+            round_trips: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
     pub fn is_cluster(&self) -> bool {
-        matches!(self, RedisConn::Cluster(_))
+        matches!(self.link, Link::Cluster(_))
+    }
+
+    /// Requests sent so far over this connection and its clones (a
+    /// pipeline counts once: it is one round trip).
+    pub fn round_trips(&self) -> u64 {
+        self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// Counts a request sent outside [`ConnectionLike`] (a routed pipeline).
+    pub(crate) fn count_round_trip(&self) {
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -248,9 +280,10 @@ fn standalone_client(url: &str, security: &RedisSecurity) -> RedisResult<(Client
 
 impl ConnectionLike for RedisConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        match self {
-            RedisConn::Primary(c) => c.req_packed_command(cmd),
-            RedisConn::Cluster(c) => c.req_packed_command(cmd),
+        self.count_round_trip();
+        match &mut self.link {
+            Link::Primary(c) => c.req_packed_command(cmd),
+            Link::Cluster(c) => c.req_packed_command(cmd),
         }
     }
 
@@ -260,16 +293,17 @@ impl ConnectionLike for RedisConn {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        match self {
-            RedisConn::Primary(c) => c.req_packed_commands(pipeline, offset, count),
-            RedisConn::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
+        self.count_round_trip();
+        match &mut self.link {
+            Link::Primary(c) => c.req_packed_commands(pipeline, offset, count),
+            Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
         }
     }
 
     fn get_db(&self) -> i64 {
-        match self {
-            RedisConn::Primary(c) => c.get_db(),
-            RedisConn::Cluster(c) => c.get_db(),
+        match &self.link {
+            Link::Primary(c) => c.get_db(),
+            Link::Cluster(c) => c.get_db(),
         }
     }
 }

@@ -96,6 +96,12 @@ impl AssetKeys {
         format!("{}:ticket:{run}", self.base)
     }
 
+    /// `<prefix>:{<asset>}:facts:<run>`: the run's facts, one hash field per
+    /// fact, expiring and removed with the ticket.
+    pub fn facts(&self, run: &str) -> String {
+        format!("{}:facts:{run}", self.base)
+    }
+
     /// Pattern matching every ticket of the asset.
     pub fn ticket_pattern(&self) -> String {
         format!("{}:ticket:*", self.base)
@@ -103,6 +109,7 @@ impl AssetKeys {
 
     /// `<prefix>:{<asset>}:retired:<owner>`: the tombstone of an owner whose
     /// runs were retired; `acquire.lua` refuses its runs while it exists.
+    /// The empty owner's never exists: runs of no owner pass it.
     pub fn retired(&self, owner: &str) -> String {
         format!("{}:retired:{owner}", self.base)
     }
@@ -123,6 +130,7 @@ mod tests {
         assert_eq!(keys.lock(), "asc:{web-01}:lock");
         assert_eq!(keys.fence(), "asc:{web-01}:fence");
         assert_eq!(keys.ticket("r1"), "asc:{web-01}:ticket:r1");
+        assert_eq!(keys.facts("r1"), "asc:{web-01}:facts:r1");
         assert_eq!(keys.audit(), "asc:{web-01}:audit");
         assert_eq!(keys.retired("0a1b2c3d"), "asc:{web-01}:retired:0a1b2c3d");
     }

@@ -26,6 +26,16 @@
 //!    its ticket gone ([`StoreError::TicketNotFound`]) on its next write.
 //!    Every ticket that is not written for [`StoreConfig::abandon_after`]
 //!    expires, so no ticket outlives its object without bound.
+//!
+//! What a write costs does not depend on what the ticket has learned: the
+//! ticket key holds the fenced header (status, token, revision, holder,
+//! steps), which the scripts check and rewrite; the facts live beside it in
+//! a hash, one field per fact, written as the caller's JSON only when a step
+//! learns them and never decoded in Redis. Each operation is one round trip.
+//! Because every accepted write proves that nobody else wrote since this
+//! executor's last one (the token would have changed), the executor keeps
+//! its copy of the facts and gets only the header back
+//! ([`TicketStore::advance_from`]).
 
 mod audit;
 mod conn;
@@ -92,11 +102,13 @@ pub struct Acquired {
     pub lease: LeaseGuard,
 }
 
-/// What a step learned, merged into the ticket by `advance.lua`.
+/// What a step learned, merged into the ticket by `advance.lua`. Its JSON
+/// is the script's patch argument; the facts travel beside it, each as its
+/// own JSON, so that the script stores them without decoding them.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Patch {
     /// Facts by name (`online`, `vulnerabilities`, …), each replaced whole.
-    #[serde(skip_serializing_if = "serde_json::Map::is_empty")]
+    #[serde(skip)]
     pub facts: serde_json::Map<String, serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub complete_step: Option<Step>,
@@ -154,28 +166,37 @@ impl TicketStore {
         &self.watchdog
     }
 
+    /// Requests this store and its watchdog sent to Redis so far: what an
+    /// operation costs in round trips, as the client sees it.
+    pub fn round_trips(&self) -> u64 {
+        self.conn.round_trips()
+    }
+
     pub fn keys(&self, asset: &AssetId) -> AssetKeys {
         AssetKeys::new(&self.config.prefix, asset)
     }
 
-    /// Reads a ticket without the lock: the reconcile fast path.
+    /// Reads a ticket without the lock: the reconcile fast path. Header and
+    /// facts come in one round trip (two commands, pipelined; both keys are
+    /// in the asset's hash slot).
     pub async fn get_ticket(
         &self,
         asset: &AssetId,
         run: &str,
     ) -> Result<Option<Ticket>, StoreError> {
         keys::validate_run(run)?;
-        let key = self.keys(asset).ticket(run);
-        let raw: Option<String> =
-            self.conn
-                .clone()
-                .get(&key)
-                .await
-                .map_err(|source| StoreError::Redis {
-                    op: "get ticket",
-                    source,
-                })?;
-        raw.map(|raw| parse_ticket(&key, &raw)).transpose()
+        let keys = self.keys(asset);
+        let key = keys.ticket(run);
+        let (raw, facts): (Option<String>, Vec<(String, String)>) = redis::pipe()
+            .get(&key)
+            .hgetall(keys.facts(run))
+            .query_async(&mut self.conn.clone())
+            .await
+            .map_err(|source| StoreError::Redis {
+                op: "get ticket",
+                source,
+            })?;
+        raw.map(|raw| assemble(&key, &raw, &facts)).transpose()
     }
 
     /// Takes the asset's lock and claims the run's ticket (created at `INIT`
@@ -190,7 +211,7 @@ impl TicketStore {
         holder: &str,
         floor: u64,
     ) -> Result<Acquired, StoreError> {
-        self.claim(asset, run, None, holder, floor).await
+        self.claim(asset, run, None, holder, floor, None).await
     }
 
     /// [`TicketStore::acquire`] for a run of `owner`: refused with
@@ -204,7 +225,24 @@ impl TicketStore {
         holder: &str,
         floor: u64,
     ) -> Result<Acquired, StoreError> {
-        self.claim(asset, run, Some(owner), holder, floor).await
+        self.claim(asset, run, Some(owner), holder, floor, None)
+            .await
+    }
+
+    /// [`TicketStore::acquire`] or [`TicketStore::acquire_owned`] of a run
+    /// whose ticket the caller may have just read (`known`): if the ticket
+    /// is still at that copy's token and revision, its facts are not sent
+    /// back, and the claimed ticket carries the copy's facts.
+    pub async fn acquire_run(
+        &self,
+        asset: &AssetId,
+        run: &str,
+        owner: Option<&str>,
+        holder: &str,
+        floor: u64,
+        known: Option<&Ticket>,
+    ) -> Result<Acquired, StoreError> {
+        self.claim(asset, run, owner, holder, floor, known).await
     }
 
     async fn claim(
@@ -214,6 +252,7 @@ impl TicketStore {
         owner: Option<&str>,
         holder: &str,
         floor: u64,
+        known: Option<&Ticket>,
     ) -> Result<Acquired, StoreError> {
         keys::validate_run(run)?;
         if let Some(owner) = owner {
@@ -230,15 +269,13 @@ impl TicketStore {
                 }
             })?;
         let sent_at = Instant::now();
-        let mut invocation = ACQUIRE.key(keys.lock());
-        invocation
+        let (token, raw, facts, current): (u64, String, Vec<(String, String)>, i64) = ACQUIRE
+            .key(keys.lock())
             .key(keys.fence())
             .key(&ticket_key)
-            .key(keys.audit());
-        if let Some(owner) = owner {
-            invocation.key(keys.retired(owner));
-        }
-        let (token, raw): (u64, String) = invocation
+            .key(keys.audit())
+            .key(keys.retired(owner.unwrap_or_default()))
+            .key(keys.facts(run))
             .arg(holder)
             .arg(self.ttl_ms())
             .arg(floor)
@@ -247,12 +284,20 @@ impl TicketStore {
             .arg(self.config.audit_cap)
             .arg(millis(self.config.abandon_after))
             .arg(self.asset_keep_ms())
+            .arg(known.map_or_else(String::new, |k| {
+                format!("{}:{}", k.fencing_token, k.revision)
+            }))
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| StoreError::from_redis("acquire", asset.as_str(), e))?;
         let lease = self.watchdog.track(keys.lock(), holder.to_owned(), sent_at);
-        let ticket = match parse_ticket(&ticket_key, &raw) {
-            Ok(ticket) => ticket,
+        let ticket = match assemble(&ticket_key, &raw, &facts) {
+            Ok(mut ticket) => {
+                if let (1, Some(known)) = (current, known) {
+                    ticket.facts = known.facts.clone();
+                }
+                ticket
+            }
             Err(err) => {
                 self.release(asset, &lease).await.ok();
                 return Err(err);
@@ -270,7 +315,9 @@ impl TicketStore {
     }
 
     /// Moves the ticket to `to` with `patch`, if `token` is still the
-    /// ticket's and the transition is legal. The one write path after a claim.
+    /// ticket's and the transition is legal, and returns it with all its
+    /// facts (read in the same step). For tools and tests; an executor
+    /// holding the ticket uses [`TicketStore::advance_from`].
     pub async fn advance(
         &self,
         asset: &AssetId,
@@ -279,27 +326,88 @@ impl TicketStore {
         to: Status,
         patch: &Patch,
     ) -> Result<Ticket, StoreError> {
+        let key = self.keys(asset).ticket(run);
+        let (raw, facts): (String, Vec<(String, String)>) = self
+            .send_advance(asset, run, token, to, patch, true)
+            .await?;
+        assemble(&key, &raw, &facts)
+    }
+
+    /// [`TicketStore::advance`] by the executor holding `base`, the ticket
+    /// as of its last accepted write or its claim: the one write path after
+    /// a claim. Only the patch's facts are sent and only the header comes
+    /// back; the facts are `base`'s with the patch's. That is exact because
+    /// an accepted write proves that nobody wrote since `base` (any other
+    /// writer would have changed the token); should the revision say
+    /// otherwise, the facts are read again.
+    pub async fn advance_from(
+        &self,
+        asset: &AssetId,
+        base: &Ticket,
+        token: u64,
+        to: Status,
+        patch: &Patch,
+    ) -> Result<Ticket, StoreError> {
+        let key = self.keys(asset).ticket(&base.run);
+        let raw: String = self
+            .send_advance(asset, &base.run, token, to, patch, false)
+            .await?;
+        let mut ticket = assemble(&key, &raw, &[])?;
+        if ticket.revision != base.revision + 1 {
+            return self
+                .get_ticket(asset, &base.run)
+                .await?
+                .ok_or(StoreError::TicketNotFound { key });
+        }
+        ticket.facts = base.facts.clone();
+        for (name, value) in &patch.facts {
+            ticket
+                .facts
+                .set(name, value)
+                .map_err(|e| corrupt(&key, &e))?;
+        }
+        Ok(ticket)
+    }
+
+    /// One `advance.lua` call; with `with_facts`, the reply also carries
+    /// the facts hash.
+    async fn send_advance<T: redis::FromRedisValue>(
+        &self,
+        asset: &AssetId,
+        run: &str,
+        token: u64,
+        to: Status,
+        patch: &Patch,
+        with_facts: bool,
+    ) -> Result<T, StoreError> {
         keys::validate_run(run)?;
         let keys = self.keys(asset);
         let ticket_key = keys.ticket(run);
-        let patch = serde_json::to_string(patch).map_err(|e| StoreError::Protocol {
+        let protocol = |e: serde_json::Error| StoreError::Protocol {
             script: "advance",
             reason: e.to_string(),
-        })?;
-        let raw: String = ADVANCE
-            .key(&ticket_key)
+        };
+        let mut invocation = ADVANCE.key(&ticket_key);
+        invocation
             .key(keys.audit())
+            .key(keys.facts(run))
             .arg(token)
             .arg(to.as_str())
             .arg(now_ms())
-            .arg(patch)
+            .arg(serde_json::to_string(patch).map_err(protocol)?)
             .arg(millis(self.config.terminal_retention))
             .arg(self.config.audit_cap)
             .arg(millis(self.config.abandon_after))
+            .arg(if with_facts { "1" } else { "0" });
+        for (name, value) in &patch.facts {
+            invocation
+                .arg(name)
+                .arg(serde_json::to_string(value).map_err(protocol)?);
+        }
+        invocation
             .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(|e| StoreError::from_redis("advance", &ticket_key, e))?;
-        parse_ticket(&ticket_key, &raw)
+            .map_err(|e| StoreError::from_redis("advance", &ticket_key, e))
     }
 
     /// Ends `owner`'s runs for good: leaves the owner's tombstone (kept for
@@ -326,11 +434,15 @@ impl TicketStore {
             keys::validate_run(run)?;
             invocation.key(keys.ticket(run));
         }
+        for run in runs {
+            invocation.key(keys.facts(run));
+        }
         invocation
             .arg(holder)
             .arg(now_ms())
             .arg(millis(self.config.abandon_after).max(1))
             .arg(self.config.audit_cap)
+            .arg(runs.len())
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| StoreError::from_redis("retire", asset.as_str(), e))
@@ -408,17 +520,21 @@ impl TicketStore {
         Ok(found)
     }
 
-    /// Deletes one ticket (never the fence: tokens must not repeat).
+    /// Deletes one ticket and its facts (never the fence: tokens must not
+    /// repeat). Returns 1 if the ticket existed.
     pub async fn delete_ticket(&self, asset: &AssetId, run: &str) -> Result<usize, StoreError> {
         keys::validate_run(run)?;
-        self.conn
-            .clone()
-            .del(self.keys(asset).ticket(run))
+        let keys = self.keys(asset);
+        let (tickets, _facts): (usize, usize) = redis::pipe()
+            .del(keys.ticket(run))
+            .del(keys.facts(run))
+            .query_async(&mut self.conn.clone())
             .await
             .map_err(|source| StoreError::Redis {
                 op: "delete ticket",
                 source,
-            })
+            })?;
+        Ok(tickets)
     }
 
     /// Checks that Redis answers (readiness).
@@ -484,11 +600,30 @@ fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Parses a stored ticket. `cjson` writes an empty array as `{}`; the ticket
-/// types accept both (see `ticket::lenient_vec`).
-fn parse_ticket(key: &str, raw: &str) -> Result<Ticket, StoreError> {
-    serde_json::from_str(raw).map_err(|e| StoreError::TicketCorrupt {
+/// A stored ticket: the header at `key` with the fields of its facts hash.
+/// `cjson` writes an empty array as `{}`; the ticket types accept both (see
+/// `ticket::lenient_vec`).
+///
+/// A header of the older layout holds its facts itself. Those win over the
+/// hash: only an executor of the older contract writes facts there, and it
+/// can only have done so after the hash's last write (the scripts move them
+/// into the hash at the ticket's next write).
+fn assemble(key: &str, header: &str, facts: &[(String, String)]) -> Result<Ticket, StoreError> {
+    let mut ticket: Ticket = serde_json::from_str(header).map_err(|e| corrupt(key, &e))?;
+    let inline = std::mem::take(&mut ticket.facts);
+    for (name, json) in facts {
+        ticket
+            .facts
+            .set(name, json.as_str())
+            .map_err(|e| corrupt(key, &e))?;
+    }
+    ticket.facts.overlay(inline);
+    Ok(ticket)
+}
+
+fn corrupt(key: &str, err: &serde_json::Error) -> StoreError {
+    StoreError::TicketCorrupt {
         key: key.to_owned(),
-        reason: e.to_string(),
-    })
+        reason: err.to_string(),
+    }
 }

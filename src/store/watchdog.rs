@@ -12,7 +12,7 @@
 //! The watchdog manages the lock's lifetime; it does not make a stale write
 //! impossible. That is the fencing token's job (see `advance.lua`).
 
-use super::conn::RedisConn;
+use super::conn::{Link, RedisConn};
 use super::scripts::{RENEW, RENEW_MANY};
 use redis::cluster_routing::SingleNodeRoutingInfo;
 use std::collections::HashMap;
@@ -46,8 +46,12 @@ struct Shared {
     next_id: AtomicU64,
     ttl: Duration,
     stats: WatchdogStats,
-    /// Wakes the task when a lease is added, so its deadline is watched.
+    /// Wakes the task when a lease is added whose deadline comes before the
+    /// task's next wake-up, so that deadline is watched.
     changed: Arc<tokio::sync::Notify>,
+    /// When the task wakes next. Only a lease due earlier wakes it: taking
+    /// a lock costs no scan of every lease held.
+    next_wake: Mutex<Instant>,
 }
 
 impl Shared {
@@ -55,6 +59,10 @@ impl Shared {
     /// tenth, so that drift between our clock and Redis' errs on our side.
     fn deadline_after(&self, sent_at: Instant) -> Instant {
         sent_at + self.ttl - self.ttl / 10
+    }
+
+    fn next_wake(&self) -> MutexGuard<'_, Instant> {
+        self.next_wake.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn leases(&self) -> MutexGuard<'_, HashMap<u64, Lease>> {
@@ -88,6 +96,7 @@ impl Watchdog {
             ttl,
             stats: WatchdogStats::default(),
             changed: Arc::new(tokio::sync::Notify::new()),
+            next_wake: Mutex::new(Instant::now()),
         });
         tokio::spawn(run(Arc::downgrade(&shared), conn));
         Watchdog { shared }
@@ -107,7 +116,8 @@ impl Watchdog {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let cancel = CancellationToken::new();
         let deadline = self.shared.deadline_after(taken_at);
-        self.shared.leases().insert(
+        let mut leases = self.shared.leases();
+        leases.insert(
             id,
             Lease {
                 lock_key,
@@ -116,7 +126,12 @@ impl Watchdog {
                 deadline,
             },
         );
-        self.shared.changed.notify_one();
+        // Read under the table's lock: the task sets it under the same lock
+        // when it plans its sleep, so it either saw this lease or is told.
+        if deadline < *self.shared.next_wake() {
+            self.shared.changed.notify_one();
+        }
+        drop(leases);
         LeaseGuard {
             id,
             shared: Arc::downgrade(&self.shared),
@@ -188,8 +203,13 @@ async fn run(shared: Weak<Shared>, mut conn: RedisConn) {
             return;
         };
         let interval = (strong.ttl / 3).max(Duration::from_millis(10));
-        let earliest = strong.leases().values().map(|l| l.deadline).min();
-        let wake = earliest.map_or(next_tick, |d| d.min(next_tick));
+        let wake = {
+            let leases = strong.leases();
+            let earliest = leases.values().map(|l| l.deadline).min();
+            let wake = earliest.map_or(next_tick, |d| d.min(next_tick));
+            *strong.next_wake() = wake;
+            wake
+        };
         let changed = Arc::clone(&strong.changed);
         drop(strong);
         tokio::select! {
@@ -288,7 +308,8 @@ async fn renew_group(
     group: &NodeGroup,
     ttl_ms: u64,
 ) -> redis::RedisResult<Vec<i64>> {
-    let (RedisConn::Cluster(cluster), Some((host, port))) = (&mut *conn, &group.node) else {
+    let tally = conn.clone();
+    let (Link::Cluster(cluster), Some((host, port))) = (&mut conn.link, &group.node) else {
         let mut call = RENEW_MANY.prepare_invoke();
         call.arg(ttl_ms);
         for lease in &group.leases {
@@ -310,6 +331,7 @@ async fn renew_group(
             .arg(ttl_ms);
     }
     let count = group.leases.len();
+    tally.count_round_trip();
     let mut replies = cluster
         .route_pipeline(pipe.clone(), 0, count, route.clone())
         .await;
@@ -323,6 +345,7 @@ async fn renew_group(
         // The node lost its scripts (restart, failover): load, retry once.
         debug!(node = %host, "loading renew.lua");
         RENEW.load_async(cluster).await?;
+        tally.count_round_trip();
         replies = cluster.route_pipeline(pipe, 0, count, route).await;
     }
     Ok(replies?

@@ -78,6 +78,7 @@ impl ThreatIntel {
                 .unwrap_or_default(),
             epss: scores.into_iter().map(|(cve, s)| (cve, s.epss)).collect(),
             catalog_version: catalog.map(|c| c.version.clone()),
+            ..ThreatIntelFacts::default()
         })
     }
 }

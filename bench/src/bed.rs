@@ -1,0 +1,85 @@
+//! The test bed: one redis-server, stores and pipelines over it, requests.
+
+use crate::BenchError;
+use crate::effects::{InstantEffects, Path};
+use assetscan_operator::domain::Policy;
+use assetscan_operator::pipeline::{Pipeline, ScanRequest, StepPolicies};
+use assetscan_operator::store::{AssetId, RedisTarget, StoreConfig, TicketStore};
+use assetscan_testkit::redis::RedisServer;
+use std::time::Duration;
+
+/// The owner every benched run belongs to, as the controller's runs do.
+pub const OWNER: &str = "bench-owner";
+
+pub struct Bed {
+    pub server: RedisServer,
+}
+
+impl Bed {
+    pub fn start() -> Result<Bed, BenchError> {
+        Ok(Bed {
+            server: RedisServer::start()?,
+        })
+    }
+
+    pub fn port(&self) -> u16 {
+        self.server.port()
+    }
+
+    pub fn version(&self) -> Result<String, BenchError> {
+        let info = self.server.command(&["INFO", "server"])?;
+        Ok(info
+            .lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .unwrap_or("?")
+            .trim()
+            .to_owned())
+    }
+
+    /// A store with the default settings but `lock_ttl`.
+    pub async fn store_with_ttl(&self, lock_ttl: Duration) -> Result<TicketStore, BenchError> {
+        let config = StoreConfig {
+            lock_ttl,
+            ..StoreConfig::default()
+        };
+        Ok(TicketStore::connect(&RedisTarget::Standalone(self.server.url()), config).await?)
+    }
+
+    /// A store as the operator runs it (a 30 s lock ttl: no renewal falls
+    /// inside a measured scan).
+    pub async fn store(&self) -> Result<TicketStore, BenchError> {
+        self.store_with_ttl(Duration::from_secs(30)).await
+    }
+
+    pub async fn pipeline(&self) -> Result<Pipeline<InstantEffects>, BenchError> {
+        Ok(Pipeline::new(
+            self.store().await?,
+            InstantEffects,
+            StepPolicies::default(),
+        ))
+    }
+}
+
+pub fn asset(id: &str) -> Result<AssetId, BenchError> {
+    Ok(AssetId::new(id)?)
+}
+
+/// A run of `path` on `asset`, with one notification channel.
+pub fn request(
+    asset: &str,
+    run: &str,
+    path: Path,
+    holder: &str,
+) -> Result<ScanRequest, BenchError> {
+    Ok(ScanRequest {
+        asset: AssetId::new(asset)?,
+        run: run.to_owned(),
+        target: path.target(),
+        software: Vec::new(),
+        policy: Policy::default(),
+        channels: vec!["secops".to_owned()],
+        token_floor: 0,
+        holder: holder.to_owned(),
+        owner: Some(OWNER.to_owned()),
+    })
+}
