@@ -12,6 +12,7 @@ mod stack;
 
 use anyhow::{Result, bail};
 use clap::Parser;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -30,6 +31,10 @@ struct Args {
     /// Give up on a count after this many seconds without all finished.
     #[arg(long, default_value_t = 900)]
     timeout_seconds: u64,
+    /// The operator binary to measure (default: the one built next to this
+    /// driver), e.g. an older build for a before/after comparison.
+    #[arg(long)]
+    operator: Option<PathBuf>,
 }
 
 #[tokio::main]
@@ -46,11 +51,16 @@ async fn main() -> ExitCode {
 
 async fn run(args: &Args) -> Result<()> {
     assetscan_operator::providers::install_crypto_provider();
+    let operator = match &args.operator {
+        Some(path) => path.clone(),
+        None => stack::sibling_binary("assetscan-operator")?,
+    };
     let mut failed = Vec::new();
     for &count in &args.counts {
         println!("\n== {count} AssetScans, 2 replicas ==");
         let settings = stack::Settings {
             count,
+            operator: operator.clone(),
             concurrency: args.concurrency,
             timeout: Duration::from_secs(args.timeout_seconds),
             idle: Duration::from_secs(args.idle_seconds),

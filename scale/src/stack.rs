@@ -23,6 +23,7 @@ const REPLICAS: u32 = 2;
 
 pub struct Settings {
     pub count: usize,
+    pub operator: PathBuf,
     pub concurrency: u16,
     pub timeout: Duration,
     pub idle: Duration,
@@ -121,7 +122,7 @@ impl Report {
     }
 }
 
-fn sibling_binary(name: &str) -> Result<PathBuf> {
+pub fn sibling_binary(name: &str) -> Result<PathBuf> {
     let exe = std::env::current_exe().context("own path")?;
     let path = exe.with_file_name(name);
     if !path.exists() {
@@ -181,7 +182,7 @@ fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> Result<String> {
 
 fn start_replica(work: &Path, index: u32, redis: &str, settings: &Settings) -> Result<Proc> {
     let name = format!("replica-{index}");
-    let child = Command::new(sibling_binary("assetscan-operator")?)
+    let child = Command::new(&settings.operator)
         .arg("run")
         .arg("--config")
         .arg(work.join("config.yaml"))
