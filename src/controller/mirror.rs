@@ -268,45 +268,39 @@ impl StatusMirror<'_> {
         let moved = previous.as_ref().and_then(|p| p.phase) != status.phase;
         let same_run =
             previous.as_ref().and_then(|p| p.run.as_deref()) == Some(ticket.run.as_str());
-        let high_risk = status.high_risk == Some(true);
         let written = self.write(status).await;
-        if written && (moved || !same_run) && ticket.status.is_terminal() {
-            self.verdict(ticket, high_risk).await;
+        if written && (moved || !same_run) {
+            if ticket.status == crate::ticket::Status::Notified {
+                let receipts = ticket
+                    .facts
+                    .notification
+                    .iter()
+                    .flat_map(|n| n.receipt.keys());
+                for channel in receipts {
+                    self.metrics
+                        .notifications_sent
+                        .get_or_create(&crate::telemetry::ChannelLabels {
+                            channel: channel.clone(),
+                        })
+                        .inc();
+                }
+            }
+            let (type_, reason) = match ticket.status {
+                crate::ticket::Status::Failed => (EventType::Warning, "ScanFailed"),
+                crate::ticket::Status::HighRiskFound => (EventType::Warning, "HighRiskFound"),
+                _ => (EventType::Normal, "Advanced"),
+            };
+            let note = format!(
+                "run {} is {} (token {}, revision {})",
+                ticket.run, ticket.status, ticket.fencing_token, ticket.revision
+            );
+            // kube's Recorder folds events with the same type, reason and
+            // action into one series and keeps the first note: the phase as
+            // the action keeps each phase's event (and note) apart.
+            self.publish(type_, reason, ticket.status.as_str(), note)
+                .await;
         }
         written
-    }
-}
-
-impl StatusMirror<'_> {
-    /// One Event per run, for what a person acts on: the verdict (a high
-    /// risk as a warning) or the failure. Intermediate phases make none:
-    /// they are in the status and the audit, and an Event each was most of
-    /// the operator's API writes.
-    async fn verdict(&self, ticket: &Ticket, high_risk: bool) {
-        let receipts = ticket
-            .facts
-            .notification
-            .iter()
-            .flat_map(|n| n.receipt.keys());
-        for channel in receipts {
-            self.metrics
-                .notifications_sent
-                .get_or_create(&crate::telemetry::ChannelLabels {
-                    channel: channel.clone(),
-                })
-                .inc();
-        }
-        let (type_, reason) = match ticket.status {
-            crate::ticket::Status::Failed => (EventType::Warning, "ScanFailed"),
-            _ if high_risk => (EventType::Warning, "HighRiskFound"),
-            _ => (EventType::Normal, "ScanFinished"),
-        };
-        let note = format!(
-            "run {} is {} (token {}, revision {})",
-            ticket.run, ticket.status, ticket.fencing_token, ticket.revision
-        );
-        self.publish(type_, reason, ticket.status.as_str(), note)
-            .await;
     }
 }
 
