@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Two cores: two test threads keep timing-sensitive tests honest.
 TEST_THREADS ?= 2
 
-.PHONY: test demo deps fmt lint crds model bench
+.PHONY: test demo deps fmt lint crds model bench scale chaos
 
 # What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool.
 deps:
@@ -23,6 +23,18 @@ test: deps
 demo: deps
 	$(CARGO) build --features failpoints --bin assetscan-operator
 	$(CARGO) run --features failpoints --example demo
+
+# The operator at scale: the real binary, two replicas, against the API
+# emulator in its own process, with SCALE_COUNTS AssetScans (one fresh stack
+# per count). Release builds by default: the figures are those of the shipped
+# binary (SCALE_PROFILE=dev reuses the test build on a busy machine).
+SCALE_COUNTS ?= 1000,10000
+SCALE_IDLE ?= 60
+SCALE_PROFILE ?= release
+scale: deps
+	$(CARGO) build --profile $(SCALE_PROFILE) -p assetscan-operator --bin assetscan-operator
+	$(CARGO) build --profile $(SCALE_PROFILE) -p assetscan-testkit --bin kube-emulator
+	$(CARGO) run --profile $(SCALE_PROFILE) -p assetscan-scale -- --counts $(SCALE_COUNTS) --idle-seconds $(SCALE_IDLE)
 
 fmt:
 	$(CARGO) fmt --all

@@ -2,6 +2,7 @@
 //! `Context`, `reconcile` and `error_policy`, a finalizer, and the ticket
 //! mirrored into the status after every accepted transition.
 
+mod cache;
 mod conditions;
 mod mirror;
 mod request;
@@ -27,7 +28,6 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
-use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use rand::RngExt;
 use std::collections::HashMap;
@@ -131,7 +131,8 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     }
     let shutdown = ctx.shutdown.clone();
     let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
-    Controller::new(api, watcher::Config::default().any_semantic())
+    let (store, objects) = cache::trimmed_watch(api);
+    Controller::for_stream(objects, store)
         .with_config(config)
         .graceful_shutdown_on(async move { shutdown.cancelled().await })
         .run(reconcile, error_policy, ctx)
@@ -194,7 +195,10 @@ async fn apply<E: Effects + 'static>(
     // a stale copy (a lagging watch, a stall) would act on an old spec.
     let fresh = match api.get(&cached.name_any()).await {
         Ok(fresh) => fresh,
-        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Action::await_change()),
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            ctx.failures().remove(&object_key(cached));
+            return Ok(Action::await_change());
+        }
         Err(err) => return Err(err.into()),
     };
     if fresh.meta().deletion_timestamp.is_some() {
@@ -387,6 +391,8 @@ async fn cleanup<E: Effects + 'static>(obj: &AssetScan, ctx: &Context<E>) -> Res
         removed += store.retire(&asset, &owner, &late, &holder).await?;
     }
     info!(object = %object_key(obj), removed, "runs retired");
+    // Nothing kept per object may outlive it.
+    ctx.failures().remove(&object_key(obj));
     Ok(Action::await_change())
 }
 
