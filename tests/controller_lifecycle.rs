@@ -376,18 +376,6 @@ async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
     ctl.stop().await;
 }
 
-/// `requeue_after` of an Action, from its Debug form.
-fn requeue_after(action: &kube::runtime::controller::Action) -> Option<Duration> {
-    let text = format!("{action:?}");
-    let inner = text.split("Some(").nth(1)?.split(')').next()?;
-    let secs = if let Some(ms) = inner.strip_suffix("ms") {
-        ms.parse::<f64>().ok()? / 1000.0
-    } else {
-        inner.strip_suffix('s')?.parse::<f64>().ok()?
-    };
-    Some(Duration::from_secs_f64(secs))
-}
-
 /// `rescanInterval` sets `nextScanTime` an interval after the run ended
 /// and the reconcile requeues for then; when it is due, the next scan of the
 /// same generation runs.

@@ -136,31 +136,42 @@ impl Harness {
     /// [`Harness::controller`] against another Redis deployment (e.g. a
     /// Sentinel group) than the harness's own server.
     pub async fn controller_on(&self, instance: &str, target: &RedisTarget) -> Running {
+        let ctx = self.context_on(instance, target).await;
+        let task = tokio::spawn(controller::run(ctx.clone()));
+        Running {
+            metrics: ctx.metrics.clone(),
+            shutdown: ctx.shutdown.clone(),
+            ctx,
+            task,
+        }
+    }
+
+    /// What a controller in this process shares between reconciles (its own
+    /// store connection, watchdog, metrics and shutdown token), without the
+    /// controller loop: for tests that call `reconcile` or `error_policy`
+    /// themselves.
+    pub async fn context(&self, instance: &str) -> Arc<Context<Providers>> {
+        self.context_on(instance, &RedisTarget::Standalone(self.redis.url()))
+            .await
+    }
+
+    async fn context_on(&self, instance: &str, target: &RedisTarget) -> Arc<Context<Providers>> {
         let store = TicketStore::connect(target, self.config.store())
             .await
             .expect("controller store connects");
         let providers = Providers::from_config(&self.config.providers).expect("providers build");
-        let metrics = Arc::new(Metrics::new());
-        let shutdown = CancellationToken::new();
-        let ctx = Arc::new(Context::new(
+        Arc::new(Context::new(
             self.client.clone(),
             Pipeline::new(store, providers, self.config.steps.clone()),
-            metrics.clone(),
+            Arc::new(Metrics::new()),
             ControllerSettings {
                 concurrency: 8,
                 shard: None,
                 namespace: Some(NAMESPACE.into()),
                 instance: instance.into(),
             },
-            shutdown.clone(),
-        ));
-        let task = tokio::spawn(controller::run(ctx.clone()));
-        Running {
-            ctx,
-            metrics,
-            shutdown,
-            task,
-        }
+            CancellationToken::new(),
+        ))
     }
 
     pub async fn create(&self, scan: &AssetScan) -> AssetScan {
@@ -283,6 +294,18 @@ impl Running {
     pub fn counter(&self, sample: &str) -> f64 {
         metric(&self.metrics.encode(), sample)
     }
+}
+
+/// `requeue_after` of an Action, from its Debug form.
+pub fn requeue_after(action: &kube::runtime::controller::Action) -> Option<Duration> {
+    let text = format!("{action:?}");
+    let inner = text.split("Some(").nth(1)?.split(')').next()?;
+    let secs = if let Some(ms) = inner.strip_suffix("ms") {
+        ms.parse::<f64>().ok()? / 1000.0
+    } else {
+        inner.strip_suffix('s')?.parse::<f64>().ok()?
+    };
+    Some(Duration::from_secs_f64(secs))
 }
 
 /// The value of the sample line that starts with `sample ` (name and

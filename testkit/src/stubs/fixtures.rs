@@ -17,15 +17,13 @@ pub const OSV_RECORDS: &str = "osv/records";
 pub const EPSS_EXAMPLE: &str = "epss/first-api-docs-example-response.json";
 
 /// A fixture that cannot be used. Every variant names the path it looked at,
-/// so that a missing or moved data set is obvious from the message alone.
+/// so that a missing or moved data set is obvious from the message alone
+/// (which therefore carries the cause, rather than a source chain repeating
+/// it).
 #[derive(Debug, thiserror::Error)]
 pub enum FixtureDataError {
-    #[error("cannot read fixture {}: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: io::Error,
-    },
+    #[error("cannot read fixture {}: {cause}", path.display())]
+    Read { path: PathBuf, cause: io::Error },
     #[error("fixture {} is not valid provider data: {reason}", path.display())]
     Invalid { path: PathBuf, reason: String },
 }
@@ -35,7 +33,7 @@ pub enum FixtureDataError {
 impl From<FixtureDataError> for io::Error {
     fn from(err: FixtureDataError) -> io::Error {
         let kind = match &err {
-            FixtureDataError::Read { source, .. } => source.kind(),
+            FixtureDataError::Read { cause, .. } => cause.kind(),
             FixtureDataError::Invalid { .. } => io::ErrorKind::InvalidData,
         };
         io::Error::new(kind, err)
@@ -79,17 +77,17 @@ impl Fixtures {
 
 /// Reads one file, naming it in the error.
 pub fn read_file(path: &Path) -> Result<Vec<u8>, FixtureDataError> {
-    std::fs::read(path).map_err(|source| FixtureDataError::Read {
+    std::fs::read(path).map_err(|cause| FixtureDataError::Read {
         path: path.to_owned(),
-        source,
+        cause,
     })
 }
 
 /// The `*.json` files of `dir`, in name order.
 pub fn json_files(dir: &Path) -> Result<Vec<PathBuf>, FixtureDataError> {
-    let unreadable = |source| FixtureDataError::Read {
+    let unreadable = |cause| FixtureDataError::Read {
         path: dir.to_owned(),
-        source,
+        cause,
     };
     let mut files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(unreadable)? {
