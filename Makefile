@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Two cores: two test threads keep timing-sensitive tests honest.
 TEST_THREADS ?= 2
 
-.PHONY: test demo deps fmt lint crds
+.PHONY: test demo deps fmt lint crds chaos
 
 # What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool.
 deps:
@@ -28,3 +28,11 @@ fmt:
 crds:
 	UPDATE_CRDS=1 $(CARGO) test --test crd
 	cp crds/assetscans.assetscan.io.yaml charts/assetscan-operator/crds/
+
+# A seeded chaos run: 3 replicas, a few hundred AssetScans, many faults at
+# once, then the invariant checker. CHAOS_SEED replays a run; CHAOS_SCALE=bounded
+# is the small run that `make test` includes.
+chaos:
+	@./scripts/ensure-deps.sh
+	$(CARGO) build -p assetscan-chaos --bins
+	./target/debug/assetscan-chaos
