@@ -3,6 +3,8 @@
 //! when no invariant was violated and at least one stale write was
 //! rejected.
 
+use assetscan_chaos::check::{Report, check};
+use assetscan_chaos::history::History;
 use assetscan_chaos::plan::{Plan, Scale};
 use assetscan_chaos::run::run;
 use clap::{Parser, ValueEnum};
@@ -34,6 +36,9 @@ struct Args {
     /// The operator binary (built with fault drills); default: `chaos-operator` beside this program.
     #[arg(long, env = "CHAOS_OPERATOR")]
     operator: Option<PathBuf>,
+    /// Check the history a run recorded (its `history.json`) instead of running.
+    #[arg(long)]
+    recheck: Option<PathBuf>,
 }
 
 /// Violations printed in full; the rest are counted.
@@ -41,6 +46,9 @@ const SHOWN: usize = 50;
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if let Some(path) = &args.recheck {
+        return recheck(path);
+    }
     let operator = match args.operator.clone().or_else(sibling_operator) {
         Some(path) if path.exists() => path,
         other => {
@@ -114,6 +122,45 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// Prints the violations of a recorded history; exits 0 when there are none.
+fn recheck(path: &std::path::Path) -> ExitCode {
+    let history: History = match std::fs::read_to_string(path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| serde_json::from_str(&text).map_err(|e| e.to_string()))
+    {
+        Ok(history) => history,
+        Err(e) => {
+            eprintln!("cannot read the history {}: {e}", path.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    let report = check(&history);
+    print_violations(&report);
+    println!("stale writes rejected: {}", report.stale_writes_rejected);
+    println!("invariant violations: {}", report.violations.len());
+    if report.violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn print_violations(report: &Report) {
+    if report.violations.is_empty() {
+        return;
+    }
+    println!("\nviolations by invariant: {:?}", report.by_invariant());
+    for v in report.violations.iter().take(SHOWN) {
+        println!("  {v}");
+    }
+    if report.violations.len() > SHOWN {
+        println!(
+            "  … {} more in report.json",
+            report.violations.len() - SHOWN
+        );
     }
 }
 

@@ -432,18 +432,21 @@ fn a_duplicate_without_a_cause_is_caught() {
     let again = h.deliveries[2].clone();
     h.deliveries.push(again);
     fails_only(&h, Invariant::Duplicates);
+}
 
-    // A re-send by an executor that claimed the run once it was NOTIFIED.
+#[test]
+fn a_send_by_an_executor_that_never_recorded_the_key_is_caught() {
+    // Token 3 never claimed the run: whoever sent under it had not written
+    // NOTIFYING (and the key) first.
     let mut h = baseline();
-    record(&mut h, A, 5)
-        .fields
-        .insert("status".into(), "NOTIFIED".into());
-    let report = check(&h);
+    let mut forged = h.deliveries[2].clone();
+    forged.token = Some(3);
+    h.deliveries.push(forged);
+    let report = fails_only(&h, Invariant::Notified);
     assert!(
-        report
-            .violations
-            .iter()
-            .any(|v| v.invariant == Invariant::Duplicates && v.detail.contains("at NOTIFIED")),
+        report.violations[0]
+            .detail
+            .contains("never held the run at NOTIFYING"),
         "{:#?}",
         report.violations
     );

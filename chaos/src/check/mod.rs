@@ -55,7 +55,8 @@ pub enum Invariant {
     OneKeyPerRun,
     /// A high risk with channels is recorded `sent` under its ticket id,
     /// and each of its channels (and no other) got that key; nothing else
-    /// notifies.
+    /// notifies; every delivery comes from an executor that held the run at
+    /// `NOTIFYING` (the key recorded before the send).
     Notified,
     /// A raw duplicate delivery has a cause the README allows.
     Duplicates,
@@ -102,9 +103,9 @@ impl fmt::Display for Violation {
 /// README's non-guarantees allow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum DuplicateCause {
-    /// An executor took the run over at `NOTIFYING`: the previous one
+    /// Another executor held the run at `NOTIFYING`: the previous one
     /// crashed or stalled between a channel's acceptance and the write that
-    /// records its receipt.
+    /// records its receipt (or its call completed after it lost the lock).
     TakeoverAtNotifying,
     /// Redis lost the ticket in flight; the run started again from `INIT`
     /// under a higher token and notified again under the same key.

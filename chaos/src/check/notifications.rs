@@ -130,67 +130,67 @@ fn notified(object: &ObjectHistory, deliveries: &[Delivery], out: &mut Vec<Viola
     }
 }
 
-/// Every delivery after the first of a key on a channel needs a cause: a
-/// newer executor that claimed the run at `NOTIFYING` (the previous one
-/// sent, then crashed or stalled before recording the receipt), or a claim
-/// after Redis lost the ticket. A repeat under the same token, or from an
-/// executor that claimed the run when every channel had confirmed, has
-/// none.
+/// Every delivery comes from an executor that held the run at
+/// `NOTIFYING` (the key is recorded before anything is sent). Every
+/// delivery after the first of a key on a channel needs a cause: another
+/// executor held the run at `NOTIFYING` in the same Redis epoch (a
+/// takeover after the previous one sent, then crashed or stalled before
+/// recording the receipt; or its call completed after it lost the lock),
+/// or in another epoch (Redis lost the ticket and the run started again).
+/// A repeat under the same token has none.
 fn duplicates(
     deliveries: &[Delivery],
     claims: &Claims,
     out: &mut Vec<Violation>,
 ) -> BTreeMap<DuplicateCause, usize> {
     let mut causes = BTreeMap::new();
-    let mut seen: BTreeMap<(Channel, &str), Vec<Option<u64>>> = BTreeMap::new();
+    let mut seen: BTreeMap<(Channel, &str), Vec<u64>> = BTreeMap::new();
     for d in deliveries {
         let (Some(key), Some((asset, run))) = (effective_key(d), d.asset_run()) else {
             continue;
         };
+        let Some(token) = d.token else {
+            out.push(Violation {
+                invariant: Invariant::Notified,
+                subject: describe(d),
+                detail: "carries no fencing token".into(),
+            });
+            continue;
+        };
+        if !claims.held_at(asset, run, token, "NOTIFYING") {
+            out.push(Violation {
+                invariant: Invariant::Notified,
+                subject: describe(d),
+                detail: format!(
+                    "token {token} never held the run at NOTIFYING: sent before the key was recorded"
+                ),
+            });
+        }
         let earlier = seen.entry((d.channel, key)).or_default();
-        let first = earlier.is_empty();
-        let earlier_tokens = earlier.clone();
-        earlier.push(d.token);
-        if first {
+        let before = earlier.clone();
+        earlier.push(token);
+        if before.is_empty() {
             continue;
         }
-        let mut unexplained = |why: String| {
+        if before.contains(&token) {
             out.push(Violation {
                 invariant: Invariant::Duplicates,
                 subject: describe(d),
                 detail: format!(
-                    "{why}; earlier deliveries of this key on this channel under tokens {earlier_tokens:?}"
+                    "sent again under the same token; earlier deliveries of this key on this channel under tokens {before:?}"
                 ),
             });
-        };
-        let Some(token) = d.token else {
-            unexplained("a repeat without a token".into());
-            continue;
-        };
-        if earlier_tokens.contains(&Some(token)) {
-            unexplained("sent again under the same token".into());
             continue;
         }
-        let Some(claim) = claims.claim(asset, run, token) else {
-            unexplained(format!("token {token} never claimed the run"));
+        let epoch = |t: u64| claims.claim_epoch(asset, run, t);
+        // A sender that never claimed the run was reported above.
+        let Some(mine) = epoch(token) else {
             continue;
         };
-        let earlier_epoch = earlier_tokens
-            .iter()
-            .flatten()
-            .filter_map(|t| claims.claim(asset, run, *t))
-            .map(|c| c.epoch)
-            .max();
-        let cause = if earlier_epoch.is_some_and(|e| e < claim.epoch) {
+        let cause = if before.iter().any(|t| epoch(*t).is_some_and(|e| e != mine)) {
             DuplicateCause::RedisDataLoss
-        } else if claim.status == "NOTIFYING" {
-            DuplicateCause::TakeoverAtNotifying
         } else {
-            unexplained(format!(
-                "re-sent by token {token}, which claimed the run at {}",
-                claim.status
-            ));
-            continue;
+            DuplicateCause::TakeoverAtNotifying
         };
         *causes.entry(cause).or_insert(0) += 1;
     }

@@ -17,24 +17,28 @@ struct Ticket {
     token: Option<u64>,
 }
 
-/// A claim of a run: who took it, and at which status.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Claim {
-    pub epoch: u32,
-    pub status: String,
-}
-
 /// Every claim and every accepted write, by ticket.
 #[derive(Debug, Default)]
 pub struct Claims {
-    claims: HashMap<(String, String, u64), Claim>,
+    /// The Redis epoch of each claim.
+    claims: HashMap<(String, String, u64), u32>,
     writes: HashSet<(String, String, u64, u64, String)>,
 }
 
 impl Claims {
-    /// The claim of `run` of `asset` under `token`.
-    pub fn claim(&self, asset: &str, run: &str, token: u64) -> Option<&Claim> {
-        self.claims.get(&(asset.to_owned(), run.to_owned(), token))
+    /// The Redis epoch in which `run` of `asset` was claimed under `token`.
+    pub fn claim_epoch(&self, asset: &str, run: &str, token: u64) -> Option<u32> {
+        self.claims
+            .get(&(asset.to_owned(), run.to_owned(), token))
+            .copied()
+    }
+
+    /// Whether `run` of `asset` stood at `status` under `token` at some
+    /// point (claimed there, or moved there).
+    pub fn held_at(&self, asset: &str, run: &str, token: u64, status: &str) -> bool {
+        self.writes
+            .iter()
+            .any(|(a, r, t, _, s)| a == asset && r == run && *t == token && s == status)
     }
 
     /// The epochs in which `run` of `asset` was claimed.
@@ -42,7 +46,7 @@ impl Claims {
         self.claims
             .iter()
             .filter(|((a, r, _), _)| a == asset && r == run)
-            .map(|(_, c)| c.epoch)
+            .map(|(_, epoch)| *epoch)
             .collect()
     }
 
@@ -136,13 +140,9 @@ pub(super) fn check(audit: &[AuditRecord], out: &mut Vec<Violation>) -> Claims {
         if r.op() == "acquire"
             && let Some(t) = token
         {
-            claims.claims.insert(
-                (r.asset.clone(), run.clone(), t),
-                Claim {
-                    epoch: r.epoch,
-                    status: r.get("status").unwrap_or_default().to_owned(),
-                },
-            );
+            claims
+                .claims
+                .insert((r.asset.clone(), run.clone(), t), r.epoch);
         }
         if let (Some(t), Some(rev), Some(status)) = (token, revision, r.status_after()) {
             claims
