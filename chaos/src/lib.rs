@@ -47,6 +47,8 @@ pub enum ChaosError {
     RedisServer(#[from] assetscan_testkit::redis::FixtureError),
     #[error("kubernetes api emulator: {0}")]
     Emulator(#[from] assetscan_testkit::emulator::EmulatorError),
+    #[error("a task of the run failed: {0}")]
+    Task(#[from] tokio::task::JoinError),
     #[error("{what} did not succeed after {attempts} attempts: {last}")]
     GaveUp {
         what: String,

@@ -1,10 +1,14 @@
 //! The AssetScans of a chaos run. Each has a kind that says what its
 //! recorded state must end up saying (the provider stubs serve the facts
-//! that make it so), and its manifest is plain JSON: the run talks to the
-//! API the way `kubectl` does, not through the operator's types.
+//! that make it so), and its manifest is plain JSON: the run creates,
+//! edits and deletes them the way `kubectl` does, not through the
+//! operator's types.
 
+use crate::ChaosError;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use std::time::Duration;
 
 /// Where the AssetScans live.
 pub const NAMESPACE: &str = "default";
@@ -118,6 +122,89 @@ impl PlannedObject {
     /// scan must conclude: none of the run's findings has an EPSS score.
     pub fn edit(&self) -> Value {
         json!({"spec": {"policy": {"epssThreshold": 0.6}}})
+    }
+}
+
+/// Attempts of one of the run's own API calls (injected faults hit them
+/// too).
+const API_ATTEMPTS: u32 = 60;
+
+/// The run's own hands on the AssetScans: create, edit and delete, each
+/// retried through injected faults. Cheap to clone, so that each call can
+/// run as a task of its own and the schedule keeps its time.
+#[derive(Clone)]
+pub struct Objects {
+    api: Api<DynamicObject>,
+}
+
+impl Objects {
+    pub fn new(client: kube::Client) -> Objects {
+        let resource = ApiResource {
+            group: "assetscan.io".into(),
+            version: "v1alpha1".into(),
+            api_version: API_VERSION.into(),
+            kind: "AssetScan".into(),
+            plural: "assetscans".into(),
+        };
+        Objects {
+            api: Api::namespaced_with(client, NAMESPACE, &resource),
+        }
+    }
+
+    /// Retries `call` until it succeeds or answers `done_on` (e.g. 404 for
+    /// a deletion already done).
+    async fn retry<T, F>(
+        what: String,
+        done_on: u16,
+        mut call: impl FnMut() -> F,
+    ) -> Result<(), ChaosError>
+    where
+        F: std::future::Future<Output = Result<T, kube::Error>>,
+    {
+        let mut last = String::new();
+        for _ in 0..API_ATTEMPTS {
+            match call().await {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(e)) if e.code == done_on => return Ok(()),
+                Err(e) => last = e.to_string(),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Err(ChaosError::GaveUp {
+            what,
+            attempts: API_ATTEMPTS,
+            last,
+        })
+    }
+
+    pub async fn create(&self, object: &PlannedObject) -> Result<(), ChaosError> {
+        let manifest: DynamicObject =
+            serde_json::from_value(object.manifest()).map_err(|e| ChaosError::Io {
+                context: format!("manifest of {}", object.name),
+                source: std::io::Error::other(e),
+            })?;
+        let params = PostParams::default();
+        Self::retry(format!("create {}", object.name), 409, || {
+            self.api.create(&params, &manifest)
+        })
+        .await
+    }
+
+    pub async fn edit(&self, object: &PlannedObject) -> Result<(), ChaosError> {
+        let patch = Patch::Merge(object.edit());
+        let params = PatchParams::default();
+        Self::retry(format!("edit {}", object.name), 404, || {
+            self.api.patch(&object.name, &params, &patch)
+        })
+        .await
+    }
+
+    pub async fn delete(&self, object: &PlannedObject) -> Result<(), ChaosError> {
+        let params = DeleteParams::default();
+        Self::retry(format!("delete {}", object.name), 404, || {
+            self.api.delete(&object.name, &params)
+        })
+        .await
     }
 }
 

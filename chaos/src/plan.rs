@@ -242,19 +242,22 @@ impl Plan {
         let mut created_at: Vec<Option<f64>> = vec![None; objects.len()];
         let mut drills_by_lifetime = Vec::new();
         let mut drill_times: Vec<(usize, f64)> = Vec::new();
-        for (i, life) in lifetimes.iter().enumerate() {
+        for life in &lifetimes {
             let (from, to) = (life.from + 3.0, life.to.min(window * 0.9) - 12.0);
             let at = (to > from)
                 .then(|| free_time(&mut rng, from..to, &busy))
                 .flatten();
             let target = at.and_then(|at| {
-                let (object, write) = pick_drill_target(&mut rng, &objects, &used, i)?;
+                let (object, write) =
+                    pick_drill_target(&mut rng, &objects, &used, drill_times.len())?;
                 Some((at, object, write))
             });
             let drill = target.map(|(at, object, write)| {
                 used[object] = true;
                 created_at[object] = Some(at);
-                busy.push((at - 4.0, at + 8.0));
+                // The whole pipeline may run before a late drill fires.
+                let reach = if write == "ASSET_OFFLINE" { 8.0 } else { 15.0 };
+                busy.push((at - 4.0, at + reach));
                 drill_times.push((life.slot, at));
                 Drill {
                     object,
@@ -504,15 +507,17 @@ fn replica_lifetimes(
 }
 
 /// An unused offline or high-risk object for the `n`th drill, and the write
-/// to stop before: the demo's stale `ASSET_OFFLINE`, a verdict, or the
-/// record of a notification already sent (whose takeover re-sends it).
+/// to stop before: every other drill the demo's stale `ASSET_OFFLINE` (one
+/// provider call in: it fires even on a slow machine), in between a verdict
+/// or the record of a notification already sent (whose takeover re-sends
+/// it).
 fn pick_drill_target(
     rng: &mut Xoshiro256PlusPlus,
     objects: &[PlannedObject],
     used: &[bool],
     n: usize,
 ) -> Option<(usize, &'static str)> {
-    let want_offline = n.is_multiple_of(3);
+    let want_offline = n.is_multiple_of(2);
     let fits = |o: &PlannedObject| match o.kind {
         Kind::Offline => want_offline,
         Kind::HighRisk { .. } => !want_offline,
@@ -522,7 +527,7 @@ fn pick_drill_target(
         .filter(|&i| !used[i] && fits(&objects[i]))
         .collect();
     let object = *free.get(rng.random_range(0..free.len().max(1)))?;
-    let write = match (&objects[object].kind, n % 3) {
+    let write = match (&objects[object].kind, n % 4) {
         (Kind::Offline, _) => "ASSET_OFFLINE",
         (_, 1) => "NOTIFIED",
         _ => "HIGH_RISK_FOUND",

@@ -16,9 +16,10 @@ use crate::plan::{Action, ApiFault, Event, Plan};
 use crate::replicas::{ArmedDrill, Noticed, ReplicaSet, State};
 use crate::world::World;
 use assetscan_testkit::stubs::Fault as StubFault;
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::time::{Duration, Instant};
+use tokio::task::JoinHandle;
 
 /// How often the run looks at the replicas and the clock.
 const TICK: Duration = Duration::from_millis(50);
@@ -61,6 +62,16 @@ struct Driver<'a> {
     deleted: BTreeSet<usize>,
     figures: Figures,
     last_drill_check: Instant,
+    /// The API call in flight per object, if any.
+    calls: HashMap<usize, JoinHandle<Result<(), ChaosError>>>,
+}
+
+/// An API call on an AssetScan.
+#[derive(Clone, Copy)]
+enum Call {
+    Create,
+    Edit,
+    Delete,
 }
 
 /// Runs `plan` with the operator binary `operator`; logs, the plan and the
@@ -93,6 +104,7 @@ pub async fn run(plan: &Plan, operator: &Path, dir: &Path) -> Result<Outcome, Ch
             ..Figures::default()
         },
         last_drill_check: Instant::now(),
+        calls: HashMap::new(),
     };
     driver.say(format!(
         "{} replicas started; {} events over {:.0} s",
@@ -105,6 +117,7 @@ pub async fn run(plan: &Plan, operator: &Path, dir: &Path) -> Result<Outcome, Ch
         driver.apply(event).await?;
     }
     driver.wait_until(plan.scale.window).await?;
+    driver.collect_calls(true).await?;
     driver.calm()?;
     let converged_after = driver.converge().await?;
     driver.finish(converged_after).await
@@ -170,16 +183,21 @@ impl Driver<'_> {
                 if let Some(slot) = isolate {
                     self.isolate(*slot, *object);
                 }
-                self.world.create(&objects[*object]).await?;
+                let planned = &objects[*object];
+                self.world
+                    .stubs
+                    .inventory
+                    .set_online(&planned.asset, planned.online());
+                self.call(*object, Call::Create);
                 self.created.insert(*object);
             }
             Action::Edit { object } => {
-                self.world.edit(&objects[*object]).await?;
+                self.call(*object, Call::Edit);
                 self.edited.insert(*object);
                 self.say(format!("edit {} (a new generation)", objects[*object].name));
             }
             Action::Delete { object } => {
-                self.world.delete(&objects[*object]).await?;
+                self.call(*object, Call::Delete);
                 self.deleted.insert(*object);
                 self.say(format!("delete {}", objects[*object].name));
             }
@@ -245,6 +263,42 @@ impl Driver<'_> {
         Ok(())
     }
 
+    /// Makes an API call on `object` as a task of its own, after the
+    /// object's previous call: the schedule never waits for the API server.
+    fn call(&mut self, object: usize, call: Call) {
+        let previous = self.calls.remove(&object);
+        let objects = self.world.api.clone();
+        let planned = self.plan.objects[object].clone();
+        let task = tokio::spawn(async move {
+            if let Some(previous) = previous {
+                previous.await.map_err(ChaosError::from)??;
+            }
+            match call {
+                Call::Create => objects.create(&planned).await,
+                Call::Edit => objects.edit(&planned).await,
+                Call::Delete => objects.delete(&planned).await,
+            }
+        });
+        self.calls.insert(object, task);
+    }
+
+    /// Reports a failed API call as soon as it is over; with `all`, waits
+    /// for every call.
+    async fn collect_calls(&mut self, all: bool) -> Result<(), ChaosError> {
+        let done: Vec<usize> = self
+            .calls
+            .iter()
+            .filter(|(_, task)| all || task.is_finished())
+            .map(|(object, _)| *object)
+            .collect();
+        for object in done {
+            if let Some(task) = self.calls.remove(&object) {
+                task.await??;
+            }
+        }
+        Ok(())
+    }
+
     /// Pauses every other running replica, so that the armed one meets its
     /// drill's target first.
     fn isolate(&mut self, armed: usize, object: usize) {
@@ -296,6 +350,7 @@ impl Driver<'_> {
     }
 
     async fn supervise(&mut self) -> Result<(), ChaosError> {
+        self.collect_calls(false).await?;
         for noticed in self.replicas.supervise()? {
             match noticed {
                 Noticed::Exited { slot, how } => self.say(format!(

@@ -2,27 +2,21 @@
 //! loopback: a real redis-server (no persistence), the provider stubs with
 //! the real fixtures, the Kubernetes API emulator with the repository's
 //! CRD, and the proxy the replicas reach it through. Also the run's own
-//! hands on them: creating, editing and deleting AssetScans as raw JSON,
-//! injecting faults, and reading back what each one recorded.
+//! hands on them: injecting faults, and reading back what each one
+//! recorded.
 
 use crate::ChaosError;
 use crate::audit::{PREFIX, RedisView};
 use crate::history::{Delivery, StatusWrite, parse_wecom_ticket_line};
-use crate::objects::{API_VERSION, Channel, NAMESPACE, PlannedObject};
+use crate::objects::{Channel, NAMESPACE, Objects};
 use crate::plan::{ApiFault, Scale, Stub};
 use crate::proxy::ApiProxy;
 use crate::replicas::Launch;
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions, Fault};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::{Faults, ProviderStubs};
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-/// Attempts of one of the run's own API calls (injected faults hit them
-/// too).
-const API_ATTEMPTS: u32 = 60;
 
 pub struct World {
     pub redis: RedisServer,
@@ -31,7 +25,8 @@ pub struct World {
     pub emu: Emulator,
     pub proxy: ApiProxy,
     pub launch: Launch,
-    api: Api<DynamicObject>,
+    /// The run's own client of the API server (not through the proxy).
+    pub api: Objects,
     /// Logs, config and the recorded history.
     pub dir: PathBuf,
 }
@@ -96,8 +91,7 @@ impl World {
         let config = dir.join("config.yaml");
         std::fs::write(&config, config_yaml(scale, &providers))
             .map_err(io("write the operator config"))?;
-        let client = emu.client()?;
-        let api = Api::namespaced_with(client, NAMESPACE, &resource());
+        let api = Objects::new(emu.client()?);
         Ok(World {
             view: RedisView::new(&redis.url()),
             launch: Launch {
@@ -114,67 +108,6 @@ impl World {
             api,
             dir: dir.to_owned(),
         })
-    }
-
-    /// Retries one of the run's own API calls until it succeeds or answers
-    /// `done_on` (e.g. 404 for a deletion already done).
-    async fn retry<T, F>(
-        &self,
-        what: String,
-        done_on: u16,
-        mut call: impl FnMut() -> F,
-    ) -> Result<(), ChaosError>
-    where
-        F: std::future::Future<Output = Result<T, kube::Error>>,
-    {
-        let mut last = String::new();
-        for _ in 0..API_ATTEMPTS {
-            match call().await {
-                Ok(_) => return Ok(()),
-                Err(kube::Error::Api(e)) if e.code == done_on => return Ok(()),
-                Err(e) => last = e.to_string(),
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        Err(ChaosError::GaveUp {
-            what,
-            attempts: API_ATTEMPTS,
-            last,
-        })
-    }
-
-    /// Tells the inventory about the asset, then creates the AssetScan.
-    pub async fn create(&self, object: &PlannedObject) -> Result<(), ChaosError> {
-        self.stubs
-            .inventory
-            .set_online(&object.asset, object.online());
-        let manifest: DynamicObject =
-            serde_json::from_value(object.manifest()).map_err(|e| ChaosError::Io {
-                context: format!("manifest of {}", object.name),
-                source: std::io::Error::other(e),
-            })?;
-        let params = PostParams::default();
-        self.retry(format!("create {}", object.name), 409, || {
-            self.api.create(&params, &manifest)
-        })
-        .await
-    }
-
-    pub async fn edit(&self, object: &PlannedObject) -> Result<(), ChaosError> {
-        let patch = Patch::Merge(object.edit());
-        let params = PatchParams::default();
-        self.retry(format!("edit {}", object.name), 404, || {
-            self.api.patch(&object.name, &params, &patch)
-        })
-        .await
-    }
-
-    pub async fn delete(&self, object: &PlannedObject) -> Result<(), ChaosError> {
-        let params = DeleteParams::default();
-        self.retry(format!("delete {}", object.name), 404, || {
-            self.api.delete(&object.name, &params)
-        })
-        .await
     }
 
     /// The object as stored now, read from the emulator directly.
@@ -263,15 +196,5 @@ impl World {
             }
         });
         webhook.chain(wecom).collect()
-    }
-}
-
-fn resource() -> ApiResource {
-    ApiResource {
-        group: "assetscan.io".into(),
-        version: "v1alpha1".into(),
-        api_version: API_VERSION.into(),
-        kind: "AssetScan".into(),
-        plural: "assetscans".into(),
     }
 }
