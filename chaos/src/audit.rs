@@ -7,9 +7,11 @@
 
 use crate::ChaosError;
 use crate::history::AuditRecord;
+use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use redis::streams::StreamRangeReply;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// The operator config's key prefix.
 pub const PREFIX: &str = "asc";
@@ -31,11 +33,15 @@ impl RedisView {
     }
 
     /// A fresh connection each time: the server is killed and restarted
-    /// during the run.
+    /// during the run. Generous bounds: the machine may be busy, and a
+    /// snapshot reads every stream.
     async fn conn(&self) -> Result<MultiplexedConnection, ChaosError> {
+        let config = AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(10)))
+            .set_response_timeout(Some(Duration::from_secs(30)));
         redis::Client::open(self.url.as_str())
             .map_err(failed("redis url"))?
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .map_err(failed("connect"))
     }

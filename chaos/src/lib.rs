@@ -57,7 +57,10 @@ pub enum ChaosError {
     },
 }
 
-/// Unix time in ms.
-pub fn now_ms() -> u64 {
-    assetscan_operator::ticket::now_ms()
+/// Unix time in ms (names the replicas' log files in start order).
+pub fn now_ms() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
 }

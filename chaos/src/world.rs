@@ -58,7 +58,6 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ChaosError {
 impl World {
     /// Starts everything; the replicas' files go to `dir`.
     pub async fn start(scale: &Scale, operator: &Path, dir: &Path) -> Result<World, ChaosError> {
-        assetscan_operator::providers::install_crypto_provider();
         let redis = tokio::task::block_in_place(RedisServer::start)?;
         let stubs = ProviderStubs::start()
             .await
