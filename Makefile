@@ -56,3 +56,12 @@ model:
 bench: deps
 	$(CARGO) build --profile measure -p assetscan-bench
 	$(CARGO) run --quiet --profile measure -p assetscan-bench
+
+# A seeded chaos run: 3 replicas, a few hundred AssetScans, many faults at
+# once, then the invariant checker. CHAOS_SEED replays a run; CHAOS_SCALE=bounded
+# is the small run that `make test` includes.
+chaos:
+	@./scripts/ensure-deps.sh
+	$(CARGO) build -p assetscan-chaos --bins
+	$(CARGO) run --quiet -p assetscan-chaos --bin assetscan-chaos
+

@@ -1,0 +1,167 @@
+//! The invariant checker: reads a recorded [`History`] and lists every
+//! place where the recorded state stopped being true.
+//!
+//! It trusts nothing the operator says about itself: the audit streams are
+//! what Redis applied, the status writes what the API server stored, the
+//! deliveries what the receivers got. Duplicate deliveries are allowed only
+//! where the README's non-guarantees allow them, and each one is explained
+//! by its cause or reported.
+
+mod notifications;
+mod processes;
+mod statuses;
+mod tickets;
+
+use crate::history::History;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub use tickets::Claims;
+
+/// What must hold. Each has a test that feeds the checker a history with
+/// one violation of it injected.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Invariant {
+    /// Every live AssetScan ends in a terminal phase of its current
+    /// generation (`observedGeneration == generation`).
+    Converged,
+    /// A deleted AssetScan is gone, and so are its tickets.
+    DeletedGone,
+    /// Per ticket, accepted writes have strictly increasing revisions.
+    Revisions,
+    /// Per ticket, accepted writes follow the state machine from where the
+    /// ticket stood.
+    Transitions,
+    /// Nothing is accepted after a ticket ended, nor after its end was
+    /// recorded in the status (not even once Redis lost its data).
+    Terminal,
+    /// Per ticket, no write is accepted under a token lower than one
+    /// already accepted; a claim always draws a higher one.
+    TicketTokens,
+    /// Per asset, claims draw strictly increasing tokens across runs and
+    /// across Redis data losses.
+    Claims,
+    /// Per AssetScan, status `(fencingToken, revision)` and
+    /// `observedGeneration` never decrease.
+    StatusFence,
+    /// Every status the API server stored mirrors a write Redis accepted
+    /// (same run, token, revision and phase).
+    StatusMirror,
+    /// A finished scan's verdict is what the providers' facts say.
+    Verdict,
+    /// Per run and channel, deliveries carry one idempotency key: the
+    /// ticket id.
+    OneKeyPerRun,
+    /// A high risk with channels is recorded `sent` under its ticket id,
+    /// and each of its channels (and no other) got that key; nothing else
+    /// notifies; every delivery comes from an executor that held the run at
+    /// `NOTIFYING` (the key recorded before the send).
+    Notified,
+    /// A raw duplicate delivery has a cause the README allows.
+    Duplicates,
+    /// No replica exits by itself or panics.
+    Processes,
+}
+
+impl Invariant {
+    pub const ALL: [Invariant; 14] = [
+        Invariant::Converged,
+        Invariant::DeletedGone,
+        Invariant::Revisions,
+        Invariant::Transitions,
+        Invariant::Terminal,
+        Invariant::TicketTokens,
+        Invariant::Claims,
+        Invariant::StatusFence,
+        Invariant::StatusMirror,
+        Invariant::Verdict,
+        Invariant::OneKeyPerRun,
+        Invariant::Notified,
+        Invariant::Duplicates,
+        Invariant::Processes,
+    ];
+}
+
+/// One place where an invariant does not hold.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Violation {
+    pub invariant: Invariant,
+    /// The object, ticket, asset, delivery or process concerned.
+    pub subject: String,
+    /// What was seen, with the history excerpt that shows it.
+    pub detail: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}: {}", self.invariant, self.subject, self.detail)
+    }
+}
+
+/// Why a receiver got the same notification more than once, as the
+/// README's non-guarantees allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum DuplicateCause {
+    /// Another executor held the run at `NOTIFYING`: the previous one
+    /// crashed or stalled between a channel's acceptance and the write that
+    /// records its receipt (or its call completed after it lost the lock).
+    TakeoverAtNotifying,
+    /// Redis lost the ticket in flight; the run started again from `INIT`
+    /// under a higher token and notified again under the same key.
+    RedisDataLoss,
+}
+
+impl fmt::Display for DuplicateCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            DuplicateCause::TakeoverAtNotifying => "takeover at NOTIFYING",
+            DuplicateCause::RedisDataLoss => "Redis data loss",
+        })
+    }
+}
+
+/// The checker's findings.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Report {
+    pub violations: Vec<Violation>,
+    /// Writes Redis refused with `STALE_TOKEN`.
+    pub stale_writes_rejected: usize,
+    /// Claims refused with `RUN_RETIRED` (the object had been deleted).
+    pub late_claims_refused: usize,
+    /// Raw duplicate deliveries, by cause.
+    pub duplicates: BTreeMap<DuplicateCause, usize>,
+}
+
+impl Report {
+    /// Violations per invariant.
+    pub fn by_invariant(&self) -> BTreeMap<Invariant, usize> {
+        let mut counts = BTreeMap::new();
+        for v in &self.violations {
+            *counts.entry(v.invariant).or_insert(0) += 1;
+        }
+        counts
+    }
+}
+
+/// Checks every invariant over `history`.
+pub fn check(history: &History) -> Report {
+    let mut violations = Vec::new();
+    let claims = tickets::check(&history.audit, &mut violations);
+    statuses::check(history, &claims, &mut violations);
+    let duplicates = notifications::check(history, &claims, &mut violations);
+    processes::check(&history.processes, &mut violations);
+    let count = |result: &str| {
+        history
+            .audit
+            .iter()
+            .filter(|r| r.get("result") == Some(result))
+            .count()
+    };
+    Report {
+        violations,
+        stale_writes_rejected: count("STALE_TOKEN"),
+        late_claims_refused: count("RUN_RETIRED"),
+        duplicates,
+    }
+}

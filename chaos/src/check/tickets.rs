@@ -1,0 +1,199 @@
+//! The audit streams: per ticket, revisions, transitions, terminal states
+//! and tokens; per asset, the order of claims. Also indexes every claim
+//! and accepted write for the status and notification checks.
+
+use super::{Invariant, Violation};
+use crate::history::AuditRecord;
+use assetscan_operator::ticket::Status;
+use std::collections::{HashMap, HashSet};
+
+/// Where one ticket stands while its writes are replayed.
+#[derive(Default)]
+struct Ticket {
+    epoch: u32,
+    status: Option<Status>,
+    revision: Option<u64>,
+    /// The token of the latest claim (acquire or retirement).
+    token: Option<u64>,
+}
+
+/// Every claim and every accepted write, by ticket.
+#[derive(Debug, Default)]
+pub struct Claims {
+    /// The Redis epoch of each claim.
+    claims: HashMap<(String, String, u64), u32>,
+    writes: HashSet<(String, String, u64, u64, String)>,
+}
+
+impl Claims {
+    /// The Redis epoch in which `run` of `asset` was claimed under `token`.
+    pub fn claim_epoch(&self, asset: &str, run: &str, token: u64) -> Option<u32> {
+        self.claims
+            .get(&(asset.to_owned(), run.to_owned(), token))
+            .copied()
+    }
+
+    /// Whether `run` of `asset` stood at `status` under `token` at some
+    /// point (claimed there, or moved there).
+    pub fn held_at(&self, asset: &str, run: &str, token: u64, status: &str) -> bool {
+        self.writes
+            .iter()
+            .any(|(a, r, t, _, s)| a == asset && r == run && *t == token && s == status)
+    }
+
+    /// The epochs in which `run` of `asset` was claimed.
+    pub fn epochs_of(&self, asset: &str, run: &str) -> Vec<u32> {
+        self.claims
+            .iter()
+            .filter(|((a, r, _), _)| a == asset && r == run)
+            .map(|(_, epoch)| *epoch)
+            .collect()
+    }
+
+    /// Whether Redis accepted a write that left `run` of `asset` at
+    /// `status` under `(token, revision)`.
+    pub fn accepted(
+        &self,
+        asset: &str,
+        run: &str,
+        token: u64,
+        revision: u64,
+        status: &str,
+    ) -> bool {
+        self.writes.contains(&(
+            asset.to_owned(),
+            run.to_owned(),
+            token,
+            revision,
+            status.to_owned(),
+        ))
+    }
+}
+
+fn excerpt(r: &AuditRecord) -> String {
+    let fields: Vec<String> = r.fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    format!("[epoch {} {}] {}", r.epoch, r.id, fields.join(" "))
+}
+
+pub(super) fn check(audit: &[AuditRecord], out: &mut Vec<Violation>) -> Claims {
+    let mut tickets: HashMap<(String, String), Ticket> = HashMap::new();
+    let mut asset_tokens: HashMap<String, u64> = HashMap::new();
+    let mut claims = Claims::default();
+    for r in audit.iter().filter(|r| r.is_ticket_write()) {
+        let run = r.run().unwrap_or_default().to_owned();
+        let mut found: Vec<(Invariant, String)> = Vec::new();
+        let mut violation = |invariant, detail: String| found.push((invariant, detail));
+        let ticket = tickets.entry((r.asset.clone(), run.clone())).or_default();
+        if r.epoch != ticket.epoch {
+            // Redis lost the ticket: it starts again, its tokens do not.
+            *ticket = Ticket {
+                epoch: r.epoch,
+                token: ticket.token,
+                ..Ticket::default()
+            };
+        }
+        let token = r.token();
+        let revision = r.revision();
+        let claims_anew = r.op() != "advance";
+
+        if let Some(ended) = ticket.status.filter(|s| s.is_terminal()) {
+            violation(Invariant::Terminal, format!("accepted after {ended}"));
+        }
+        match (revision, ticket.revision) {
+            (None, _) => violation(Invariant::Revisions, "no revision".into()),
+            (Some(now), Some(before)) if now <= before => violation(
+                Invariant::Revisions,
+                format!("revision {now} after revision {before}"),
+            ),
+            _ => {}
+        }
+        match (token, ticket.token) {
+            (None, _) => violation(Invariant::TicketTokens, "no token".into()),
+            (Some(t), Some(before)) if claims_anew && t <= before => violation(
+                Invariant::TicketTokens,
+                format!("claimed under token {t}, not above token {before}"),
+            ),
+            (Some(t), before) if !claims_anew && before != Some(t) => violation(
+                Invariant::TicketTokens,
+                format!("written under token {t} while the ticket's token is {before:?}"),
+            ),
+            _ => {}
+        }
+        if claims_anew && let Some(t) = token {
+            let asset_max = asset_tokens.entry(r.asset.clone()).or_insert(0);
+            if t <= *asset_max {
+                violation(
+                    Invariant::Claims,
+                    format!("the asset's token {t} drawn after its token {asset_max}"),
+                );
+            }
+            *asset_max = (*asset_max).max(t);
+        }
+        transition(r, ticket.status, &mut violation);
+        out.extend(found.into_iter().map(|(invariant, detail)| Violation {
+            invariant,
+            subject: format!("ticket {}/{run}", r.asset),
+            detail: format!("{detail}: {}", excerpt(r)),
+        }));
+
+        let after = r.status_after().and_then(Status::parse);
+        if r.op() == "acquire"
+            && let Some(t) = token
+        {
+            claims
+                .claims
+                .insert((r.asset.clone(), run.clone(), t), r.epoch);
+        }
+        if let (Some(t), Some(rev), Some(status)) = (token, revision, r.status_after()) {
+            claims
+                .writes
+                .insert((r.asset.clone(), run.clone(), t, rev, status.to_owned()));
+        }
+        ticket.status = after.or(ticket.status);
+        ticket.revision = revision.or(ticket.revision);
+        ticket.token = match (token, ticket.token) {
+            (Some(t), Some(before)) => Some(t.max(before)),
+            (t, before) => t.or(before),
+        };
+    }
+    claims
+}
+
+/// The state machine, with the operator's own table: a claim finds the
+/// ticket where it stood (`INIT` when it creates it), an advance moves from
+/// there along the table, a retirement fails a run in progress.
+fn transition(
+    r: &AuditRecord,
+    current: Option<Status>,
+    violation: &mut impl FnMut(Invariant, String),
+) {
+    let named = |field| r.get(field).and_then(Status::parse);
+    match r.op() {
+        "acquire" => {
+            let claimed = named("status");
+            let expected = current.unwrap_or(Status::Init);
+            if claimed != Some(expected) {
+                violation(
+                    Invariant::Transitions,
+                    format!("claimed at {claimed:?} while the ticket stood at {expected}"),
+                );
+            }
+        }
+        op => {
+            let (from, to) = match op {
+                "advance" => (named("from"), named("to")),
+                _ => (named("from"), Some(Status::Failed)),
+            };
+            let legal = match (from, to) {
+                (Some(from), Some(to)) => Some(from) == current && from.allows(to),
+                _ => false,
+            };
+            if !legal {
+                violation(
+                    Invariant::Transitions,
+                    format!("{from:?} -> {to:?} accepted while the ticket stood at {current:?}"),
+                );
+            }
+        }
+    }
+}

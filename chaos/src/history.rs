@@ -1,0 +1,240 @@
+//! What a chaos run recorded, and all the checker reads: the audit streams
+//! of every asset (snapshotted before the data loss and at the end), the
+//! API server's history of every AssetScan status write, the deliveries the
+//! notification receivers saw, and what became of every operator process.
+//! It is plain data (saved as JSON with each run), so the checker can be
+//! fed a recorded history with a fault injected into it.
+
+use crate::objects::{Channel, Kind};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct History {
+    pub objects: Vec<ObjectHistory>,
+    /// Every audit record, in the order Redis applied them: by epoch, then
+    /// by stream id within an asset's stream.
+    pub audit: Vec<AuditRecord>,
+    /// The moments Redis lost its data.
+    pub data_losses: Vec<DataLoss>,
+    /// In the order each receiver accepted them.
+    pub deliveries: Vec<Delivery>,
+    pub processes: Vec<ProcessRecord>,
+    /// Ticket keys left in Redis at the end (`…:ticket:<run>`, and
+    /// `…:facts:<run>` where facts are kept apart).
+    pub leftover_keys: Vec<String>,
+}
+
+/// One AssetScan: what it is, and what the API server stored.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObjectHistory {
+    pub name: String,
+    pub asset: String,
+    pub kind: Kind,
+    /// The chaos run deleted it.
+    pub deleted: bool,
+    /// Every accepted write through `/status`, oldest first.
+    pub status_writes: Vec<StatusWrite>,
+    /// The object as stored at the end; `None` when it is gone.
+    pub last: Option<Value>,
+}
+
+impl ObjectHistory {
+    /// `spec.notify`, as the object last had it.
+    pub fn channels(&self) -> Vec<String> {
+        self.last
+            .as_ref()
+            .and_then(|o| o.pointer("/spec/notify"))
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| c.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Whether a stored AssetScan has settled: its status shows a terminal
+/// phase of its current generation.
+pub fn is_settled(stored: &Value) -> bool {
+    let status = &stored["status"];
+    matches!(status["phase"].as_str(), Some("FINISHED" | "FAILED"))
+        && status["observedGeneration"].as_i64().is_some()
+        && status["observedGeneration"].as_i64() == stored["metadata"]["generation"].as_i64()
+}
+
+/// One status write as the API server accepted it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StatusWrite {
+    /// The resourceVersion the write was stored under.
+    pub resource_version: u64,
+    pub status: Value,
+}
+
+impl StatusWrite {
+    pub fn fence(&self) -> Option<(i64, i64)> {
+        Some((
+            self.status.get("fencingToken")?.as_i64()?,
+            self.status.get("revision")?.as_i64()?,
+        ))
+    }
+
+    pub fn observed_generation(&self) -> Option<i64> {
+        self.status.get("observedGeneration")?.as_i64()
+    }
+
+    pub fn str(&self, field: &str) -> Option<&str> {
+        self.status.get(field)?.as_str()
+    }
+}
+
+/// One record of an asset's audit stream.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// How many data losses came before it.
+    pub epoch: u32,
+    pub asset: String,
+    /// The stream id (`<ms>-<seq>`).
+    pub id: String,
+    pub fields: BTreeMap<String, String>,
+}
+
+impl AuditRecord {
+    pub fn get(&self, field: &str) -> Option<&str> {
+        self.fields.get(field).map(String::as_str)
+    }
+
+    pub fn op(&self) -> &str {
+        self.get("op").unwrap_or_default()
+    }
+
+    pub fn accepted(&self) -> bool {
+        self.get("result") == Some("ok")
+    }
+
+    pub fn token(&self) -> Option<u64> {
+        self.get("token")?.parse().ok()
+    }
+
+    pub fn revision(&self) -> Option<u64> {
+        self.get("revision")?.parse().ok()
+    }
+
+    /// The run of the ticket the record is about (`…:ticket:<run>`).
+    pub fn run(&self) -> Option<&str> {
+        self.get("ticket")?
+            .rsplit_once(":ticket:")
+            .map(|(_, run)| run)
+    }
+
+    /// Whether it changed a ticket: a claim, an accepted advance, or the
+    /// retirement of a run still in progress (failed under a new token).
+    pub fn is_ticket_write(&self) -> bool {
+        self.accepted()
+            && self.run().is_some()
+            && match self.op() {
+                "acquire" | "advance" => true,
+                "retire" => self.get("from").is_some(),
+                _ => false,
+            }
+    }
+
+    /// The status the ticket has after this write.
+    pub fn status_after(&self) -> Option<&str> {
+        match self.op() {
+            "advance" => self.get("to"),
+            _ => self.get("status"),
+        }
+    }
+}
+
+/// Redis lost every key: the records of `epoch` and earlier came before.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DataLoss {
+    pub epoch: u32,
+    /// The API server's resourceVersion at that moment: status writes under
+    /// a lower one were stored before the loss.
+    pub api_resource_version: u64,
+}
+
+/// One notification as a receiver accepted it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Delivery {
+    pub channel: Channel,
+    /// The idempotency key it carried (WeCom: none, the text names the
+    /// ticket).
+    pub key: Option<String>,
+    /// The ticket id (`<asset>/<run>`) the notification is about.
+    pub ticket: Option<String>,
+    /// The sender's fencing token.
+    pub token: Option<u64>,
+}
+
+impl Delivery {
+    /// `(asset, run)` of its ticket id; a run id has no `/`, an asset may.
+    pub fn asset_run(&self) -> Option<(&str, &str)> {
+        self.ticket.as_deref()?.rsplit_once('/')
+    }
+}
+
+/// How an operator process ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Ended {
+    /// The chaos run killed it (SIGKILL).
+    Killed,
+    /// It stopped on SIGTERM at the end of the run, with this exit code.
+    Terminated(Option<i32>),
+    /// It exited while nobody asked it to: the exit code or signal.
+    ByItself(String),
+    /// It did not exit within the grace period after SIGTERM.
+    Hung,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessRecord {
+    pub instance: String,
+    pub pid: u32,
+    pub ended: Ended,
+    /// Log lines that report a panic.
+    pub panics: Vec<String>,
+}
+
+/// The WeCom message's ticket line: `> ticket <asset>/<run>, fencing token <n>`.
+pub fn parse_wecom_ticket_line(text: &str) -> (Option<String>, Option<u64>) {
+    let Some((_, rest)) = text.split_once("> ticket ") else {
+        return (None, None);
+    };
+    let Some((ticket, rest)) = rest.split_once(", fencing token ") else {
+        return (None, None);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    (Some(ticket.to_owned()), digits.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wecom_text_names_ticket_and_token() {
+        let text = "## <font color=\"warning\">high risk</font>\n> ticket a.example/x-g1-s0, fencing token 12\n";
+        assert_eq!(
+            parse_wecom_ticket_line(text),
+            (Some("a.example/x-g1-s0".into()), Some(12))
+        );
+        assert_eq!(parse_wecom_ticket_line("nothing"), (None, None));
+    }
+
+    #[test]
+    fn ticket_ids_split_at_the_last_slash() {
+        let d = Delivery {
+            channel: Channel::Webhook,
+            key: None,
+            ticket: Some("a/b.example/r-g1-s0".into()),
+            token: None,
+        };
+        assert_eq!(d.asset_run(), Some(("a/b.example", "r-g1-s0")));
+    }
+}

@@ -1,0 +1,475 @@
+//! The checker fails when it must: a history as a chaos run records it
+//! (three AssetScans: a high risk taken over at `NOTIFYING` after its first
+//! executor stalled, an offline asset whose run Redis lost mid-way, a
+//! clean asset deleted mid-run) passes; the same history with one
+//! violation injected fails with exactly that invariant, one test each.
+
+use assetscan_chaos::check::{DuplicateCause, Invariant, Report, check};
+use assetscan_chaos::history::{
+    AuditRecord, DataLoss, Delivery, Ended, History, ObjectHistory, ProcessRecord, StatusWrite,
+};
+use assetscan_chaos::objects::{Channel, Kind};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+const A: &str = "a.dc1.example.com";
+const B: &str = "b.dc1.example.com";
+const C: &str = "c.dc1.example.com";
+const RUN_A: &str = "aaaa1111-g1-s0";
+const RUN_B: &str = "bbbb2222-g1-s0";
+const RUN_C: &str = "cccc3333-g1-s0";
+
+fn key(asset: &str, run: &str) -> String {
+    format!("{asset}/{run}")
+}
+
+struct Stream {
+    asset: &'static str,
+    run: &'static str,
+    epoch: u32,
+    records: Vec<AuditRecord>,
+}
+
+impl Stream {
+    fn new(asset: &'static str, run: &'static str) -> Stream {
+        Stream {
+            asset,
+            run,
+            epoch: 0,
+            records: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, fields: &[(&str, String)]) -> &mut Stream {
+        let n = self.records.len();
+        let mut all: Vec<(&str, String)> = vec![
+            (
+                "ticket",
+                format!("asc:{{{}}}:ticket:{}", self.asset, self.run),
+            ),
+            ("at", format!("{}", 1_000 + n)),
+        ];
+        all.extend(fields.iter().cloned());
+        self.records.push(AuditRecord {
+            epoch: self.epoch,
+            asset: self.asset.to_owned(),
+            id: format!("{}-{n}", 1_000 + n),
+            fields: all.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+        });
+        self
+    }
+
+    fn acquire(&mut self, token: u64, status: &str, revision: u64, holder: &str) -> &mut Stream {
+        self.push(&[
+            ("op", "acquire".into()),
+            ("result", "ok".into()),
+            ("holder", format!("{holder}:default/x")),
+            ("token", token.to_string()),
+            ("status", status.into()),
+            ("revision", revision.to_string()),
+        ])
+    }
+
+    fn advance(&mut self, token: u64, from: &str, to: &str, revision: u64) -> &mut Stream {
+        self.push(&[
+            ("op", "advance".into()),
+            ("result", "ok".into()),
+            ("token", token.to_string()),
+            ("from", from.into()),
+            ("to", to.into()),
+            ("revision", revision.to_string()),
+        ])
+    }
+}
+
+fn status(run: &str, asset: &str, phase: &str, token: i64, revision: i64) -> Value {
+    json!({
+        "phase": phase,
+        "run": run,
+        "ticketId": key(asset, run),
+        "fencingToken": token,
+        "revision": revision,
+        "observedGeneration": 1,
+    })
+}
+
+fn writes(statuses: Vec<Value>) -> Vec<StatusWrite> {
+    statuses
+        .into_iter()
+        .enumerate()
+        .map(|(i, status)| StatusWrite {
+            resource_version: 10 + 10 * i as u64,
+            status,
+        })
+        .collect()
+}
+
+fn stored(notify: &[&str], status: &Value) -> Value {
+    json!({
+        "metadata": {"generation": 1},
+        "spec": {"notify": notify},
+        "status": status,
+    })
+}
+
+/// The recorded history every test starts from; it passes.
+fn baseline() -> History {
+    // A: high risk; replica-0 sends, stalls before recording NOTIFIED,
+    // replica-1 takes over at NOTIFYING and re-sends; replica-0's write is
+    // refused as stale.
+    let mut a = Stream::new(A, RUN_A);
+    a.acquire(1, "INIT", 1, "replica-0#1")
+        .advance(1, "INIT", "ASSET_ONLINE", 2)
+        .advance(1, "ASSET_ONLINE", "VULN_CHECK_DONE", 3)
+        .advance(1, "VULN_CHECK_DONE", "HIGH_RISK_FOUND", 4)
+        .advance(1, "HIGH_RISK_FOUND", "NOTIFYING", 5)
+        .acquire(2, "NOTIFYING", 6, "replica-1#2")
+        .advance(2, "NOTIFYING", "NOTIFIED", 7)
+        .push(&[
+            ("op", "advance".into()),
+            ("result", "STALE_TOKEN".into()),
+            ("token", "1".into()),
+            ("valid", "2".into()),
+            ("from", "NOTIFIED".into()),
+            ("to", "NOTIFIED".into()),
+            ("revision", "7".into()),
+        ])
+        .advance(2, "NOTIFIED", "FINISHED", 8)
+        .push(&[("op", "release".into()), ("result", "ok".into())]);
+    let mut a_final = status(RUN_A, A, "FINISHED", 2, 8);
+    a_final["highRisk"] = json!(true);
+    a_final["notification"] = json!({"state": "sent", "idempotencyKey": key(A, RUN_A)});
+
+    // B: offline; Redis loses the run after ASSET_OFFLINE; it starts again
+    // from INIT under the status's token as floor.
+    let mut b = Stream::new(B, RUN_B);
+    b.acquire(1, "INIT", 1, "replica-1#2")
+        .advance(1, "INIT", "ASSET_OFFLINE", 2);
+    b.epoch = 1;
+    b.acquire(2, "INIT", 1, "replica-2#3")
+        .advance(2, "INIT", "ASSET_OFFLINE", 2)
+        .advance(2, "ASSET_OFFLINE", "FINISHED", 3);
+
+    // C: clean, deleted mid-run: its run is retired under a new token.
+    let mut c = Stream::new(C, RUN_C);
+    c.acquire(1, "INIT", 1, "replica-2#3")
+        .advance(1, "INIT", "ASSET_ONLINE", 2)
+        .push(&[
+            ("op", "retire".into()),
+            ("result", "ok".into()),
+            ("token", "2".into()),
+            ("from", "ASSET_ONLINE".into()),
+            ("status", "FAILED".into()),
+            ("revision", "3".into()),
+        ]);
+
+    let delivery = |channel, token| Delivery {
+        channel,
+        key: (channel == Channel::Webhook).then(|| key(A, RUN_A)),
+        ticket: Some(key(A, RUN_A)),
+        token: Some(token),
+    };
+    let mut audit = a.records;
+    audit.extend(c.records);
+    audit.extend(b.records.iter().filter(|r| r.epoch == 0).cloned());
+    audit.extend(b.records.iter().filter(|r| r.epoch == 1).cloned());
+    History {
+        objects: vec![
+            ObjectHistory {
+                name: "chaos-a".into(),
+                asset: A.into(),
+                kind: Kind::HighRisk {
+                    channels: vec![Channel::Webhook, Channel::WeCom],
+                    log4j: false,
+                },
+                deleted: false,
+                status_writes: writes(vec![
+                    status(RUN_A, A, "INIT", 1, 1),
+                    status(RUN_A, A, "HIGH_RISK_FOUND", 1, 4),
+                    status(RUN_A, A, "NOTIFYING", 2, 6),
+                    a_final.clone(),
+                ]),
+                last: Some(stored(&["secops-webhook", "secops-wecom"], &a_final)),
+            },
+            ObjectHistory {
+                name: "chaos-b".into(),
+                asset: B.into(),
+                kind: Kind::Offline,
+                deleted: false,
+                status_writes: writes(vec![
+                    status(RUN_B, B, "INIT", 1, 1),
+                    status(RUN_B, B, "ASSET_OFFLINE", 1, 2),
+                    status(RUN_B, B, "INIT", 2, 1),
+                    status(RUN_B, B, "FINISHED", 2, 3),
+                ]),
+                last: Some(stored(
+                    &["secops-webhook"],
+                    &status(RUN_B, B, "FINISHED", 2, 3),
+                )),
+            },
+            ObjectHistory {
+                name: "chaos-c".into(),
+                asset: C.into(),
+                kind: Kind::Clean { findings: false },
+                deleted: true,
+                status_writes: writes(vec![status(RUN_C, C, "ASSET_ONLINE", 1, 2)]),
+                last: None,
+            },
+        ],
+        audit,
+        data_losses: vec![DataLoss {
+            epoch: 0,
+            api_resource_version: 25,
+        }],
+        deliveries: vec![
+            delivery(Channel::Webhook, 1),
+            delivery(Channel::WeCom, 1),
+            delivery(Channel::Webhook, 2),
+            delivery(Channel::WeCom, 2),
+        ],
+        processes: vec![
+            ProcessRecord {
+                instance: "replica-0".into(),
+                pid: 100,
+                ended: Ended::Killed,
+                panics: vec![],
+            },
+            ProcessRecord {
+                instance: "replica-1".into(),
+                pid: 101,
+                ended: Ended::Terminated(Some(0)),
+                panics: vec![],
+            },
+        ],
+        leftover_keys: vec![format!("asc:{{{A}}}:ticket:{RUN_A}")],
+    }
+}
+
+/// The report names exactly `invariant`, and nothing else.
+fn fails_only(history: &History, invariant: Invariant) -> Report {
+    let report = check(history);
+    let found: BTreeSet<Invariant> = report.violations.iter().map(|v| v.invariant).collect();
+    assert_eq!(
+        found,
+        BTreeSet::from([invariant]),
+        "violations: {:#?}",
+        report.violations
+    );
+    report
+}
+
+fn record<'h>(h: &'h mut History, asset: &str, n: usize) -> &'h mut AuditRecord {
+    h.audit
+        .iter_mut()
+        .filter(|r| r.asset == asset)
+        .nth(n)
+        .expect("record")
+}
+
+fn object<'h>(h: &'h mut History, asset: &str) -> &'h mut ObjectHistory {
+    h.objects
+        .iter_mut()
+        .find(|o| o.asset == asset)
+        .expect("object")
+}
+
+#[test]
+fn the_recorded_history_passes() {
+    let report = check(&baseline());
+    assert_eq!(report.violations, vec![]);
+    assert_eq!(report.stale_writes_rejected, 1);
+    assert_eq!(
+        report.duplicates.into_iter().collect::<Vec<_>>(),
+        vec![(DuplicateCause::TakeoverAtNotifying, 2)]
+    );
+}
+
+#[test]
+fn an_object_left_short_of_its_generation_has_not_converged() {
+    let mut h = baseline();
+    let b = object(&mut h, B);
+    if let Some(last) = &mut b.last {
+        last["metadata"]["generation"] = json!(2);
+    }
+    fails_only(&h, Invariant::Converged);
+}
+
+#[test]
+fn a_deleted_object_with_a_ticket_left_is_not_gone() {
+    let mut h = baseline();
+    h.leftover_keys.push(format!("asc:{{{C}}}:ticket:{RUN_C}"));
+    fails_only(&h, Invariant::DeletedGone);
+}
+
+#[test]
+fn a_revision_that_does_not_grow_is_caught() {
+    let mut h = baseline();
+    record(&mut h, A, 2)
+        .fields
+        .insert("revision".into(), "2".into());
+    fails_only(&h, Invariant::Revisions);
+}
+
+#[test]
+fn a_write_from_where_the_ticket_did_not_stand_is_caught() {
+    let mut h = baseline();
+    record(&mut h, A, 2)
+        .fields
+        .insert("from".into(), "INIT".into());
+    fails_only(&h, Invariant::Transitions);
+}
+
+#[test]
+fn a_write_after_the_end_is_caught() {
+    let mut h = baseline();
+    let mut late = record(&mut h, A, 5).clone();
+    late.fields.insert("token".into(), "3".into());
+    late.fields.insert("status".into(), "FINISHED".into());
+    late.fields.insert("revision".into(), "9".into());
+    h.audit.insert(10, late);
+    fails_only(&h, Invariant::Terminal);
+
+    // A run that ended before Redis lost its data runs again after it.
+    let mut h = baseline();
+    let b = object(&mut h, B);
+    b.status_writes[1].status["phase"] = json!("FINISHED");
+    record(&mut h, B, 1)
+        .fields
+        .insert("to".into(), "FINISHED".into());
+    let report = check(&h);
+    assert!(
+        report.violations.iter().any(
+            |v| v.invariant == Invariant::Terminal && v.detail.contains("before the data loss")
+        ),
+        "{:#?}",
+        report.violations
+    );
+}
+
+#[test]
+fn a_write_under_an_older_token_is_caught() {
+    let mut h = baseline();
+    record(&mut h, A, 2)
+        .fields
+        .insert("token".into(), "0".into());
+    fails_only(&h, Invariant::TicketTokens);
+}
+
+#[test]
+fn a_token_drawn_twice_for_an_asset_is_caught() {
+    let mut h = baseline();
+    let mut other = record(&mut h, A, 5).clone();
+    other.fields.insert(
+        "ticket".into(),
+        format!("asc:{{{A}}}:ticket:aaaa1111-g2-s0"),
+    );
+    other.fields.insert("status".into(), "INIT".into());
+    other.fields.insert("revision".into(), "1".into());
+    h.audit.insert(10, other);
+    fails_only(&h, Invariant::Claims);
+}
+
+#[test]
+fn a_status_going_backwards_is_caught() {
+    let mut h = baseline();
+    object(&mut h, A).status_writes.swap(1, 2);
+    fails_only(&h, Invariant::StatusFence);
+
+    let mut h = baseline();
+    object(&mut h, B).status_writes[3].status["observedGeneration"] = json!(0);
+    fails_only(&h, Invariant::StatusFence);
+}
+
+#[test]
+fn a_status_no_accepted_write_backs_is_caught() {
+    let mut h = baseline();
+    object(&mut h, A).status_writes[1].status["revision"] = json!(3);
+    fails_only(&h, Invariant::StatusMirror);
+}
+
+#[test]
+fn a_wrong_verdict_is_caught() {
+    let mut h = baseline();
+    let b = object(&mut h, B);
+    if let Some(last) = &mut b.last {
+        last["status"]["highRisk"] = json!(false);
+    }
+    fails_only(&h, Invariant::Verdict);
+}
+
+#[test]
+fn a_second_key_for_one_run_is_caught() {
+    let mut h = baseline();
+    h.deliveries[2].key = Some("a.dc1.example.com/another-run".into());
+    fails_only(&h, Invariant::OneKeyPerRun);
+}
+
+#[test]
+fn a_high_risk_not_sent_everywhere_or_an_alert_for_nothing_is_caught() {
+    let mut h = baseline();
+    if let Some(last) = &mut object(&mut h, A).last {
+        last["status"]["notification"]["state"] = json!("sending");
+    }
+    fails_only(&h, Invariant::Notified);
+
+    let mut h = baseline();
+    h.deliveries.retain(|d| d.channel == Channel::Webhook);
+    fails_only(&h, Invariant::Notified);
+
+    let mut h = baseline();
+    h.deliveries.push(Delivery {
+        channel: Channel::Webhook,
+        key: Some(key(B, RUN_B)),
+        ticket: Some(key(B, RUN_B)),
+        token: Some(2),
+    });
+    fails_only(&h, Invariant::Notified);
+}
+
+#[test]
+fn a_duplicate_without_a_cause_is_caught() {
+    let mut h = baseline();
+    let again = h.deliveries[2].clone();
+    h.deliveries.push(again);
+    fails_only(&h, Invariant::Duplicates);
+}
+
+#[test]
+fn a_send_by_an_executor_that_never_recorded_the_key_is_caught() {
+    // Token 3 never claimed the run: whoever sent under it had not written
+    // NOTIFYING (and the key) first.
+    let mut h = baseline();
+    let mut forged = h.deliveries[2].clone();
+    forged.token = Some(3);
+    h.deliveries.push(forged);
+    let report = fails_only(&h, Invariant::Notified);
+    assert!(
+        report.violations[0]
+            .detail
+            .contains("never held the run at NOTIFYING"),
+        "{:#?}",
+        report.violations
+    );
+}
+
+#[test]
+fn a_replica_that_exits_or_panics_is_caught() {
+    let mut h = baseline();
+    h.processes[1].ended = Ended::ByItself("exit status: 101".into());
+    fails_only(&h, Invariant::Processes);
+
+    let mut h = baseline();
+    h.processes[0].panics = vec!["thread 'tokio-runtime-worker' panicked at src/x.rs:1:1".into()];
+    fails_only(&h, Invariant::Processes);
+}
+
+#[test]
+fn every_invariant_has_a_failing_test_here() {
+    let source = include_str!("checker.rs");
+    for invariant in Invariant::ALL {
+        assert!(
+            source.contains(&format!("Invariant::{invariant:?})")),
+            "no test injects a violation of {invariant:?}"
+        );
+    }
+}
