@@ -64,4 +64,3 @@ chaos:
 	@./scripts/ensure-deps.sh
 	$(CARGO) build -p assetscan-chaos --bins
 	$(CARGO) run --quiet -p assetscan-chaos --bin assetscan-chaos
-
