@@ -356,6 +356,9 @@ fn chart_passes_helm_lint_strict() {
     // The value files of ci/ (as chart-testing uses them).
     for entry in std::fs::read_dir(Path::new(chart).join("ci")).unwrap() {
         let values = entry.unwrap().path();
+        if values.extension().is_none_or(|ext| ext != "yaml") {
+            continue;
+        }
         let values = values.to_str().unwrap();
         if let Err(e) = run_helm(&["lint", "--strict", chart, "-f", values]) {
             panic!("helm lint --strict -f {values} failed:\n{e}");
