@@ -457,7 +457,19 @@ async fn every_operation(store: &TicketStore, asset: &str) -> Result<(), StoreEr
             "r1",
             claimed.token,
             Status::AssetOnline,
-            &Patch::default().completes(Step::OnlineCheck),
+            &Patch::default()
+                .completes(Step::OnlineCheck)
+                .fact("online", true),
+        )
+        .await?;
+    // The end of the run: the facts then live as long as the ticket.
+    store
+        .advance(
+            &asset,
+            "r1",
+            claimed.token,
+            Status::Failed,
+            &Patch::default(),
         )
         .await?;
     assert!(store.release(&asset, &claimed.lease).await?);
@@ -480,7 +492,21 @@ async fn every_command_of_the_acl_line_is_needed() {
     )
     .await
     .unwrap();
-    every_operation(&store, "all-granted")
+    // Terminal tickets kept until deleted: their facts are made persistent.
+    let forever = TicketStore::connect(
+        &RedisTarget::Standalone(user_url(&server)),
+        StoreConfig {
+            terminal_retention: Duration::ZERO,
+            ..StoreConfig::default()
+        },
+    )
+    .await
+    .unwrap();
+    let both = async |tag: &str| match every_operation(&store, tag).await {
+        Ok(()) => every_operation(&forever, &format!("{tag}-forever")).await,
+        Err(err) => Err(err),
+    };
+    both("all-granted")
         .await
         .expect("the documented line allows every operation");
     let commands = documented_commands();
@@ -488,7 +514,7 @@ async fn every_command_of_the_acl_line_is_needed() {
     for command in &commands {
         create_acl_user(&server, &[&format!("-{command}")]);
         server.command(&["SCRIPT", "FLUSH"]).unwrap();
-        let err = every_operation(&store, &format!("without-{}", command.replace('|', "-")))
+        let err = both(&format!("without-{}", command.replace('|', "-")))
             .await
             .expect_err(&format!("{command} is needed"));
         // A command sent directly is named; one a script calls, by the
