@@ -211,7 +211,8 @@ impl TicketStore {
         holder: &str,
         floor: u64,
     ) -> Result<Acquired, StoreError> {
-        self.claim(asset, run, None, holder, floor, None).await
+        self.acquire_run(asset, run, None, holder, floor, None)
+            .await
     }
 
     /// [`TicketStore::acquire`] for a run of `owner`: refused with
@@ -225,7 +226,7 @@ impl TicketStore {
         holder: &str,
         floor: u64,
     ) -> Result<Acquired, StoreError> {
-        self.claim(asset, run, Some(owner), holder, floor, None)
+        self.acquire_run(asset, run, Some(owner), holder, floor, None)
             .await
     }
 
@@ -234,18 +235,6 @@ impl TicketStore {
     /// is still at that copy's token and revision, its facts are not sent
     /// back, and the claimed ticket carries the copy's facts.
     pub async fn acquire_run(
-        &self,
-        asset: &AssetId,
-        run: &str,
-        owner: Option<&str>,
-        holder: &str,
-        floor: u64,
-        known: Option<&Ticket>,
-    ) -> Result<Acquired, StoreError> {
-        self.claim(asset, run, owner, holder, floor, known).await
-    }
-
-    async fn claim(
         &self,
         asset: &AssetId,
         run: &str,
