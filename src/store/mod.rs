@@ -509,23 +509,6 @@ impl TicketStore {
         Ok(found)
     }
 
-    /// Deletes one ticket and its facts (never the fence: tokens must not
-    /// repeat). Returns 1 if the ticket existed.
-    pub async fn delete_ticket(&self, asset: &AssetId, run: &str) -> Result<usize, StoreError> {
-        keys::validate_run(run)?;
-        let keys = self.keys(asset);
-        let (tickets, _facts): (usize, usize) = redis::pipe()
-            .del(keys.ticket(run))
-            .del(keys.facts(run))
-            .query_async(&mut self.conn.clone())
-            .await
-            .map_err(|source| StoreError::Redis {
-                op: "delete ticket",
-                source,
-            })?;
-        Ok(tickets)
-    }
-
     /// Checks that Redis answers (readiness).
     pub async fn ping(&self) -> Result<(), StoreError> {
         redis::cmd("PING")
