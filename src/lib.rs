@@ -10,6 +10,7 @@ pub mod duration;
 pub mod pipeline;
 pub mod probes;
 pub mod providers;
+pub mod rbac;
 pub mod store;
 pub mod telemetry;
 mod text;

@@ -1,7 +1,8 @@
 //! What the operator serves for its own operation, as opposed to the
 //! providers it calls: `/metrics` (Prometheus text format), `/healthz` (the
-//! process serves), `/readyz` (Redis answers and the controller has
-//! started), for Prometheus and the kubelet's probes.
+//! process serves, also while it waits for Redis at start), `/readyz`
+//! (the controller has started and Redis answers), for Prometheus and the
+//! kubelet's probes.
 
 use crate::store::TicketStore;
 use crate::telemetry::Metrics;
@@ -11,34 +12,28 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Clone)]
 struct Probe {
     metrics: Arc<Metrics>,
-    store: TicketStore,
-    started: Arc<AtomicBool>,
+    /// Set once the controller has started with its store.
+    store: Arc<OnceLock<TicketStore>>,
 }
 
-/// Serves until `shutdown` fires. `started` turns readiness on.
+/// Serves until `shutdown` fires. Setting `store` turns readiness on.
 pub async fn serve(
     addr: SocketAddr,
     metrics: Arc<Metrics>,
-    store: TicketStore,
-    started: Arc<AtomicBool>,
+    store: Arc<OnceLock<TicketStore>>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
-        .with_state(Probe {
-            metrics,
-            store,
-            started,
-        });
+        .with_state(Probe { metrics, store });
     let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
@@ -46,10 +41,12 @@ pub async fn serve(
 }
 
 async fn metrics_text(State(probe): State<Probe>) -> impl IntoResponse {
-    let watchdog = probe.store.watchdog();
-    probe
-        .metrics
-        .observe_watchdog(watchdog.stats(), watchdog.held());
+    if let Some(store) = probe.store.get() {
+        let watchdog = store.watchdog();
+        probe
+            .metrics
+            .observe_watchdog(watchdog.stats(), watchdog.held());
+    }
     (
         [(
             header::CONTENT_TYPE,
@@ -60,15 +57,18 @@ async fn metrics_text(State(probe): State<Probe>) -> impl IntoResponse {
 }
 
 async fn ready(State(probe): State<Probe>) -> impl IntoResponse {
-    if !probe.started.load(Ordering::Relaxed) {
-        return (StatusCode::SERVICE_UNAVAILABLE, "starting".to_owned());
-    }
+    let Some(store) = probe.store.get() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "starting: waiting for redis".to_owned(),
+        );
+    };
     // After an outage the first command on the old connection fails and
     // starts the reconnect; the second one uses the new connection. Without
     // it, readiness would lag a whole probe period behind Redis.
-    let mut result = probe.store.ping().await;
+    let mut result = store.ping().await;
     if result.as_ref().is_err_and(|e| e.is_unavailable()) {
-        result = probe.store.ping().await;
+        result = store.ping().await;
     }
     match result {
         Ok(()) => (StatusCode::OK, "ok".to_owned()),

@@ -264,32 +264,15 @@ fn grants(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
     out
 }
 
-/// What src/controller uses, and nothing more.
+/// What the operator's code uses (`src/rbac.rs`), and nothing more.
 fn controller_grants() -> BTreeMap<(String, String), BTreeSet<String>> {
-    let entry = |group: &str, resource: &str, verbs: &[&str]| {
-        (
-            (group.to_owned(), resource.to_owned()),
-            verbs
-                .iter()
-                .map(|v| (*v).to_owned())
-                .collect::<BTreeSet<_>>(),
-        )
-    };
-    BTreeMap::from([
-        entry(
-            "assetscan.io",
-            "assetscans",
-            &["get", "list", "watch", "patch", "update"],
-        ),
-        entry(
-            "assetscan.io",
-            "assetscans/status",
-            &["get", "patch", "update"],
-        ),
-        entry("assetscan.io", "assetscans/finalizers", &["update"]),
-        entry("events.k8s.io", "events", &["create", "patch"]),
-        entry("", "events", &["create", "patch"]),
-    ])
+    let mut out: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+    for access in assetscan_operator::rbac::OPERATOR_ACCESS {
+        out.entry((access.group.to_owned(), access.resource.to_owned()))
+            .or_default()
+            .extend(access.verbs.iter().map(|v| (*v).to_owned()));
+    }
+    out
 }
 
 /// Environment variables the `run` subcommand reads (`env = "..."` in src/cli).

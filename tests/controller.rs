@@ -612,6 +612,29 @@ async fn a_replacement_with_the_same_instance_name_cannot_enter_the_old_lock() {
     new.stop().await;
 }
 
+/// An Event recorder reporting as `instance`.
+fn recorder_of(h: &Harness, instance: &str) -> Recorder {
+    Recorder::new(
+        h.client.clone(),
+        Reporter {
+            controller: "assetscan-operator".into(),
+            instance: Some(instance.into()),
+        },
+    )
+}
+
+/// The AssetScan `name` (asset `<name>.dc1.example.com`, high risk) after
+/// one replica ran it to its end and stopped.
+async fn finished_by_one_replica(h: &Harness, name: &str) -> AssetScan {
+    let asset = format!("{name}.dc1.example.com");
+    h.stubs.inventory.set_online(&asset, true);
+    let a = h.controller("replica-a").await;
+    h.create(&scan(name, &asset, true)).await;
+    let done = h.wait_terminal(name, Duration::from_secs(30)).await;
+    a.stop().await;
+    done
+}
+
 /// PATCH requests on `/status` seen by the emulator since `mark` (counted
 /// with a zero-delay fault rule that matches every one of them).
 fn count_status_patches(h: &Harness) -> impl Fn() -> usize + '_ {
@@ -637,14 +660,7 @@ fn count_status_patches(h: &Harness) -> impl Fn() -> usize + '_ {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_going_backwards_is_refused_by_the_crd_and_not_retried() {
     let h = Harness::start().await;
-    h.stubs
-        .inventory
-        .set_online("fence-01.dc1.example.com", true);
-    let a = h.controller("replica-a").await;
-    h.create(&scan("fence-01", "fence-01.dc1.example.com", true))
-        .await;
-    let done = h.wait_terminal("fence-01", Duration::from_secs(30)).await;
-    a.stop().await;
+    let done = finished_by_one_replica(&h, "fence-01").await;
     let stored = done.status.clone().unwrap();
     let (token, revision) = (stored.fencing_token.unwrap(), stored.revision.unwrap());
     assert!(revision >= 3);
@@ -700,13 +716,7 @@ async fn status_going_backwards_is_refused_by_the_crd_and_not_retried() {
     stale.facts = Default::default();
     stale.completed_steps = vec![assetscan_operator::ticket::Step::OnlineCheck];
     let metrics = assetscan_operator::telemetry::Metrics::new();
-    let recorder = Recorder::new(
-        h.client.clone(),
-        Reporter {
-            controller: "assetscan-operator".into(),
-            instance: Some("zombie".into()),
-        },
-    );
+    let recorder = recorder_of(&h, "zombie");
     let mirror = StatusMirror::new(api.clone(), &zombie_view, &recorder, &metrics, None);
     mirror.on_ticket(&stale).await;
     assert_eq!(patches(), 1, "one attempt, refused");
@@ -773,6 +783,53 @@ async fn status_going_backwards_is_refused_by_the_crd_and_not_retried() {
     let now = api.get("fence-01").await.unwrap();
     assert_eq!(now.status.unwrap().fencing_token, Some(token + 5));
     b.stop().await;
+}
+
+/// A claim is recorded only over the object as read before the acquire.
+/// After Redis lost its data, an executor that read the object while the run
+/// was in progress (status: its claim, token t) draws token t + 1 for the
+/// same run. Retried over a refreshed status, that claim would be accepted
+/// (t + 1 is above everything stored) and turn the recorded `FINISHED` back
+/// into `INIT`, or hand the token to a second executor: it is refused
+/// instead, and the run stops before any provider call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_over_a_status_changed_since_the_read_is_not_recorded() {
+    let h = Harness::start().await;
+    let done = finished_by_one_replica(&h, "reclaim-01").await;
+    let stored = done.status.clone().unwrap();
+    assert_eq!(stored.phase, Some(Status::Finished));
+    let token = stored.fencing_token.unwrap();
+
+    // The late executor's view: the object as it was at the claim.
+    let claim_status = h.status_writes("reclaim-01")[0].clone();
+    let mut late_view = done.clone();
+    late_view.status = Some(serde_json::from_value(claim_status).unwrap());
+    late_view.metadata.resource_version = Some("1".into());
+    assert_eq!(late_view.status.as_ref().unwrap().phase, Some(Status::Init));
+    // Its claim after the data loss: the same run, floor t, token t + 1.
+    let mut reclaimed: Ticket = h.ticket_of(&done).await;
+    reclaimed.status = Status::Init;
+    reclaimed.fencing_token = token as u64 + 1;
+    reclaimed.revision = 1;
+    reclaimed.facts = Default::default();
+    reclaimed.completed_steps = vec![];
+
+    let api = h.api();
+    let metrics = assetscan_operator::telemetry::Metrics::new();
+    let recorder = recorder_of(&h, "late");
+    let patches = count_status_patches(&h);
+    let mirror = StatusMirror::new(api.clone(), &late_view, &recorder, &metrics, None);
+    assert!(
+        !mirror.on_claimed(&reclaimed).await,
+        "a claim over a changed object is not recorded"
+    );
+    assert_eq!(patches(), 1, "one conditional attempt, not retried");
+    // An executor that read the recorded end claims nothing: not even sent.
+    let ended = StatusMirror::new(api.clone(), &done, &recorder, &metrics, None);
+    assert!(!ended.on_claimed(&reclaimed).await);
+    assert_eq!(patches(), 1, "the claim of an ended run is not sent");
+    let now = api.get("reclaim-01").await.unwrap();
+    assert_eq!(now.status, done.status, "the recorded end stands");
 }
 
 /// A replica dies while it sends a notification (its lock is neither
@@ -881,12 +938,7 @@ async fn replica_dying_mid_notification_is_taken_over() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mirror_working_from_an_outdated_copy_cannot_mix_into_a_newer_status() {
     let h = Harness::start().await;
-    h.stubs.inventory.set_online("mix-01.dc1.example.com", true);
-    let a = h.controller("replica-a").await;
-    h.create(&scan("mix-01", "mix-01.dc1.example.com", true))
-        .await;
-    let done = h.wait_terminal("mix-01", Duration::from_secs(30)).await;
-    a.stop().await;
+    let done = finished_by_one_replica(&h, "mix-01").await;
     let stored = done.status.clone().unwrap();
     let token = stored.fencing_token.unwrap();
 
@@ -906,13 +958,7 @@ async fn a_mirror_working_from_an_outdated_copy_cannot_mix_into_a_newer_status()
     let mut ticket = h.ticket_of(&done).await;
     ticket.revision += 1;
     let metrics = assetscan_operator::telemetry::Metrics::new();
-    let recorder = Recorder::new(
-        h.client.clone(),
-        Reporter {
-            controller: "assetscan-operator".into(),
-            instance: Some("zombie".into()),
-        },
-    );
+    let recorder = recorder_of(&h, "zombie");
     let mirror = StatusMirror::new(api.clone(), &done, &recorder, &metrics, None);
     mirror.on_ticket(&ticket).await;
 

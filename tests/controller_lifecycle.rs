@@ -442,3 +442,81 @@ async fn rescan_interval_schedules_the_next_run() {
     assert_eq!(runs(&h, asset).await.len(), 2);
     ctl.stop().await;
 }
+
+/// A spec edit right after a run confirmed a high risk, while the status
+/// still shows the step before (the executor died between the ticket write
+/// and its mirror): the earlier run's ticket, not its lagging status,
+/// decides that the run is finished first, so its alert is sent before the
+/// new generation runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spec_edit_does_not_abandon_a_risk_the_status_does_not_show_yet() {
+    let h = Harness::start().await;
+    let asset = "lag-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    // ctl-a's notification is held in flight, then ctl-a is killed.
+    h.stubs.sink.faults().hold();
+    let a = h.controller("ctl-a").await;
+    h.create(&scan("lag-01", asset, true)).await;
+    let notifying = h
+        .wait("lag-01", "NOTIFYING", PATIENCE, |o| {
+            o.status.as_ref().and_then(|s| s.phase) == Some(Status::Notifying)
+        })
+        .await;
+    a.task.abort();
+    let _ = a.task.await;
+    let store = h.store().await;
+    let id = AssetId::new(asset).unwrap();
+    let mut conn = redis::Client::open(h.redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: i64 = conn.del(store.keys(&id).lock()).await.unwrap();
+    // The status as if the risk's mirror had been lost: the step before,
+    // under the same (token, revision), which the fence accepts.
+    let s = status(&notifying).clone();
+    h.api()
+        .patch_status(
+            "lag-01",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "phase": "VULN_CHECK_DONE", "highRisk": null, "notification": null,
+                "fencingToken": s.fencing_token, "revision": s.revision
+            }})),
+        )
+        .await
+        .unwrap();
+    let earlier = s.run.clone().unwrap();
+    // The spec changes: generation 2, nothing installed (clean).
+    let changed = patch_spec(&h, "lag-01", json!({"software": []})).await;
+    assert_eq!(changed.metadata.generation, Some(2));
+    h.stubs.sink.faults().release();
+
+    let b = h.controller("ctl-b").await;
+    let later = earlier.replace("-g1-", "-g2-");
+    let done = h
+        .wait("lag-01", "generation 2 finished", PATIENCE, |o| {
+            let s = o.status.as_ref();
+            s.and_then(|s| s.run.as_deref()) == Some(later.as_str())
+                && s.and_then(|s| s.phase).is_some_and(|p| p.is_terminal())
+        })
+        .await;
+    let ticket = store.get_ticket(&id, &earlier).await.unwrap().unwrap();
+    assert_eq!(
+        ticket.status,
+        Status::Finished,
+        "the earlier run was driven to its end"
+    );
+    assert!(
+        ticket
+            .facts
+            .notification
+            .as_ref()
+            .is_some_and(|n| !n.receipt.is_empty()),
+        "its alert was sent: {:?}",
+        ticket.facts.notification
+    );
+    assert_eq!(h.stubs.sink.effects(), 1, "one alert, one effect");
+    assert_eq!(status(&done).observed_generation, Some(2));
+    b.stop().await;
+}

@@ -50,12 +50,11 @@ async fn wait_http(url: &str, want: u16, timeout: Duration, op: &Operator) -> St
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn run_process_serves_probes_and_metrics() {
-    let mut h = Harness::start().await;
+/// `assetscan-operator run` as a process against the harness, configured as
+/// in a cluster, its stderr kept in the harness's directory.
+fn spawn_operator(h: &Harness, port: u16, instance: &str) -> Operator {
     let kubeconfig = h.dir.path().join("kubeconfig");
     h.emu.write_kubeconfig(&kubeconfig).unwrap();
-    let port = free_port();
     let log = h.dir.path().join("operator.log");
     let child = Command::new(env!("CARGO_BIN_EXE_assetscan-operator"))
         .arg("run")
@@ -63,7 +62,7 @@ async fn run_process_serves_probes_and_metrics() {
         .arg(&h.config_path)
         .args(["--redis-url", &h.redis.url()])
         .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-        .args(["--instance", "proc-a", "--namespace", NAMESPACE])
+        .args(["--instance", instance, "--namespace", NAMESPACE])
         .env("KUBECONFIG", &kubeconfig)
         .env("RUST_LOG", "info,kube=warn,hyper=warn")
         .env_remove("REDIS_URL")
@@ -73,7 +72,14 @@ async fn run_process_serves_probes_and_metrics() {
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .expect("operator starts");
-    let op = Operator { child, log };
+    Operator { child, log }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_process_serves_probes_and_metrics() {
+    let mut h = Harness::start().await;
+    let port = free_port();
+    let op = spawn_operator(&h, port, "proc-a");
     let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
     assert_eq!(
         wait_http(&url("/healthz"), 200, Duration::from_secs(20), &op).await,
@@ -235,4 +241,34 @@ async fn run_process_serves_probes_and_metrics() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert!(exit.success(), "{exit:?}\n{}", op.log());
+}
+
+/// A replica started while Redis is unreachable waits for it, as it does
+/// when Redis goes away later, instead of exiting; once Redis answers it
+/// becomes ready and scans.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_process_started_before_redis_waits_for_it() {
+    let mut h = Harness::start().await;
+    h.redis.stop();
+    let port = free_port();
+    let mut op = spawn_operator(&h, port, "proc-early");
+    until(
+        "the operator said it waits for redis",
+        PATIENCE,
+        async || op.log().contains("redis unreachable at start"),
+    )
+    .await;
+    assert!(
+        op.child.try_wait().unwrap().is_none(),
+        "the operator exited while Redis was down:\n{}",
+        op.log()
+    );
+    h.redis.restart().unwrap();
+    let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
+    wait_http(&url("/readyz"), 200, PATIENCE, &op).await;
+    let asset = "proc-early.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    h.create(&scan("proc-early", asset, false)).await;
+    let done = h.wait_terminal("proc-early", PATIENCE).await;
+    assert_eq!(done.status.as_ref().unwrap().phase, Some(Status::Finished));
 }

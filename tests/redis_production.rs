@@ -752,8 +752,7 @@ async fn revoked_credentials_back_off_and_readiness_says_why() {
     let probes = tokio::spawn(assetscan_operator::probes::serve(
         ([127, 0, 0, 1], port).into(),
         std::sync::Arc::new(assetscan_operator::telemetry::Metrics::new()),
-        store.clone(),
-        std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
+        std::sync::Arc::new(std::sync::OnceLock::from(store.clone())),
         shutdown.clone(),
     ));
     let readyz = format!("http://127.0.0.1:{port}/readyz");

@@ -18,6 +18,12 @@ pub const GENERATIONS: u8 = RUNS as u8;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
     Drive(Run),
+    /// Drive `earlier` if its ticket shows an alert, else `next`: the
+    /// controller reads that ticket from Redis when it reads the object.
+    DriveUnlessEarlierAlerts {
+        earlier: Run,
+        next: Run,
+    },
     Wait,
 }
 
@@ -130,18 +136,29 @@ fn decision(generation: u8, status: Option<(Run, Status)>) -> Result<Decision, T
     let obj = object(generation, status)?;
     match decide(&obj, Timestamp::UNIX_EPOCH) {
         RunDecision::Wait(None) => Ok(Decision::Wait),
-        RunDecision::Run(chosen) => {
-            for run in Run::all() {
-                if run_id(&object(run.0, None)?, 0) == chosen {
-                    return Ok(Decision::Drive(run));
-                }
-            }
-            Err(TableError::UnknownRun { run: chosen })
+        RunDecision::Run(chosen) => Ok(Decision::Drive(run_named(&chosen)?)),
+        RunDecision::UnlessEarlierAlerts { earlier, next } => {
+            Ok(Decision::DriveUnlessEarlierAlerts {
+                earlier: run_named(&earlier)?,
+                next: run_named(&next)?,
+            })
         }
         other => Err(TableError::Unexpected {
             answer: format!("{other:?}"),
         }),
     }
+}
+
+/// The model's run whose id is `chosen`.
+fn run_named(chosen: &str) -> Result<Run, TableError> {
+    for run in Run::all() {
+        if run_id(&object(run.0, None)?, 0) == chosen {
+            return Ok(run);
+        }
+    }
+    Err(TableError::UnknownRun {
+        run: chosen.to_owned(),
+    })
 }
 
 fn work_at(status: Status) -> Result<Work, TableError> {

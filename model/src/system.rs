@@ -297,12 +297,28 @@ impl System {
 
     fn read(&self, next: &mut State, w: usize) {
         let object = next.object;
-        let worker = &mut next.workers[w];
-        worker.news = false;
+        next.workers[w].news = false;
         match object.life {
-            Life::Deleting => worker.pc = Pc::Retire,
+            Life::Deleting => next.workers[w].pc = Pc::Retire,
             Life::Live => {
-                if let Decision::Drive(run) = self.tables.decide(object.generation, object.status) {
+                let alerting = |run| {
+                    next.redis.ticket(run).is_some_and(|t| {
+                        matches!(
+                            t.status,
+                            Status::HighRiskFound | Status::Notifying | Status::Notified
+                        )
+                    })
+                };
+                let chosen = match self.tables.decide(object.generation, object.status) {
+                    Decision::Drive(run) => Some(run),
+                    Decision::DriveUnlessEarlierAlerts { earlier, .. } if alerting(earlier) => {
+                        Some(earlier)
+                    }
+                    Decision::DriveUnlessEarlierAlerts { next, .. } => Some(next),
+                    Decision::Wait => None,
+                };
+                let worker = &mut next.workers[w];
+                if let Some(run) = chosen {
                     worker.pc = Pc::Acquire;
                     worker.run = run;
                     worker.generation = object.generation;

@@ -4,6 +4,7 @@
 mod scan;
 mod ticket;
 
+use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::controller::{self, ControllerSettings};
 use crate::pipeline::Pipeline;
@@ -14,10 +15,10 @@ use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -124,6 +125,36 @@ impl Common {
             .await
             .map_err(|e| e.to_string())?;
         Ok((config, store))
+    }
+
+    /// The store for a long-running process: while Redis is unreachable at
+    /// start, it waits (as it does when Redis goes away later) instead of
+    /// exiting, until `shutdown` fires. Any other error (a bad target, a
+    /// refused login, a TLS file) ends the start at once.
+    async fn store_when_reachable(
+        &self,
+        shutdown: &CancellationToken,
+    ) -> Result<Option<(Config, TicketStore)>, String> {
+        let (config, target) = self.load()?;
+        let store_config = StoreConfig {
+            security: self.security()?,
+            ..config.store()
+        };
+        let mut delays = REDIS_AT_START_BACKOFF.delays();
+        loop {
+            match TicketStore::connect(&target, store_config.clone()).await {
+                Ok(store) => return Ok(Some((config, store))),
+                Err(err) if err.is_unavailable() => {
+                    let retry_in = delays.next().unwrap_or(Duration::from_secs(15));
+                    warn!(error = %err, ?retry_in, "redis unreachable at start: waiting for it");
+                    tokio::select! {
+                        () = tokio::time::sleep(retry_in) => {}
+                        () = shutdown.cancelled() => return Ok(None),
+                    }
+                }
+                Err(err) => return Err(err.to_string()),
+            }
+        }
     }
 }
 
@@ -243,22 +274,29 @@ fn instance_id(given: Option<String>) -> String {
     })
 }
 
+/// Connection attempts while Redis is unreachable at start: from 1 s,
+/// doubling, up to 15 s (as a reconcile waits for Redis).
+const REDIS_AT_START_BACKOFF: Backoff =
+    Backoff::new(Duration::from_secs(1), Duration::from_secs(15));
+
 async fn run(args: RunArgs) -> Result<(), String> {
-    let (config, store) = args.common.store().await?;
+    let shutdown = shutdown_on_signal();
+    let metrics = Arc::new(Metrics::new());
+    // Probes first: the process is alive (and not ready) while it waits.
+    let ready_store = Arc::new(OnceLock::new());
+    let probes = tokio::spawn(crate::probes::serve(
+        args.metrics_addr,
+        metrics.clone(),
+        ready_store.clone(),
+        shutdown.clone(),
+    ));
+    let Some((config, store)) = args.common.store_when_reachable(&shutdown).await? else {
+        return Ok(());
+    };
     let providers = Providers::from_config(&config.providers).map_err(|e| e.to_string())?;
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot reach the Kubernetes API: {e}"))?;
-    let shutdown = shutdown_on_signal();
-    let metrics = Arc::new(Metrics::new());
-    let started = Arc::new(AtomicBool::new(false));
-    let probes = tokio::spawn(crate::probes::serve(
-        args.metrics_addr,
-        metrics.clone(),
-        store.clone(),
-        started.clone(),
-        shutdown.clone(),
-    ));
     let settings = ControllerSettings {
         concurrency: args.concurrency,
         shard: args.shard_index.zip(args.shard_count),
@@ -266,7 +304,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         instance: instance_id(args.instance),
     };
     info!(instance = %settings.instance, metrics = %args.metrics_addr, "starting controller");
-    let pipeline = Pipeline::new(store, providers, config.steps.clone());
+    let pipeline = Pipeline::new(store.clone(), providers, config.steps.clone());
     let ctx = Arc::new(controller::Context::new(
         client,
         pipeline,
@@ -274,7 +312,8 @@ async fn run(args: RunArgs) -> Result<(), String> {
         settings,
         shutdown.clone(),
     ));
-    started.store(true, Ordering::Relaxed);
+    // The cell is empty until now, so this first set cannot fail.
+    let _ = ready_store.set(store);
     controller::run(ctx).await;
     shutdown.cancel();
     match probes.await {

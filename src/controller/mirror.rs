@@ -14,6 +14,7 @@
 //! computed against an outdated copy would otherwise mix this executor's
 //! changes into a newer status.
 
+use super::runs::run_order;
 use super::status::status_from_ticket;
 use crate::backoff::Backoff;
 use crate::crd::{AssetScan, AssetScanStatus, is_fence_refusal};
@@ -244,10 +245,8 @@ impl<'a> StatusMirror<'a> {
 }
 
 impl StatusMirror<'_> {
-    /// Writes the status mirroring `ticket`, with an Event when the phase or
-    /// the run changed. Returns whether the API server holds it.
-    async fn mirror(&self, ticket: &Ticket) -> bool {
-        let previous = self.last();
+    /// The status mirroring `ticket`, on top of what is stored.
+    fn status_for(&self, ticket: &Ticket, previous: Option<&AssetScanStatus>) -> AssetScanStatus {
         // Conditions change when the ticket did, and the next scan is due an
         // interval after the run ended: both from the ticket, not the clock,
         // so mirroring the same ticket again (a later reconcile, another
@@ -258,49 +257,158 @@ impl StatusMirror<'_> {
             .filter(|_| ticket.status.is_terminal())
             .and_then(|every| SignedDuration::try_from(every).ok())
             .and_then(|every| changed_at.checked_add(every).ok());
-        let status = status_from_ticket(
+        status_from_ticket(
             ticket,
-            previous.as_ref(),
+            previous,
             self.obj.metadata.generation,
             changed_at,
             next_scan,
-        );
-        let moved = previous.as_ref().and_then(|p| p.phase) != status.phase;
-        let same_run =
-            previous.as_ref().and_then(|p| p.run.as_deref()) == Some(ticket.run.as_str());
+        )
+    }
+
+    /// Writes the status mirroring `ticket`, with an Event when the phase or
+    /// the run changed. Returns whether the API server holds it.
+    async fn mirror(&self, ticket: &Ticket) -> bool {
+        let previous = self.last();
+        let status = self.status_for(ticket, previous.as_ref());
+        let news = is_news(previous.as_ref(), &status, ticket);
         let written = self.write(status).await;
-        if written && (moved || !same_run) {
-            if ticket.status == crate::ticket::Status::Notified {
-                let receipts = ticket
-                    .facts
-                    .notification
-                    .iter()
-                    .flat_map(|n| n.receipt.keys());
-                for channel in receipts {
-                    self.metrics
-                        .notifications_sent
-                        .get_or_create(&crate::telemetry::ChannelLabels {
-                            channel: channel.clone(),
-                        })
-                        .inc();
-                }
-            }
-            let (type_, reason) = match ticket.status {
-                crate::ticket::Status::Failed => (EventType::Warning, "ScanFailed"),
-                crate::ticket::Status::HighRiskFound => (EventType::Warning, "HighRiskFound"),
-                _ => (EventType::Normal, "Advanced"),
-            };
-            let note = format!(
-                "run {} is {} (token {}, revision {})",
-                ticket.run, ticket.status, ticket.fencing_token, ticket.revision
-            );
-            // kube's Recorder folds events with the same type, reason and
-            // action into one series and keeps the first note: the phase as
-            // the action keeps each phase's event (and note) apart.
-            self.publish(type_, reason, ticket.status.as_str(), note)
-                .await;
+        if written && news {
+            self.announce(ticket).await;
         }
         written
+    }
+
+    /// Records a claim: the zombie-write defence's step outside Redis (see
+    /// `docs/design.md`, "Recording a claim").
+    ///
+    /// One merge patch, conditional on the resourceVersion of the object as
+    /// read before the acquire (the read whose status gave the token floor),
+    /// and never retried after a refresh. Two claims of one token can then
+    /// never both be recorded: each needs the object unchanged since a read
+    /// whose token was lower, and the first one recorded changes it. Redis
+    /// may hand a number out again after it lost its data, but only a
+    /// recorded claim makes provider calls or writes, so no two executors
+    /// ever act under one token. For the same reason a claim is not recorded
+    /// over a status that, since the read, recorded this run's end or a
+    /// later run. A failure of any kind (the object changed, the fence, the
+    /// API unreachable, an answer that never came) stops the run before any
+    /// provider call; the next reconcile claims again, from a fresh read,
+    /// under a higher token. A refused claim costs a token, never the truth.
+    async fn record_claim(&self, ticket: &Ticket) -> bool {
+        let name = self.obj.metadata.name.as_deref().unwrap_or_default();
+        let Stored {
+            resource_version,
+            status: read,
+        } = self.stored();
+        if let Some(why) = claim_refusal(read.as_ref(), ticket) {
+            debug!(object = name, run = %ticket.run, token = ticket.fencing_token, %why, "claim not recorded");
+            return false;
+        }
+        let Some(resource_version) = resource_version else {
+            // Without a precondition the write could land on any status.
+            warn!(
+                object = name,
+                "claim not recorded: the object as read has no resourceVersion"
+            );
+            return false;
+        };
+        let status = self.status_for(ticket, read.as_ref());
+        let news = is_news(read.as_ref(), &status, ticket);
+        let patch = status_patch(read.as_ref(), &status, Some(&resource_version));
+        let result = self
+            .api
+            .patch_status(
+                name,
+                &PatchParams::apply(FIELD_MANAGER),
+                &Patch::Merge(&patch),
+            )
+            .await;
+        match result {
+            Ok(stored) => {
+                self.remember(stored);
+                if news {
+                    self.announce(ticket).await;
+                }
+                true
+            }
+            Err(kube::Error::Api(err)) if err.code == 422 && is_fence_refusal(&err.message) => {
+                self.refused(fence_of(&status), err.message).await;
+                false
+            }
+            Err(kube::Error::Api(err)) if err.code == 409 => {
+                debug!(object = name, run = %ticket.run, "claim not recorded: the object changed since it was read");
+                false
+            }
+            Err(err) => {
+                warn!(object = name, run = %ticket.run, error = %err, "claim not recorded");
+                false
+            }
+        }
+    }
+
+    /// The Event (and notification counts) for a status that moved.
+    async fn announce(&self, ticket: &Ticket) {
+        if ticket.status == crate::ticket::Status::Notified {
+            let receipts = ticket
+                .facts
+                .notification
+                .iter()
+                .flat_map(|n| n.receipt.keys());
+            for channel in receipts {
+                self.metrics
+                    .notifications_sent
+                    .get_or_create(&crate::telemetry::ChannelLabels {
+                        channel: channel.clone(),
+                    })
+                    .inc();
+            }
+        }
+        let (type_, reason) = match ticket.status {
+            crate::ticket::Status::Failed => (EventType::Warning, "ScanFailed"),
+            crate::ticket::Status::HighRiskFound => (EventType::Warning, "HighRiskFound"),
+            _ => (EventType::Normal, "Advanced"),
+        };
+        let note = format!(
+            "run {} is {} (token {}, revision {})",
+            ticket.run, ticket.status, ticket.fencing_token, ticket.revision
+        );
+        // kube's Recorder folds events with the same type, reason and
+        // action into one series and keeps the first note: the phase as
+        // the action keeps each phase's event (and note) apart.
+        self.publish(type_, reason, ticket.status.as_str(), note)
+            .await;
+    }
+}
+
+/// Whether writing `status` over `previous` moves the phase or the run.
+fn is_news(previous: Option<&AssetScanStatus>, status: &AssetScanStatus, ticket: &Ticket) -> bool {
+    let moved = previous.and_then(|p| p.phase) != status.phase;
+    let same_run = previous.and_then(|p| p.run.as_deref()) == Some(ticket.run.as_str());
+    moved || !same_run
+}
+
+/// Why a claim of `ticket` must not be recorded over `read` (the status as
+/// read before the acquire), if it must not.
+fn claim_refusal(read: Option<&AssetScanStatus>, ticket: &Ticket) -> Option<String> {
+    let read = read?;
+    if let Some(stored) = read.fencing_token
+        && u64::try_from(stored).is_ok_and(|stored| stored >= ticket.fencing_token)
+    {
+        return Some(format!(
+            "token {} is not above the recorded token {stored}",
+            ticket.fencing_token
+        ));
+    }
+    let recorded = read.run.as_deref()?;
+    if recorded == ticket.run && read.phase.is_some_and(|phase| phase.is_terminal()) {
+        return Some(format!("run {recorded} has ended"));
+    }
+    match (run_order(recorded), run_order(&ticket.run)) {
+        (Some((owner, later)), Some((mine, claimed))) if owner == mine && later > claimed => {
+            Some(format!("the status records a later run, {recorded}"))
+        }
+        _ => None,
     }
 }
 
@@ -310,12 +418,11 @@ impl Observer for StatusMirror<'_> {
     }
 
     /// The claim is recorded in the status before any provider call, so that
-    /// the status always holds every token handed out: after Redis loses
-    /// data, the next acquisition takes it as floor and no token is issued
-    /// twice. A claim the API server does not hold (refused by the fence, or
-    /// the API unreachable) stops the run.
+    /// the status holds every token that acts: after Redis loses data, the
+    /// next acquisition takes it as floor. A claim the API server does not
+    /// hold (see [`StatusMirror::record_claim`]) stops the run.
     async fn on_claimed(&self, ticket: &Ticket) -> bool {
-        self.mirror(ticket).await
+        self.record_claim(ticket).await
     }
 
     fn on_step_timed(&self, step: Step, elapsed: Duration, ok: bool) {
@@ -403,7 +510,52 @@ pub fn merge_patch(from: &Value, to: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::merge_patch;
+    use crate::ticket::{Status, Ticket};
     use serde_json::json;
+
+    fn claimed(run: &str, token: u64) -> Ticket {
+        Ticket {
+            fencing_token: token,
+            revision: 1,
+            ..Ticket::new("web-01", run, 0)
+        }
+    }
+
+    fn recorded(run: &str, token: i64, phase: Status) -> crate::crd::AssetScanStatus {
+        crate::crd::AssetScanStatus {
+            run: Some(run.into()),
+            fencing_token: Some(token),
+            revision: Some(3),
+            phase: Some(phase),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_claim_is_recorded_only_above_the_read_token_and_never_behind_the_run() {
+        use super::claim_refusal;
+        let run = "1234abcd-g2-s0";
+        // Nothing recorded yet, or an earlier run or token: recorded.
+        assert_eq!(claim_refusal(None, &claimed(run, 1)), None);
+        let earlier = recorded("1234abcd-g1-s4", 5, Status::Finished);
+        assert_eq!(claim_refusal(Some(&earlier), &claimed(run, 6)), None);
+        let same_open = recorded(run, 5, Status::VulnCheckDone);
+        assert_eq!(claim_refusal(Some(&same_open), &claimed(run, 6)), None);
+        // A token the status already holds (or a lower one): refused.
+        assert!(claim_refusal(Some(&same_open), &claimed(run, 5)).is_some());
+        assert!(claim_refusal(Some(&same_open), &claimed(run, 2)).is_some());
+        // This run's recorded end is never re-opened, whatever the token.
+        let ended = recorded(run, 5, Status::Finished);
+        assert!(claim_refusal(Some(&ended), &claimed(run, 9)).is_some());
+        // A later run (generation, then scan) of the same owner: refused.
+        let later = recorded("1234abcd-g3-s0", 5, Status::Init);
+        assert!(claim_refusal(Some(&later), &claimed(run, 9)).is_some());
+        let next_scan = recorded("1234abcd-g2-s1", 5, Status::Init);
+        assert!(claim_refusal(Some(&next_scan), &claimed(run, 9)).is_some());
+        // Another owner's run (a recreated object) does not order ours.
+        let other = recorded("ffff0000-g9-s9", 5, Status::Finished);
+        assert_eq!(claim_refusal(Some(&other), &claimed(run, 6)), None);
+    }
 
     #[test]
     fn a_status_patch_carries_the_fence_and_its_precondition() {

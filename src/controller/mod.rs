@@ -211,6 +211,17 @@ async fn apply<E: Effects + 'static>(
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan);
     let run = match decide(obj, Timestamp::now()) {
         RunDecision::Run(run) => run,
+        RunDecision::UnlessEarlierAlerts { earlier, next } => {
+            match earlier_run_alerts(ctx.pipeline.store(), obj, &earlier).await {
+                Ok(true) => earlier,
+                Ok(false) => next,
+                Err(err) => {
+                    let err = Error::Store(err);
+                    stall(obj, &mirror, &err).await;
+                    return Err(err);
+                }
+            }
+        }
         RunDecision::Wait(delay) => {
             ctx.failures().remove(&key);
             return Ok(delay.map_or_else(Action::await_change, Action::requeue));
@@ -330,6 +341,25 @@ async fn apply<E: Effects + 'static>(
             Action::await_change()
         }
     })
+}
+
+/// Whether the ticket of `earlier` (a run of an earlier generation that the
+/// status shows neither ended nor alerting) has confirmed a risk. The status
+/// lags the ticket by one write: an executor that advanced the ticket to
+/// `HIGH_RISK_FOUND` and died before mirroring it leaves a status that looks
+/// safe to abandon. One read, only on a generation change.
+async fn earlier_run_alerts(
+    store: &crate::store::TicketStore,
+    obj: &AssetScan,
+    earlier: &str,
+) -> Result<bool, StoreError> {
+    let Ok(asset) = AssetId::new(obj.spec.asset_id.clone()) else {
+        // An invalid asset id has no tickets; the spec error is reported
+        // when the new run's request is built.
+        return Ok(false);
+    };
+    let ticket = store.get_ticket(&asset, earlier).await?;
+    Ok(ticket.is_some_and(|ticket| runs::is_alerting(ticket.status)))
 }
 
 /// Checks that Redis answers, on a live connection. After Redis failed, the

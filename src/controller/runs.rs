@@ -19,6 +19,11 @@ pub enum RunDecision {
     Wait(Option<Duration>),
     /// `spec.suspend`: no new run.
     Suspended,
+    /// The status names an earlier generation's run that has not ended and
+    /// does not show an alert. The status lags the ticket by a write: drive
+    /// `earlier` if its ticket shows it alerting (a confirmed risk must not
+    /// be lost to a spec edit), else start `next`.
+    UnlessEarlierAlerts { earlier: String, next: String },
 }
 
 /// The owner of the object's runs in the ticket store: a prefix of its uid,
@@ -40,6 +45,14 @@ pub fn run_id(obj: &AssetScan, scan: u64) -> String {
     format!("{}-g{generation}-s{scan}", owner_id(obj))
 }
 
+/// `(owner, (generation, scan))` of a run id made by [`run_id`]: runs of
+/// one owner are ordered by generation, then scan.
+pub fn run_order(run: &str) -> Option<(&str, (i64, u64))> {
+    let (rest, scan) = run.rsplit_once("-s")?;
+    let (owner, generation) = rest.rsplit_once("-g")?;
+    Some((owner, (generation.parse().ok()?, scan.parse().ok()?)))
+}
+
 /// The scan number of `run` if it belongs to the object's current generation.
 fn scan_of(obj: &AssetScan, run: &str) -> Option<u64> {
     let prefix = run_id(obj, 0);
@@ -47,22 +60,28 @@ fn scan_of(obj: &AssetScan, run: &str) -> Option<u64> {
     run.strip_prefix(stem)?.parse().ok()
 }
 
-/// A run of an earlier generation of this object that must still be driven
-/// to its end before anything new starts: one that has confirmed a high risk
-/// (its notification must not be lost to a spec edit), or any run in flight
-/// when the spec only suspended scanning ("a run in flight finishes").
-fn unfinished_earlier_run(obj: &AssetScan) -> Option<String> {
+/// The run of an earlier generation of this object that the status names,
+/// with its phase there, while it has not ended. It is driven to its end
+/// before anything new starts if it confirmed a high risk (its notification
+/// must not be lost to a spec edit), or, when the spec only suspended
+/// scanning, whatever its phase ("a run in flight finishes").
+fn unfinished_earlier_run(obj: &AssetScan) -> Option<(String, Status)> {
     let status = obj.status.as_ref()?;
     let run = status.run.as_deref()?;
     let phase = status.phase?;
-    let stem = run_id(obj, 0);
-    let uid = stem.split_once("-g")?.0;
-    let ours = run.strip_prefix(uid)?.starts_with("-g");
-    let alerting = matches!(
-        phase,
+    let generation = obj.metadata.generation.unwrap_or(0);
+    let earlier =
+        run_order(run).is_some_and(|(owner, (of, _))| owner == owner_id(obj) && of < generation);
+    (earlier && !phase.is_terminal()).then(|| (run.to_owned(), phase))
+}
+
+/// Whether a run at `status` is alerting: its risk is confirmed and its
+/// notification not yet recorded as done.
+pub fn is_alerting(status: Status) -> bool {
+    matches!(
+        status,
         Status::HighRiskFound | Status::Notifying | Status::Notified
-    );
-    (ours && !phase.is_terminal() && (alerting || obj.spec.suspend)).then(|| run.to_owned())
+    )
 }
 
 pub fn decide(obj: &AssetScan, now: Timestamp) -> RunDecision {
@@ -71,14 +90,15 @@ pub fn decide(obj: &AssetScan, now: Timestamp) -> RunDecision {
         .and_then(|s| s.run.as_deref())
         .and_then(|run| scan_of(obj, run).map(|scan| (run.to_owned(), scan)));
     let Some((run, scan)) = current else {
-        if let Some(unfinished) = unfinished_earlier_run(obj) {
-            return RunDecision::Run(unfinished);
-        }
-        // A new generation (or a new object) starts scan 0.
-        return if obj.spec.suspend {
-            RunDecision::Suspended
-        } else {
-            RunDecision::Run(run_id(obj, 0))
+        let next = run_id(obj, 0);
+        return match unfinished_earlier_run(obj) {
+            Some((earlier, phase)) if is_alerting(phase) || obj.spec.suspend => {
+                RunDecision::Run(earlier)
+            }
+            Some((earlier, _)) => RunDecision::UnlessEarlierAlerts { earlier, next },
+            // A new generation (or a new object) starts scan 0.
+            None if obj.spec.suspend => RunDecision::Suspended,
+            None => RunDecision::Run(next),
         };
     };
     let terminal = status
@@ -153,11 +173,22 @@ mod tests {
             decide(&running, at(0)),
             RunDecision::Run("1234abcd-g3-s0".into())
         );
-        // A spec change (generation 4) leaves the old run behind.
+        // A spec change (generation 4) leaves the old run behind, unless
+        // its ticket shows an alert the status does not show yet.
         let changed = scan(4, running.status.clone());
         assert_eq!(
             decide(&changed, at(0)),
-            RunDecision::Run("1234abcd-g4-s0".into())
+            RunDecision::UnlessEarlierAlerts {
+                earlier: "1234abcd-g3-s0".into(),
+                next: "1234abcd-g4-s0".into()
+            }
+        );
+        // A status naming a later generation (an outdated read) is no
+        // earlier run to finish.
+        let outdated = scan(2, running.status.clone());
+        assert_eq!(
+            decide(&outdated, at(0)),
+            RunDecision::Run("1234abcd-g2-s0".into())
         );
     }
 
@@ -178,11 +209,14 @@ mod tests {
                 "{phase}"
             );
         }
-        // Before a risk is confirmed, a spec edit starts the new generation.
+        // Before the status shows a risk, the earlier run's ticket decides.
         let edited = scan(4, at_phase(Status::AssetOnline));
         assert_eq!(
             decide(&edited, at(0)),
-            RunDecision::Run("1234abcd-g4-s0".into())
+            RunDecision::UnlessEarlierAlerts {
+                earlier: "1234abcd-g3-s0".into(),
+                next: "1234abcd-g4-s0".into()
+            }
         );
         // Suspending lets any run in flight finish, then nothing starts.
         let mut suspended = scan(4, at_phase(Status::AssetOnline));
@@ -201,6 +235,16 @@ mod tests {
             decide(&other, at(0)),
             RunDecision::Run("1234abcd-g4-s0".into())
         );
+    }
+
+    #[test]
+    fn runs_of_one_owner_are_ordered_by_generation_then_scan() {
+        assert_eq!(run_order("1234abcd-g3-s12"), Some(("1234abcd", (3, 12))));
+        assert!(run_order("1234abcd-g3-s0") < run_order("1234abcd-g3-s1"));
+        assert!(run_order("1234abcd-g3-s9") < run_order("1234abcd-g4-s0"));
+        for bad in ["", "abc", "1234abcd-gx-s0", "1234abcd-g3-sy", "1234abcd-s3"] {
+            assert_eq!(run_order(bad), None, "{bad}");
+        }
     }
 
     #[test]

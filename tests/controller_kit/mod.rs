@@ -487,6 +487,7 @@ pub async fn check_transitions_mirrored_from(harness: &Harness, obj: &AssetScan,
                 e.get("revision")?.parse().ok()?,
             ))
         })
+        .filter(|(token, _)| *token >= min_token)
         .collect();
     let mut accepted = accepted;
     accepted.dedup();

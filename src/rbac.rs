@@ -1,0 +1,49 @@
+//! The Kubernetes API access the operator's code needs: one list, which the
+//! chart's Role/ClusterRole must grant exactly (`tests/chart.rs` renders the
+//! chart and compares). A new API call adds its line here and to
+//! `charts/assetscan-operator/templates/rbac.yaml`.
+
+/// Verbs on one resource of one API group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ApiAccess {
+    /// `""` is the core group.
+    pub group: &'static str,
+    pub resource: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+/// Everything the controller calls.
+pub const OPERATOR_ACCESS: &[ApiAccess] = &[
+    // The watch (list, watch), the fresh read before a run (get), and the
+    // finalizer's JSON patch (patch; kube-runtime may also update).
+    ApiAccess {
+        group: "assetscan.io",
+        resource: "assetscans",
+        verbs: &["get", "list", "watch", "patch", "update"],
+    },
+    // The status mirror: merge patches, and the re-read after a failed one.
+    ApiAccess {
+        group: "assetscan.io",
+        resource: "assetscans/status",
+        verbs: &["get", "patch", "update"],
+    },
+    // Setting finalizers needs update on the subresource where the
+    // OwnerReferencesPermissionEnforcement admission plugin is on.
+    ApiAccess {
+        group: "assetscan.io",
+        resource: "assetscans/finalizers",
+        verbs: &["update"],
+    },
+    // kube-runtime's Recorder: events.k8s.io, and the core group for
+    // clusters that only serve that.
+    ApiAccess {
+        group: "events.k8s.io",
+        resource: "events",
+        verbs: &["create", "patch"],
+    },
+    ApiAccess {
+        group: "",
+        resource: "events",
+        verbs: &["create", "patch"],
+    },
+];
