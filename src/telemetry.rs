@@ -65,6 +65,9 @@ pub struct Metrics {
     pub stale_writes_rejected: Counter,
     /// Acquisitions that found the asset locked by another holder.
     pub lock_contention: Counter,
+    /// Finalizer patches that lost a race with another replica (not
+    /// failures: the other replica's patch did the work).
+    pub finalizer_races: Counter,
     pub notifications_sent: Family<ChannelLabels, Counter>,
     pub watchdog_renewals: Gauge,
     pub watchdog_losses: Gauge,
@@ -88,6 +91,7 @@ impl Metrics {
         let step_errors = Family::<StepLabels, Counter>::default();
         let stale_writes_rejected = Counter::default();
         let lock_contention = Counter::default();
+        let finalizer_races = Counter::default();
         let notifications_sent = Family::<ChannelLabels, Counter>::default();
         let watchdog_renewals = Gauge::default();
         let watchdog_losses = Gauge::default();
@@ -113,6 +117,11 @@ impl Metrics {
             "lock_contention",
             "Acquisitions that found the asset locked",
             lock_contention.clone(),
+        );
+        registry.register(
+            "finalizer_races",
+            "Finalizer patches that lost a race with another replica",
+            finalizer_races.clone(),
         );
         registry.register(
             "notifications_sent",
@@ -142,6 +151,7 @@ impl Metrics {
             step_errors,
             stale_writes_rejected,
             lock_contention,
+            finalizer_races,
             notifications_sent,
             watchdog_renewals,
             watchdog_losses,

@@ -983,3 +983,45 @@ async fn a_mirror_working_from_an_outdated_copy_cannot_mix_into_a_newer_status()
         1.0
     );
 }
+
+/// Two replicas add the finalizer to a new object at once: the first patch
+/// to arrive is held back until the other one landed, so its JSON patch's
+/// `test` fails (422). That is a race another replica won, not a failure:
+/// counted apart, no reconcile failure, and the scan finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finalizer_race_another_replica_won_is_no_failure() {
+    let h = Harness::start().await;
+    let asset = "race-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    let faults = h.emu.faults();
+    faults.delay(
+        "PATCH",
+        "/assetscans/race-01?",
+        1,
+        Duration::from_millis(1500),
+    );
+    let a = h.controller("replica-a").await;
+    let b = h.controller("replica-b").await;
+    h.create(&scan("race-01", asset, false)).await;
+    let races = || {
+        a.counter("assetscan_finalizer_races_total") + b.counter("assetscan_finalizer_races_total")
+    };
+    until(
+        "one replica lost the finalizer race",
+        PATIENCE,
+        async || races() >= 1.0,
+    )
+    .await;
+    let done = h.wait_terminal("race-01", PATIENCE).await;
+    assert_eq!(done.status.unwrap().phase, Some(Status::Finished));
+    assert_eq!(done.metadata.finalizers.unwrap().len(), 1);
+    for replica in [&a, &b] {
+        assert_eq!(
+            replica.counter("assetscan_reconcile_failures_total{reason=\"Finalizer\"}"),
+            0.0,
+            "a race is not a failure"
+        );
+    }
+    a.stop().await;
+    b.stop().await;
+}

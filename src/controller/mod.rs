@@ -34,7 +34,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// Finalizer that releases locks and deletes tickets before the object goes.
 pub const FINALIZER: &str = "assetscan.io/tickets";
@@ -178,11 +178,38 @@ pub async fn reconcile<E: Effects + 'static>(
         }
     })
     .await;
-    result.map_err(|e| match *Box::new(e) {
-        kube::runtime::finalizer::Error::ApplyFailed(inner)
-        | kube::runtime::finalizer::Error::CleanupFailed(inner) => inner,
-        other => Error::Finalizer(Box::new(other)),
-    })
+    use kube::runtime::finalizer::Error as FinalizerError;
+    match result {
+        Ok(action) => Ok(action),
+        Err(FinalizerError::ApplyFailed(inner) | FinalizerError::CleanupFailed(inner)) => {
+            Err(inner)
+        }
+        Err(
+            FinalizerError::AddFinalizer(kube::Error::Api(e))
+            | FinalizerError::RemoveFinalizer(kube::Error::Api(e)),
+        ) if is_finalizer_race(e.code) => {
+            // Another replica added or removed the finalizer between our
+            // read and our patch: its reconcile did the work. Not a failure;
+            // look again shortly, from the watch's newer copy.
+            ctx.metrics.finalizer_races.inc();
+            debug!(
+                code = e.code,
+                "finalizer patch lost a race with another replica"
+            );
+            Ok(Action::requeue(Duration::from_millis(
+                rand::rng().random_range(100..1000),
+            )))
+        }
+        Err(other) => Err(Error::Finalizer(Box::new(other))),
+    }
+}
+
+/// The answers of a finalizer patch that another replica's patch raced:
+/// 422 (the `test` of the JSON patch no longer holds: the list changed), 409
+/// (its resourceVersion moved) and 404 (the object went with the last
+/// finalizer removed).
+fn is_finalizer_race(code: u16) -> bool {
+    matches!(code, 404 | 409 | 422)
 }
 
 async fn apply<E: Effects + 'static>(
