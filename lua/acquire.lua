@@ -24,12 +24,25 @@
 --         the caller already holds (read just before): if the ticket is
 --         still there, the facts are not sent back.
 --
+-- KEYS[7] (optional, added) ticket asc:{<asset>}:ticket:<earlier run> of a
+--         run this claim supersedes (an earlier spec generation's run of the
+--         same owner that has not ended). Checked only when the claimed run
+--         has not ended: if that ticket is alerting (HIGH_RISK_FOUND,
+--         NOTIFYING or NOTIFIED) nothing is taken or written and the claim
+--         is refused with EARLIER_ALERTING, since that run must finish (and
+--         notify) first; if it is in progress otherwise, it is failed in this
+--         same step under a freshly drawn token (drawn before the claim's,
+--         so lower), so its executor's next write is refused and no risk can
+--         be confirmed under it afterwards. A missing or ended ticket is
+--         left as it is. Its expiry is kept.
+--
 -- Returns {token, ticket JSON, facts, current}: facts is the facts hash as
 -- HGETALL gives it (name, JSON, name, JSON, ...), empty when there is none
 -- or the caller's copy is current; current is 1 when that copy (ARGV[9]) is
 -- the ticket as found, else 0.
 -- Errors: LOCKED <holder> <pttl> | TICKET_CORRUPT <reason> | BAD_ARGS <reason>
---         | RUN_RETIRED <ticket key>
+--         | RUN_RETIRED <ticket key> | EARLIER_ALERTING <earlier ticket key>
+--         (added)
 --
 -- The ticket is claimed here, not at the first write: from this moment on a
 -- previous holder's token no longer matches and every write it tries fails.
@@ -92,6 +105,27 @@ if ticket.status == 'FINISHED' or ticket.status == 'FAILED' then
   return {ticket.fencing_token, raw, facts, current}
 end
 
+-- The superseded run, as found: refuse while it alerts, else end it below.
+local earlier_key = KEYS[7]
+local earlier, earlier_raw
+if earlier_key then
+  earlier_raw = redis.call('GET', earlier_key)
+end
+if earlier_raw then
+  local ok, decoded = pcall(cjson.decode, earlier_raw)
+  if not ok or type(decoded) ~= 'table' or type(decoded.status) ~= 'string'
+      or type(decoded.fencing_token) ~= 'number' or type(decoded.revision) ~= 'number' then
+    return redis.error_reply('TICKET_CORRUPT ' .. earlier_key)
+  end
+  if decoded.status == 'HIGH_RISK_FOUND' or decoded.status == 'NOTIFYING'
+      or decoded.status == 'NOTIFIED' then
+    return redis.error_reply('EARLIER_ALERTING ' .. earlier_key)
+  end
+  if decoded.status ~= 'FINISHED' and decoded.status ~= 'FAILED' then
+    earlier = decoded
+  end
+end
+
 -- Take the lock if free; if it is the caller's already, extend it.
 local locked_by = redis.call('SET', KEYS[1], holder, 'NX', 'PX', ttl, 'GET')
 if locked_by == holder then
@@ -100,11 +134,32 @@ elseif locked_by then
   return redis.error_reply('LOCKED ' .. locked_by .. ' ' .. redis.call('PTTL', KEYS[1]))
 end
 
-local token = redis.call('INCR', KEYS[2])
-if token < floor + 1 then
-  token = floor + 1
-  redis.call('SET', KEYS[2], token)
+-- Draws a token above every earlier one, the floor and `above`.
+local function draw(above)
+  local drawn = redis.call('INCR', KEYS[2])
+  if drawn < above + 1 then
+    drawn = above + 1
+    redis.call('SET', KEYS[2], drawn)
+  end
+  return drawn
 end
+
+if earlier then
+  local ended_by = draw(math.max(floor, earlier.fencing_token))
+  local from = earlier.status
+  earlier.status = 'FAILED'
+  earlier.fencing_token = ended_by
+  earlier.revision = earlier.revision + 1
+  earlier.holder = holder
+  earlier.updated_at = now
+  redis.call('SET', earlier_key, cjson.encode(earlier), 'KEEPTTL')
+  redis.call('XADD', KEYS[4], 'MAXLEN', '~', cap, '*',
+    'op', 'supersede', 'result', 'ok', 'ticket', earlier_key, 'holder', holder,
+    'token', ended_by, 'from', from, 'status', 'FAILED',
+    'revision', earlier.revision, 'by', KEYS[3], 'at', now)
+end
+
+local token = draw(floor)
 
 ticket.fencing_token = token
 ticket.revision = ticket.revision + 1

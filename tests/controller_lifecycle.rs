@@ -520,3 +520,82 @@ async fn a_spec_edit_does_not_abandon_a_risk_the_status_does_not_show_yet() {
     assert_eq!(status(&done).observed_generation, Some(2));
     b.stop().await;
 }
+
+/// An executor of generation 1 stalls past its lease with its run at
+/// `VULN_CHECK_DONE` (the status shows it so); the spec changes and another
+/// replica claims generation 2's run. Claiming it ends the earlier run in
+/// the same step, so when the stalled executor wakes, its `HIGH_RISK_FOUND`
+/// is refused: it cannot confirm a risk that nobody would then notify, were
+/// it to die right after (it stops on the refusal).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_earlier_run_cannot_confirm_a_risk_after_the_next_generation_is_claimed() {
+    let h = Harness::start().await;
+    let asset = "stall-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    let created = h.create(&scan("stall-01", asset, true)).await;
+    let earlier = controller::run_id(&created, 0);
+    let store = h.store().await;
+    let id = AssetId::new(asset).unwrap();
+    // The stalled executor: it claimed run g1, found the asset online and
+    // its packages, mirrored that, and then stopped being scheduled.
+    let stalled = store
+        .acquire_owned(&id, &earlier, &controller::owner_id(&created), "stalled", 0)
+        .await
+        .unwrap();
+    let mut ticket = stalled.ticket.clone();
+    for to in [Status::AssetOnline, Status::VulnCheckDone] {
+        ticket = store
+            .advance(&id, &earlier, stalled.token, to, &TicketPatch::default())
+            .await
+            .unwrap();
+    }
+    drop(stalled.lease);
+    h.api()
+        .patch_status(
+            "stall-01",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {
+                "phase": "VULN_CHECK_DONE", "run": earlier,
+                "ticketId": format!("{asset}/{earlier}"),
+                "fencingToken": ticket.fencing_token, "revision": ticket.revision,
+                "observedGeneration": 1
+            }})),
+        )
+        .await
+        .unwrap();
+    let mut conn = redis::Client::open(h.redis.url())
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let _: i64 = conn.del(store.keys(&id).lock()).await.unwrap();
+    let changed = patch_spec(&h, "stall-01", json!({"software": []})).await;
+    assert_eq!(changed.metadata.generation, Some(2));
+
+    let b = h.controller("ctl-b").await;
+    let later = controller::run_id(&changed, 0);
+    h.wait("stall-01", "generation 2 finished", PATIENCE, |o| {
+        let s = o.status.as_ref();
+        s.and_then(|s| s.run.as_deref()) == Some(later.as_str())
+            && s.and_then(|s| s.phase).is_some_and(|p| p.is_terminal())
+    })
+    .await;
+    let ended = store.get_ticket(&id, &earlier).await.unwrap().unwrap();
+    assert_eq!(ended.status, Status::Failed, "the earlier run was ended");
+
+    let woke = store
+        .advance(
+            &id,
+            &earlier,
+            stalled.token,
+            Status::HighRiskFound,
+            &TicketPatch::default(),
+        )
+        .await;
+    assert!(
+        matches!(woke, Err(StoreError::StaleToken { .. })),
+        "the stalled executor's risk is refused: {woke:?}"
+    );
+    assert_eq!(h.stubs.sink.effects(), 0, "generation 2 is clean");
+    b.stop().await;
+}

@@ -194,6 +194,7 @@ fn request(holder: &str, software: &[Pkg], policy: Policy) -> ScanRequest {
         token_floor: 0,
         holder: holder.into(),
         owner: None,
+        supersedes: None,
     }
 }
 

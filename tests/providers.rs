@@ -1219,6 +1219,7 @@ async fn the_whole_chain_through_effects() {
         token_floor: 0,
         holder: "test".into(),
         owner: None,
+        supersedes: None,
     };
 
     assert!(providers.check_online(&req).await.unwrap());

@@ -3,7 +3,7 @@
 //! lock ownership, the watchdog, Cluster, corruption and outages, and a race.
 
 use assetscan_operator::store::{
-    AssetId, Patch, RedisTarget, StoreConfig, StoreError, TicketStore, WatchdogStats,
+    AssetId, Claim, Patch, RedisTarget, StoreConfig, StoreError, TicketStore, WatchdogStats,
 };
 use assetscan_operator::ticket::{Finding, RiskFacts, Severity, Status, Step, Ticket, VulnFacts};
 use assetscan_testkit::redis::{RedisCluster, RedisServer};
@@ -657,7 +657,13 @@ async fn each_operation_is_one_round_trip() {
     assert_eq!(added(), ([1, 0, 1, 0], 1), "release: one EVALSHA");
     // Claiming with the copy just read: the facts are not sent again.
     let again = s
-        .acquire_run(&a, "r1", None, "A", 0, Some(&read))
+        .acquire_run(
+            &a,
+            Claim {
+                known: Some(&read),
+                ..Claim::new("r1", "A", 0)
+            },
+        )
         .await
         .unwrap();
     assert_eq!(
@@ -826,13 +832,25 @@ async fn a_claim_sends_the_facts_only_when_the_callers_copy_is_stale() {
     let mut marked = online.clone();
     marked.facts.online = Some(false);
     let current = s
-        .acquire_run(&a, "r1", None, "B", 0, Some(&marked))
+        .acquire_run(
+            &a,
+            Claim {
+                known: Some(&marked),
+                ..Claim::new("r1", "B", 0)
+            },
+        )
         .await
         .unwrap();
     assert_eq!(current.ticket.facts.online, Some(false), "not sent again");
     s.release(&a, &current.lease).await.unwrap();
     let stale = s
-        .acquire_run(&a, "r1", None, "B", 0, Some(&marked))
+        .acquire_run(
+            &a,
+            Claim {
+                known: Some(&marked),
+                ..Claim::new("r1", "B", 0)
+            },
+        )
         .await
         .unwrap();
     assert_eq!(stale.ticket.facts.online, Some(true), "the stored facts");
@@ -1105,5 +1123,172 @@ async fn tickets_nobody_drives_expire() {
     ] {
         let kept = pttl(&mut conn, &key).await;
         assert!((50_000..=60_000).contains(&kept), "{key}: {kept}");
+    }
+}
+
+/// Walks run `run` of `web` to `status` under `token`, along the table.
+async fn walk_to(store: &TicketStore, web: &AssetId, run: &str, token: u64, status: Status) {
+    let path = [
+        Status::AssetOnline,
+        Status::VulnCheckDone,
+        Status::HighRiskFound,
+        Status::Notifying,
+        Status::Notified,
+    ];
+    for to in path {
+        store
+            .advance(web, run, token, to, &Patch::default())
+            .await
+            .unwrap();
+        if to == status {
+            return;
+        }
+    }
+    panic!("{status} is not on the high-risk path");
+}
+
+/// An earlier generation's run whose executor stalled past its lease: the
+/// claim of the run that replaces it fails it in the same step, so the
+/// stalled executor can no longer confirm a risk there (and then die with
+/// nobody left to notify).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_that_supersedes_a_run_ends_it_and_its_executor_is_stale() {
+    let server = RedisServer::start().unwrap();
+    let store = store(&server, 5_000).await;
+    let web = asset("web-01");
+    let keys = store.keys(&web);
+    let old = store
+        .acquire_owned(&web, "o1-g1-s0", "o1", "A", 0)
+        .await
+        .unwrap();
+    walk_to(&store, &web, "o1-g1-s0", old.token, Status::VulnCheckDone).await;
+    drop(old.lease);
+    expire_lock(&server, &store, &web).await;
+
+    let new = store
+        .acquire_run(
+            &web,
+            Claim {
+                owner: Some("o1"),
+                supersedes: Some("o1-g1-s0"),
+                ..Claim::new("o1-g2-s0", "B", 0)
+            },
+        )
+        .await
+        .unwrap();
+    let ended = store.get_ticket(&web, "o1-g1-s0").await.unwrap().unwrap();
+    assert_eq!(ended.status, Status::Failed, "the earlier run is ended");
+    assert!(
+        old.token < ended.fencing_token && ended.fencing_token < new.token,
+        "ended under a fresh token below the claim's: {} < {} < {}",
+        old.token,
+        ended.fencing_token,
+        new.token
+    );
+
+    let err = store
+        .advance(
+            &web,
+            "o1-g1-s0",
+            old.token,
+            Status::HighRiskFound,
+            &Patch::default(),
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::StaleToken { .. }), "{err:?}");
+    let audit = store.audit(&web, 100).await.unwrap();
+    let superseded = audit
+        .iter()
+        .find(|e| e.op() == "supersede")
+        .expect("the supersession is audited");
+    assert_eq!(
+        (
+            superseded.get("ticket"),
+            superseded.get("from"),
+            superseded.get("status"),
+            superseded.token()
+        ),
+        (
+            Some(keys.ticket("o1-g1-s0").as_str()),
+            Some("VULN_CHECK_DONE"),
+            Some("FAILED"),
+            Some(ended.fencing_token)
+        )
+    );
+    store.release(&web, &new.lease).await.unwrap();
+
+    // Claiming again (a retry of the same reconcile) finds it ended: the
+    // ended run is left as it is.
+    let again = store
+        .acquire_run(
+            &web,
+            Claim {
+                owner: Some("o1"),
+                supersedes: Some("o1-g1-s0"),
+                ..Claim::new("o1-g2-s0", "B", 0)
+            },
+        )
+        .await
+        .unwrap();
+    let still = store.get_ticket(&web, "o1-g1-s0").await.unwrap().unwrap();
+    assert_eq!(still, ended, "an ended run is not touched again");
+    assert_eq!(again.token, new.token + 1);
+    store.release(&web, &again.lease).await.unwrap();
+}
+
+/// A run that confirmed a risk is never superseded: the claim that would
+/// replace it is refused, nothing taken or drawn, and that run goes first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_is_refused_while_the_run_it_supersedes_is_alerting() {
+    let server = RedisServer::start().unwrap();
+    let store = store(&server, 5_000).await;
+    let web = asset("web-01");
+    let keys = store.keys(&web);
+    for alerting in [Status::HighRiskFound, Status::Notifying, Status::Notified] {
+        let earlier = format!(
+            "o1-g1-{}",
+            alerting.as_str().to_lowercase().replace('_', "-")
+        );
+        let old = store
+            .acquire_owned(&web, &earlier, "o1", "A", 0)
+            .await
+            .unwrap();
+        walk_to(&store, &web, &earlier, old.token, alerting).await;
+        drop(old.lease);
+        expire_lock(&server, &store, &web).await;
+        let fence_before: u64 = raw(&server).await.get(keys.fence()).await.unwrap();
+
+        let err = store
+            .acquire_run(
+                &web,
+                Claim {
+                    owner: Some("o1"),
+                    supersedes: Some(&earlier),
+                    ..Claim::new("o1-g2-s0", "B", 0)
+                },
+            )
+            .await
+            .err()
+            .expect("refused");
+        assert!(
+            matches!(&err, StoreError::EarlierRunAlerting { key } if *key == keys.ticket(&earlier)),
+            "{err:?}"
+        );
+        let mut conn = raw(&server).await;
+        let fence_after: u64 = conn.get(keys.fence()).await.unwrap();
+        let locked: bool = conn.exists(keys.lock()).await.unwrap();
+        assert_eq!(
+            (fence_after, locked),
+            (fence_before, false),
+            "nothing taken"
+        );
+        assert_eq!(store.get_ticket(&web, "o1-g2-s0").await.unwrap(), None);
+        let kept = store.get_ticket(&web, &earlier).await.unwrap().unwrap();
+        assert_eq!(
+            (kept.status, kept.fencing_token),
+            (alerting, old.token),
+            "the alerting run is untouched: its executor may finish it"
+        );
     }
 }

@@ -81,5 +81,6 @@ pub fn request(
         token_floor: 0,
         holder: holder.to_owned(),
         owner: Some(OWNER.to_owned()),
+        supersedes: None,
     })
 }

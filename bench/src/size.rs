@@ -6,7 +6,7 @@ use crate::BenchError;
 use crate::bed::{Bed, asset};
 use crate::effects::vulns;
 use crate::stats::Spread;
-use assetscan_operator::store::{Patch, TicketStore};
+use assetscan_operator::store::{Claim, Patch, TicketStore};
 use assetscan_operator::ticket::{Status, Step, Ticket};
 use futures::future::try_join_all;
 use std::time::{Duration, Instant};
@@ -123,7 +123,13 @@ async fn ops(
     // Each task claims its ticket once for the advances, as an executor
     // does, and writes from the copy it holds.
     let got = store
-        .acquire_run(&a, "r1", None, "bench", 0, Some(&ticket))
+        .acquire_run(
+            &a,
+            Claim {
+                known: Some(&ticket),
+                ..Claim::new("r1", "bench", 0)
+            },
+        )
         .await?;
     let mut current = got.ticket;
     if let Op::Acquire = op {
@@ -143,7 +149,13 @@ async fn ops(
             Op::Acquire => {
                 // A claim after the read the pipeline's fast path makes.
                 let again = store
-                    .acquire_run(&a, "r1", None, "bench", 0, Some(&current))
+                    .acquire_run(
+                        &a,
+                        Claim {
+                            known: Some(&current),
+                            ..Claim::new("r1", "bench", 0)
+                        },
+                    )
                     .await?;
                 store.release(&a, &again.lease).await?;
                 current = again.ticket;

@@ -130,13 +130,14 @@ impl AuditRecord {
     }
 
     /// Whether it changed a ticket: a claim, an accepted advance, or the
-    /// retirement of a run still in progress (failed under a new token).
+    /// retirement or supersession of a run still in progress (failed under
+    /// a new token).
     pub fn is_ticket_write(&self) -> bool {
         self.accepted()
             && self.run().is_some()
             && match self.op() {
                 "acquire" | "advance" => true,
-                "retire" => self.get("from").is_some(),
+                "retire" | "supersede" => self.get("from").is_some(),
                 _ => false,
             }
     }

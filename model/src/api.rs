@@ -60,6 +60,9 @@ pub enum StatusRefused {
     Behind,
     /// 422 from a CEL transition rule.
     Cel,
+    /// 409: the object changed since it was read (a write conditional on
+    /// the resourceVersion as read).
+    Conflict,
 }
 
 impl Object {

@@ -2,7 +2,7 @@
 //! `MODEL_MUTANT` names taken away, in each scenario. Exits 0 when every
 //! property holds, 1 at the first counterexample, 2 when it cannot run.
 //!
-//! `MODEL_STRICT=1` holds the design to what it does not promise yet and
+//! `MODEL_STRICT=1` holds the design to what it does not promise and
 //! reports every property broken (`docs/model.md`, "Findings");
 //! `MODEL_WORKERS` and `MODEL_FAULTS` change the bounds.
 

@@ -27,10 +27,17 @@ pub enum Mutant {
     /// Deletion's cleanup leaves no tombstone (as the cleanup built on
     /// `acquire` did): a late `acquire` creates the ticket again.
     NoTombstone,
+    /// The claim of a later generation's run leaves the earlier run as it
+    /// is (`acquire.lua` without its seventh key): a stalled executor of the
+    /// earlier run may still confirm a risk there and die.
+    NoSupersede,
+    /// A claim is recorded over the status as it is now, not only over the
+    /// object as read before `acquire` (no resourceVersion precondition).
+    NoClaimPrecondition,
 }
 
 impl Mutant {
-    pub const ALL: [Mutant; 8] = [
+    pub const ALL: [Mutant; 10] = [
         Mutant::NoTokenCheck,
         Mutant::NoClaimAtAcquire,
         Mutant::NoFloor,
@@ -39,6 +46,8 @@ impl Mutant {
         Mutant::NoResend,
         Mutant::KeyPerToken,
         Mutant::NoTombstone,
+        Mutant::NoSupersede,
+        Mutant::NoClaimPrecondition,
     ];
 
     pub fn name(self) -> &'static str {
@@ -51,6 +60,8 @@ impl Mutant {
             Mutant::NoResend => "no-resend",
             Mutant::KeyPerToken => "key-per-token",
             Mutant::NoTombstone => "no-tombstone",
+            Mutant::NoSupersede => "no-supersede",
+            Mutant::NoClaimPrecondition => "no-claim-precondition",
         }
     }
 }

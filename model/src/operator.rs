@@ -18,8 +18,9 @@ pub const GENERATIONS: u8 = RUNS as u8;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Decision {
     Drive(Run),
-    /// Drive `earlier` if its ticket shows an alert, else `next`: the
-    /// controller reads that ticket from Redis when it reads the object.
+    /// Drive `next`, superseding `earlier` in the same `acquire`: that
+    /// ends `earlier`, or, if its ticket shows an alert, refuses the claim
+    /// and the executor drives `earlier` instead.
     DriveUnlessEarlierAlerts {
         earlier: Run,
         next: Run,

@@ -20,9 +20,7 @@ pub const NO_ENDED_TICKET: &str = "no ticket is created for a run that ended";
 pub const NO_DELETED_TICKET: &str = "no ticket is created for a deleted object";
 pub const SETTLES: &str =
     "every path ends with the current run terminal, or the object gone with no ticket left";
-/// Strict only (see [`System::strict`]).
 pub const SHOWN: &str = "every path ends with the status showing the current run's end";
-/// Strict only.
 pub const NO_ALERT_LEFT: &str = "no path ends with a run's alert unsent";
 
 impl Model for System {
@@ -77,11 +75,9 @@ fn every_property() -> Vec<Property<System>> {
         // anywhere on the path, and a spec change can undo "the run
         // ended" after the fact.
         Property::always(SETTLES, |m: &System, s| !m.is_final(s) || m.settled(s)),
-        Property::always(SHOWN, |m: &System, s| {
-            !m.strict || !m.is_final(s) || m.shown_ended(s)
-        }),
+        Property::always(SHOWN, |m: &System, s| !m.is_final(s) || m.shown_ended(s)),
         Property::always(NO_ALERT_LEFT, |m: &System, s| {
-            !m.strict || !m.is_final(s) || !alert_pending(s)
+            !m.is_final(s) || !alert_pending(s)
         }),
     ]
 }

@@ -3,6 +3,7 @@
 //! Every method is one script, so one atomic step of the model.
 
 use crate::mutant::{Defences, Mutant};
+use assetscan_operator::controller::is_alerting;
 use assetscan_operator::ticket::Status;
 
 /// Runs of the object: one per spec generation (generation 1 and 2).
@@ -58,12 +59,18 @@ pub enum Acquired {
     Retired,
     /// The run already ended: its ticket, untouched, and no lock taken.
     Terminal(Ticket),
+    /// The run the claim supersedes is alerting (`EARLIER_ALERTING`):
+    /// nothing taken or written.
+    EarlierAlerting,
     /// The lock, a new token, and the ticket as claimed (`created` when it
     /// did not exist).
     Claimed {
         token: u8,
         ticket: Ticket,
         created: bool,
+        /// The superseded run, failed under this token, if it was in
+        /// progress.
+        ended: Option<(Run, u8)>,
     },
 }
 
@@ -89,8 +96,16 @@ impl Redis {
         self.tickets[run.index()]
     }
 
-    /// `acquire.lua` (with the tombstone as its optional fifth key).
-    pub fn acquire(&mut self, holder: Holder, run: Run, floor: u8, d: Defences) -> Acquired {
+    /// `acquire.lua` (with the tombstone as its optional fifth key and the
+    /// run it `supersedes` as its seventh).
+    pub fn acquire(
+        &mut self,
+        holder: Holder,
+        run: Run,
+        floor: u8,
+        supersedes: Option<Run>,
+        d: Defences,
+    ) -> Acquired {
         if self.lock.is_some_and(|h| h != holder) {
             return Acquired::Locked;
         }
@@ -101,8 +116,26 @@ impl Redis {
         if let Some(ticket) = found.filter(|t| t.status.is_terminal()) {
             return Acquired::Terminal(ticket);
         }
+        let earlier = supersedes
+            .filter(|_| d.on(Mutant::NoSupersede))
+            .and_then(|r| Some((r, self.ticket(r)?)))
+            .filter(|(_, t)| !t.status.is_terminal());
+        if earlier.is_some_and(|(_, t)| is_alerting(t.status)) {
+            return Acquired::EarlierAlerting;
+        }
         self.lock = Some(holder);
         let floor = if d.on(Mutant::NoFloor) { floor } else { 0 };
+        let ended = earlier.map(|(r, mut t)| {
+            self.fence = self
+                .fence
+                .saturating_add(1)
+                .max(floor.max(t.token).saturating_add(1));
+            t.status = Status::Failed;
+            t.token = self.fence;
+            t.revision = t.revision.saturating_add(1);
+            self.tickets[r.index()] = Some(t);
+            (r, self.fence)
+        });
         self.fence = self.fence.saturating_add(1).max(floor.saturating_add(1));
         let token = self.fence;
         let mut ticket = found.unwrap_or(Ticket {
@@ -119,6 +152,7 @@ impl Redis {
             token,
             ticket,
             created: found.is_none(),
+            ended,
         }
     }
 

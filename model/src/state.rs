@@ -2,7 +2,7 @@
 //! notification receiver, what is left of the fault budget, and the ghost
 //! record the properties are judged by.
 
-use crate::api::Object;
+use crate::api::{Mirror, Object};
 use crate::redis::{Holder, RUNS, Redis, Run, Ticket};
 use assetscan_operator::ticket::Status;
 
@@ -48,6 +48,11 @@ pub struct Worker {
     pub generation: u8,
     /// The status's token as read: the floor for `acquire`.
     pub floor: u8,
+    /// The status as read: a claim is recorded only over the object as read
+    /// (with the generation and the object's life, its resourceVersion).
+    pub read: Option<Mirror>,
+    /// The earlier generation's run that the claim of `run` supersedes.
+    pub supersedes: Option<Run>,
     /// The token it holds, 0 if none.
     pub token: u8,
     /// Its lease deadline passed (the lock expired or vanished): it knows,
@@ -67,6 +72,8 @@ impl Worker {
             run: Run(1),
             generation: 0,
             floor: 0,
+            read: None,
+            supersedes: None,
             token: 0,
             lapsed: false,
             seen: None,

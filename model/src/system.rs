@@ -6,11 +6,12 @@
 //! crashes, Redis losing its data) and the user (a spec change, the
 //! deletion). Faults are budgeted so that every path ends.
 
-use crate::api::{Life, Mirror, Object};
+use crate::api::{Life, Mirror, Object, StatusRefused};
 use crate::mutant::{Defences, Mutant};
 use crate::operator::{Decision, GENERATIONS, Tables, Work};
 use crate::redis::{Acquired, Holder, RUNS, Redis, Run};
 use crate::state::{Budget, Ghost, Pc, State, Worker, broken};
+use assetscan_operator::controller::is_alerting;
 use assetscan_operator::ticket::Status;
 
 /// How much of the world the model lets happen.
@@ -82,10 +83,9 @@ pub struct System {
     pub bounds: Bounds,
     pub defences: Defences,
     pub tables: Tables,
-    /// Hold the design to what it does not promise yet (see
-    /// `docs/model.md`, "Findings"): Redis may lose its data at any time, a
-    /// data loss does not excuse forgetting a run's end or the object's
-    /// deletion, and the strict properties count.
+    /// Hold the design to what it does not promise (see `docs/model.md`,
+    /// "Findings"): a data loss does not excuse forgetting a run's end or
+    /// the object's deletion.
     pub strict: bool,
     /// Check only this property (to find its own shortest counterexample).
     pub focus: Option<&'static str>,
@@ -134,11 +134,11 @@ impl System {
             out.push(Action::LockExpires);
         }
         // The user and Redis act while a run is going on: once all is quiet
-        // the path may end. A claim not yet recorded in the status is a
-        // token the floor cannot know of: only the strict model lets Redis
-        // lose its data then (`docs/model.md`, "Findings").
-        let unrecorded = state.workers.iter().any(|w| w.pc == Pc::RecordClaim);
-        if busy && state.budget.data_loss && (self.strict || !unrecorded) {
+        // the path may end. Redis may lose its data at any such moment, also
+        // while a claim is not yet recorded in the status (a token the floor
+        // cannot know of, so Redis may hand it out again): such a claim is
+        // then never recorded, and never acts.
+        if busy && state.budget.data_loss {
             out.push(Action::RedisLosesData);
         }
         if busy && state.budget.spec_change && state.object.life == Life::Live {
@@ -301,28 +301,22 @@ impl System {
         match object.life {
             Life::Deleting => next.workers[w].pc = Pc::Retire,
             Life::Live => {
-                let alerting = |run| {
-                    next.redis.ticket(run).is_some_and(|t| {
-                        matches!(
-                            t.status,
-                            Status::HighRiskFound | Status::Notifying | Status::Notified
-                        )
-                    })
-                };
-                let chosen = match self.tables.decide(object.generation, object.status) {
-                    Decision::Drive(run) => Some(run),
-                    Decision::DriveUnlessEarlierAlerts { earlier, .. } if alerting(earlier) => {
-                        Some(earlier)
-                    }
-                    Decision::DriveUnlessEarlierAlerts { next, .. } => Some(next),
-                    Decision::Wait => None,
-                };
+                let (chosen, supersedes) =
+                    match self.tables.decide(object.generation, object.status) {
+                        Decision::Drive(run) => (Some(run), None),
+                        Decision::DriveUnlessEarlierAlerts { earlier, next } => {
+                            (Some(next), Some(earlier))
+                        }
+                        Decision::Wait => (None, None),
+                    };
                 let worker = &mut next.workers[w];
                 if let Some(run) = chosen {
                     worker.pc = Pc::Acquire;
                     worker.run = run;
+                    worker.supersedes = supersedes;
                     worker.generation = object.generation;
                     worker.floor = object.status.map_or(0, |s| s.token);
+                    worker.read = object.status;
                 }
             }
             Life::Gone => {}
@@ -330,14 +324,24 @@ impl System {
     }
 
     /// `on_claimed`: the claim must be in the status before any provider
-    /// call, or the run stops.
+    /// call, or the run stops. It is written once, conditional on the
+    /// object as read before `acquire` (its resourceVersion): a claim over
+    /// an object that changed since is never recorded.
     fn record_claim(&self, next: &mut State, w: usize) {
         let worker = next.workers[w];
         let Some(seen) = worker.seen else { return };
-        let recorded = next.object.write_status(
-            Mirror::of(worker.run, seen, worker.generation),
-            self.defences,
-        );
+        let object = next.object;
+        let as_read = object.life == Life::Live
+            && object.generation == worker.generation
+            && object.status == worker.read;
+        let recorded = if as_read || !self.defences.on(Mutant::NoClaimPrecondition) {
+            next.object.write_status(
+                Mirror::of(worker.run, seen, worker.generation),
+                self.defences,
+            )
+        } else {
+            Err(StatusRefused::Conflict)
+        };
         next.workers[w].pc = match recorded {
             Ok(()) => self.after(seen.status, true, worker.token),
             Err(_) => Pc::Release,
@@ -413,22 +417,34 @@ impl System {
 /// known to be sent.
 pub fn alert_pending(state: &State) -> bool {
     state.object.life == Life::Live
-        && state.redis.tickets.iter().flatten().any(|t| {
-            matches!(
-                t.status,
-                Status::HighRiskFound | Status::Notifying | Status::Notified
-            )
-        })
+        && state
+            .redis
+            .tickets
+            .iter()
+            .flatten()
+            .any(|t| is_alerting(t.status))
 }
 
 fn acquire(next: &mut State, w: usize, d: Defences) {
     let worker = next.workers[w];
-    let answer = next
-        .redis
-        .acquire(Holder::Worker(w as u8), worker.run, worker.floor, d);
+    let answer = next.redis.acquire(
+        Holder::Worker(w as u8),
+        worker.run,
+        worker.floor,
+        worker.supersedes,
+        d,
+    );
     let run = worker.run.index();
     match answer {
         Acquired::Locked | Acquired::Retired => next.workers[w].rest(),
+        Acquired::EarlierAlerting => {
+            // The controller drives the earlier run at once, in the same
+            // reconcile, from the same read.
+            let worker = &mut next.workers[w];
+            if let Some(earlier) = worker.supersedes.take() {
+                worker.run = earlier;
+            }
+        }
         Acquired::Terminal(ticket) => {
             next.workers[w].seen = Some(ticket);
             next.workers[w].pc = Pc::Mirror;
@@ -437,7 +453,13 @@ fn acquire(next: &mut State, w: usize, d: Defences) {
             token,
             ticket,
             created,
+            ended,
         } => {
+            if let Some((earlier, by)) = ended {
+                next.ghost.ended[earlier.index()] = true;
+                let claimed = &mut next.ghost.claimed[earlier.index()];
+                *claimed = (*claimed).max(by);
+            }
             if created && next.ghost.ended[run] {
                 next.ghost.broken |= broken::ENDED_RUN_TICKET;
             }

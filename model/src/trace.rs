@@ -50,15 +50,22 @@ fn line(system: &System, before: &State, action: Action, after: &State, names: &
         },
         Action::Acquire(_) => match now.pc {
             Pc::RecordClaim => format!(
-                "{who} acquire(g{run}, floor {}) -> token {}, ticket {}{}",
+                "{who} acquire(g{run}, floor {}{}) -> token {}, ticket {}{}{}",
                 was.floor,
+                was.supersedes
+                    .map_or(String::new(), |e| format!(", superseding g{}", e.0)),
                 now.token,
                 ticket(now.seen),
                 if before.redis.ticket(now.run).is_none() {
                     " (created)"
                 } else {
                     ""
-                }
+                },
+                superseded(before, after, was.supersedes)
+            ),
+            Pc::Acquire => format!(
+                "{who} acquire(g{}, superseding g{run}) -> EARLIER_ALERTING: drives g{run} first",
+                was.run.0
             ),
             Pc::Mirror => format!("{who} acquire(g{run}) -> run ended: {}", ticket(now.seen)),
             _ if before.redis.tombstone => format!("{who} acquire(g{run}) -> RUN_RETIRED"),
@@ -150,6 +157,19 @@ fn written(before: &State, after: &State) -> &'static str {
         (Life::Gone, _) => "404, the object is gone",
         (_, false) => "written",
         (_, true) => "refused or unchanged",
+    }
+}
+
+/// What a claim did to the run it supersedes.
+fn superseded(before: &State, after: &State, earlier: Option<crate::redis::Run>) -> String {
+    let Some(earlier) = earlier else {
+        return String::new();
+    };
+    match (before.redis.ticket(earlier), after.redis.ticket(earlier)) {
+        (Some(was), Some(now)) if was != now => {
+            format!("; g{} ended: {}", earlier.0, ticket(Some(now)))
+        }
+        _ => String::new(),
     }
 }
 

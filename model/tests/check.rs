@@ -3,8 +3,8 @@
 //! counterexample of the property it guards.
 
 use assetscan_model::properties::{
-    DELIVERY_RECORDED, NO_DELETED_TICKET, NO_STALE_WRITE, NOTIFIED_DELIVERED, ONE_KEY,
-    STATUS_FORWARD,
+    DELIVERY_RECORDED, NO_ALERT_LEFT, NO_DELETED_TICKET, NO_STALE_WRITE, NOTIFIED_DELIVERED,
+    ONE_KEY, STATUS_FORWARD,
 };
 use assetscan_model::{Counterexample, Defences, Mutant, Size, check, check::Run, scenarios};
 use std::process::Command;
@@ -45,6 +45,7 @@ fn guarded_by(mutant: Mutant) -> &'static str {
         Mutant::NoResend => NOTIFIED_DELIVERED,
         Mutant::KeyPerToken => ONE_KEY,
         Mutant::NoTombstone => NO_DELETED_TICKET,
+        Mutant::NoSupersede | Mutant::NoClaimPrecondition => NO_ALERT_LEFT,
     }
 }
 

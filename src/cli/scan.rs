@@ -117,6 +117,7 @@ impl ScanArgs {
             .unwrap_or_else(|| format!("scan-{}", super::instance_id(None)));
         Ok(ScanRequest {
             owner: None,
+            supersedes: None,
             asset,
             run: self
                 .run
@@ -180,6 +181,13 @@ pub async fn run(args: ScanArgs) -> Result<ExitCode, String> {
         }
         Outcome::Retired => {
             eprintln!("run {} was retired: nothing to do", request.run);
+            (exit::INTERRUPTED, None)
+        }
+        Outcome::EarlierRunAlerting => {
+            eprintln!(
+                "run {} was not started: the run it replaces is alerting and finishes first",
+                request.run
+            );
             (exit::INTERRUPTED, None)
         }
         Outcome::LockLost(ticket) | Outcome::Stopped(ticket) | Outcome::ClaimUnrecorded(ticket) => {

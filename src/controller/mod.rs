@@ -11,7 +11,7 @@ mod status;
 
 pub use conditions::ConditionType;
 pub use mirror::{FIELD_MANAGER, StatusMirror, merge_patch};
-pub use runs::{RunDecision, decide, owner_id, run_id};
+pub use runs::{RunDecision, decide, is_alerting, owner_id, run_id};
 pub use status::status_from_ticket;
 
 use conditions::{ConditionBuilder, ConditionStatus};
@@ -19,7 +19,7 @@ use request::{rescan_interval, scan_request};
 
 use crate::backoff::Backoff;
 use crate::crd::{AssetScan, AssetScanStatus};
-use crate::pipeline::{Effects, Outcome, Pipeline};
+use crate::pipeline::{Effects, Outcome, Pipeline, ScanRequest};
 use crate::store::{AssetId, StoreError};
 use crate::telemetry::Metrics;
 use futures::StreamExt;
@@ -236,19 +236,9 @@ async fn apply<E: Effects + 'static>(
     let key = object_key(obj);
     let rescan = rescan_interval(&obj.spec);
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan);
-    let run = match decide(obj, Timestamp::now()) {
-        RunDecision::Run(run) => run,
-        RunDecision::UnlessEarlierAlerts { earlier, next } => {
-            match earlier_run_alerts(ctx.pipeline.store(), obj, &earlier).await {
-                Ok(true) => earlier,
-                Ok(false) => next,
-                Err(err) => {
-                    let err = Error::Store(err);
-                    stall(obj, &mirror, &err).await;
-                    return Err(err);
-                }
-            }
-        }
+    let (run, supersedes) = match decide(obj, Timestamp::now()) {
+        RunDecision::Run(run) => (run, None),
+        RunDecision::UnlessEarlierAlerts { earlier, next } => (next, Some(earlier)),
         RunDecision::Wait(delay) => {
             ctx.failures().remove(&key);
             return Ok(delay.map_or_else(Action::await_change, Action::requeue));
@@ -273,8 +263,11 @@ async fn apply<E: Effects + 'static>(
     // Stable per process and object: a reconcile of the same object in the
     // same process may re-enter its own lock after an error.
     let holder = format!("{}:{}", ctx.holder_prefix, key);
-    let request = match scan_request(obj, &run, holder) {
-        Ok(request) => request,
+    let mut request = match scan_request(obj, &run, holder) {
+        Ok(request) => ScanRequest {
+            supersedes,
+            ..request
+        },
         Err(err) => {
             let mut status = mirror.current().unwrap_or_default();
             ConditionBuilder::new(obj.metadata.generation, Timestamp::now()).set(
@@ -295,7 +288,16 @@ async fn apply<E: Effects + 'static>(
         stall(obj, &mirror, &err).await;
         return Err(err);
     }
-    let outcome = ctx.pipeline.run(&request, &mirror, &ctx.shutdown).await;
+    let mut outcome = ctx.pipeline.run(&request, &mirror, &ctx.shutdown).await;
+    if let Ok(Outcome::EarlierRunAlerting) = outcome
+        && let Some(earlier) = request.supersedes.take()
+    {
+        // The earlier generation's run confirmed a risk the status may not
+        // show yet (the executor that found it may have died before
+        // mirroring it): it notifies before the new run starts.
+        request.run = earlier;
+        outcome = ctx.pipeline.run(&request, &mirror, &ctx.shutdown).await;
+    }
     let outcome = match outcome {
         Ok(outcome) => outcome,
         Err(err) => {
@@ -351,6 +353,12 @@ async fn apply<E: Effects + 'static>(
             ctx.metrics.reconciled("lock_lost");
             Action::requeue(jitter())
         }
+        Outcome::EarlierRunAlerting => {
+            // Only a request that supersedes a run is refused so, and the
+            // one above was retried without; look again from a fresh read.
+            ctx.metrics.reconciled("earlier_run_alerting");
+            Action::requeue(jitter())
+        }
         Outcome::Retired => {
             // The object was deleted after it was read: its cleanup retired
             // the run. The next reconcile finds the object gone.
@@ -368,25 +376,6 @@ async fn apply<E: Effects + 'static>(
             Action::await_change()
         }
     })
-}
-
-/// Whether the ticket of `earlier` (a run of an earlier generation that the
-/// status shows neither ended nor alerting) has confirmed a risk. The status
-/// lags the ticket by one write: an executor that advanced the ticket to
-/// `HIGH_RISK_FOUND` and died before mirroring it leaves a status that looks
-/// safe to abandon. One read, only on a generation change.
-async fn earlier_run_alerts(
-    store: &crate::store::TicketStore,
-    obj: &AssetScan,
-    earlier: &str,
-) -> Result<bool, StoreError> {
-    let Ok(asset) = AssetId::new(obj.spec.asset_id.clone()) else {
-        // An invalid asset id has no tickets; the spec error is reported
-        // when the new run's request is built.
-        return Ok(false);
-    };
-    let ticket = store.get_ticket(&asset, earlier).await?;
-    Ok(ticket.is_some_and(|ticket| runs::is_alerting(ticket.status)))
 }
 
 /// Checks that Redis answers, on a live connection. After Redis failed, the

@@ -45,6 +45,7 @@ pub fn scan_request(obj: &AssetScan, run: &str, holder: String) -> Result<ScanRe
         token_floor: token_floor(obj),
         holder,
         owner: Some(super::owner_id(obj)),
+        supersedes: None,
     })
 }
 

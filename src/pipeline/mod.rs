@@ -15,7 +15,7 @@ pub use plan::{Next, plan};
 pub use retry::RetryPolicy;
 
 use crate::domain::{Package, Policy, Target, assess, needs_threat_intel};
-use crate::store::{AssetId, LeaseGuard, Patch, StoreError, TicketStore};
+use crate::store::{AssetId, Claim, LeaseGuard, Patch, StoreError, TicketStore};
 use crate::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, ThreatIntelFacts,
     Ticket, VulnFacts, now_ms,
@@ -73,6 +73,11 @@ pub struct ScanRequest {
     /// retired, the run is refused instead of created. `None` for runs of
     /// no owner (the CLI's).
     pub owner: Option<String>,
+    /// A run of an earlier spec generation of the same owner that this run
+    /// replaces: ended when this one is claimed, or, while it is alerting,
+    /// this run is not claimed ([`Outcome::EarlierRunAlerting`]). See
+    /// [`crate::store::Claim::supersedes`].
+    pub supersedes: Option<String>,
 }
 
 /// What the notifier is given. The ticket id is the idempotency key: a
@@ -185,6 +190,9 @@ pub enum Outcome {
     /// The run's owner was retired (deleted): nothing was created, taken or
     /// written.
     Retired,
+    /// The run this one supersedes confirmed a risk and has not recorded its
+    /// notification: nothing was taken or written; that run goes first.
+    EarlierRunAlerting,
     /// The lock was lost (renewal failed or lease deadline passed) before a
     /// write was needed; this one stopped. The ticket is as last confirmed.
     LockLost(Ticket),
@@ -246,11 +254,12 @@ impl<E: Effects> Pipeline<E> {
             .store
             .acquire_run(
                 &req.asset,
-                &req.run,
-                req.owner.as_deref(),
-                &req.holder,
-                req.token_floor,
-                found.as_ref(),
+                Claim {
+                    owner: req.owner.as_deref(),
+                    known: found.as_ref(),
+                    supersedes: req.supersedes.as_deref(),
+                    ..Claim::new(&req.run, &req.holder, req.token_floor)
+                },
             )
             .await;
         let acquired = match acquired {
@@ -258,6 +267,10 @@ impl<E: Effects> Pipeline<E> {
             Err(StoreError::RunRetired { .. }) => {
                 warn!(asset = %req.asset, run = %req.run, "the run's owner was deleted: not starting it");
                 return Ok(Outcome::Retired);
+            }
+            Err(StoreError::EarlierRunAlerting { .. }) => {
+                info!(asset = %req.asset, run = %req.run, "the run it replaces is alerting: that one goes first");
+                return Ok(Outcome::EarlierRunAlerting);
             }
             Err(StoreError::Locked {
                 holder, pttl_ms, ..

@@ -21,7 +21,8 @@ impl AuditEntry {
         self.fields.get(field).map(String::as_str)
     }
 
-    /// `op` field: `acquire`, `advance` or `release`.
+    /// `op` field: `acquire`, `advance`, `release`, `renew`, `retire` or
+    /// `supersede`.
     pub fn op(&self) -> &str {
         self.get("op").unwrap_or("")
     }

@@ -15,6 +15,10 @@ pub enum StoreError {
     IllegalTransition { from: String, to: String },
     #[error("run of ticket {key} was retired: its owner was deleted")]
     RunRetired { key: String },
+    /// The claim would supersede a run that confirmed a risk and has not
+    /// recorded its notification: that run is finished first.
+    #[error("run of ticket {key} is alerting: it finishes before a later run is claimed")]
+    EarlierRunAlerting { key: String },
     #[error("ticket {key} not found")]
     TicketNotFound { key: String },
     #[error("ticket {key} is corrupt: {reason}")]
@@ -85,6 +89,9 @@ impl StoreError {
             ("RUN_RETIRED", words) => StoreError::RunRetired {
                 key: words.first().copied().unwrap_or(key).to_owned(),
             },
+            ("EARLIER_ALERTING", words) => StoreError::EarlierRunAlerting {
+                key: words.first().copied().unwrap_or(key).to_owned(),
+            },
             ("TICKET_NOT_FOUND", _) => StoreError::TicketNotFound {
                 key: key.to_owned(),
             },
@@ -118,6 +125,7 @@ impl StoreError {
             StoreError::StaleToken { .. } => "StaleToken",
             StoreError::IllegalTransition { .. } => "IllegalTransition",
             StoreError::RunRetired { .. } => "RunRetired",
+            StoreError::EarlierRunAlerting { .. } => "EarlierRunAlerting",
             StoreError::TicketNotFound { .. } => "TicketNotFound",
             StoreError::TicketCorrupt { .. } => "TicketCorrupt",
             StoreError::InvalidAssetId { .. } => "InvalidAssetId",

@@ -95,6 +95,42 @@ impl Default for StoreConfig {
     }
 }
 
+/// What [`TicketStore::acquire_run`] claims, and what the caller knows.
+#[derive(Clone, Copy, Debug)]
+pub struct Claim<'a> {
+    pub run: &'a str,
+    /// What the run belongs to: once it is retired the claim is refused
+    /// ([`StoreError::RunRetired`]) instead of creating a ticket.
+    pub owner: Option<&'a str>,
+    pub holder: &'a str,
+    /// The newest token known outside Redis (the status's).
+    pub floor: u64,
+    /// The caller's copy of the ticket, read just before.
+    pub known: Option<&'a Ticket>,
+    /// A run of an earlier spec generation of the same owner that this claim
+    /// replaces. Its executor may be alive (stalled past its lease) and could
+    /// still confirm a risk under its token and then die with nobody to
+    /// finish that run. So the claim ends it in the same atomic step:
+    /// refused with [`StoreError::EarlierRunAlerting`] while that run is
+    /// alerting (it must notify first), else the earlier ticket is failed
+    /// under a fresh token and its executor's next write is stale.
+    pub supersedes: Option<&'a str>,
+}
+
+impl<'a> Claim<'a> {
+    /// A claim of `run` by `holder` above `floor`, with nothing else known.
+    pub fn new(run: &'a str, holder: &'a str, floor: u64) -> Claim<'a> {
+        Claim {
+            run,
+            owner: None,
+            holder,
+            floor,
+            known: None,
+            supersedes: None,
+        }
+    }
+}
+
 /// A taken lock and the claimed ticket.
 pub struct Acquired {
     pub token: u64,
@@ -211,7 +247,7 @@ impl TicketStore {
         holder: &str,
         floor: u64,
     ) -> Result<Acquired, StoreError> {
-        self.acquire_run(asset, run, None, holder, floor, None)
+        self.acquire_run(asset, Claim::new(run, holder, floor))
             .await
     }
 
@@ -226,26 +262,35 @@ impl TicketStore {
         holder: &str,
         floor: u64,
     ) -> Result<Acquired, StoreError> {
-        self.acquire_run(asset, run, Some(owner), holder, floor, None)
-            .await
+        let claim = Claim {
+            owner: Some(owner),
+            ..Claim::new(run, holder, floor)
+        };
+        self.acquire_run(asset, claim).await
     }
 
-    /// [`TicketStore::acquire`] or [`TicketStore::acquire_owned`] of a run
-    /// whose ticket the caller may have just read (`known`): if the ticket
-    /// is still at that copy's token and revision, its facts are not sent
-    /// back, and the claimed ticket carries the copy's facts.
+    /// The claim in full: [`TicketStore::acquire`] or
+    /// [`TicketStore::acquire_owned`] with what the caller knows. If the
+    /// ticket is still at the `known` copy's token and revision, its facts
+    /// are not sent back and the claimed ticket carries the copy's. A run it
+    /// `supersedes` is ended in the same atomic step (or the claim refused
+    /// with [`StoreError::EarlierRunAlerting`]): see [`Claim::supersedes`].
     pub async fn acquire_run(
         &self,
         asset: &AssetId,
-        run: &str,
-        owner: Option<&str>,
-        holder: &str,
-        floor: u64,
-        known: Option<&Ticket>,
+        claim: Claim<'_>,
     ) -> Result<Acquired, StoreError> {
+        let Claim {
+            run,
+            owner,
+            holder,
+            floor,
+            known,
+            supersedes,
+        } = claim;
         keys::validate_run(run)?;
-        if let Some(owner) = owner {
-            keys::validate_run(owner)?;
+        for id in owner.iter().chain(supersedes.iter()) {
+            keys::validate_run(id)?;
         }
         let keys = self.keys(asset);
         let ticket_key = keys.ticket(run);
@@ -258,13 +303,18 @@ impl TicketStore {
                 }
             })?;
         let sent_at = Instant::now();
-        let (token, raw, facts, current): (u64, String, Vec<(String, String)>, i64) = ACQUIRE
+        let mut script = ACQUIRE.prepare_invoke();
+        script
             .key(keys.lock())
             .key(keys.fence())
             .key(&ticket_key)
             .key(keys.audit())
             .key(keys.retired(owner.unwrap_or_default()))
-            .key(keys.facts(run))
+            .key(keys.facts(run));
+        if let Some(earlier) = supersedes {
+            script.key(keys.ticket(earlier));
+        }
+        let (token, raw, facts, current): (u64, String, Vec<(String, String)>, i64) = script
             .arg(holder)
             .arg(self.ttl_ms())
             .arg(floor)
