@@ -37,10 +37,13 @@ pub enum Invariant {
     /// recorded in the status (not even once Redis lost its data).
     Terminal,
     /// Per ticket, no write is accepted under a token lower than one
-    /// already accepted; a claim always draws a higher one.
+    /// already accepted, and a claim that acts (an accepted write under its
+    /// token follows) drew a higher one.
     TicketTokens,
-    /// Per asset, claims draw strictly increasing tokens across runs and
-    /// across Redis data losses.
+    /// Per asset, a claim that acts drew a token above every one drawn
+    /// before, across runs and across Redis data losses: Redis may hand a
+    /// number out again after it lost its data, but no two claims of one
+    /// number both act.
     Claims,
     /// Per AssetScan, status `(fencingToken, revision)` and
     /// `observedGeneration` never decrease.

@@ -75,10 +75,27 @@ fn excerpt(r: &AuditRecord) -> String {
     format!("[epoch {} {}] {}", r.epoch, r.id, fields.join(" "))
 }
 
+/// A claim whose token is not above one drawn before (for the ticket, or
+/// for the asset): after a data loss Redis may hand a number out again, and
+/// only a claim that acts on it breaks the promise.
+struct Reused {
+    invariant: Invariant,
+    asset: String,
+    run: String,
+    token: u64,
+    epoch: u32,
+    subject: String,
+    detail: String,
+}
+
 pub(super) fn check(audit: &[AuditRecord], out: &mut Vec<Violation>) -> Claims {
     let mut tickets: HashMap<(String, String), Ticket> = HashMap::new();
     let mut asset_tokens: HashMap<String, u64> = HashMap::new();
     let mut claims = Claims::default();
+    let mut reused: Vec<Reused> = Vec::new();
+    // (asset, run, token, epoch) of every accepted advance: the claims that
+    // acted.
+    let mut acted: HashSet<(String, String, u64, u32)> = HashSet::new();
     for r in audit.iter().filter(|r| r.is_ticket_write()) {
         let run = r.run().unwrap_or_default().to_owned();
         let mut found: Vec<(Invariant, String)> = Vec::new();
@@ -95,6 +112,20 @@ pub(super) fn check(audit: &[AuditRecord], out: &mut Vec<Violation>) -> Claims {
         let token = r.token();
         let revision = r.revision();
         let claims_anew = r.op() != "advance";
+        if !claims_anew && let Some(t) = token {
+            acted.insert((r.asset.clone(), run.clone(), t, r.epoch));
+        }
+        let mut reuse = |invariant, t: u64, detail: String| {
+            reused.push(Reused {
+                invariant,
+                asset: r.asset.clone(),
+                run: run.clone(),
+                token: t,
+                epoch: r.epoch,
+                subject: format!("ticket {}/{run}", r.asset),
+                detail: format!("{detail}: {}", excerpt(r)),
+            })
+        };
 
         if let Some(ended) = ticket.status.filter(|s| s.is_terminal()) {
             violation(Invariant::Terminal, format!("accepted after {ended}"));
@@ -109,9 +140,10 @@ pub(super) fn check(audit: &[AuditRecord], out: &mut Vec<Violation>) -> Claims {
         }
         match (token, ticket.token) {
             (None, _) => violation(Invariant::TicketTokens, "no token".into()),
-            (Some(t), Some(before)) if claims_anew && t <= before => violation(
+            (Some(t), Some(before)) if claims_anew && t <= before => reuse(
                 Invariant::TicketTokens,
-                format!("claimed under token {t}, not above token {before}"),
+                t,
+                format!("claimed under token {t}, not above token {before}, and acted on it"),
             ),
             (Some(t), before) if !claims_anew && before != Some(t) => violation(
                 Invariant::TicketTokens,
@@ -122,9 +154,12 @@ pub(super) fn check(audit: &[AuditRecord], out: &mut Vec<Violation>) -> Claims {
         if claims_anew && let Some(t) = token {
             let asset_max = asset_tokens.entry(r.asset.clone()).or_insert(0);
             if t <= *asset_max {
-                violation(
+                reuse(
                     Invariant::Claims,
-                    format!("the asset's token {t} drawn after its token {asset_max}"),
+                    t,
+                    format!(
+                        "the asset's token {t} drawn after its token {asset_max}, and acted on"
+                    ),
                 );
             }
             *asset_max = (*asset_max).max(t);
@@ -156,6 +191,18 @@ pub(super) fn check(audit: &[AuditRecord], out: &mut Vec<Violation>) -> Claims {
             (t, before) => t.or(before),
         };
     }
+    // A number drawn again is a violation only if the claim that drew it
+    // acted: an accepted write under it, in the same Redis epoch.
+    out.extend(
+        reused
+            .into_iter()
+            .filter(|c| acted.contains(&(c.asset.clone(), c.run.clone(), c.token, c.epoch)))
+            .map(|c| Violation {
+                invariant: c.invariant,
+                subject: c.subject,
+                detail: c.detail,
+            }),
+    );
     claims
 }
 
