@@ -6,7 +6,9 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use std::sync::Mutex;
 use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 use tracing_subscriber::EnvFilter;
 
 use crate::store::WatchdogStats;
@@ -30,6 +32,47 @@ pub fn init_logging(format: LogFormat, default: &str) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().try_init(),
     };
+}
+
+/// Lets one warning through per `every`, and counts the ones held back in
+/// between: a failure that repeats for every object (an API server refusing
+/// Events, say) is said once a minute with how often, not once per object.
+pub struct Throttle {
+    every: Duration,
+    state: Mutex<ThrottleState>,
+}
+
+struct ThrottleState {
+    last: Option<Instant>,
+    held_back: u64,
+}
+
+impl Throttle {
+    pub const fn new(every: Duration) -> Throttle {
+        Throttle {
+            every,
+            state: Mutex::new(ThrottleState {
+                last: None,
+                held_back: 0,
+            }),
+        }
+    }
+
+    /// `Some(n)` if a warning may be logged at `now`, `n` being how many
+    /// were held back since the last one; `None` if this one is held back.
+    pub fn admit(&self, now: Instant) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let due = state
+            .last
+            .is_none_or(|last| now.saturating_duration_since(last) >= self.every);
+        if due {
+            state.last = Some(now);
+            Some(std::mem::take(&mut state.held_back))
+        } else {
+            state.held_back += 1;
+            None
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -68,6 +111,8 @@ pub struct Metrics {
     /// Finalizer patches that lost a race with another replica (not
     /// failures: the other replica's patch did the work).
     pub finalizer_races: Counter,
+    /// Events the API server did not take (the run goes on without them).
+    pub events_unpublished: Counter,
     pub notifications_sent: Family<ChannelLabels, Counter>,
     pub watchdog_renewals: Gauge,
     pub watchdog_losses: Gauge,
@@ -92,6 +137,7 @@ impl Metrics {
         let stale_writes_rejected = Counter::default();
         let lock_contention = Counter::default();
         let finalizer_races = Counter::default();
+        let events_unpublished = Counter::default();
         let notifications_sent = Family::<ChannelLabels, Counter>::default();
         let watchdog_renewals = Gauge::default();
         let watchdog_losses = Gauge::default();
@@ -124,6 +170,11 @@ impl Metrics {
             finalizer_races.clone(),
         );
         registry.register(
+            "events_unpublished",
+            "Kubernetes Events that could not be published",
+            events_unpublished.clone(),
+        );
+        registry.register(
             "notifications_sent",
             "Notifications delivered per channel",
             notifications_sent.clone(),
@@ -152,6 +203,7 @@ impl Metrics {
             stale_writes_rejected,
             lock_contention,
             finalizer_races,
+            events_unpublished,
             notifications_sent,
             watchdog_renewals,
             watchdog_losses,
@@ -210,5 +262,19 @@ mod tests {
         );
         assert!(text.contains("assetscan_reconcile_failures_total{reason=\"RedisUnavailable\"} 1"));
         assert!(text.contains("assetscan_stale_writes_rejected_total 1"));
+    }
+
+    #[test]
+    fn a_throttle_lets_one_through_per_interval_and_counts_the_rest() {
+        let throttle = Throttle::new(Duration::from_secs(60));
+        let start = Instant::now();
+        let at = |secs| start + Duration::from_secs(secs);
+        assert_eq!(throttle.admit(at(0)), Some(0), "the first one goes through");
+        assert_eq!(throttle.admit(at(1)), None);
+        assert_eq!(throttle.admit(at(59)), None);
+        assert_eq!(throttle.admit(at(60)), Some(2), "with the two held back");
+        assert_eq!(throttle.admit(at(61)), None);
+        assert_eq!(throttle.admit(at(200)), Some(1));
+        assert_eq!(throttle.admit(at(260)), Some(0), "nothing held back");
     }
 }

@@ -399,3 +399,36 @@ async fn ticket_lost_mid_run_stalls_on_the_latest_status_and_recovers() {
     check_status_history(&h, "evicted-01", &done);
     ctl.stop().await;
 }
+
+/// The API server refuses every Event (a missing RBAC grant, a quota, an
+/// events outage): the run does not depend on its Events, so the scan still
+/// finishes and notifies, and the failures are counted where an operator
+/// looks (`assetscan_events_unpublished_total`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_the_api_server_refuses_are_counted_and_the_scan_goes_on() {
+    let h = Harness::start().await;
+    let asset = "no-events-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    let faults = h.emu.faults();
+    faults.inject("POST", "/events", 1_000, Fault::InternalError);
+    let ctl = h.controller("ctl-a").await;
+    h.create(&scan("no-events-01", asset, true)).await;
+    let done = h.wait_terminal("no-events-01", PATIENCE).await;
+    let s = done.status.as_ref().unwrap();
+    assert_eq!(
+        (s.phase, s.notification.as_ref().map(|n| n.state)),
+        (Some(Status::Finished), Some(NotificationState::Sent))
+    );
+    let refused = faults
+        .fired()
+        .iter()
+        .filter(|f| f.path.contains("/events"))
+        .count();
+    assert!(refused > 0, "the run published Events");
+    assert_eq!(
+        ctl.counter("assetscan_events_unpublished_total"),
+        refused as f64,
+        "every refused Event is counted"
+    );
+    ctl.stop().await;
+}

@@ -19,14 +19,14 @@ use super::status::status_from_ticket;
 use crate::backoff::Backoff;
 use crate::crd::{AssetScan, AssetScanStatus, is_fence_refusal};
 use crate::pipeline::{Observer, StepError};
-use crate::telemetry::{Metrics, StepLabels};
+use crate::telemetry::{Metrics, StepLabels, Throttle};
 use crate::ticket::{Step, Ticket};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
 use serde_json::Value;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 
 /// Field manager of the operator's writes.
@@ -37,6 +37,10 @@ pub const FIELD_MANAGER: &str = "assetscan-operator";
 /// apart: 3 to 5 s in all before the write is given up (the next
 /// transition, or the end of the run, writes the whole status again).
 const STATUS_WRITE_ATTEMPTS: u32 = 7;
+
+/// One warning a minute per process for Events that could not be
+/// published; the rest are counted.
+static EVENT_WARNINGS: Throttle = Throttle::new(Duration::from_secs(60));
 /// From 100 ms, doubling, up to 2 s.
 const STATUS_WRITE_BACKOFF: Backoff =
     Backoff::new(Duration::from_millis(100), Duration::from_secs(2));
@@ -239,7 +243,16 @@ impl<'a> StatusMirror<'a> {
         };
         let reference = kube::Resource::object_ref(self.obj, &());
         if let Err(err) = self.recorder.publish(&event, &reference).await {
-            debug!(error = %err, "event not published");
+            // The run does not depend on its Events, but an operator whose
+            // Events all fail (RBAC, quota, an API outage) should be seen.
+            self.metrics.events_unpublished.inc();
+            match EVENT_WARNINGS.admit(Instant::now()) {
+                Some(held_back) => warn!(
+                    error = %err, reason, held_back,
+                    "event not published (more failures in the next minute are counted in assetscan_events_unpublished_total, not logged)"
+                ),
+                None => debug!(error = %err, reason, "event not published"),
+            }
         }
     }
 }
