@@ -9,6 +9,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
+use std::sync::Arc;
 
 /// At most this many CVE ids are kept in [`VulnFacts::cves`]: a host with
 /// thousands of CVEs would otherwise make its ticket, and everything that
@@ -316,8 +317,11 @@ pub struct RiskFacts {
 pub struct Facts {
     #[serde(default)]
     pub online: Option<bool>,
+    /// Shared, not copied: the executor's copy of a run's facts is carried
+    /// into every ticket its writes return, and the findings are what grows
+    /// with the asset (see `TicketStore::advance_from`).
     #[serde(default)]
-    pub vulnerabilities: Option<VulnFacts>,
+    pub vulnerabilities: Option<Arc<VulnFacts>>,
     #[serde(default)]
     pub threat_intel: Option<ThreatIntelFacts>,
     #[serde(default)]
@@ -504,7 +508,10 @@ mod tests {
             "total": 0, "by_severity": {}, "max_cvss": null, "findings": {}, "cves": {}
         });
         let ticket: Ticket = serde_json::from_value(raw).unwrap();
-        assert_eq!(ticket.facts.vulnerabilities, Some(VulnFacts::default()));
+        assert_eq!(
+            ticket.facts.vulnerabilities,
+            Some(VulnFacts::default().into())
+        );
     }
 
     #[test]

@@ -926,7 +926,8 @@ mod notify {
                 max_cvss: findings.iter().filter_map(|f| f.cvss).reduce(f64::max),
                 findings,
                 ..VulnFacts::default()
-            },
+            }
+            .into(),
             threat_intel: None,
         }
     }
@@ -1238,7 +1239,7 @@ async fn the_whole_chain_through_effects() {
         run: "r1".into(),
         fencing_token: 1,
         risk,
-        vulnerabilities: vulns,
+        vulnerabilities: vulns.into(),
         threat_intel: None,
     };
     let receipts = providers.notify(&req.channels, &notification).await;

@@ -3,7 +3,8 @@
 //! lock ownership, the watchdog, Cluster, corruption and outages, and a race.
 
 use assetscan_operator::store::{
-    AssetId, Claim, Patch, RedisTarget, StoreConfig, StoreError, TicketStore, WatchdogStats,
+    Acquired, AssetId, Claim, Patch, RedisTarget, StoreConfig, StoreError, TicketStore,
+    WatchdogStats,
 };
 use assetscan_operator::ticket::{Finding, RiskFacts, Severity, Status, Step, Ticket, VulnFacts};
 use assetscan_testkit::redis::{RedisCluster, RedisServer};
@@ -709,7 +710,7 @@ async fn writes_do_not_touch_the_facts_they_do_not_change() {
         )
         .await
         .unwrap();
-    assert_eq!(heavy.facts.vulnerabilities.as_ref(), Some(&vulns));
+    assert_eq!(heavy.facts.vulnerabilities.as_deref(), Some(&vulns));
     let header: String = conn.get(keys.ticket("r1")).await.unwrap();
     assert!(header.len() < 1_024, "header of {} bytes", header.len());
     assert!(!header.contains("\"facts\""), "{header}");
@@ -775,7 +776,7 @@ async fn earlier_layout_tickets_are_read_claimed_and_advanced() {
     legacy.revision = 3;
     legacy.completed_steps = vec![Step::OnlineCheck, Step::VulnQuery];
     legacy.facts.online = Some(true);
-    legacy.facts.vulnerabilities = Some(many_findings(3));
+    legacy.facts.vulnerabilities = Some(many_findings(3).into());
     let json = serde_json::to_string(&legacy).unwrap();
     assert!(json.contains("\"facts\""), "written as the earlier layout");
     let _: () = conn.set(keys.ticket("r1"), &json).await.unwrap();
@@ -1147,6 +1148,20 @@ async fn walk_to(store: &TicketStore, web: &AssetId, run: &str, token: u64, stat
     panic!("{status} is not on the high-risk path");
 }
 
+/// Run `o1-g2-s0` of owner `o1`, claimed by `B` as superseding `earlier`.
+async fn claim_superseding(
+    store: &TicketStore,
+    web: &AssetId,
+    earlier: &str,
+) -> Result<Acquired, StoreError> {
+    let claim = Claim {
+        owner: Some("o1"),
+        supersedes: Some(earlier),
+        ..Claim::new("o1-g2-s0", "B", 0)
+    };
+    store.acquire_run(web, claim).await
+}
+
 /// An earlier generation's run whose executor stalled past its lease: the
 /// claim of the run that replaces it fails it in the same step, so the
 /// stalled executor can no longer confirm a risk there (and then die with
@@ -1165,17 +1180,7 @@ async fn a_claim_that_supersedes_a_run_ends_it_and_its_executor_is_stale() {
     drop(old.lease);
     expire_lock(&server, &store, &web).await;
 
-    let new = store
-        .acquire_run(
-            &web,
-            Claim {
-                owner: Some("o1"),
-                supersedes: Some("o1-g1-s0"),
-                ..Claim::new("o1-g2-s0", "B", 0)
-            },
-        )
-        .await
-        .unwrap();
+    let new = claim_superseding(&store, &web, "o1-g1-s0").await.unwrap();
     let ended = store.get_ticket(&web, "o1-g1-s0").await.unwrap().unwrap();
     assert_eq!(ended.status, Status::Failed, "the earlier run is ended");
     assert!(
@@ -1220,17 +1225,7 @@ async fn a_claim_that_supersedes_a_run_ends_it_and_its_executor_is_stale() {
 
     // Claiming again (a retry of the same reconcile) finds it ended: the
     // ended run is left as it is.
-    let again = store
-        .acquire_run(
-            &web,
-            Claim {
-                owner: Some("o1"),
-                supersedes: Some("o1-g1-s0"),
-                ..Claim::new("o1-g2-s0", "B", 0)
-            },
-        )
-        .await
-        .unwrap();
+    let again = claim_superseding(&store, &web, "o1-g1-s0").await.unwrap();
     let still = store.get_ticket(&web, "o1-g1-s0").await.unwrap().unwrap();
     assert_eq!(still, ended, "an ended run is not touched again");
     assert_eq!(again.token, new.token + 1);

@@ -45,6 +45,7 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
             Spread::of(ratios)
         );
     }
+    profile(bed, &store, &rslock).await?;
     let commands = server::commands(&bed.server)?;
     let cycle = store
         .acquire(&asset("cost-of-a-cycle")?, "r1", "A", 0)
@@ -120,4 +121,82 @@ fn side(
         p50_us: percentile_us(&mut all, 50.0),
         p99_us: percentile_us(&mut all, 99.0),
     })
+}
+
+/// Where a cycle's time goes at one task: the server's own time (script
+/// work, from INFO commandstats), each call, and one bare round trip. Each
+/// measurement runs in a spawned task, as the measured rounds do (on the
+/// runtime's own thread every reply would add a cross-thread wake-up).
+async fn profile(
+    bed: &Bed,
+    store: &TicketStore,
+    rslock: &rslock::LockManager,
+) -> Result<(), BenchError> {
+    const CYCLES: usize = 1500;
+    let per_cycle = |before: (u64, u64), after: (u64, u64)| {
+        (
+            (after.0 - before.0) as f64 / CYCLES as f64,
+            (after.1 - before.1) as f64 / CYCLES as f64,
+        )
+    };
+    let server_now = || -> Result<(u64, u64), BenchError> {
+        Ok((
+            server::busy_us(&bed.server)?,
+            server::commands(&bed.server)?,
+        ))
+    };
+    let before = server_now()?;
+    let a = ours(store, 1, CYCLES).await?;
+    let (ours_us, ours_commands) = per_cycle(before, server_now()?);
+    let before = server_now()?;
+    let b = theirs(rslock, 1, CYCLES).await?;
+    let (theirs_us, theirs_commands) = per_cycle(before, server_now()?);
+    println!(
+        "lock cycle profile, 1 task: store p50 {:.0} µs, {ours_commands:.1} commands taking {ours_us:.0} µs in the server; rslock p50 {:.0} µs, {theirs_commands:.1} commands taking {theirs_us:.0} µs in the server",
+        a.p50_us, b.p50_us
+    );
+    let store = store.clone();
+    let url = bed.server.url();
+    let (acquire, release, through_store, bare) = tokio::spawn(async move {
+        let lone = asset("lock-profile")?;
+        let (mut acquires, mut releases) = (Vec::new(), Vec::new());
+        for _ in 0..CYCLES {
+            let at = Instant::now();
+            let got = store.acquire(&lone, "r1", "profile", 0).await?;
+            let between = Instant::now();
+            store.release(&lone, &got.lease).await?;
+            acquires.push(between - at);
+            releases.push(between.elapsed());
+        }
+        // One round trip, PING: through the store's connection, and through
+        // a bare multiplexed connection of the same client library.
+        let mut plain = redis::Client::open(url)
+            .map_err(|e| BenchError::Rslock(e.to_string()))?
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| BenchError::Rslock(e.to_string()))?;
+        let (mut through_store, mut bare) = (Vec::new(), Vec::new());
+        for _ in 0..CYCLES {
+            let at = Instant::now();
+            store.ping().await?;
+            through_store.push(at.elapsed());
+            let at = Instant::now();
+            redis::cmd("PING")
+                .query_async::<String>(&mut plain)
+                .await
+                .map_err(|e| BenchError::Rslock(e.to_string()))?;
+            bare.push(at.elapsed());
+        }
+        Ok::<_, BenchError>((
+            percentile_us(&mut acquires, 50.0),
+            percentile_us(&mut releases, 50.0),
+            percentile_us(&mut through_store, 50.0),
+            percentile_us(&mut bare, 50.0),
+        ))
+    })
+    .await??;
+    println!(
+        "lock cycle profile, 1 task: acquire p50 {acquire:.0} µs, release p50 {release:.0} µs; PING p50 {through_store:.0} µs through the store's connection, {bare:.0} µs through a bare one"
+    );
+    Ok(())
 }

@@ -18,6 +18,19 @@ pub fn commands(server: &RedisServer) -> Result<u64, BenchError> {
         .sum())
 }
 
+/// Microseconds the server spent executing commands so far (scripts with
+/// the calls they make inside), less the `INFO` calls that read them.
+pub fn busy_us(server: &RedisServer) -> Result<u64, BenchError> {
+    let info = server.command(&["INFO", "commandstats"])?;
+    Ok(info
+        .lines()
+        .filter_map(|line| line.strip_prefix("cmdstat_"))
+        .filter(|line| !line.starts_with("info:"))
+        .filter_map(|line| line.split_once(",usec="))
+        .filter_map(|(_, rest)| rest.split(',').next()?.parse::<u64>().ok())
+        .sum())
+}
+
 /// Calls of one command so far (`evalsha`, `get`, …).
 pub fn calls(server: &RedisServer, name: &str) -> Result<u64, BenchError> {
     Ok(server.command_calls(name)?)

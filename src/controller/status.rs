@@ -286,7 +286,7 @@ mod tests {
     fn high_risk_is_reported_apart_from_operator_health() {
         let mut t = ticket(Status::Finished);
         t.facts.online = Some(true);
-        t.facts.vulnerabilities = Some(vulns());
+        t.facts.vulnerabilities = Some(vulns().into());
         t.facts.risk = Some(high_risk());
         let s = status_from_ticket(&t, None, Some(1), at(1_000), None);
         assert_eq!(s.high_risk, Some(true));
@@ -343,7 +343,7 @@ mod tests {
     #[test]
     fn vulnerability_facts_are_summarized() {
         let mut t = ticket(Status::VulnCheckDone);
-        t.facts.vulnerabilities = Some(vulns());
+        t.facts.vulnerabilities = Some(vulns().into());
         let s = status_from_ticket(&t, None, None, at(1_000), None);
         let v = s.vulnerabilities.unwrap();
         assert_eq!(

@@ -89,7 +89,7 @@ pub struct Notification {
     pub run: String,
     pub fencing_token: u64,
     pub risk: RiskFacts,
-    pub vulnerabilities: VulnFacts,
+    pub vulnerabilities: std::sync::Arc<VulnFacts>,
     pub threat_intel: Option<ThreatIntelFacts>,
 }
 
