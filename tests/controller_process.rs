@@ -8,11 +8,13 @@ mod controller_kit;
 
 use assetscan_operator::store::AssetId;
 use assetscan_operator::ticket::Status;
+use assetscan_testkit::process::OperatorCommand;
 use controller_kit::*;
 use kube::api::{Patch, PatchParams};
 use redis::AsyncCommands;
 use serde_json::json;
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command};
 use std::time::Duration;
 
 struct Operator {
@@ -56,22 +58,21 @@ fn spawn_operator(h: &Harness, port: u16, instance: &str) -> Operator {
     let kubeconfig = h.dir.path().join("kubeconfig");
     h.emu.write_kubeconfig(&kubeconfig).unwrap();
     let log = h.dir.path().join("operator.log");
-    let child = Command::new(env!("CARGO_BIN_EXE_assetscan-operator"))
-        .arg("run")
-        .arg("--config")
-        .arg(&h.config_path)
-        .args(["--redis-url", &h.redis.url()])
-        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-        .args(["--instance", instance, "--namespace", NAMESPACE])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("RUST_LOG", "info,kube=warn,hyper=warn")
-        .env_remove("REDIS_URL")
-        .env_remove("ASSETSCAN_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .expect("operator starts");
+    let url = h.redis.url();
+    let binary = Path::new(env!("CARGO_BIN_EXE_assetscan-operator"));
+    let child = OperatorCommand::new(
+        binary,
+        &h.config_path,
+        &url,
+        &kubeconfig,
+        instance,
+        NAMESPACE,
+    )
+    .metrics_port(port)
+    .command(&log)
+    .unwrap()
+    .spawn()
+    .expect("operator starts");
     Operator { child, log }
 }
 

@@ -7,10 +7,11 @@ use crate::ChaosError;
 use crate::history::{Ended, ProcessRecord};
 use crate::objects::NAMESPACE;
 use crate::plan::Plan;
+use assetscan_testkit::process::{OperatorCommand, is_stopped};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// How replicas are started.
@@ -65,27 +66,20 @@ impl Replica {
         let log = launch
             .dir
             .join(format!("{instance}.{}.log", crate::now_ms()));
-        let stderr = std::fs::File::create(&log).map_err(|source| ChaosError::Io {
+        let mut command = OperatorCommand::new(
+            &launch.binary,
+            &launch.config,
+            &launch.redis_url,
+            &launch.kubeconfig,
+            instance,
+            NAMESPACE,
+        )
+        .command(&log)
+        .map_err(|source| ChaosError::Io {
             context: format!("create {}", log.display()),
             source,
         })?;
-        let mut command = Command::new(&launch.binary);
-        command
-            .arg("run")
-            .arg("--config")
-            .arg(&launch.config)
-            .args(["--redis-url", &launch.redis_url])
-            .args(["--metrics-addr", "127.0.0.1:0"])
-            .args(["--instance", instance, "--namespace", NAMESPACE])
-            .args(["--concurrency", "8"])
-            .env("KUBECONFIG", &launch.kubeconfig)
-            .env("RUST_LOG", "info,kube=warn,hyper=warn")
-            .env_remove("REDIS_URL")
-            .env_remove("ASSETSCAN_CONFIG")
-            .env_remove("FAILPOINTS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr);
+        command.args(["--concurrency", "8"]);
         if let Some(drill) = &drill {
             command.env(
                 "FAILPOINTS",
@@ -116,13 +110,7 @@ impl Replica {
 
     /// Whether the process is stopped (state `T` in `/proc/<pid>/stat`).
     pub fn is_stopped(&self) -> bool {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
-            .ok()
-            .and_then(|stat| {
-                let (_, rest) = stat.rsplit_once(')')?;
-                rest.split_whitespace().next().map(|state| state == "T")
-            })
-            .unwrap_or(false)
+        is_stopped(self.child.id())
     }
 
     pub fn resume(&mut self) {

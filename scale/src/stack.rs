@@ -6,6 +6,7 @@ use crate::procstat::{cpu_seconds, peak_rss_kib};
 use crate::proxy::{self, Counts, is_write};
 use anyhow::{Context as _, Result, bail};
 use assetscan_operator::crd::{AssetScan, AssetScanSpec, Target};
+use assetscan_testkit::process::OperatorCommand;
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::ProviderStubs;
 use futures::{StreamExt, TryStreamExt};
@@ -182,24 +183,22 @@ fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> Result<String> {
 
 fn start_replica(work: &Path, index: u32, redis: &str, settings: &Settings) -> Result<Proc> {
     let name = format!("replica-{index}");
-    let child = Command::new(&settings.operator)
-        .arg("run")
-        .arg("--config")
-        .arg(work.join("config.yaml"))
-        .args(["--redis-url", redis, "--metrics-addr", "127.0.0.1:0"])
-        .args(["--instance", &name, "--namespace", NAMESPACE])
-        .args(["--shard-index", &index.to_string()])
-        .args(["--shard-count", &REPLICAS.to_string()])
-        .args(["--concurrency", &settings.concurrency.to_string()])
-        .env("KUBECONFIG", work.join("operator.kubeconfig"))
-        .env("RUST_LOG", "warn")
-        .env_remove("REDIS_URL")
-        .env_remove("ASSETSCAN_CONFIG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(work.join(format!("{name}.log")))?)
-        .spawn()
-        .with_context(|| format!("starting {name}"))?;
+    let (config, kubeconfig) = (work.join("config.yaml"), work.join("operator.kubeconfig"));
+    let child = OperatorCommand::new(
+        &settings.operator,
+        &config,
+        redis,
+        &kubeconfig,
+        &name,
+        NAMESPACE,
+    )
+    .log_filter("warn")
+    .command(&work.join(format!("{name}.log")))?
+    .args(["--shard-index", &index.to_string()])
+    .args(["--shard-count", &REPLICAS.to_string()])
+    .args(["--concurrency", &settings.concurrency.to_string()])
+    .spawn()
+    .with_context(|| format!("starting {name}"))?;
     Ok(Proc { name, child })
 }
 

@@ -1,4 +1,6 @@
 pub mod emulator;
+pub mod process;
 pub mod redis;
 pub mod stubs;
+pub mod tools;
 pub mod wait;

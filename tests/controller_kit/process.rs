@@ -3,10 +3,11 @@
 //! tests, with its log kept for the failure messages.
 
 use super::{Harness, NAMESPACE};
+use assetscan_testkit::process::{OperatorCommand, is_stopped};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 pub struct OperatorProcess {
@@ -22,22 +23,12 @@ impl OperatorProcess {
         let kubeconfig = h.dir.path().join("kubeconfig");
         h.emu.write_kubeconfig(&kubeconfig).expect("kubeconfig");
         let log = h.dir.path().join(format!("operator-{instance}.log"));
-        let mut command = Command::new(env!("CARGO_BIN_EXE_assetscan-operator"));
-        command
-            .arg("run")
-            .arg("--config")
-            .arg(config)
-            .args(["--redis-url", &h.redis.url()])
-            .args(["--metrics-addr", "127.0.0.1:0"])
-            .args(["--instance", instance, "--namespace", NAMESPACE])
-            .env("KUBECONFIG", &kubeconfig)
-            .env("RUST_LOG", "info,kube=warn,hyper=warn")
-            .env_remove("REDIS_URL")
-            .env_remove("ASSETSCAN_CONFIG")
-            .env_remove("FAILPOINTS")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).expect("log file"));
+        let url = h.redis.url();
+        let binary = Path::new(env!("CARGO_BIN_EXE_assetscan-operator"));
+        let mut command =
+            OperatorCommand::new(binary, config, &url, &kubeconfig, instance, NAMESPACE)
+                .command(&log)
+                .expect("log file");
         for (key, value) in env {
             command.env(key, value);
         }
@@ -57,23 +48,11 @@ impl OperatorProcess {
         Pid::from_raw(i32::try_from(self.child.id()).expect("pid"))
     }
 
-    /// Whether the process is stopped (state `T` in `/proc/<pid>/stat`).
-    pub fn is_stopped(&self) -> bool {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
-            .ok()
-            .and_then(|stat| {
-                // The state follows the parenthesised command name.
-                let (_, rest) = stat.rsplit_once(')')?;
-                rest.split_whitespace().next().map(|state| state == "T")
-            })
-            .unwrap_or(false)
-    }
-
     /// Waits until the process has stopped itself (a fault drill) or was
     /// stopped.
     pub async fn wait_stopped(&self, timeout: Duration) {
         let deadline = tokio::time::Instant::now() + timeout;
-        while !self.is_stopped() {
+        while !is_stopped(self.child.id()) {
             assert!(
                 tokio::time::Instant::now() < deadline,
                 "{} never stopped; log:\n{}",

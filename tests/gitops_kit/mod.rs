@@ -7,11 +7,11 @@ pub mod lua;
 pub mod process;
 pub mod promql;
 
-use serde::Deserialize;
+pub use assetscan_testkit::tools::run_helm;
+use assetscan_testkit::tools::{self, tool};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 pub const RELEASE: &str = "scan";
@@ -46,41 +46,8 @@ pub fn yaml_file(path: &Path) -> Value {
 }
 
 // ---------------------------------------------------------------------------
-// Tools: helm, promtool and the Lua interpreters, found or installed by
-// their scripts.
-
-/// `name` on PATH or in target/tools, else what `script` installs.
-fn tool(name: &str, script: &str) -> PathBuf {
-    let find = || {
-        let on_path = std::env::var_os("PATH").and_then(|paths| {
-            std::env::split_paths(&paths)
-                .map(|dir| dir.join(name))
-                .find(|p| p.is_file())
-        });
-        on_path.or_else(|| {
-            let local = root().join("target").join("tools").join(name);
-            local.is_file().then_some(local)
-        })
-    };
-    if let Some(found) = find() {
-        return found;
-    }
-    let status = Command::new("bash")
-        .arg(root().join("scripts").join(script))
-        .current_dir(root())
-        .status();
-    match (status, find()) {
-        (Ok(s), Some(found)) if s.success() => found,
-        (status, _) => {
-            panic!("{name} is needed and scripts/{script} could not install it ({status:?})")
-        }
-    }
-}
-
-pub fn helm() -> &'static Path {
-    static HELM: OnceLock<PathBuf> = OnceLock::new();
-    HELM.get_or_init(|| tool("helm", "ensure-helm.sh"))
-}
+// Tools: promtool and the Lua interpreters, found or installed by their
+// scripts (helm: `assetscan_testkit::tools`).
 
 /// The interpreters the health scripts must run under: Lua 5.4, and Lua 5.1,
 /// the language of Argo CD's embedded interpreter.
@@ -100,41 +67,14 @@ pub fn promtool() -> &'static Path {
     PROMTOOL.get_or_init(|| tool("promtool", "ensure-promtool.sh"))
 }
 
-pub fn run_helm(args: &[&str]) -> Result<String, String> {
-    let out = Command::new(helm())
-        .args(args)
-        .current_dir(root())
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {}: {e}", helm().display()));
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    if out.status.success() {
-        Ok(stdout)
-    } else {
-        Err(format!("{stdout}{}", String::from_utf8_lossy(&out.stderr)))
-    }
-}
-
 /// `helm template` of the chart with `extra` flags: its documents.
 pub fn try_render(extra: &[&str]) -> Result<Rendered, String> {
-    let chart = chart();
-    let mut args = vec![
-        "template",
-        RELEASE,
-        chart.to_str().unwrap(),
-        "--namespace",
-        NAMESPACE,
-    ];
-    args.extend_from_slice(extra);
-    let text = run_helm(&args)?;
-    let mut docs = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value = serde_yaml::Value::deserialize(doc)
-            .unwrap_or_else(|e| panic!("helm rendered invalid YAML: {e}\n{text}"));
-        if !value.is_null() {
-            docs.push(serde_json::to_value(value).unwrap());
-        }
-    }
-    Ok(Rendered(docs))
+    let docs = tools::template(RELEASE, &chart(), NAMESPACE, extra)?;
+    Ok(Rendered(
+        docs.into_iter()
+            .map(|doc| serde_json::to_value(doc).unwrap_or_else(|e| panic!("{e}")))
+            .collect(),
+    ))
 }
 
 pub fn render(extra: &[&str]) -> Rendered {

@@ -2,11 +2,12 @@
 //! against it.
 
 use assetscan_operator::crd::AssetScan;
+use assetscan_testkit::process::OperatorCommand;
 use kube::api::Api;
 use serde_json::{Value, json};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Output};
 use std::time::{Duration, Instant};
 
 pub struct Operator {
@@ -61,22 +62,14 @@ impl Operator {
         .unwrap();
         let port = free_port();
         let log = dir.join("operator.log");
-        let child = Command::new(env!("CARGO_BIN_EXE_assetscan-operator"))
-            .arg("run")
-            .arg("--config")
-            .arg(&config)
-            .args(["--redis-url", redis_url])
-            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-            .args(["--instance", "gitops", "--namespace", "default"])
-            .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info,kube=warn,hyper=warn")
-            .env_remove("REDIS_URL")
-            .env_remove("ASSETSCAN_CONFIG")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("operator starts");
+        let binary = Path::new(env!("CARGO_BIN_EXE_assetscan-operator"));
+        let child =
+            OperatorCommand::new(binary, &config, redis_url, kubeconfig, "gitops", "default")
+                .metrics_port(port)
+                .command(&log)
+                .unwrap()
+                .spawn()
+                .expect("operator starts");
         Operator { child, log, port }
     }
 
