@@ -292,6 +292,12 @@ pub struct AssetScanStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_scan_time: Option<Time>,
 
+    /// The value of the `assetscan.io/rescan` annotation the last run was
+    /// started for (recorded with that run's claim): a new value starts one
+    /// new run once the current one has ended, the same value none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_handled_rescan: Option<String>,
+
     /// `Ready`, `Reconciling` and `Stalled` describe the operator's work;
     /// `HighRisk` describes the asset, so a finding never reads as a failure.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -599,3 +599,87 @@ async fn a_stalled_earlier_run_cannot_confirm_a_risk_after_the_next_generation_i
     assert_eq!(h.stubs.sink.effects(), 0, "generation 2 is clean");
     b.stop().await;
 }
+
+/// Sets the object's annotations (merged with what it has).
+async fn annotate(h: &Harness, name: &str, annotations: serde_json::Value) {
+    h.api()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+        )
+        .await
+        .expect("annotation patch");
+}
+
+/// `assetscan.io/rescan` set to a new value starts exactly one new run,
+/// recorded as handled with its claim; the same value again (the object
+/// touched otherwise) starts none, and a new value one more. Two replicas watch the object: they
+/// agree, since the value handled is in the status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescan_annotation_starts_exactly_one_run_per_value() {
+    let h = Harness::start().await;
+    let asset = "ondemand-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    let a = h.controller("ctl-a").await;
+    let b = h.controller("ctl-b").await;
+    h.create(&scan("ondemand-01", asset, false)).await;
+    let first = h.wait_terminal("ondemand-01", PATIENCE).await;
+    let owner = controller::owner_id(&first);
+    let run = |scan: u64| format!("{owner}-g1-s{scan}");
+    let shows = |scan: u64, handled: &'static str| {
+        let want = run(scan);
+        move |o: &AssetScan| {
+            let s = o.status.as_ref();
+            s.and_then(|s| s.run.as_deref()) == Some(want.as_str())
+                && s.and_then(|s| s.phase) == Some(Status::Finished)
+                && s.and_then(|s| s.last_handled_rescan.as_deref()) == Some(handled)
+        }
+    };
+    assert_eq!(status(&first).run.as_deref(), Some(run(0).as_str()));
+
+    annotate(
+        &h,
+        "ondemand-01",
+        json!({ controller::RESCAN_ANNOTATION: "t1" }),
+    )
+    .await;
+    h.wait(
+        "ondemand-01",
+        "rescan t1 finished",
+        PATIENCE,
+        shows(1, "t1"),
+    )
+    .await;
+    // The same value, the object touched otherwise: a reconcile of it (run
+    // here, to the end, rather than hoped for) starts nothing.
+    annotate(&h, "ondemand-01", json!({ "team": "secops" })).await;
+    let touched = h.api().get("ondemand-01").await.unwrap();
+    let action = controller::reconcile(Arc::new(touched.clone()), a.ctx.clone())
+        .await
+        .expect("reconcile");
+    assert_eq!(requeue_after(&action), None, "{action:?}");
+    assert_eq!(runs(&h, asset).await, BTreeSet::from([run(0), run(1)]));
+    let again = h.api().get("ondemand-01").await.unwrap();
+    assert_eq!(again.status, touched.status, "nothing written");
+    annotate(
+        &h,
+        "ondemand-01",
+        json!({ controller::RESCAN_ANNOTATION: "t2" }),
+    )
+    .await;
+    h.wait(
+        "ondemand-01",
+        "rescan t2 finished",
+        PATIENCE,
+        shows(2, "t2"),
+    )
+    .await;
+    assert_eq!(
+        runs(&h, asset).await,
+        BTreeSet::from([run(0), run(1), run(2)]),
+        "one run per value"
+    );
+    a.stop().await;
+    b.stop().await;
+}

@@ -14,7 +14,7 @@
 //! computed against an outdated copy would otherwise mix this executor's
 //! changes into a newer status.
 
-use super::runs::run_order;
+use super::runs::{RESCAN_ANNOTATION, run_order};
 use super::status::status_from_ticket;
 use crate::backoff::Backoff;
 use crate::crd::{AssetScan, AssetScanStatus, is_fence_refusal};
@@ -326,7 +326,19 @@ impl StatusMirror<'_> {
             );
             return false;
         };
-        let status = self.status_for(ticket, read.as_ref());
+        let mut status = self.status_for(ticket, read.as_ref());
+        if read.as_ref().and_then(|r| r.run.as_deref()) != Some(ticket.run.as_str()) {
+            // A new run: it handles the rescan request the object carries
+            // as read (a request made later changes the object, and this
+            // write, conditional on it, is refused).
+            status.last_handled_rescan = self
+                .obj
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(RESCAN_ANNOTATION))
+                .cloned();
+        }
         let news = is_news(read.as_ref(), &status, ticket);
         let patch = status_patch(read.as_ref(), &status, Some(&resource_version));
         let result = self

@@ -11,7 +11,7 @@ mod status;
 
 pub use conditions::ConditionType;
 pub use mirror::{FIELD_MANAGER, StatusMirror, merge_patch};
-pub use runs::{RunDecision, decide, is_alerting, owner_id, run_id};
+pub use runs::{RESCAN_ANNOTATION, RunDecision, decide, is_alerting, owner_id, run_id};
 pub use status::status_from_ticket;
 
 use conditions::{ConditionBuilder, ConditionStatus};

@@ -84,6 +84,21 @@ pub fn is_alerting(status: Status) -> bool {
     )
 }
 
+/// The annotation that asks for a new run without a spec change: set it to
+/// a new value (a timestamp, say); the status records the value handled.
+pub const RESCAN_ANNOTATION: &str = "assetscan.io/rescan";
+
+/// The object's rescan request, if its value is not the one the status
+/// recorded as handled.
+pub fn rescan_requested(obj: &AssetScan) -> Option<&str> {
+    let asked = obj.metadata.annotations.as_ref()?.get(RESCAN_ANNOTATION)?;
+    let handled = obj
+        .status
+        .as_ref()
+        .and_then(|s| s.last_handled_rescan.as_deref());
+    (handled != Some(asked.as_str())).then_some(asked.as_str())
+}
+
 pub fn decide(obj: &AssetScan, now: Timestamp) -> RunDecision {
     let status = obj.status.as_ref();
     let current = status
@@ -106,6 +121,13 @@ pub fn decide(obj: &AssetScan, now: Timestamp) -> RunDecision {
         .is_some_and(|phase| phase.is_terminal());
     if !terminal {
         return RunDecision::Run(run);
+    }
+    if rescan_requested(obj).is_some() {
+        return if obj.spec.suspend {
+            RunDecision::Suspended
+        } else {
+            RunDecision::Run(run_id(obj, scan + 1))
+        };
     }
     let Some(_) = rescan_interval(&obj.spec) else {
         return RunDecision::Wait(None);
@@ -235,6 +257,45 @@ mod tests {
             decide(&other, at(0)),
             RunDecision::Run("1234abcd-g4-s0".into())
         );
+    }
+
+    #[test]
+    fn a_new_rescan_value_starts_one_run_once_the_current_one_ended() {
+        let with = |phase, handled: Option<&str>, asked: Option<&str>| {
+            let mut obj = scan(
+                3,
+                Some(AssetScanStatus {
+                    run: Some("1234abcd-g3-s1".into()),
+                    phase: Some(phase),
+                    last_handled_rescan: handled.map(str::to_owned),
+                    ..Default::default()
+                }),
+            );
+            obj.spec.rescan_interval = None;
+            obj.metadata.annotations = asked.map(|value| {
+                [(RESCAN_ANNOTATION.to_owned(), value.to_owned())]
+                    .into_iter()
+                    .collect()
+            });
+            obj
+        };
+        let next = RunDecision::Run("1234abcd-g3-s2".into());
+        let ended = Status::Finished;
+        assert_eq!(decide(&with(ended, None, Some("t1")), at(0)), next);
+        assert_eq!(decide(&with(ended, Some("t0"), Some("t1")), at(0)), next);
+        assert_eq!(decide(&with(Status::Failed, None, Some("t1")), at(0)), next);
+        // The same value again, or none: nothing to do.
+        let nothing = RunDecision::Wait(None);
+        assert_eq!(decide(&with(ended, Some("t1"), Some("t1")), at(0)), nothing);
+        assert_eq!(decide(&with(ended, Some("t1"), None), at(0)), nothing);
+        // A request during a run waits for its end.
+        let running = RunDecision::Run("1234abcd-g3-s1".into());
+        let during = with(Status::VulnCheckDone, Some("t0"), Some("t1"));
+        assert_eq!(decide(&during, at(0)), running);
+        // Suspended: no new run, whatever is asked.
+        let mut suspended = with(ended, Some("t0"), Some("t1"));
+        suspended.spec.suspend = true;
+        assert_eq!(decide(&suspended, at(0)), RunDecision::Suspended);
     }
 
     #[test]

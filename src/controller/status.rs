@@ -64,6 +64,7 @@ pub fn status_from_ticket(
         observed_generation: generation,
         last_scan_time,
         next_scan_time: next_scan.map(whole_seconds),
+        last_handled_rescan: previous.and_then(|p| p.last_handled_rescan.clone()),
         conditions: previous.map(|p| p.conditions.clone()).unwrap_or_default(),
     };
 
