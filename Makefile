@@ -41,7 +41,7 @@ fmt:
 
 crds:
 	UPDATE_CRDS=1 $(CARGO) test --test crd
-	cp crds/assetscans.assetscan.io.yaml charts/assetscan-operator/crds/
+	cp crds/*.yaml charts/assetscan-operator/crds/
 
 # Model check of the fencing protocol (docs/model.md); prints the states
 # explored and the time. MODEL_MUTANT=<name> takes one defence away: the

@@ -34,6 +34,13 @@ pub const OPERATOR_ACCESS: &[ApiAccess] = &[
         resource: "assetscans/finalizers",
         verbs: &["update"],
     },
+    // The report of each run that ended: created once, listed and deleted
+    // beyond the object's reportHistoryLimit.
+    ApiAccess {
+        group: "assetscan.io",
+        resource: "assetscanreports",
+        verbs: &["create", "list", "delete"],
+    },
     // kube-runtime's Recorder: events.k8s.io, and the core group for
     // clusters that only serve that.
     ApiAccess {

@@ -212,31 +212,31 @@ fn cli_env_vars() -> BTreeSet<String> {
 
 // ---------------------------------------------------------------------------
 
+/// The chart's `crds/` holds exactly the generated CRDs, as generated.
 #[test]
-fn chart_crd_is_a_copy_of_the_generated_crd() {
-    let name = "assetscans.assetscan.io.yaml";
-    let source = root().join("crds").join(name);
-    let copy = chart().join("crds").join(name);
-    let expected = std::fs::read_to_string(&source).unwrap();
-    if std::env::var_os("UPDATE_CRDS").is_some_and(|v| v == "1") {
-        std::fs::write(&copy, &expected).unwrap();
-        return;
-    }
-    let actual = std::fs::read_to_string(&copy).unwrap_or_default();
-    assert!(
-        actual == expected,
-        "{} differs from {}; copy it: `make crds` (or cp {} {})",
-        copy.display(),
-        source.display(),
-        source.display(),
-        copy.display()
-    );
-    let entries: Vec<_> = std::fs::read_dir(chart().join("crds")).unwrap().collect();
+fn chart_crds_are_copies_of_the_generated_crds() {
+    let names = |dir: PathBuf| -> BTreeSet<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    };
+    let generated = names(root().join("crds"));
     assert_eq!(
-        entries.len(),
-        1,
-        "the chart's crds/ holds exactly the AssetScan CRD"
+        names(chart().join("crds")),
+        generated,
+        "the chart's crds/ holds exactly the generated CRDs: `make crds`"
     );
+    for name in &generated {
+        let source = root().join("crds").join(name);
+        let copy = chart().join("crds").join(name);
+        assert!(
+            std::fs::read_to_string(&copy).unwrap() == std::fs::read_to_string(&source).unwrap(),
+            "{} differs from {}; copy it: `make crds`",
+            copy.display(),
+            source.display()
+        );
+    }
 }
 
 /// The chart ships this crate's version, for a cluster that has what the

@@ -7,7 +7,7 @@ mod controller_kit;
 
 use assetscan_operator::controller;
 use assetscan_operator::controller::ConditionType;
-use assetscan_operator::crd::AssetScan;
+use assetscan_operator::crd::{AssetScan, AssetScanReport};
 use assetscan_operator::store::{AssetId, Patch as TicketPatch, StoreError};
 use assetscan_operator::ticket::Status;
 use controller_kit::*;
@@ -682,4 +682,164 @@ async fn a_rescan_annotation_starts_exactly_one_run_per_value() {
     );
     a.stop().await;
     b.stop().await;
+}
+
+fn reports_api(h: &Harness) -> kube::Api<AssetScanReport> {
+    kube::Api::namespaced(h.client.clone(), NAMESPACE)
+}
+
+/// The names of `obj`'s reports, oldest run first.
+async fn reports_of(h: &Harness, obj: &AssetScan) -> Vec<String> {
+    let uid = obj.metadata.uid.clone().unwrap();
+    let mut names: Vec<String> = reports_api(h)
+        .list(&kube::api::ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|r| {
+            r.metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.uid == uid)
+        })
+        .map(|r| r.name_any())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A finished high-risk run leaves one report with what it found and who
+/// was told, named from the run, owned by its AssetScan; writing it again
+/// (a retry, two replicas at once) is harmless and leaves one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_run_leaves_exactly_one_report_even_when_replicas_race() {
+    let h = Harness::start().await;
+    let asset = "report-01.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    let a = h.controller("ctl-a").await;
+    let b = h.controller("ctl-b").await;
+    h.create(&scan("report-01", asset, true)).await;
+    let done = h
+        .wait("report-01", "finished with its report", PATIENCE, |o| {
+            o.status
+                .as_ref()
+                .is_some_and(|s| s.phase == Some(Status::Finished) && s.latest_report.is_some())
+        })
+        .await;
+    let s = status(&done).clone();
+    let name = s.latest_report.clone().unwrap();
+    assert_eq!(name, "report-01-g1-s0");
+    let report = reports_api(&h).get(&name).await.unwrap();
+    let r = &report.spec;
+    assert_eq!(
+        (r.asset_id.as_str(), r.scan.as_str(), Some(r.run.as_str())),
+        (asset, "report-01", s.run.as_deref())
+    );
+    assert_eq!(Some(r.ticket_id.as_str()), s.ticket_id.as_deref());
+    assert_eq!(
+        (Some(r.fencing_token), r.phase),
+        (s.fencing_token, Status::Finished)
+    );
+    assert_eq!(r.verdict, "HighRisk");
+    assert!(!r.reasons.is_empty());
+    let findings = r.findings.as_ref().expect("findings");
+    assert!(findings.total > 0 && !findings.items.is_empty());
+    assert_eq!(
+        findings.omitted as usize,
+        findings.total as usize - findings.items.len()
+    );
+    let notified = r.notification.as_ref().expect("notification");
+    assert!(
+        notified.receipts.contains_key("secops-webhook"),
+        "{notified:?}"
+    );
+    assert!(r.started_at.0 <= r.ended_at.0);
+    let owner = &report.metadata.owner_references.as_ref().unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
+        (
+            "AssetScan",
+            done.metadata.uid.as_deref().unwrap(),
+            Some(true)
+        )
+    );
+
+    // As if the status write that named it had been lost: both replicas
+    // reconcile the finished object at once and write the report again.
+    let forgot = h
+        .api()
+        .patch_status(
+            "report-01",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"latestReport": null}})),
+        )
+        .await
+        .unwrap();
+    let (ra, rb) = tokio::join!(
+        controller::reconcile(Arc::new(forgot.clone()), a.ctx.clone()),
+        controller::reconcile(Arc::new(forgot.clone()), b.ctx.clone()),
+    );
+    ra.expect("reconcile a");
+    rb.expect("reconcile b");
+    let again = h.api().get("report-01").await.unwrap();
+    assert_eq!(status(&again).latest_report.as_deref(), Some(name.as_str()));
+    assert_eq!(reports_of(&h, &done).await, std::slice::from_ref(&name));
+    let unchanged = reports_api(&h).get(&name).await.unwrap();
+    assert_eq!(unchanged.spec, report.spec, "written once, never changed");
+    a.stop().await;
+    b.stop().await;
+}
+
+/// `reportHistoryLimit` keeps the newest reports; deleting the AssetScan
+/// deletes the rest (the garbage collector follows the owner references).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_beyond_the_limit_are_pruned_and_go_with_their_scan() {
+    let h = Harness::start().await;
+    let asset = "report-02.dc1.example.com";
+    h.stubs.inventory.set_online(asset, true);
+    let ctl = h.controller("ctl-a").await;
+    let mut limited = scan("report-02", asset, false);
+    limited.spec.report_history_limit = Some(2);
+    h.create(&limited).await;
+    let first = h.wait_terminal("report-02", PATIENCE).await;
+    for value in ["t1", "t2", "t3"] {
+        annotate(
+            &h,
+            "report-02",
+            json!({ controller::RESCAN_ANNOTATION: value }),
+        )
+        .await;
+        h.wait("report-02", "the rescan's report", PATIENCE, |o| {
+            o.status.as_ref().is_some_and(|s| {
+                s.last_handled_rescan.as_deref() == Some(value)
+                    && s.phase == Some(Status::Finished)
+                    && s.latest_report.as_deref()
+                        == s.run
+                            .as_deref()
+                            .map(|r| {
+                                let (_, scan) = r.rsplit_once("-s").unwrap();
+                                format!("report-02-g1-s{scan}")
+                            })
+                            .as_deref()
+            })
+        })
+        .await;
+    }
+    assert_eq!(
+        reports_of(&h, &first).await,
+        ["report-02-g1-s2", "report-02-g1-s3"],
+        "the two newest of four"
+    );
+
+    h.api()
+        .delete("report-02", &DeleteParams::default())
+        .await
+        .unwrap();
+    assetscan_testkit::wait::until("reports deleted with their scan", PATIENCE, async || {
+        reports_of(&h, &first).await.is_empty()
+    })
+    .await;
+    ctl.stop().await;
 }

@@ -3,7 +3,8 @@
 //! the test kit's API emulator uses).
 
 use assetscan_operator::crd::{
-    ASSET_ID_PATTERN, AssetScan, AssetScanSpec, AssetScanStatus, Package, Target, crd_yaml,
+    ASSET_ID_PATTERN, AssetScan, AssetScanReport, AssetScanSpec, AssetScanStatus, Package, Target,
+    crd_yaml, report_crd_yaml,
 };
 use kube::core::cel::{ValidationErrors, validate_cel, validate_cel_update};
 use kube::{CustomResourceExt, Resource};
@@ -12,26 +13,61 @@ use std::path::PathBuf;
 
 const HEADER: &str = "# Generated from src/crd.rs. Do not edit: run\n#   UPDATE_CRDS=1 cargo test -p assetscan-operator --test crd\n";
 
-fn crd_file() -> PathBuf {
+fn crd_file(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("crds")
-        .join(format!("{}.yaml", AssetScan::crd_name()))
+        .join(format!("{name}.yaml"))
 }
 
+/// Each CRD file equals what the Rust types generate (and is rewritten
+/// with UPDATE_CRDS=1).
 #[test]
-fn checked_in_crd_matches_the_rust_types() {
-    let expected = format!("{HEADER}{}", crd_yaml());
-    let path = crd_file();
-    if std::env::var_os("UPDATE_CRDS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, &expected).unwrap();
-        return;
+fn checked_in_crds_match_the_rust_types() {
+    for (name, yaml) in [
+        (AssetScan::crd_name(), crd_yaml()),
+        (AssetScanReport::crd_name(), report_crd_yaml()),
+    ] {
+        let expected = format!("{HEADER}{yaml}");
+        let path = crd_file(name);
+        if std::env::var_os("UPDATE_CRDS").is_some_and(|v| v == "1") {
+            std::fs::write(&path, &expected).unwrap();
+            continue;
+        }
+        let actual = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            actual == expected,
+            "{} is out of date with src/crd.rs; regenerate it with\n  UPDATE_CRDS=1 cargo test -p assetscan-operator --test crd",
+            path.display()
+        );
     }
-    let actual = std::fs::read_to_string(&path).unwrap_or_default();
+}
+
+/// The report: namespaced, no status subresource (written whole, once),
+/// immutable, the columns `kubectl get asr` shows.
+#[test]
+fn the_report_crd_is_immutable_with_its_columns() {
+    let crd = AssetScanReport::crd();
+    assert_eq!(crd.spec.scope, "Namespaced");
+    assert_eq!(crd.spec.names.short_names, Some(vec!["asr".to_owned()]));
+    assert_eq!(crd.spec.names.categories, Some(vec!["security".to_owned()]));
+    let version = &crd.spec.versions[0];
     assert!(
-        actual == expected,
-        "{} is out of date with src/crd.rs; regenerate it with\n  UPDATE_CRDS=1 cargo test -p assetscan-operator --test crd",
-        path.display()
+        version
+            .subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_none()
     );
+    let columns: Vec<&str> = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(columns, ["Asset", "Verdict", "Findings", "Max-CVSS", "Age"]);
+    let schema = serde_json::to_value(&version.schema).unwrap();
+    let rules = &schema["openAPIV3Schema"]["properties"]["spec"]["x-kubernetes-validations"];
+    assert_eq!(rules[0]["rule"], "self == oldSelf", "{schema:#}");
 }
 
 #[test]
@@ -231,6 +267,7 @@ fn scan(target: Target, software: Vec<Package>) -> AssetScan {
             notify: vec!["secops".into()],
             rescan_interval: Some("6h".into()),
             suspend: false,
+            report_history_limit: None,
         },
     )
 }

@@ -217,6 +217,7 @@ fn scan(index: usize) -> AssetScan {
             notify: vec![],
             rescan_interval: None,
             suspend: false,
+            report_history_limit: None,
         },
     )
 }

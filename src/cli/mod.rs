@@ -224,7 +224,12 @@ pub async fn main() -> ExitCode {
     install_crypto_provider();
     let result = match cli.command {
         Command::Crd => {
-            print!("{}", crate::crd::crd_yaml());
+            // One YAML stream: `assetscan-operator crd | kubectl apply -f -`.
+            print!(
+                "{}---\n{}",
+                crate::crd::crd_yaml(),
+                crate::crd::report_crd_yaml()
+            );
             Ok(ExitCode::SUCCESS)
         }
         Command::Run(args) => run(args).await.map(|()| ExitCode::SUCCESS),

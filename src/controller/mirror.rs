@@ -14,10 +14,11 @@
 //! computed against an outdated copy would otherwise mix this executor's
 //! changes into a newer status.
 
+use super::report;
 use super::runs::{RESCAN_ANNOTATION, run_order};
 use super::status::status_from_ticket;
 use crate::backoff::Backoff;
-use crate::crd::{AssetScan, AssetScanStatus, is_fence_refusal};
+use crate::crd::{AssetScan, AssetScanReport, AssetScanStatus, is_fence_refusal};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::{Metrics, StepLabels, Throttle};
 use crate::ticket::{Step, Ticket};
@@ -283,13 +284,43 @@ impl StatusMirror<'_> {
     /// the run changed. Returns whether the API server holds it.
     async fn mirror(&self, ticket: &Ticket) -> bool {
         let previous = self.last();
-        let status = self.status_for(ticket, previous.as_ref());
+        let mut status = self.status_for(ticket, previous.as_ref());
+        if ticket.status.is_terminal() {
+            status.latest_report = self
+                .record_report(ticket, status.latest_report.as_deref())
+                .await
+                .or(status.latest_report);
+        }
         let news = is_news(previous.as_ref(), &status, ticket);
         let written = self.write(status).await;
         if written && news {
             self.announce(ticket).await;
         }
         written
+    }
+
+    /// Writes the report of `ticket`'s run, which ended, unless the status
+    /// names it already (`latest`), and prunes the reports beyond the
+    /// object's limit. Its name, once it exists; `None` if it could not be
+    /// written: the status then keeps naming the one before, and the next
+    /// reconcile of the finished object writes it.
+    async fn record_report(&self, ticket: &Ticket, latest: Option<&str>) -> Option<String> {
+        let name = report::report_name(self.obj, &ticket.run);
+        if latest == Some(name.as_str()) {
+            return Some(name);
+        }
+        let namespace = self.obj.metadata.namespace.as_deref().unwrap_or("default");
+        let api: Api<AssetScanReport> = Api::namespaced(self.api.clone().into_client(), namespace);
+        let object = self.obj.metadata.name.as_deref().unwrap_or_default();
+        if let Err(err) = report::create(&api, &report::build(self.obj, ticket)).await {
+            self.metrics.failed("ReportWrite");
+            warn!(object, report = %name, error = %err, "report not written; written at the next reconcile");
+            return None;
+        }
+        if let Err(err) = report::prune(&api, self.obj).await {
+            warn!(object, error = %err, "older reports not pruned; pruned after the next run");
+        }
+        Some(name)
     }
 
     /// Records a claim: the zombie-write defence's step outside Redis (see

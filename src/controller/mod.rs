@@ -5,6 +5,7 @@
 mod cache;
 mod conditions;
 mod mirror;
+mod report;
 mod request;
 mod runs;
 mod status;
@@ -241,6 +242,11 @@ async fn apply<E: Effects + 'static>(
         RunDecision::UnlessEarlierAlerts { earlier, next } => (next, Some(earlier)),
         RunDecision::Wait(delay) => {
             ctx.failures().remove(&key);
+            if let Err(err) = write_missing_report(obj, ctx.pipeline.store(), &mirror).await {
+                let err = Error::Store(err);
+                stall(obj, &mirror, &err).await;
+                return Err(err);
+            }
             return Ok(delay.map_or_else(Action::await_change, Action::requeue));
         }
         RunDecision::Suspended => {
@@ -376,6 +382,38 @@ async fn apply<E: Effects + 'static>(
             Action::await_change()
         }
     })
+}
+
+/// The run the status shows ended has no report named in the status (its
+/// write failed, or the status write that named it was lost): mirror the
+/// run's ticket again, which writes the report and names it. One read of
+/// the ticket, only then; a ticket Redis no longer has cannot be reported.
+async fn write_missing_report(
+    obj: &AssetScan,
+    store: &crate::store::TicketStore,
+    mirror: &StatusMirror<'_>,
+) -> Result<(), StoreError> {
+    let Some(status) = obj.status.as_ref() else {
+        return Ok(());
+    };
+    let (Some(run), Some(phase)) = (status.run.as_deref(), status.phase) else {
+        return Ok(());
+    };
+    if !phase.is_terminal()
+        || status.latest_report.as_deref() == Some(&report::report_name(obj, run))
+    {
+        return Ok(());
+    }
+    let Ok(asset) = AssetId::new(obj.spec.asset_id.clone()) else {
+        return Ok(());
+    };
+    match store.get_ticket(&asset, run).await? {
+        Some(ticket) if ticket.status.is_terminal() => {
+            crate::pipeline::Observer::on_ticket(mirror, &ticket).await;
+        }
+        _ => debug!(run, "no ticket left to report the run from"),
+    }
+    Ok(())
 }
 
 /// Checks that Redis answers, on a live connection. After Redis failed, the

@@ -120,6 +120,7 @@ mod tests {
             notify: vec!["secops".into()],
             rescan_interval: None,
             suspend: false,
+            report_history_limit: None,
         }
     }
 

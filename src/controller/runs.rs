@@ -164,6 +164,7 @@ mod tests {
                 notify: vec![],
                 rescan_interval: Some("1h".into()),
                 suspend: false,
+                report_history_limit: None,
             },
         );
         obj.metadata.uid = Some("1234abcd-5678-90ef".into());

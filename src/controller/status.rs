@@ -3,7 +3,7 @@
 
 use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType, bounded, whole_seconds};
 use crate::crd::{AssetScanStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary};
-use crate::ticket::{Severity, Status, Ticket, VulnFacts};
+use crate::ticket::{LastError, Severity, Status, Ticket, VulnFacts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -43,12 +43,7 @@ pub fn status_from_ticket(
             .iter()
             .map(|s| s.as_str().to_owned())
             .collect(),
-        last_error: ticket.last_error.as_ref().map(|e| LastErrorStatus {
-            step: e.step.as_str().to_owned(),
-            message: bounded(&e.message),
-            at: time_from_ms(e.at),
-            attempt: i64::from(e.attempt),
-        }),
+        last_error: ticket.last_error.as_ref().map(last_error_status),
         vulnerabilities: facts.vulnerabilities.as_ref().map(|v| {
             summarize(
                 v,
@@ -65,6 +60,7 @@ pub fn status_from_ticket(
         last_scan_time,
         next_scan_time: next_scan.map(whole_seconds),
         last_handled_rescan: previous.and_then(|p| p.last_handled_rescan.clone()),
+        latest_report: previous.and_then(|p| p.latest_report.clone()),
         conditions: previous.map(|p| p.conditions.clone()).unwrap_or_default(),
     };
 
@@ -159,11 +155,21 @@ fn summarize(v: &VulnFacts, known_exploited: Option<usize>) -> VulnerabilitySumm
     }
 }
 
-fn saturating_i64(n: impl TryInto<i64>) -> i64 {
+/// A step's failure as the status and the report show it.
+pub(super) fn last_error_status(e: &LastError) -> LastErrorStatus {
+    LastErrorStatus {
+        step: e.step.as_str().to_owned(),
+        message: bounded(&e.message),
+        at: time_from_ms(e.at),
+        attempt: i64::from(e.attempt),
+    }
+}
+
+pub(super) fn saturating_i64(n: impl TryInto<i64>) -> i64 {
     n.try_into().unwrap_or(i64::MAX)
 }
 
-fn time_from_ms(ms: u64) -> Time {
+pub(super) fn time_from_ms(ms: u64) -> Time {
     let secs = saturating_i64(ms / 1000);
     Time(Timestamp::from_second(secs).unwrap_or(Timestamp::MAX))
 }

@@ -385,6 +385,7 @@ pub fn scan(name: &str, asset: &str, high_risk: bool) -> AssetScan {
             notify: vec!["secops-webhook".into()],
             rescan_interval: None,
             suspend: false,
+            report_history_limit: None,
         },
     )
 }
