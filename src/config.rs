@@ -22,6 +22,28 @@ pub struct Config {
     #[serde(default)]
     pub steps: StepPolicies,
     pub providers: ProvidersConfig,
+    #[serde(default)]
+    pub status: StatusSection,
+}
+
+/// How the AssetScan's status follows a run.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct StatusSection {
+    /// A run's claim and its end are always written to the status; a step
+    /// in between only once this long has passed since the status was last
+    /// written (a slow run shows its progress, a fast one costs two
+    /// writes). `0s`: every step.
+    #[serde(deserialize_with = "crate::duration::config")]
+    pub progress_every: Duration,
+}
+
+impl Default for StatusSection {
+    fn default() -> Self {
+        StatusSection {
+            progress_every: Duration::from_secs(5),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize)]

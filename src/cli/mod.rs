@@ -307,6 +307,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         shard: args.shard_index.zip(args.shard_count),
         namespace: args.namespace,
         instance: instance_id(args.instance),
+        progress_every: config.status.progress_every,
     };
     info!(instance = %settings.instance, metrics = %args.metrics_addr, "starting controller");
     let pipeline = Pipeline::new(store.clone(), providers, config.steps.clone());

@@ -59,6 +59,12 @@ pub struct StatusMirror<'a> {
     /// `(fencingToken, revision)` of the last status refused as stale, so
     /// that one stale status is counted and reported once.
     refused: Mutex<Option<Option<(i64, i64)>>>,
+    /// A step in between a run's claim and its end is written only once
+    /// this long has passed since the last write (see
+    /// [`crate::config::StatusSection::progress_every`]).
+    progress_every: Duration,
+    /// When this mirror last wrote the status.
+    written_at: Mutex<Option<Instant>>,
 }
 
 /// What this executor last knew to be stored.
@@ -103,7 +109,22 @@ impl<'a> StatusMirror<'a> {
                 status: obj.status.clone(),
             }),
             refused: Mutex::new(None),
+            progress_every: Duration::ZERO,
+            written_at: Mutex::new(None),
         }
+    }
+
+    /// Writes a step between the claim and the end only once `every` has
+    /// passed since the last write (default: every step).
+    pub fn progress_every(mut self, every: Duration) -> Self {
+        self.progress_every = every;
+        self
+    }
+
+    /// Whether a step between the claim and the end is written now.
+    fn progress_due(&self) -> bool {
+        let written_at = *self.written_at.lock().unwrap_or_else(|e| e.into_inner());
+        written_at.is_none_or(|at| at.elapsed() >= self.progress_every)
     }
 
     fn stored(&self) -> Stored {
@@ -118,6 +139,12 @@ impl<'a> StatusMirror<'a> {
     /// changes conditions (a stall), so it never goes behind what is stored.
     pub fn current(&self) -> Option<AssetScanStatus> {
         self.last()
+    }
+
+    /// `object` as this mirror's own write left it.
+    fn stored_now(&self, object: AssetScan) {
+        *self.written_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        self.remember(object);
     }
 
     fn remember(&self, object: AssetScan) {
@@ -165,7 +192,7 @@ impl<'a> StatusMirror<'a> {
                 .await
             {
                 Ok(stored) => {
-                    self.remember(stored);
+                    self.stored_now(stored);
                     return true;
                 }
                 Err(kube::Error::Api(status_err))
@@ -282,7 +309,17 @@ impl StatusMirror<'_> {
 
     /// Writes the status mirroring `ticket`, with an Event when the phase or
     /// the run changed. Returns whether the API server holds it.
-    async fn mirror(&self, ticket: &Ticket) -> bool {
+    /// Mirrors a step of the run: its end always, a step in between only
+    /// when progress is due (a fast run's steps are not written one by one).
+    async fn follow(&self, ticket: &Ticket) {
+        if ticket.status.is_terminal() || self.progress_due() {
+            self.mirror(ticket).await;
+        }
+    }
+
+    /// Mirrors `ticket` now: where a run stops short of its end (deferred,
+    /// its lock lost, shut down), the status shows where it stands.
+    pub async fn mirror(&self, ticket: &Ticket) -> bool {
         let previous = self.last();
         let mut status = self.status_for(ticket, previous.as_ref());
         if ticket.status.is_terminal() {
@@ -382,7 +419,7 @@ impl StatusMirror<'_> {
             .await;
         match result {
             Ok(stored) => {
-                self.remember(stored);
+                self.stored_now(stored);
                 if news {
                     self.announce(ticket).await;
                 }
@@ -420,10 +457,14 @@ impl StatusMirror<'_> {
                     .inc();
             }
         }
+        // One Event per run, at its end: what a person acts on is the
+        // verdict or the failure, not each step (the status shows those).
+        let high_risk = ticket.facts.risk.as_ref().is_some_and(|r| r.high_risk);
         let (type_, reason) = match ticket.status {
             crate::ticket::Status::Failed => (EventType::Warning, "ScanFailed"),
-            crate::ticket::Status::HighRiskFound => (EventType::Warning, "HighRiskFound"),
-            _ => (EventType::Normal, "Advanced"),
+            crate::ticket::Status::Finished if high_risk => (EventType::Warning, "HighRiskFound"),
+            crate::ticket::Status::Finished => (EventType::Normal, "ScanComplete"),
+            _ => return,
         };
         let note = format!(
             "run {} is {} (token {}, revision {})",
@@ -431,7 +472,7 @@ impl StatusMirror<'_> {
         );
         // kube's Recorder folds events with the same type, reason and
         // action into one series and keeps the first note: the phase as
-        // the action keeps each phase's event (and note) apart.
+        // the action keeps each kind of end's event (and note) apart.
         self.publish(type_, reason, ticket.status.as_str(), note)
             .await;
     }
@@ -470,7 +511,7 @@ fn claim_refusal(read: Option<&AssetScanStatus>, ticket: &Ticket) -> Option<Stri
 
 impl Observer for StatusMirror<'_> {
     async fn on_ticket(&self, ticket: &Ticket) {
-        self.mirror(ticket).await;
+        self.follow(ticket).await;
     }
 
     /// The claim is recorded in the status before any provider call, so that

@@ -51,6 +51,8 @@ pub struct ControllerSettings {
     pub namespace: Option<String>,
     /// This replica's id (pod name), the prefix of its lock holder ids.
     pub instance: String,
+    /// See [`crate::config::StatusSection::progress_every`].
+    pub progress_every: Duration,
 }
 
 /// What every reconcile shares.
@@ -236,7 +238,8 @@ async fn apply<E: Effects + 'static>(
     let obj = &fresh;
     let key = object_key(obj);
     let rescan = rescan_interval(&obj.spec);
-    let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan);
+    let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan)
+        .progress_every(ctx.settings.progress_every);
     let (run, supersedes) = match decide(obj, Timestamp::now()) {
         RunDecision::Run(run) => (run, None),
         RunDecision::UnlessEarlierAlerts { earlier, next } => (next, Some(earlier)),
@@ -351,7 +354,13 @@ async fn apply<E: Effects + 'static>(
                 .await;
             Action::requeue(jitter())
         }
-        Outcome::Deferred { retry_after, .. } => {
+        Outcome::Deferred {
+            retry_after,
+            ticket,
+        } => {
+            // Waiting for a channel: the status says so (NOTIFYING, and
+            // the channel's error), whatever the progress interval skipped.
+            mirror.mirror(&ticket).await;
             ctx.metrics.reconciled("notify_deferred");
             Action::requeue(retry_after + jitter())
         }
@@ -377,7 +386,8 @@ async fn apply<E: Effects + 'static>(
             ctx.metrics.reconciled("claim_unrecorded");
             Action::requeue(Duration::from_secs(1) + jitter())
         }
-        Outcome::Stopped(_) => {
+        Outcome::Stopped(ticket) => {
+            mirror.mirror(&ticket).await;
             ctx.metrics.reconciled("stopped");
             Action::await_change()
         }
@@ -534,6 +544,7 @@ mod tests {
             shard,
             namespace: None,
             instance: "i".into(),
+            progress_every: Duration::ZERO,
         };
         let mut owners = vec![0; 3];
         for n in 0..300 {

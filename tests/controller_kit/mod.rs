@@ -169,6 +169,7 @@ impl Harness {
                 shard: None,
                 namespace: Some(NAMESPACE.into()),
                 instance: instance.into(),
+                progress_every: self.config.status.progress_every,
             },
             CancellationToken::new(),
         ))
@@ -318,7 +319,8 @@ pub fn metric(text: &str, sample: &str) -> f64 {
 }
 
 /// The operator's config for the tests: short lock ttl, step timeouts and
-/// backoffs; the providers section from the stubs, with the channel names of
+/// backoffs; every step written to the status (the tests watch the phases);
+/// the providers section from the stubs, with the channel names of
 /// `examples/config.yaml` (`secops-webhook`, `secops-wecom`, `secops-slack`).
 pub fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> String {
     let providers = stubs
@@ -332,6 +334,7 @@ pub fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> String {
         "redis: {{timeout: 1s}}\n\
          lock: {{ttl: {LOCK_TTL_MS}ms}}\n\
          tickets: {{retention: 1h, auditCap: 10000}}\n\
+         status: {{progressEvery: 0s}}\n\
          steps:\n\
          \x20 onlineCheck: {{timeout: 3s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 500ms}}\n\
          \x20 vulnQuery: {{timeout: 10s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 500ms}}\n\
