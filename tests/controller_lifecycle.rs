@@ -614,8 +614,8 @@ async fn annotate(h: &Harness, name: &str, annotations: serde_json::Value) {
 
 /// `assetscan.io/rescan` set to a new value starts exactly one new run,
 /// recorded as handled with its claim; the same value again (the object
-/// touched otherwise) starts none, and a new value one more. Two replicas watch the object: they
-/// agree, since the value handled is in the status.
+/// touched otherwise) starts none, and a new value one more. Two replicas
+/// watch the object: they agree, since the value handled is in the status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rescan_annotation_starts_exactly_one_run_per_value() {
     let h = Harness::start().await;

@@ -8,26 +8,32 @@ use std::process::{Command, Stdio};
 
 /// Calls of every command so far, less the `INFO` calls that read them.
 pub fn commands(server: &RedisServer) -> Result<u64, BenchError> {
-    let info = server.command(&["INFO", "commandstats"])?;
-    Ok(info
-        .lines()
-        .filter_map(|line| line.strip_prefix("cmdstat_"))
-        .filter(|line| !line.starts_with("info:"))
-        .filter_map(|line| line.split_once(":calls="))
-        .filter_map(|(_, rest)| rest.split(',').next()?.parse::<u64>().ok())
-        .sum())
+    commandstats_sum(server, "calls")
 }
 
 /// Microseconds the server spent executing commands so far (scripts with
 /// the calls they make inside), less the `INFO` calls that read them.
 pub fn busy_us(server: &RedisServer) -> Result<u64, BenchError> {
+    commandstats_sum(server, "usec")
+}
+
+/// One field of `INFO commandstats` (`calls`, `usec`), summed over every
+/// command but `INFO`.
+fn commandstats_sum(server: &RedisServer, field: &str) -> Result<u64, BenchError> {
     let info = server.command(&["INFO", "commandstats"])?;
+    let key = format!("{field}=");
     Ok(info
         .lines()
         .filter_map(|line| line.strip_prefix("cmdstat_"))
         .filter(|line| !line.starts_with("info:"))
-        .filter_map(|line| line.split_once(",usec="))
-        .filter_map(|(_, rest)| rest.split(',').next()?.parse::<u64>().ok())
+        .filter_map(|line| {
+            let (_, stats) = line.split_once(':')?;
+            stats
+                .split(',')
+                .find_map(|kv| kv.strip_prefix(key.as_str()))?
+                .parse::<u64>()
+                .ok()
+        })
         .sum())
 }
 
