@@ -445,6 +445,13 @@ pub struct AssetScanStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_report: Option<String>,
 
+    /// The AssetScanReports kept, newest first (at most
+    /// `reportHistoryLimit`): the operator deletes the ones that fall off
+    /// this list, without listing reports.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    pub reports: Vec<String>,
+
     /// `Ready`, `Reconciling` and `Stalled` describe the operator's work;
     /// `HighRisk` describes the asset, so a finding never reads as a failure.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

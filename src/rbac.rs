@@ -34,12 +34,13 @@ pub const OPERATOR_ACCESS: &[ApiAccess] = &[
         resource: "assetscans/finalizers",
         verbs: &["update"],
     },
-    // The report of each run that ended: created once, listed and deleted
-    // beyond the object's reportHistoryLimit.
+    // The report of each run that ended: created once, deleted once it
+    // falls off the object's reportHistoryLimit (named in its status: no
+    // list is needed).
     ApiAccess {
         group: "assetscan.io",
         resource: "assetscanreports",
-        verbs: &["create", "list", "delete"],
+        verbs: &["create", "delete"],
     },
     // kube-runtime's Recorder: events.k8s.io, and the core group for
     // clusters that only serve that.

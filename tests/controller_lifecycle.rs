@@ -832,6 +832,11 @@ async fn reports_beyond_the_limit_are_pruned_and_go_with_their_scan() {
         ["report-02-g1-s2", "report-02-g1-s3"],
         "the two newest of four"
     );
+    let kept = h.api().get("report-02").await.unwrap();
+    assert_eq!(
+        status(&kept).reports,
+        ["report-02-g1-s3", "report-02-g1-s2"]
+    );
 
     h.api()
         .delete("report-02", &DeleteParams::default())

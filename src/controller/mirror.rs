@@ -323,10 +323,7 @@ impl StatusMirror<'_> {
         let previous = self.last();
         let mut status = self.status_for(ticket, previous.as_ref());
         if ticket.status.is_terminal() {
-            status.latest_report = self
-                .record_report(ticket, status.latest_report.as_deref())
-                .await
-                .or(status.latest_report);
+            self.record_report(ticket, &mut status).await;
         }
         let news = is_news(previous.as_ref(), &status, ticket);
         let written = self.write(status).await;
@@ -336,15 +333,16 @@ impl StatusMirror<'_> {
         written
     }
 
-    /// Writes the report of `ticket`'s run, which ended, unless the status
-    /// names it already (`latest`), and prunes the reports beyond the
-    /// object's limit. Its name, once it exists; `None` if it could not be
-    /// written: the status then keeps naming the one before, and the next
-    /// reconcile of the finished object writes it.
-    async fn record_report(&self, ticket: &Ticket, latest: Option<&str>) -> Option<String> {
+    /// Writes the report of `ticket`'s run, which ended, unless `status`
+    /// names it already, deletes the reports beyond the object's limit,
+    /// and records both in `status` (written by the caller, in the same
+    /// write as the run's end). A report that could not be written leaves
+    /// `status` as it was: the next reconcile of the finished object
+    /// writes it.
+    async fn record_report(&self, ticket: &Ticket, status: &mut AssetScanStatus) {
         let name = report::report_name(self.obj, &ticket.run);
-        if latest == Some(name.as_str()) {
-            return Some(name);
+        if status.latest_report.as_deref() == Some(name.as_str()) {
+            return;
         }
         let namespace = self.obj.metadata.namespace.as_deref().unwrap_or("default");
         let api: Api<AssetScanReport> = Api::namespaced(self.api.clone().into_client(), namespace);
@@ -352,12 +350,10 @@ impl StatusMirror<'_> {
         if let Err(err) = report::create(&api, &report::build(self.obj, ticket)).await {
             self.metrics.failed("ReportWrite");
             warn!(object, report = %name, error = %err, "report not written; written at the next reconcile");
-            return None;
+            return;
         }
-        if let Err(err) = report::prune(&api, self.obj).await {
-            warn!(object, error = %err, "older reports not pruned; pruned after the next run");
-        }
-        Some(name)
+        status.reports = report::prune(&api, self.obj, &name, &status.reports).await;
+        status.latest_report = Some(name);
     }
 
     /// Records a claim: the zombie-write defence's step outside Redis (see

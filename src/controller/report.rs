@@ -12,9 +12,10 @@ use crate::crd::{
 };
 use crate::ticket::{Status, Ticket};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};
 use std::collections::BTreeMap;
+use tracing::warn;
 
 /// The label that ties a report to its AssetScan (by uid: a name may be
 /// longer than a label value, and a re-created object is another one).
@@ -27,6 +28,8 @@ const MAX_CVES_PER_FINDING: usize = 16;
 const MAX_KNOWN_EXPLOITED: usize = 100;
 const MAX_EPSS: usize = 50;
 const MAX_REASONS: usize = 32;
+/// Reports named in `status.reports` at most (the schema's `maxItems`).
+const MAX_LISTED: usize = 100;
 /// A Kubernetes object name's length limit (DNS-1123 subdomain).
 const MAX_NAME: usize = 253;
 
@@ -165,39 +168,41 @@ pub async fn create(
     }
 }
 
-/// Deletes `obj`'s reports beyond its `reportHistoryLimit`, oldest runs
-/// first. Returns how many it deleted.
-pub async fn prune(api: &Api<AssetScanReport>, obj: &AssetScan) -> Result<usize, kube::Error> {
-    let Some(uid) = obj.uid() else {
-        return Ok(0);
-    };
+/// The reports kept once `latest` is written: `latest`, then those of
+/// `kept` (newest first), at most `obj`'s `reportHistoryLimit`. The ones
+/// that fall off are deleted (one already gone is fine); one that cannot be
+/// deleted now stays on the list, to be deleted after the next run. No
+/// list of reports is read: what a run costs does not grow with the
+/// number of reports.
+pub async fn prune(
+    api: &Api<AssetScanReport>,
+    obj: &AssetScan,
+    latest: &str,
+    kept: &[String],
+) -> Vec<String> {
     let limit = obj
         .spec
         .report_history_limit
         .unwrap_or(DEFAULT_REPORT_HISTORY_LIMIT);
-    let listed = api
-        .list(&ListParams::default().labels(&format!("{SCAN_UID_LABEL}={uid}")))
-        .await?;
-    let mut reports: Vec<(Option<(i64, u64)>, String)> = listed
-        .items
-        .iter()
-        .map(|r| (run_order(&r.spec.run).map(|(_, order)| order), r.name_any()))
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let mut names: Vec<String> = std::iter::once(latest.to_owned())
+        .chain(kept.iter().filter(|n| *n != latest).cloned())
         .collect();
-    // Newest run first.
-    reports.sort_by(|a, b| b.cmp(a));
-    let mut deleted = 0;
-    for (_, name) in reports
-        .iter()
-        .skip(usize::try_from(limit).unwrap_or(usize::MAX))
-    {
-        match api.delete(name, &DeleteParams::background()).await {
-            Ok(_) => deleted += 1,
-            // Another replica pruned it first.
+    let dropped = names.split_off(limit.min(names.len()));
+    for name in dropped {
+        match api.delete(&name, &DeleteParams::background()).await {
+            Ok(_) => {}
             Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(err) => return Err(err),
+            Err(err) => {
+                warn!(report = %name, error = %err, "older report not deleted; retried after the next run");
+                names.push(name);
+            }
         }
     }
-    Ok(deleted)
+    // The status's bound: a report past it is left to the garbage
+    // collector (it goes with its AssetScan).
+    names.truncate(MAX_LISTED);
+    names
 }
 
 #[cfg(test)]

@@ -61,6 +61,7 @@ pub fn status_from_ticket(
         next_scan_time: next_scan.map(whole_seconds),
         last_handled_rescan: previous.and_then(|p| p.last_handled_rescan.clone()),
         latest_report: previous.and_then(|p| p.latest_report.clone()),
+        reports: previous.map(|p| p.reports.clone()).unwrap_or_default(),
         conditions: previous.map(|p| p.conditions.clone()).unwrap_or_default(),
     };
 
