@@ -1022,14 +1022,27 @@ async fn a_fast_scan_costs_four_api_writes_and_its_report() {
     let ctl = h.controller("ctl-a").await;
     let before = h.emu.requests();
     h.create(&scan("quiet-01", asset, true)).await;
-    let done = h
-        .wait("quiet-01", "finished with its report", PATIENCE, |o| {
-            o.status
-                .as_ref()
-                .is_some_and(|s| s.phase == Some(Status::Finished) && s.latest_report.is_some())
-        })
-        .await;
+    // Waiting on the emulator's record and the operator's metrics, not on
+    // GETs: the operator's own requests are the ones counted.
+    until(
+        "the end and its report written, and the object reconciled since",
+        PATIENCE,
+        async || {
+            let ended = h
+                .status_writes("quiet-01")
+                .iter()
+                .any(|s| s["phase"] == "FINISHED" && s["latestReport"].is_string());
+            ended && ctl.counter("assetscan_reconciles_total{result=\"up_to_date\"}") >= 1.0
+        },
+    )
+    .await;
     let after = h.emu.requests();
+    assert_eq!(
+        after.count("assetscans", Verb::Get) - before.count("assetscans", Verb::Get),
+        0,
+        "every decision from the watch cache"
+    );
+    let done = h.wait_terminal("quiet-01", PATIENCE).await;
     let writes = |resource: &str| {
         [Verb::Create, Verb::Update, Verb::Patch, Verb::Delete]
             .iter()

@@ -1,4 +1,5 @@
-//! The controller's watch cache, trimmed of what the operator never reads.
+//! The controller's watch cache: trimmed of what the operator never reads,
+//! and aware of the operator's own status writes it has not delivered yet.
 //!
 //! Every cached AssetScan would otherwise carry its `metadata.managedFields`
 //! (about 22 KB each once a few managers have written it) and, when applied
@@ -7,15 +8,38 @@
 //! each object arrives from the watch, before it enters the store. Nothing
 //! the operator writes depends on them: status and finalizer patches carry
 //! only their own fields, and conditional writes use the resourceVersion.
+//!
+//! A reconcile decides from the cached object, not from a fresh GET, with
+//! one exception: the watch delivers the operator's own status writes a few
+//! milliseconds after they were made, and a reconcile started in between
+//! (the watch event of the run's claim, handled after the run ended) would
+//! decide from a copy older than what it wrote itself. Every status write
+//! the operator makes is remembered here by its resourceVersion until the
+//! watch delivers that version; until then the cache is behind for that
+//! object, and the reconcile waits for the delivery (which triggers the
+//! next one) instead of acting. Writes of other replicas are not known
+//! here: deciding from a copy that misses one costs a write refused by its
+//! resourceVersion precondition, never a wrong status.
 
 use crate::crd::AssetScan;
-use futures::Stream;
+use futures::{Stream, TryStreamExt};
 use kube::api::Api;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// Set by `kubectl apply`: a full copy of the object the operator never reads.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// How long an own write may stay undelivered before the cache is no longer
+/// trusted for its object: a reconcile then reads the object fresh.
+pub const DELIVERY_WAIT: Duration = Duration::from_secs(10);
+
+/// Undelivered writes kept before the ones older than [`DELIVERY_WAIT`]
+/// are swept (they are also dropped when their object is next reconciled).
+const SWEEP_ABOVE: usize = 1024;
 
 /// Drops the fields of `obj` the operator never reads.
 pub fn trim(obj: &mut AssetScan) {
@@ -28,21 +52,155 @@ pub fn trim(obj: &mut AssetScan) {
     }
 }
 
-/// The store the controller reads and the stream of changed objects that
-/// triggers its reconciles, both of trimmed objects.
-pub fn trimmed_watch(
-    api: Api<AssetScan>,
-) -> (
-    Store<AssetScan>,
-    impl Stream<Item = Result<AssetScan, watcher::Error>> + Send + 'static,
-) {
-    let (reader, writer) = reflector::store();
-    let objects = watcher(api, watcher::Config::default().any_semantic())
-        .default_backoff()
-        .modify(trim)
-        .reflect(writer)
-        .applied_objects();
-    (reader, objects)
+/// What the cache knows of an object a reconcile is about to act on.
+pub enum Latest {
+    /// The newest copy, including every status write of this process.
+    Cached(Arc<AssetScan>),
+    /// A status write of this process has not been delivered yet: its
+    /// delivery triggers the next reconcile.
+    Behind,
+    /// Not in the cache, or an own write was not delivered within
+    /// [`DELIVERY_WAIT`]: read the object from the API server.
+    Unknown,
+}
+
+/// The store the controller reads, and the own writes it has not seen.
+pub struct WatchCache {
+    store: Store<AssetScan>,
+    /// Taken by the one watch that fills the store.
+    writer: Mutex<Option<Writer<AssetScan>>>,
+    own: Arc<Mutex<OwnWrites>>,
+}
+
+#[derive(Default)]
+struct OwnWrites {
+    /// Per object, the resourceVersion of this process's last status write
+    /// that the watch has not delivered, and when it was made.
+    unseen: HashMap<ObjectRef<AssetScan>, (String, Instant)>,
+    /// Delivered while the watch relists: seen once the relist is stored.
+    relisted: Vec<ObjectRef<AssetScan>>,
+}
+
+impl OwnWrites {
+    fn delivers(&self, key: &ObjectRef<AssetScan>, obj: &AssetScan) -> bool {
+        self.unseen.get(key).map(|(version, _)| Some(version))
+            == Some(obj.metadata.resource_version.as_ref())
+    }
+
+    /// Takes in a watch event, after the store applied it.
+    fn observe(&mut self, event: &watcher::Event<AssetScan>) {
+        match event {
+            watcher::Event::Apply(obj) => {
+                let key = ObjectRef::from_obj(obj);
+                if self.delivers(&key, obj) {
+                    self.unseen.remove(&key);
+                }
+            }
+            watcher::Event::Delete(obj) => {
+                self.unseen.remove(&ObjectRef::from_obj(obj));
+            }
+            watcher::Event::Init => self.relisted.clear(),
+            // The store swaps in a relist's objects only when it is done.
+            watcher::Event::InitApply(obj) => {
+                let key = ObjectRef::from_obj(obj);
+                if self.delivers(&key, obj) {
+                    self.relisted.push(key);
+                }
+            }
+            watcher::Event::InitDone => {
+                for key in std::mem::take(&mut self.relisted) {
+                    self.unseen.remove(&key);
+                }
+            }
+        }
+    }
+}
+
+impl Default for WatchCache {
+    fn default() -> Self {
+        let writer = Writer::default();
+        WatchCache {
+            store: writer.as_reader(),
+            writer: Mutex::new(Some(writer)),
+            own: Arc::default(),
+        }
+    }
+}
+
+impl WatchCache {
+    pub fn store(&self) -> Store<AssetScan> {
+        self.store.clone()
+    }
+
+    fn own(&self) -> MutexGuard<'_, OwnWrites> {
+        lock(&self.own)
+    }
+
+    /// The watch filling the store, as the stream of changed (trimmed)
+    /// objects that triggers reconciles; `None` if it was taken already.
+    pub fn watch(
+        &self,
+        api: Api<AssetScan>,
+    ) -> Option<impl Stream<Item = Result<AssetScan, watcher::Error>> + Send + 'static> {
+        let writer = self
+            .writer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()?;
+        let own = self.own.clone();
+        Some(
+            watcher(api, watcher::Config::default().any_semantic())
+                .default_backoff()
+                .modify(trim)
+                .reflect(writer)
+                // After the store took the event in: an own write counts as
+                // delivered only once a reconcile can read it.
+                .inspect_ok(move |event| lock(&own).observe(event))
+                .applied_objects(),
+        )
+    }
+
+    /// Remembers a status write of this process, as the API server
+    /// returned the object.
+    pub fn wrote(&self, obj: &AssetScan) {
+        let Some(version) = obj.metadata.resource_version.clone() else {
+            return;
+        };
+        let key = ObjectRef::from_obj(obj);
+        // Under the lock that delivery takes after the store: either the
+        // store holds this version already (delivered, or a patch that
+        // changed nothing and so makes no watch event), or its delivery
+        // finds it remembered.
+        let mut own = self.own();
+        let stored = self.store.get(&key);
+        if stored.is_some_and(|s| s.metadata.resource_version.as_ref() == Some(&version)) {
+            return;
+        }
+        if own.unseen.len() >= SWEEP_ABOVE {
+            own.unseen.retain(|_, (_, at)| at.elapsed() < DELIVERY_WAIT);
+        }
+        own.unseen.insert(key, (version, Instant::now()));
+    }
+
+    /// The copy of `obj` to decide from.
+    pub fn latest(&self, obj: &AssetScan) -> Latest {
+        let key = ObjectRef::from_obj(obj);
+        {
+            let mut own = self.own();
+            if let Some((_, at)) = own.unseen.get(&key) {
+                if at.elapsed() < DELIVERY_WAIT {
+                    return Latest::Behind;
+                }
+                own.unseen.remove(&key);
+                return Latest::Unknown;
+            }
+        }
+        self.store.get(&key).map_or(Latest::Unknown, Latest::Cached)
+    }
+}
+
+fn lock(own: &Mutex<OwnWrites>) -> MutexGuard<'_, OwnWrites> {
+    own.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]
@@ -50,6 +208,98 @@ mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
     use std::collections::BTreeMap;
+
+    fn object(name: &str, version: &str) -> AssetScan {
+        let spec = serde_json::json!({"assetId": "asset-1", "target": {}});
+        let mut obj = AssetScan::new(name, serde_json::from_value(spec).expect("spec"));
+        obj.metadata.namespace = Some("ns".into());
+        obj.metadata.resource_version = Some(version.into());
+        obj
+    }
+
+    /// A cache and a stand-in for its watch: each event goes to the store,
+    /// then to the own writes, as in [`WatchCache::watch`].
+    fn cache() -> (WatchCache, impl FnMut(watcher::Event<AssetScan>)) {
+        let cache = WatchCache::default();
+        let mut writer = cache.writer.lock().expect("lock").take().expect("writer");
+        let own = cache.own.clone();
+        let deliver = move |event: watcher::Event<AssetScan>| {
+            writer.apply_watcher_event(&event);
+            lock(&own).observe(&event);
+        };
+        (cache, deliver)
+    }
+
+    /// The resourceVersion a reconcile of `name` decides from: `behind`, or
+    /// `None` for a read from the API server.
+    fn decides_from(cache: &WatchCache, name: &str) -> Option<String> {
+        match cache.latest(&object(name, "any")) {
+            Latest::Cached(obj) => obj.metadata.resource_version.clone(),
+            Latest::Behind => Some("behind".into()),
+            Latest::Unknown => None,
+        }
+    }
+
+    #[test]
+    fn an_own_write_holds_the_object_behind_until_the_watch_delivers_it() {
+        let (cache, mut deliver) = cache();
+        deliver(watcher::Event::Apply(object("a", "10")));
+        deliver(watcher::Event::Apply(object("b", "11")));
+        assert_eq!(decides_from(&cache, "a").as_deref(), Some("10"));
+        // Two writes (the claim, the end): only the last one clears it.
+        cache.wrote(&object("a", "12"));
+        cache.wrote(&object("a", "13"));
+        assert_eq!(decides_from(&cache, "a").as_deref(), Some("behind"));
+        assert_eq!(decides_from(&cache, "b").as_deref(), Some("11"));
+        deliver(watcher::Event::Apply(object("a", "12")));
+        assert_eq!(decides_from(&cache, "a").as_deref(), Some("behind"));
+        deliver(watcher::Event::Apply(object("a", "13")));
+        assert_eq!(decides_from(&cache, "a").as_deref(), Some("13"));
+    }
+
+    #[test]
+    fn a_write_the_store_holds_already_or_a_deletion_holds_nothing_back() {
+        let (cache, mut deliver) = cache();
+        deliver(watcher::Event::Apply(object("a", "10")));
+        // Delivered before the patch's answer was handled, or a patch that
+        // changed nothing (no watch event will come).
+        cache.wrote(&object("a", "10"));
+        assert_eq!(decides_from(&cache, "a").as_deref(), Some("10"));
+        cache.wrote(&object("a", "14"));
+        deliver(watcher::Event::Delete(object("a", "15")));
+        assert_eq!(decides_from(&cache, "a"), None, "gone: read it");
+        assert!(lock(&cache.own).unseen.is_empty());
+    }
+
+    #[test]
+    fn a_relist_delivers_an_own_write_once_the_store_holds_the_list() {
+        let (cache, mut deliver) = cache();
+        deliver(watcher::Event::Apply(object("a", "10")));
+        cache.wrote(&object("a", "12"));
+        deliver(watcher::Event::Init);
+        deliver(watcher::Event::InitApply(object("a", "12")));
+        assert_eq!(
+            decides_from(&cache, "a").as_deref(),
+            Some("behind"),
+            "the store still holds version 10 until the list is done"
+        );
+        deliver(watcher::Event::InitDone);
+        assert_eq!(decides_from(&cache, "a").as_deref(), Some("12"));
+    }
+
+    #[test]
+    fn an_own_write_never_delivered_sends_the_reconcile_to_the_api_server() {
+        let (cache, mut deliver) = cache();
+        deliver(watcher::Event::Apply(object("a", "10")));
+        cache.wrote(&object("a", "12"));
+        // Skipped by the watch (a later version came first, or the event
+        // was lost): after DELIVERY_WAIT the object is read, once.
+        if let Some((_, at)) = lock(&cache.own).unseen.values_mut().next() {
+            *at -= DELIVERY_WAIT;
+        }
+        assert_eq!(decides_from(&cache, "a"), None);
+        assert_eq!(decides_from(&cache, "a").as_deref(), Some("10"));
+    }
 
     #[test]
     fn trim_drops_managed_fields_and_last_applied_only() {

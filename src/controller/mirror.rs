@@ -14,6 +14,7 @@
 //! computed against an outdated copy would otherwise mix this executor's
 //! changes into a newer status.
 
+use super::cache::WatchCache;
 use super::report;
 use super::runs::{RESCAN_ANNOTATION, run_order};
 use super::status::status_from_ticket;
@@ -65,6 +66,9 @@ pub struct StatusMirror<'a> {
     progress_every: Duration,
     /// When this mirror last wrote the status.
     written_at: Mutex<Option<Instant>>,
+    /// Told of every status write, so that the controller does not decide
+    /// from a cached copy older than it.
+    cache: Option<&'a WatchCache>,
 }
 
 /// What this executor last knew to be stored.
@@ -111,7 +115,14 @@ impl<'a> StatusMirror<'a> {
             refused: Mutex::new(None),
             progress_every: Duration::ZERO,
             written_at: Mutex::new(None),
+            cache: None,
         }
+    }
+
+    /// Tells `cache` of every status this mirror writes.
+    pub fn remembered_in(mut self, cache: &'a WatchCache) -> Self {
+        self.cache = Some(cache);
+        self
     }
 
     /// Writes a step between the claim and the end only once `every` has
@@ -144,6 +155,9 @@ impl<'a> StatusMirror<'a> {
     /// `object` as this mirror's own write left it.
     fn stored_now(&self, object: AssetScan) {
         *self.written_at.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        if let Some(cache) = self.cache {
+            cache.wrote(&object);
+        }
         self.remember(object);
     }
 

@@ -15,6 +15,7 @@ pub use mirror::{FIELD_MANAGER, StatusMirror, merge_patch};
 pub use runs::{RESCAN_ANNOTATION, RunDecision, decide, is_alerting, owner_id, run_id};
 pub use status::status_from_ticket;
 
+use cache::{Latest, WatchCache};
 use conditions::{ConditionBuilder, ConditionStatus};
 use request::{rescan_interval, scan_request};
 
@@ -66,6 +67,9 @@ pub struct Context<E> {
     pub shutdown: CancellationToken,
     /// Consecutive failures per object, for `error_policy`'s backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// The watch's store, and this process's status writes it has not
+    /// delivered yet.
+    cache: WatchCache,
     /// `<instance>#<random>`: lock holder ids are unique to this process, so
     /// a replacement with the same pod name can never re-enter a lock that a
     /// still-running old process holds.
@@ -93,6 +97,7 @@ impl<E> Context<E> {
             settings,
             shutdown,
             failures: Mutex::new(HashMap::new()),
+            cache: WatchCache::default(),
         }
     }
 
@@ -134,8 +139,11 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     }
     let shutdown = ctx.shutdown.clone();
     let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
-    let (store, objects) = cache::trimmed_watch(api);
-    Controller::for_stream(objects, store)
+    let Some(objects) = ctx.cache.watch(api) else {
+        warn!("the controller of this context runs already");
+        return;
+    };
+    Controller::for_stream(objects, ctx.cache.store())
         .with_config(config)
         .graceful_shutdown_on(async move { shutdown.cancelled().await })
         .run(reconcile, error_policy, ctx)
@@ -220,30 +228,41 @@ async fn apply<E: Effects + 'static>(
     ctx: &Context<E>,
     api: &Api<AssetScan>,
 ) -> Result<Action, Error> {
-    // Decide from the object as stored now, not as the watch cache last saw
-    // it: the run, the token floor and the generation all come from it, and
-    // a stale copy (a lagging watch, a stall) would act on an old spec.
-    let fresh = match api.get(&cached.name_any()).await {
-        Ok(fresh) => fresh,
-        Err(kube::Error::Api(e)) if e.code == 404 => {
-            ctx.failures().remove(&object_key(cached));
-            return Ok(Action::await_change());
+    // Decide from the newest cached copy, unless it misses a status write
+    // of this process: then the delivery of that write triggers the next
+    // reconcile. Every write below is conditional on the copy's
+    // resourceVersion, so a copy that misses another replica's write costs a
+    // refused write, never a wrong status.
+    let fresh = match ctx.cache.latest(cached) {
+        Latest::Cached(obj) => obj,
+        Latest::Behind => {
+            ctx.metrics.reconciled("cache_behind");
+            return Ok(Action::requeue(cache::DELIVERY_WAIT));
         }
-        Err(err) => return Err(err.into()),
+        Latest::Unknown => match api.get(&cached.name_any()).await {
+            Ok(fresh) => Arc::new(fresh),
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                ctx.failures().remove(&object_key(cached));
+                return Ok(Action::await_change());
+            }
+            Err(err) => return Err(err.into()),
+        },
     };
     if fresh.meta().deletion_timestamp.is_some() {
         // The finalizer's cleanup runs on the next reconcile.
         return Ok(Action::requeue(Duration::from_millis(100)));
     }
-    let obj = &fresh;
+    let obj = fresh.as_ref();
     let key = object_key(obj);
     let rescan = rescan_interval(&obj.spec);
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan)
-        .progress_every(ctx.settings.progress_every);
+        .progress_every(ctx.settings.progress_every)
+        .remembered_in(&ctx.cache);
     let (run, supersedes) = match decide(obj, Timestamp::now()) {
         RunDecision::Run(run) => (run, None),
         RunDecision::UnlessEarlierAlerts { earlier, next } => (next, Some(earlier)),
         RunDecision::Wait(delay) => {
+            ctx.metrics.reconciled("up_to_date");
             ctx.failures().remove(&key);
             if let Err(err) = write_missing_report(obj, ctx.pipeline.store(), &mirror).await {
                 let err = Error::Store(err);
