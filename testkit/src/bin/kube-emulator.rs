@@ -22,6 +22,11 @@ use anyhow::Context;
 use assetscan_testkit::emulator::{Availability, Emulator, EmulatorOptions, Faults};
 use clap::Parser;
 
+/// Every write clones and drops JSON trees: with glibc's allocator that was
+/// about a third of the emulator's CPU at 10 000 objects (BENCHMARKS.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Debug, Parser)]
 #[command(
     name = "kube-emulator",

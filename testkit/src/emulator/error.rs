@@ -155,6 +155,16 @@ pub enum ApiError {
         name: String,
         detail: String,
     },
+    /// Another write to the object landed while this one was validated
+    /// outside the state lock: redone by the route, a 409 if it keeps
+    /// happening.
+    #[error(
+        "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+    )]
+    Raced {
+        resource: GroupResource,
+        name: String,
+    },
     /// Server-side apply found fields owned by other managers.
     #[error("{}", apply_conflict_message(.conflicts))]
     ApplyConflict {
@@ -282,7 +292,10 @@ impl ApiError {
     pub fn code(&self) -> u16 {
         match self {
             Self::NotFound { .. } | Self::UnknownResource => 404,
-            Self::AlreadyExists { .. } | Self::Conflict { .. } | Self::ApplyConflict { .. } => 409,
+            Self::AlreadyExists { .. }
+            | Self::Conflict { .. }
+            | Self::Raced { .. }
+            | Self::ApplyConflict { .. } => 409,
             Self::Invalid { .. } | Self::Unprocessable(_) => 422,
             Self::Gone { .. } => 410,
             Self::BadRequest(_) => 400,
@@ -299,7 +312,7 @@ impl ApiError {
         match self {
             Self::NotFound { .. } | Self::UnknownResource => "NotFound",
             Self::AlreadyExists { .. } => "AlreadyExists",
-            Self::Conflict { .. } | Self::ApplyConflict { .. } => "Conflict",
+            Self::Conflict { .. } | Self::Raced { .. } | Self::ApplyConflict { .. } => "Conflict",
             Self::Invalid { .. } | Self::Unprocessable(_) => "Invalid",
             Self::Gone { .. } => "Expired",
             Self::BadRequest(_) => "BadRequest",
@@ -328,6 +341,7 @@ impl ApiError {
         let details = match self {
             Self::NotFound { resource, name }
             | Self::AlreadyExists { resource, name }
+            | Self::Raced { resource, name }
             | Self::Conflict { resource, name, .. } => named(resource, name),
             Self::ApplyConflict {
                 resource,

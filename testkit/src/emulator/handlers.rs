@@ -33,6 +33,10 @@ use super::store::{EventType, ObjKey, Operation, Store, WriteMeta};
 use super::table;
 use super::validation::{self, Scope};
 
+/// The emulator's state as its writers hold it: locked, and unlocked again
+/// while a write is validated (see `finish_update`).
+pub type Locked<'a> = parking_lot::MutexGuard<'a, State>;
+
 /// Everything the emulator keeps, behind one lock: the registry and the store.
 #[derive(Debug)]
 pub struct State {
@@ -725,7 +729,7 @@ pub(super) fn current(state: &State, req: &Request<'_>) -> Result<(ObjKey, Arc<V
     Ok((key, stored))
 }
 
-pub fn update(state: &mut State, req: &Request<'_>, obj: Value) -> Result<Reply, ApiError> {
+pub fn update(state: &mut Locked<'_>, req: &Request<'_>, obj: Value) -> Result<Reply, ApiError> {
     check_type(&req.rt, &obj)?;
     let name = req.item_name()?;
     if let Some(body_name) = meta::name(&obj)
@@ -792,7 +796,7 @@ pub fn update(state: &mut State, req: &Request<'_>, obj: Value) -> Result<Reply,
     )
 }
 
-pub fn patch(state: &mut State, req: &Request<'_>, body: &[u8]) -> Result<Reply, ApiError> {
+pub fn patch(state: &mut Locked<'_>, req: &Request<'_>, body: &[u8]) -> Result<Reply, ApiError> {
     let patch_type = PatchType::from_content_type(req.content_type, req.rt.custom)?;
     options::check_write(
         OptionsKind::Patch,
@@ -826,7 +830,7 @@ pub fn patch(state: &mut State, req: &Request<'_>, body: &[u8]) -> Result<Reply,
 
 /// Server-side apply: create when missing, else merge with field ownership.
 fn apply(
-    state: &mut State,
+    state: &mut Locked<'_>,
     req: &Request<'_>,
     name: &str,
     mut applied: Value,
@@ -991,7 +995,7 @@ fn remove_dotted(obj: &mut Value, path: &str) {
 /// The common tail of PUT, PATCH and apply on an existing object.
 #[allow(clippy::too_many_arguments)]
 fn finish_update(
-    state: &mut State,
+    state: &mut Locked<'_>,
     req: &Request<'_>,
     key: ObjKey,
     old: &Value,
@@ -1110,28 +1114,44 @@ fn finish_update(
         let generation = meta::generation(old).unwrap_or(0) + 1;
         meta::set_meta(&mut new, "generation", json!(generation));
     }
-    if !managed_fields_done {
-        let now = meta::now_rfc3339();
-        let api_version = rt.api_version();
-        let writer = Writer {
-            manager: &manager,
-            api_version: &api_version,
-            subresource: req.subresource(),
-            now: &now,
-            schema: rt.schema.as_ref().map(|s| &s.root),
-            status_subresource: rt.status_subresource,
-        };
-        writer.record_update(Some(old), &mut new);
-    }
-    if is_crd(rt) {
-        check_crd(rt, &new)?;
-    }
+    // What only depends on the object as read (field ownership, schema and
+    // CEL validation: most of a write's work) runs with the state unlocked,
+    // so that writes to other objects go on meanwhile; the write is then
+    // committed only if the object is still the one read, else redone
+    // (`Shared::write`), as the API server validates before its storage
+    // transaction and commits with a compare-and-swap on the revision.
     let scope = if req.subresource() == "status" {
         Scope::Status
     } else {
         Scope::Object
     };
-    validation::admit(rt, &new, Some(old), scope)?;
+    let admitted = Locked::unlocked(state, || {
+        if !managed_fields_done {
+            let now = meta::now_rfc3339();
+            let api_version = rt.api_version();
+            let writer = Writer {
+                manager: &manager,
+                api_version: &api_version,
+                subresource: req.subresource(),
+                now: &now,
+                schema: rt.schema.as_ref().map(|s| &s.root),
+                status_subresource: rt.status_subresource,
+            };
+            writer.record_update(Some(old), &mut new);
+        }
+        if is_crd(rt) {
+            check_crd(rt, &new)?;
+        }
+        validation::admit(rt, &new, Some(old), scope)
+    });
+    let still = state.store.get(&key);
+    if still.as_deref().and_then(meta::resource_version) != meta::resource_version(old) {
+        return Err(ApiError::Raced {
+            resource: rt.group_resource(),
+            name,
+        });
+    }
+    admitted?;
 
     if new == *old {
         return Ok(Reply {

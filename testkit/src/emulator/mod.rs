@@ -109,8 +109,8 @@ mod watch;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -280,7 +280,7 @@ impl Emulator {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let gc_wake = state.store.graph().wake();
         let shared = Arc::new(Shared {
-            state: Mutex::new(state),
+            state: parking_lot::Mutex::new(state),
             faults: Faults::new(),
             watch: WatchSettings {
                 bookmark_interval: options.bookmark_interval,
@@ -368,7 +368,7 @@ impl Emulator {
             .history(&key)
             .into_iter()
             .map(|mut r| {
-                r.object = rt.to_view(&r.object);
+                r.object = Arc::new(rt.to_view(&r.object));
                 r
             })
             .collect()

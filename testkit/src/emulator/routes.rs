@@ -6,9 +6,10 @@
 //! `POST /emulator/outage?seconds=N` (an outage of N seconds, starting once
 //! the answer is sent).
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use axum::Router;
@@ -44,10 +45,32 @@ pub struct Shared {
 
 impl Shared {
     pub fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock would be a bug in the emulator; keep serving.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.lock()
+    }
+
+    /// An update or patch, redone from the stored object when another write
+    /// to the same object landed while this one was validated (see
+    /// `handlers::finish_update`), as the API server's storage layer does;
+    /// after [`WRITE_ATTEMPTS`] such races the client gets the 409.
+    fn write(
+        &self,
+        write: impl Fn(&mut MutexGuard<'_, State>) -> Result<Reply, ApiError>,
+    ) -> Result<Reply, ApiError> {
+        let mut attempt = 1;
+        loop {
+            match write(&mut self.lock()) {
+                Err(ApiError::Raced { .. }) if attempt < WRITE_ATTEMPTS => attempt += 1,
+                result => return result,
+            }
+        }
     }
 }
+
+/// Attempts of one update or patch that keeps meeting concurrent writes.
+/// Each redo means another write to the object landed, so the writers as a
+/// whole always progress; the bound only keeps one writer from starving
+/// for ever (the API server's storage layer redoes without a bound).
+const WRITE_ATTEMPTS: u32 = 100;
 
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new().fallback(handle).with_state(shared)
@@ -459,11 +482,12 @@ fn resource(
             req.accept,
             options::check_write(OptionsKind::Update, query, false)
                 .and_then(|()| handlers::parse_body(body, req.content_type))
-                .and_then(|obj| handlers::update(&mut shared.lock(), &req, obj)),
+                .and_then(|obj| shared.write(|state| handlers::update(state, &req, obj.clone()))),
         ),
-        Method::PATCH if target.name.is_some() => {
-            reply(req.accept, handlers::patch(&mut shared.lock(), &req, body))
-        }
+        Method::PATCH if target.name.is_some() => reply(
+            req.accept,
+            shared.write(|state| handlers::patch(state, &req, body)),
+        ),
         Method::DELETE => {
             let delete_options = if body.is_empty() {
                 Value::Null

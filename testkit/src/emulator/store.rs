@@ -75,8 +75,9 @@ pub struct WriteRecord {
     /// `Some("status")` for writes through the status subresource.
     pub subresource: Option<String>,
     pub field_manager: Option<String>,
-    /// The object as stored after the write (for `Deleted`: its last state).
-    pub object: Value,
+    /// The object as stored after the write (for `Deleted`: its last state),
+    /// shared with the store and the watch log rather than copied.
+    pub object: Arc<Value>,
 }
 
 /// One committed change, the unit of the watch log.
@@ -281,7 +282,7 @@ impl Store {
                 operation: how.operation,
                 subresource: how.subresource,
                 field_manager: how.field_manager,
-                object: (*object).clone(),
+                object: object.clone(),
             });
         let change = Arc::new(Change {
             rv,
