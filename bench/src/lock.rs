@@ -7,6 +7,8 @@ use crate::stats::{Spread, percentile_us};
 use crate::{BenchError, server};
 use assetscan_operator::store::TicketStore;
 use futures::future::try_join_all;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 const ROUNDS: usize = 5;
@@ -123,8 +125,9 @@ fn side(
     })
 }
 
-/// Where a cycle's time goes at one task: the server's own time (script
-/// work, from INFO commandstats), each call, and one bare round trip. Each
+/// Where a cycle's time goes: the server's CPU per cycle (at one task, and
+/// at 32 with the calls it makes), each call, one bare round trip, and the
+/// same with the other core kept busy. Each
 /// measurement runs in a spawned task, as the measured rounds do (on the
 /// runtime's own thread every reply would add a cross-thread wake-up).
 async fn profile(
@@ -152,8 +155,66 @@ async fn profile(
     let b = theirs(rslock, 1, CYCLES).await?;
     let (theirs_us, theirs_commands) = per_cycle(before, server_now()?);
     println!(
-        "lock cycle profile, 1 task: store p50 {:.0} µs, {ours_commands:.1} commands taking {ours_us:.0} µs in the server; rslock p50 {:.0} µs, {theirs_commands:.1} commands taking {theirs_us:.0} µs in the server",
+        "lock cycle profile, 1 task: store p50 {:.0} µs, {ours_commands:.1} commands, {ours_us:.0} µs of the server's CPU; rslock p50 {:.0} µs, {theirs_commands:.1} commands, {theirs_us:.0} µs of the server's CPU",
         a.p50_us, b.p50_us
+    );
+    // The same with the server never idle (32 tasks): what the scripts cost
+    // a warm server, which bounds the rate at 32 tasks.
+    const BUSY_CYCLES: usize = 150;
+    let busy_cycles = (32 * BUSY_CYCLES) as f64;
+    let warm = |before: (u64, u64), after: (u64, u64)| (after.0 - before.0) as f64 / busy_cycles;
+    let before = server_now()?;
+    let by_command = server::commandstats(&bed.server)?;
+    ours(store, 32, BUSY_CYCLES).await?;
+    let ours_warm = warm(before, server_now()?);
+    let inside: Vec<String> = server::commandstats(&bed.server)?
+        .into_iter()
+        .filter_map(|(name, after)| {
+            let was = by_command.get(&name).copied().unwrap_or_default();
+            let usec = after.usec - was.usec;
+            (after.calls > was.calls).then(|| format!("{name} {:.1}", usec as f64 / busy_cycles))
+        })
+        .collect();
+    let before = server_now()?;
+    theirs(rslock, 32, BUSY_CYCLES).await?;
+    let theirs_warm = warm(before, server_now()?);
+    println!(
+        "lock cycle profile, 32 tasks: {ours_warm:.1} µs of the server's CPU per store cycle, {theirs_warm:.1} µs per rslock cycle"
+    );
+    println!(
+        "lock cycle profile, 32 tasks, store cycle by command (INFO commandstats, µs per cycle; evalsha includes the calls inside): {}",
+        inside.join(", ")
+    );
+    // One task again, with the other core kept busy by a spinning thread:
+    // client and server then share the remaining core, and no reply waits
+    // for an idle core to wake up. What changes against the idle rounds is
+    // the cost of that wake-up, not the work.
+    let spinning = Arc::new(AtomicBool::new(true));
+    let spinner = {
+        let spinning = spinning.clone();
+        std::thread::spawn(move || {
+            while spinning.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let spun = async {
+        let a = ours(store, 1, CYCLES).await?;
+        let b = theirs(rslock, 1, CYCLES).await?;
+        let ping = ping_p50(store, CYCLES).await?;
+        Ok::<_, BenchError>((a, b, ping))
+    }
+    .await;
+    spinning.store(false, Ordering::Relaxed);
+    spinner
+        .join()
+        .map_err(|_| BenchError::Outcome("the spinning thread panicked".into()))?;
+    let (a, b, ping) = spun?;
+    println!(
+        "lock cycle profile, 1 task, other core busy: store p50 {:.0} µs, rslock p50 {:.0} µs (ratio of rates {:.2}); PING p50 {ping:.0} µs",
+        a.p50_us,
+        b.p50_us,
+        a.rate / b.rate
     );
     let store = store.clone();
     let url = bed.server.url();
@@ -199,4 +260,20 @@ async fn profile(
         "lock cycle profile, 1 task: acquire p50 {acquire:.0} µs, release p50 {release:.0} µs; PING p50 {through_store:.0} µs through the store's connection, {bare:.0} µs through a bare one"
     );
     Ok(())
+}
+
+/// p50 of `cycles` PINGs through the store's connection, from a spawned
+/// task as the measured rounds run.
+async fn ping_p50(store: &TicketStore, cycles: usize) -> Result<f64, BenchError> {
+    let store = store.clone();
+    tokio::spawn(async move {
+        let mut pings = Vec::with_capacity(cycles);
+        for _ in 0..cycles {
+            let at = Instant::now();
+            store.ping().await?;
+            pings.push(at.elapsed());
+        }
+        Ok::<_, BenchError>(percentile_us(&mut pings, 50.0))
+    })
+    .await?
 }

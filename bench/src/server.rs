@@ -1,40 +1,70 @@
 //! What the server says: commands executed (`INFO commandstats`, the calls
-//! scripts make inside Redis included), and `redis-benchmark`'s rate for one
-//! command line against the same server.
+//! scripts make inside Redis included), the CPU of its main thread (`INFO
+//! cpu`), and `redis-benchmark`'s rate for one command line against the
+//! same server.
 
 use crate::BenchError;
 use assetscan_testkit::redis::RedisServer;
+use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 
 /// Calls of every command so far, less the `INFO` calls that read them.
 pub fn commands(server: &RedisServer) -> Result<u64, BenchError> {
-    commandstats_sum(server, "calls")
+    Ok(commandstats(server)?.values().map(|c| c.calls).sum())
 }
 
-/// Microseconds the server spent executing commands so far (scripts with
-/// the calls they make inside), less the `INFO` calls that read them.
+/// CPU time of the server's main thread so far (user and system), in
+/// microseconds: the thread that runs every command and script, with the
+/// reading and writing of their requests and replies. (`INFO commandstats`
+/// cannot give this: a script's time there includes its inner calls,
+/// which are also counted on their own lines.)
 pub fn busy_us(server: &RedisServer) -> Result<u64, BenchError> {
-    commandstats_sum(server, "usec")
+    let info = server.command(&["INFO", "cpu"])?;
+    let seconds = |field: &str| {
+        info.lines()
+            .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .ok_or_else(|| BenchError::Parse {
+                what: "INFO cpu",
+                text: info.clone(),
+            })
+    };
+    let total = seconds("used_cpu_user_main_thread")? + seconds("used_cpu_sys_main_thread")?;
+    Ok((total * 1e6) as u64)
 }
 
-/// One field of `INFO commandstats` (`calls`, `usec`), summed over every
-/// command but `INFO`.
-fn commandstats_sum(server: &RedisServer, field: &str) -> Result<u64, BenchError> {
+/// One command's line of `INFO commandstats`.
+#[derive(Clone, Copy, Default)]
+pub struct CommandStat {
+    pub calls: u64,
+    /// Time executing it; for a script, with the calls it makes inside.
+    pub usec: u64,
+}
+
+/// `INFO commandstats` by command (`evalsha`, `xadd`, …), `INFO` itself
+/// left out.
+pub fn commandstats(server: &RedisServer) -> Result<BTreeMap<String, CommandStat>, BenchError> {
     let info = server.command(&["INFO", "commandstats"])?;
-    let key = format!("{field}=");
+    let field = |stats: &str, key: &str| {
+        stats
+            .split(',')
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
     Ok(info
         .lines()
         .filter_map(|line| line.strip_prefix("cmdstat_"))
         .filter(|line| !line.starts_with("info:"))
         .filter_map(|line| {
-            let (_, stats) = line.split_once(':')?;
-            stats
-                .split(',')
-                .find_map(|kv| kv.strip_prefix(key.as_str()))?
-                .parse::<u64>()
-                .ok()
+            let (name, stats) = line.split_once(':')?;
+            let stat = CommandStat {
+                calls: field(stats, "calls"),
+                usec: field(stats, "usec"),
+            };
+            Some((name.to_owned(), stat))
         })
-        .sum())
+        .collect())
 }
 
 /// Calls of one command so far (`evalsha`, `get`, …).
