@@ -230,24 +230,39 @@ async fn apply<E: Effects + 'static>(
 ) -> Result<Action, Error> {
     // Decide from the newest cached copy, unless it misses a status write
     // of this process: then the delivery of that write triggers the next
-    // reconcile. Every write below is conditional on the copy's
-    // resourceVersion, so a copy that misses another replica's write costs a
-    // refused write, never a wrong status.
-    let fresh = match ctx.cache.latest(cached) {
-        Latest::Cached(obj) => obj,
+    // reconcile. A decision to wait or to stay suspended is taken from the
+    // cache alone: its writes are conditional on the copy's resourceVersion,
+    // so a copy that misses another replica's write costs a refused write,
+    // never a wrong status.
+    let (fresh, read) = match ctx.cache.latest(cached) {
+        Latest::Cached(obj) => (Some(obj), false),
         Latest::Behind => {
             ctx.metrics.reconciled("cache_behind");
             return Ok(Action::requeue(cache::DELIVERY_WAIT));
         }
-        Latest::Unknown => match api.get(&cached.name_any()).await {
-            Ok(fresh) => Arc::new(fresh),
-            Err(kube::Error::Api(e)) if e.code == 404 => {
-                ctx.failures().remove(&object_key(cached));
-                return Ok(Action::await_change());
-            }
-            Err(err) => return Err(err.into()),
-        },
+        Latest::Unknown => (read_stored(cached, ctx, api).await?, true),
     };
+    let Some(mut fresh) = fresh else {
+        return Ok(Action::await_change());
+    };
+    let mut decision = decide(&fresh, Timestamp::now());
+    if !read
+        && matches!(
+            decision,
+            RunDecision::Run(_) | RunDecision::UnlessEarlierAlerts { .. }
+        )
+    {
+        // A run is about to be claimed in Redis: decide again from the
+        // object as stored. After Redis lost its data, the stored status is
+        // the only record that a run ended or that the object is gone, and
+        // a cached copy older than it would claim that run again (or
+        // recreate a deleted object's ticket). One GET per run started.
+        let Some(stored) = read_stored(cached, ctx, api).await? else {
+            return Ok(Action::await_change());
+        };
+        fresh = stored;
+        decision = decide(&fresh, Timestamp::now());
+    }
     if fresh.meta().deletion_timestamp.is_some() {
         // The finalizer's cleanup runs on the next reconcile.
         return Ok(Action::requeue(Duration::from_millis(100)));
@@ -258,7 +273,7 @@ async fn apply<E: Effects + 'static>(
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan)
         .progress_every(ctx.settings.progress_every)
         .remembered_in(&ctx.cache);
-    let (run, supersedes) = match decide(obj, Timestamp::now()) {
+    let (run, supersedes) = match decision {
         RunDecision::Run(run) => (run, None),
         RunDecision::UnlessEarlierAlerts { earlier, next } => (next, Some(earlier)),
         RunDecision::Wait(delay) => {
@@ -411,6 +426,23 @@ async fn apply<E: Effects + 'static>(
             Action::await_change()
         }
     })
+}
+
+/// The object as stored now (a GET); `None` once it is gone, and then
+/// nothing of it is kept.
+async fn read_stored<E: Effects + 'static>(
+    cached: &AssetScan,
+    ctx: &Context<E>,
+    api: &Api<AssetScan>,
+) -> Result<Option<Arc<AssetScan>>, Error> {
+    match api.get(&cached.name_any()).await {
+        Ok(stored) => Ok(Some(Arc::new(stored))),
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            ctx.failures().remove(&object_key(cached));
+            Ok(None)
+        }
+        Err(err) => Err(err.into()),
+    }
 }
 
 /// The run the status shows ended has no report named in the status (its
