@@ -130,6 +130,10 @@ pub struct ApplyConflict {
     pub field: String,
 }
 
+/// The detail of the standard optimistic-concurrency conflict.
+const STALE: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
 /// An error answered by the emulated API server.
 ///
 /// Each variant maps to one `reason` and HTTP code of the real server.
@@ -158,9 +162,7 @@ pub enum ApiError {
     /// Another write to the object landed while this one was validated
     /// outside the state lock: redone by the route, a 409 if it keeps
     /// happening.
-    #[error(
-        "Operation cannot be fulfilled on {resource} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
-    )]
+    #[error("Operation cannot be fulfilled on {resource} \"{name}\": {STALE}")]
     Raced {
         resource: GroupResource,
         name: String,
@@ -284,8 +286,7 @@ impl ApiError {
         Self::Conflict {
             resource: resource.clone(),
             name: name.to_string(),
-            detail: "the object has been modified; please apply your changes to the latest version and try again"
-                .to_string(),
+            detail: STALE.to_string(),
         }
     }
 
