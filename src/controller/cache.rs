@@ -9,17 +9,19 @@
 //! the operator writes depends on them: status and finalizer patches carry
 //! only their own fields, and conditional writes use the resourceVersion.
 //!
-//! A reconcile decides from the cached object, not from a fresh GET, with
-//! one exception: the watch delivers the operator's own status writes a few
-//! milliseconds after they were made, and a reconcile started in between
-//! (the watch event of the run's claim, handled after the run ended) would
-//! decide from a copy older than what it wrote itself. Every status write
-//! the operator makes is remembered here by its resourceVersion until the
-//! watch delivers that version; until then the cache is behind for that
-//! object, and the reconcile waits for the delivery (which triggers the
-//! next one) instead of acting. Writes of other replicas are not known
-//! here: deciding from a copy that misses one costs a write refused by its
-//! resourceVersion precondition, never a wrong status.
+//! A reconcile decides from the cached object, not from a fresh GET. The
+//! watch delivers the operator's own status writes a few milliseconds after
+//! they were made, and a reconcile started in between (the watch event of
+//! the run's claim, handled after the run ended) would decide from a copy
+//! older than what it wrote itself. Every status write the operator makes
+//! is remembered here by its resourceVersion until the watch delivers that
+//! version; until then the cache is behind for that object, and the
+//! reconcile waits for the delivery (which triggers the next one) instead
+//! of acting. Writes of other replicas are not known here: a decision to
+//! wait taken from a copy that misses one costs a write refused by its
+//! resourceVersion precondition, never a wrong status. A decision to start
+//! or resume a run is not taken from the cache alone (`apply` reads the
+//! object first: see `docs/design.md`, "Reconcile").
 
 use crate::crd::AssetScan;
 use futures::{Stream, TryStreamExt};
@@ -38,7 +40,9 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 pub const DELIVERY_WAIT: Duration = Duration::from_secs(10);
 
 /// Undelivered writes kept before the ones older than [`DELIVERY_WAIT`]
-/// are swept (they are also dropped when their object is next reconciled).
+/// are first swept (they are also dropped when their object is next
+/// reconciled); the next sweep waits until twice as many are kept as after
+/// this one, so that a long watch outage costs no scan on every write.
 const SWEEP_ABOVE: usize = 1024;
 
 /// Drops the fields of `obj` the operator never reads.
@@ -79,6 +83,8 @@ struct OwnWrites {
     unseen: HashMap<ObjectRef<AssetScan>, (String, Instant)>,
     /// Delivered while the watch relists: seen once the relist is stored.
     relisted: Vec<ObjectRef<AssetScan>>,
+    /// Size of `unseen` at which it is swept next (see [`SWEEP_ABOVE`]).
+    sweep_at: usize,
 }
 
 impl OwnWrites {
@@ -176,8 +182,9 @@ impl WatchCache {
         if stored.is_some_and(|s| s.metadata.resource_version.as_ref() == Some(&version)) {
             return;
         }
-        if own.unseen.len() >= SWEEP_ABOVE {
+        if own.unseen.len() >= own.sweep_at.max(SWEEP_ABOVE) {
             own.unseen.retain(|_, (_, at)| at.elapsed() < DELIVERY_WAIT);
+            own.sweep_at = 2 * own.unseen.len();
         }
         own.unseen.insert(key, (version, Instant::now()));
     }
@@ -299,6 +306,23 @@ mod tests {
         }
         assert_eq!(decides_from(&cache, "a"), None);
         assert_eq!(decides_from(&cache, "a").as_deref(), Some("10"));
+    }
+
+    #[test]
+    fn undelivered_writes_past_the_wait_are_swept_once_many_are_kept() {
+        let (cache, _deliver) = cache();
+        for n in 0..SWEEP_ABOVE {
+            cache.wrote(&object(&format!("o-{n}"), "2"));
+        }
+        for (_, at) in lock(&cache.own).unseen.values_mut() {
+            *at -= DELIVERY_WAIT;
+        }
+        cache.wrote(&object("last", "2"));
+        assert_eq!(
+            lock(&cache.own).unseen.len(),
+            1,
+            "only the young write kept"
+        );
     }
 
     #[test]
