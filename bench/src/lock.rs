@@ -4,7 +4,7 @@
 
 use crate::bed::{Bed, asset};
 use crate::stats::{Spread, percentile_us};
-use crate::{BenchError, server};
+use crate::{BenchError, cpu, server};
 use assetscan_operator::store::TicketStore;
 use futures::future::try_join_all;
 use std::sync::Arc;
@@ -163,27 +163,56 @@ async fn profile(
     const BUSY_CYCLES: usize = 150;
     let busy_cycles = (32 * BUSY_CYCLES) as f64;
     let warm = |before: (u64, u64), after: (u64, u64)| (after.0 - before.0) as f64 / busy_cycles;
+    let client = |before: u64| -> Result<f64, BenchError> {
+        Ok((cpu::process_us()? - before) as f64 / busy_cycles)
+    };
     let before = server_now()?;
     let by_command = server::commandstats(&bed.server)?;
+    let client_before = cpu::process_us()?;
     ours(store, 32, BUSY_CYCLES).await?;
+    let ours_client = client(client_before)?;
     let ours_warm = warm(before, server_now()?);
-    let inside: Vec<String> = server::commandstats(&bed.server)?
+    // µs per cycle by command, of the commands the cycle ran.
+    let inside: Vec<(String, f64)> = server::commandstats(&bed.server)?
         .into_iter()
         .filter_map(|(name, after)| {
             let was = by_command.get(&name).copied().unwrap_or_default();
-            let usec = after.usec - was.usec;
-            (after.calls > was.calls).then(|| format!("{name} {:.1}", usec as f64 / busy_cycles))
+            let usec = (after.usec - was.usec) as f64 / busy_cycles;
+            (after.calls > was.calls).then_some((name, usec))
         })
         .collect();
+    let (scripts_us, commands_us) = inside.iter().fold((0.0, 0.0), |(s, c), (name, us)| {
+        if name == "evalsha" {
+            (s + us, c)
+        } else {
+            (s, c + us)
+        }
+    });
     let before = server_now()?;
+    let client_before = cpu::process_us()?;
     theirs(rslock, 32, BUSY_CYCLES).await?;
+    let theirs_client = client(client_before)?;
     let theirs_warm = warm(before, server_now()?);
     println!(
-        "lock cycle profile, 32 tasks: {ours_warm:.1} µs of the server's CPU per store cycle, {theirs_warm:.1} µs per rslock cycle"
+        "lock cycle profile, 32 tasks: {ours_warm:.1} µs of the server's CPU per store cycle, {theirs_warm:.1} µs per rslock cycle; the client's (this process, every thread): {ours_client:.1} µs per store cycle, {theirs_client:.1} µs per rslock cycle"
     );
     println!(
         "lock cycle profile, 32 tasks, store cycle by command (INFO commandstats, µs per cycle; evalsha includes the calls inside): {}",
-        inside.join(", ")
+        inside
+            .iter()
+            .map(|(name, us)| format!("{name} {us:.1}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    // The scripts' time less what Redis charges for running them and for
+    // the calls they make, less those calls' own time: what is left is the
+    // scripts' own Lua work (checks, JSON, number conversions).
+    let costs = ScriptCosts::measure(bed)?;
+    let calls = ours_commands - 2.0;
+    let lua_us = scripts_us - commands_us - 2.0 * costs.invocation_us - calls * costs.call_us;
+    println!(
+        "lock cycle profile, what Redis charges a script besides its commands: {:.1} µs to run one, {:.2} µs per call made inside it (and the command's own {:.2} µs); the store's cycle is 2 scripts making {calls:.0} calls, which leaves {lua_us:.1} µs of its {scripts_us:.1} µs in scripts to the scripts' own Lua work",
+        costs.invocation_us, costs.call_us, costs.command_us
     );
     // One task again, with the other core kept busy by a spinning thread:
     // client and server then share the remaining core, and no reply waits
@@ -276,4 +305,47 @@ async fn ping_p50(store: &TicketStore, cycles: usize) -> Result<f64, BenchError>
         Ok::<_, BenchError>(percentile_us(&mut pings, 50.0))
     })
     .await?
+}
+
+/// What Redis charges a script apart from the commands it runs, as the
+/// server's own time per request (`INFO commandstats`, the same measure as
+/// the cycle's by-command line): running an empty script, and each call a
+/// script makes (a script of `CALLS` GETs of a missing key, less the empty
+/// one and less the GETs' own time).
+struct ScriptCosts {
+    invocation_us: f64,
+    call_us: f64,
+    command_us: f64,
+}
+
+impl ScriptCosts {
+    fn measure(bed: &Bed) -> Result<ScriptCosts, BenchError> {
+        const CALLS: usize = 8;
+        const REQUESTS: usize = 40_000;
+        let per_request = |body: &str| -> Result<(f64, f64), BenchError> {
+            bed.server.command(&["SCRIPT", "LOAD", body])?;
+            let sha = redis::Script::new(body).get_hash().to_owned();
+            let args: Vec<String> = ["EVALSHA", &sha, "1", "asc:{script-cost}:missing"]
+                .map(str::to_owned)
+                .into();
+            let before = server::commandstats(&bed.server)?;
+            server::redis_benchmark(&bed.server, 4, REQUESTS, &args)?;
+            let after = server::commandstats(&bed.server)?;
+            let usec = |name: &str| {
+                let was = before.get(name).map_or(0, |c| c.usec);
+                after.get(name).map_or(0, |c| c.usec) - was
+            };
+            let n = REQUESTS as f64;
+            Ok((usec("evalsha") as f64 / n, usec("get") as f64 / n))
+        };
+        let (empty, _) = per_request("return 1")?;
+        let (calling, gets) = per_request(&format!(
+            "for _ = 1, {CALLS} do redis.call('GET', KEYS[1]) end return 1"
+        ))?;
+        Ok(ScriptCosts {
+            invocation_us: empty,
+            call_us: (calling - empty - gets) / CALLS as f64,
+            command_us: gets / CALLS as f64,
+        })
+    }
 }

@@ -6,6 +6,7 @@
 //! throughput divided by the Redis bound.
 
 mod bed;
+mod cpu;
 mod effects;
 mod lock;
 mod paths;
@@ -15,7 +16,27 @@ mod stats;
 mod throughput;
 mod watchdog;
 
+use clap::{Parser, ValueEnum};
 use std::process::ExitCode;
+
+/// The bench's sections, in the order they run.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Section {
+    Paths,
+    Lock,
+    Size,
+    Watchdog,
+    Throughput,
+}
+
+/// What one scan costs in Redis (see BENCHMARKS.md).
+#[derive(Parser)]
+struct Args {
+    /// Run only these sections (all, in order, when none is named); the
+    /// last line, the ratio to the Redis bound, comes with `throughput`.
+    #[arg(value_enum)]
+    sections: Vec<Section>,
+}
 
 /// Why the bench could not measure.
 #[derive(Debug, thiserror::Error)]
@@ -43,7 +64,8 @@ pub enum BenchError {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match run().await {
+    let args = Args::parse();
+    match run(&args.sections).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("bench failed: {err}");
@@ -52,18 +74,29 @@ async fn main() -> ExitCode {
     }
 }
 
-async fn run() -> Result<(), BenchError> {
+async fn run(only: &[Section]) -> Result<(), BenchError> {
+    let runs = |section| only.is_empty() || only.contains(&section);
     let bed = bed::Bed::start()?;
     println!(
         "redis-server {} on 127.0.0.1:{}",
         bed.version()?,
         bed.port()
     );
-    paths::report(&bed).await?;
-    lock::report(&bed).await?;
-    size::report(&bed).await?;
-    watchdog::report(&bed).await?;
-    let ratio = throughput::report(&bed).await?;
-    println!("ratio to the Redis bound: {ratio:.2}");
+    if runs(Section::Paths) {
+        paths::report(&bed).await?;
+    }
+    if runs(Section::Lock) {
+        lock::report(&bed).await?;
+    }
+    if runs(Section::Size) {
+        size::report(&bed).await?;
+    }
+    if runs(Section::Watchdog) {
+        watchdog::report(&bed).await?;
+    }
+    if runs(Section::Throughput) {
+        let ratio = throughput::report(&bed).await?;
+        println!("ratio to the Redis bound: {ratio:.2}");
+    }
     Ok(())
 }

@@ -1,8 +1,8 @@
 //! The watchdog's cost while a process holds many locks: round trips and
 //! the process's CPU time per renewal interval.
 
-use crate::BenchError;
 use crate::bed::{Bed, asset};
+use crate::{BenchError, cpu};
 use assetscan_operator::store::{Acquired, TicketStore};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use std::sync::atomic::Ordering;
@@ -36,10 +36,10 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
             .await?;
         // Start at an interval's end, then count the next ones.
         next_batches(&store, 1).await;
-        let (trips, cpu) = (store.round_trips(), cpu_ms()?);
+        let (trips, cpu_us) = (store.round_trips(), cpu::process_us()?);
         next_batches(&store, INTERVALS).await;
         let trips = (store.round_trips() - trips) as f64 / INTERVALS as f64;
-        let cpu = (cpu_ms()? - cpu) / INTERVALS as f64;
+        let cpu = (cpu::process_us()? - cpu_us) as f64 / 1000.0 / INTERVALS as f64;
         let lost = store.watchdog().stats().losses.load(Ordering::Relaxed);
         println!(
             "watchdog holding {held} locks: {trips:.1} round trips per interval, {cpu:.0} ms CPU per interval ({:.1} ms per 1000 locks), {lost} lost",
@@ -56,27 +56,5 @@ async fn next_batches(store: &TicketStore, n: u64) {
     let target = batches() + n;
     while batches() < target {
         tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// This process's user + system CPU time in ms, from `/proc/self/stat`
-/// (fields 14 and 15, in clock ticks of 1/100 s on Linux).
-fn cpu_ms() -> Result<f64, BenchError> {
-    let stat = std::fs::read_to_string("/proc/self/stat").map_err(|source| BenchError::Spawn {
-        program: "/proc/self/stat",
-        source,
-    })?;
-    // The command name (field 2) may hold spaces: count from after its ')'.
-    let fields: Vec<&str> = stat
-        .rsplit_once(')')
-        .map(|(_, rest)| rest.split_whitespace().collect())
-        .unwrap_or_default();
-    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok());
-    match (ticks(11), ticks(12)) {
-        (Some(utime), Some(stime)) => Ok((utime + stime) * 10.0),
-        _ => Err(BenchError::Parse {
-            what: "/proc/self/stat",
-            text: stat,
-        }),
     }
 }
