@@ -55,7 +55,6 @@ local holder = ARGV[1]
 local ttl = tonumber(ARGV[2])
 local floor = tonumber(ARGV[3])
 local now = tonumber(ARGV[4])
-local cap = tonumber(ARGV[6] or '1000') or 1000
 local keep_ticket = tonumber(ARGV[7] or '0') or 0
 local keep_asset = tonumber(ARGV[8] or '0') or 0
 local facts_key = KEYS[6]
@@ -64,9 +63,18 @@ if holder == nil or holder == '' or ttl == nil or ttl <= 0 or floor == nil or fl
   return redis.error_reply('BAD_ARGS holder, ttl > 0, an integer floor >= 0 and now are required')
 end
 
+-- Numbers reach Redis commands as integer strings: Lua's own conversion of
+-- a number (%.14g, through the C library's exact float printing) costs as
+-- much as a command.
+local function int(n)
+  return string.format('%d', n)
+end
+local cap = int(tonumber(ARGV[6] or '1000') or 1000)
+local px, at = int(ttl), int(now)
+
 if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', cap, '*',
-    'op', 'acquire', 'result', 'RUN_RETIRED', 'ticket', KEYS[3], 'holder', holder, 'at', now)
+    'op', 'acquire', 'result', 'RUN_RETIRED', 'ticket', KEYS[3], 'holder', holder, 'at', at)
   return redis.error_reply('RUN_RETIRED ' .. KEYS[3])
 end
 
@@ -93,7 +101,7 @@ end
 -- The facts the caller lacks: none if its copy is this very revision, none
 -- for a new ticket or one without a facts hash, else the whole hash.
 local current = 0
-if raw and ARGV[9] == ticket.fencing_token .. ':' .. ticket.revision then
+if raw and ARGV[9] == int(ticket.fencing_token) .. ':' .. int(ticket.revision) then
   current = 1
 end
 local facts = {}
@@ -127,9 +135,9 @@ if earlier_raw then
 end
 
 -- Take the lock if free; if it is the caller's already, extend it.
-local locked_by = redis.call('SET', KEYS[1], holder, 'NX', 'PX', ttl, 'GET')
+local locked_by = redis.call('SET', KEYS[1], holder, 'NX', 'PX', px, 'GET')
 if locked_by == holder then
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[1], px)
 elseif locked_by then
   return redis.error_reply('LOCKED ' .. locked_by .. ' ' .. redis.call('PTTL', KEYS[1]))
 end
@@ -139,7 +147,7 @@ local function draw(above)
   local drawn = redis.call('INCR', KEYS[2])
   if drawn < above + 1 then
     drawn = above + 1
-    redis.call('SET', KEYS[2], drawn)
+    redis.call('SET', KEYS[2], int(drawn))
   end
   return drawn
 end
@@ -155,8 +163,8 @@ if earlier then
   redis.call('SET', earlier_key, cjson.encode(earlier), 'KEEPTTL')
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', cap, '*',
     'op', 'supersede', 'result', 'ok', 'ticket', earlier_key, 'holder', holder,
-    'token', ended_by, 'from', from, 'status', 'FAILED',
-    'revision', earlier.revision, 'by', KEYS[3], 'at', now)
+    'token', int(ended_by), 'from', from, 'status', 'FAILED',
+    'revision', int(earlier.revision), 'by', KEYS[3], 'at', at)
 end
 
 local token = draw(floor)
@@ -167,25 +175,25 @@ ticket.holder = holder
 ticket.updated_at = now
 raw = cjson.encode(ticket)
 if keep_ticket > 0 then
-  redis.call('SET', KEYS[3], raw, 'PX', keep_ticket)
+  redis.call('SET', KEYS[3], raw, 'PX', int(keep_ticket))
 else
   redis.call('SET', KEYS[3], raw)
 end
 if facts_key and ticket.facts_hash == true then
   if keep_ticket > 0 then
-    redis.call('PEXPIRE', facts_key, keep_ticket)
+    redis.call('PEXPIRE', facts_key, int(keep_ticket))
   else
     redis.call('PERSIST', facts_key)
   end
 end
 if keep_asset > 0 then
-  redis.call('PEXPIRE', KEYS[2], keep_asset)
+  redis.call('PEXPIRE', KEYS[2], int(keep_asset))
 end
 
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', cap, '*',
   'op', 'acquire', 'result', 'ok', 'ticket', KEYS[3], 'holder', holder,
-  'token', token, 'status', ticket.status, 'revision', ticket.revision, 'at', now)
+  'token', int(token), 'status', ticket.status, 'revision', int(ticket.revision), 'at', at)
 if keep_asset > 0 then
-  redis.call('PEXPIRE', KEYS[4], keep_asset)
+  redis.call('PEXPIRE', KEYS[4], int(keep_asset))
 end
 return {token, raw, facts, current}

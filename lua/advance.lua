@@ -36,12 +36,20 @@ local caller = tonumber(ARGV[1])
 local target = ARGV[2]
 local now = tonumber(ARGV[3])
 local retention = tonumber(ARGV[5] or '0') or 0
-local cap = tonumber(ARGV[6] or '1000') or 1000
 local keep_open = tonumber(ARGV[7] or '0') or 0
 local facts_key = KEYS[3]
 if caller == nil or target == nil or now == nil then
   return redis.error_reply('BAD_ARGS token, target status and now are required')
 end
+
+-- Numbers reach Redis commands as integer strings: Lua's own conversion of
+-- a number (%.14g, through the C library's exact float printing) costs as
+-- much as a command.
+local function int(n)
+  return string.format('%d', n)
+end
+local cap = int(tonumber(ARGV[6] or '1000') or 1000)
+local at = int(now)
 
 -- Each status and the statuses it may move to; X -> X is allowed for every
 -- non-terminal X, and every non-terminal status may fail.
@@ -77,8 +85,8 @@ end
 local function reject(reply, reason)
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', cap, '*',
     'op', 'advance', 'result', reason, 'ticket', KEYS[1], 'token', ARGV[1],
-    'valid', ticket.fencing_token, 'from', ticket.status, 'to', target,
-    'revision', ticket.revision, 'at', now)
+    'valid', int(ticket.fencing_token), 'from', ticket.status, 'to', target,
+    'revision', int(ticket.revision), 'at', at)
   return redis.error_reply(reply)
 end
 
@@ -155,14 +163,14 @@ raw = cjson.encode(ticket)
 local keep = keep_open
 if target == 'FINISHED' or target == 'FAILED' then keep = retention end
 if keep > 0 then
-  redis.call('SET', KEYS[1], raw, 'PX', keep)
+  redis.call('SET', KEYS[1], raw, 'PX', int(keep))
 else
   redis.call('SET', KEYS[1], raw)
 end
 -- The facts hash lives exactly as long as its ticket.
 if facts_key and ticket.facts_hash == true then
   if keep > 0 then
-    redis.call('PEXPIRE', facts_key, keep)
+    redis.call('PEXPIRE', facts_key, int(keep))
   else
     redis.call('PERSIST', facts_key)
   end
@@ -170,7 +178,7 @@ end
 
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', cap, '*',
   'op', 'advance', 'result', 'ok', 'ticket', KEYS[1], 'token', ARGV[1],
-  'from', from, 'to', target, 'revision', ticket.revision, 'at', now)
+  'from', from, 'to', target, 'revision', int(ticket.revision), 'at', at)
 if ARGV[8] == '1' then
   local facts = {}
   if facts_key and ticket.facts_hash == true then

@@ -11,7 +11,9 @@
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   if KEYS[2] then
-    redis.call('XADD', KEYS[2], 'MAXLEN', '~', tonumber(ARGV[3] or '1000') or 1000, '*',
+    -- Integer strings: Lua's own number conversion (%.14g) costs a command.
+    local cap = string.format('%d', tonumber(ARGV[3] or '1000') or 1000)
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', cap, '*',
       'op', 'release', 'result', 'ok', 'holder', ARGV[1], 'at', ARGV[2] or '0')
   end
   return 1
