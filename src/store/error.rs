@@ -95,8 +95,10 @@ impl StoreError {
             ("TICKET_NOT_FOUND", _) => StoreError::TicketNotFound {
                 key: key.to_owned(),
             },
-            ("TICKET_CORRUPT", _) => StoreError::TicketCorrupt {
-                key: key.to_owned(),
+            // The script names the ticket: the claimed one, or the one a
+            // claim supersedes.
+            ("TICKET_CORRUPT", words) => StoreError::TicketCorrupt {
+                key: words.first().copied().unwrap_or(key).to_owned(),
                 reason: "not a ticket object".to_owned(),
             },
             ("BAD_ARGS", _) => StoreError::BadArgs {
