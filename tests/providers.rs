@@ -1221,6 +1221,7 @@ async fn the_whole_chain_through_effects() {
         holder: "test".into(),
         owner: None,
         supersedes: None,
+        expect_open: false,
     };
 
     assert!(providers.check_online(&req).await.unwrap());

@@ -64,7 +64,8 @@ pub fn asset(id: &str) -> Result<AssetId, BenchError> {
     Ok(AssetId::new(id)?)
 }
 
-/// A run of `path` on `asset`, with one notification channel.
+/// A run of `path` on `asset`, with one notification channel, as the
+/// operator starts one: seen not ended, so not read before its claim.
 pub fn request(
     asset: &str,
     run: &str,
@@ -82,5 +83,6 @@ pub fn request(
         holder: holder.to_owned(),
         owner: Some(OWNER.to_owned()),
         supersedes: None,
+        expect_open: true,
     })
 }

@@ -118,6 +118,7 @@ impl ScanArgs {
         Ok(ScanRequest {
             owner: None,
             supersedes: None,
+            expect_open: false,
             asset,
             run: self
                 .run

@@ -46,6 +46,7 @@ pub fn scan_request(obj: &AssetScan, run: &str, holder: String) -> Result<ScanRe
         holder,
         owner: Some(super::owner_id(obj)),
         supersedes: None,
+        expect_open: true,
     })
 }
 

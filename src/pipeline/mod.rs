@@ -78,6 +78,13 @@ pub struct ScanRequest {
     /// this run is not claimed ([`Outcome::EarlierRunAlerting`]). See
     /// [`crate::store::Claim::supersedes`].
     pub supersedes: Option<String>,
+    /// The caller has seen this run not ended (the operator: the object's
+    /// status as stored shows no end), so the ticket is not read before the
+    /// claim: a claim answers for a run that did end all the same (it
+    /// returns the ticket as found and takes nothing), and an open run
+    /// starts one round trip sooner. `false` reads first, so that a run
+    /// that ended costs one read, not a claim (the CLI's).
+    pub expect_open: bool,
 }
 
 /// What the notifier is given. The ticket id is the idempotency key: a
@@ -241,7 +248,11 @@ impl<E: Effects> Pipeline<E> {
         shutdown: &CancellationToken,
     ) -> Result<Outcome, StoreError> {
         // Fast path: a finished run needs no lock.
-        let found = self.store.get_ticket(&req.asset, &req.run).await?;
+        let found = if req.expect_open {
+            None
+        } else {
+            self.store.get_ticket(&req.asset, &req.run).await?
+        };
         if let Some(ticket) = &found
             && ticket.status.is_terminal()
         {
@@ -282,8 +293,14 @@ impl<E: Effects> Pipeline<E> {
             }
             Err(err) => return Err(err),
         };
+        if acquired.ticket.status.is_terminal() {
+            // The run had ended (unread, or since the read): the claim took
+            // nothing and returned the ticket as found.
+            observer.on_ticket(&acquired.ticket).await;
+            return Ok(Outcome::Terminal(acquired.ticket));
+        }
         info!(asset = %req.asset, run = %req.run, token = acquired.token, status = %acquired.ticket.status, "acquired");
-        if !acquired.ticket.status.is_terminal() && !observer.on_claimed(&acquired.ticket).await {
+        if !observer.on_claimed(&acquired.ticket).await {
             warn!(asset = %req.asset, token = acquired.token, "claim not recorded: stopping");
             self.release_quietly(req, &acquired.lease).await;
             return Ok(Outcome::ClaimUnrecorded(acquired.ticket));
