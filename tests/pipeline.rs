@@ -1230,15 +1230,10 @@ mod claim {
             audit,
             "nothing written"
         );
-        let mut conn = redis::Client::open(env.redis.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
+        let holder: Option<String> = env
+            .redis
+            .query(redis::cmd("GET").arg(store.keys(&asset()).lock()))
             .unwrap();
-        let holder: Option<String> =
-            redis::AsyncCommands::get(&mut conn, store.keys(&asset()).lock())
-                .await
-                .unwrap();
         assert_eq!(holder, None, "no lock taken");
         assert_eq!(pipeline.store().watchdog().held(), 0);
         let seen: Vec<Ticket> = recorder.tickets().into_iter().map(|(_, t)| t).collect();

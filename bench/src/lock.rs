@@ -173,13 +173,9 @@ async fn profile(
     let ours_client = client(client_before)?;
     let ours_warm = warm(before, server_now()?);
     // µs per cycle by command, of the commands the cycle ran.
-    let inside: Vec<(String, f64)> = server::commandstats(&bed.server)?
+    let inside: Vec<(String, f64)> = server::commandstats_since(&bed.server, &by_command)?
         .into_iter()
-        .filter_map(|(name, after)| {
-            let was = by_command.get(&name).copied().unwrap_or_default();
-            let usec = (after.usec - was.usec) as f64 / busy_cycles;
-            (after.calls > was.calls).then_some((name, usec))
-        })
+        .map(|(name, stat)| (name, stat.usec as f64 / busy_cycles))
         .collect();
     let (scripts_us, commands_us) = inside.iter().fold((0.0, 0.0), |(s, c), (name, us)| {
         if name == "evalsha" {
@@ -330,13 +326,9 @@ impl ScriptCosts {
                 .into();
             let before = server::commandstats(&bed.server)?;
             server::redis_benchmark(&bed.server, 4, REQUESTS, &args)?;
-            let after = server::commandstats(&bed.server)?;
-            let usec = |name: &str| {
-                let was = before.get(name).map_or(0, |c| c.usec);
-                after.get(name).map_or(0, |c| c.usec) - was
-            };
-            let n = REQUESTS as f64;
-            Ok((usec("evalsha") as f64 / n, usec("get") as f64 / n))
+            let spent = server::commandstats_since(&bed.server, &before)?;
+            let each = |name: &str| spent.get(name).map_or(0, |c| c.usec) as f64 / REQUESTS as f64;
+            Ok((each("evalsha"), each("get")))
         };
         let (empty, _) = per_request("return 1")?;
         let (calling, gets) = per_request(&format!(

@@ -67,6 +67,25 @@ pub fn commandstats(server: &RedisServer) -> Result<BTreeMap<String, CommandStat
         .collect())
 }
 
+/// What each command called since `before` (an earlier
+/// [`commandstats`]) cost in between: its calls and its time.
+pub fn commandstats_since(
+    server: &RedisServer,
+    before: &BTreeMap<String, CommandStat>,
+) -> Result<BTreeMap<String, CommandStat>, BenchError> {
+    Ok(commandstats(server)?
+        .into_iter()
+        .filter_map(|(name, after)| {
+            let was = before.get(&name).copied().unwrap_or_default();
+            let stat = CommandStat {
+                calls: after.calls - was.calls,
+                usec: after.usec - was.usec,
+            };
+            (stat.calls > 0).then_some((name, stat))
+        })
+        .collect())
+}
+
 /// Calls of one command so far (`evalsha`, `get`, …).
 pub fn calls(server: &RedisServer, name: &str) -> Result<u64, BenchError> {
     Ok(server.command_calls(name)?)
