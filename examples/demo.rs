@@ -14,8 +14,9 @@
 
 use anyhow::{Context as _, Result, bail, ensure};
 use assetscan_operator::crd::AssetScan;
-use assetscan_operator::store::{AssetId, AuditEntry, RedisTarget, StoreConfig, TicketStore};
-use assetscan_operator::ticket::Status;
+use assetscan_operator::domain::AssetId;
+use assetscan_operator::domain::ticket::Status;
+use assetscan_operator::store::{AuditEntry, RedisTarget, StoreConfig, TicketStore};
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::ProviderStubs;
@@ -122,7 +123,7 @@ struct Moment {
 }
 
 fn now_ms() -> u64 {
-    assetscan_operator::ticket::now_ms()
+    assetscan_operator::domain::ticket::now_ms()
 }
 
 fn repo() -> PathBuf {

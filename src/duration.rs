@@ -3,7 +3,7 @@
 //! other (`6h`, `1h30m`, `500ms`). One grammar and one parser; each place
 //! says which units it accepts.
 
-use crate::text::truncate_chars;
+use assetscan_domain::text::truncate_chars;
 use serde::{Deserialize, Deserializer};
 use std::time::Duration;
 

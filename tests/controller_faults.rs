@@ -7,8 +7,8 @@ mod controller_kit;
 
 use assetscan_operator::controller::{self, ConditionType, Error};
 use assetscan_operator::crd::AssetScan;
+use assetscan_operator::domain::ticket::{NotificationState, Status};
 use assetscan_operator::store::StoreError;
-use assetscan_operator::ticket::{NotificationState, Status};
 use assetscan_testkit::emulator::Fault;
 use controller_kit::*;
 use serde_json::json;
@@ -330,7 +330,7 @@ async fn ticket_lost_mid_run_stalls_on_the_latest_status_and_recovers() {
     let before = online.status.clone().unwrap();
     let store = h.store().await;
     let key = store
-        .keys(&assetscan_operator::store::AssetId::new(asset).unwrap())
+        .keys(&assetscan_operator::domain::AssetId::new(asset).unwrap())
         .ticket(before.run.as_deref().unwrap());
     let mut raw = redis::Client::open(h.redis.url())
         .unwrap()

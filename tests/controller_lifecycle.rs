@@ -8,8 +8,9 @@ mod controller_kit;
 use assetscan_operator::controller;
 use assetscan_operator::controller::ConditionType;
 use assetscan_operator::crd::{AssetScan, AssetScanReport};
-use assetscan_operator::store::{AssetId, Patch as TicketPatch, StoreError};
-use assetscan_operator::ticket::Status;
+use assetscan_operator::domain::AssetId;
+use assetscan_operator::domain::ticket::Status;
+use assetscan_operator::store::{Patch as TicketPatch, StoreError};
 use controller_kit::*;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
@@ -641,7 +642,7 @@ async fn a_rescan_annotation_starts_exactly_one_run_per_value() {
     annotate(
         &h,
         "ondemand-01",
-        json!({ controller::RESCAN_ANNOTATION: "t1" }),
+        json!({ assetscan_operator::domain::RESCAN_ANNOTATION: "t1" }),
     )
     .await;
     h.wait(
@@ -665,7 +666,7 @@ async fn a_rescan_annotation_starts_exactly_one_run_per_value() {
     annotate(
         &h,
         "ondemand-01",
-        json!({ controller::RESCAN_ANNOTATION: "t2" }),
+        json!({ assetscan_operator::domain::RESCAN_ANNOTATION: "t2" }),
     )
     .await;
     h.wait(
@@ -808,7 +809,7 @@ async fn reports_beyond_the_limit_are_pruned_and_go_with_their_scan() {
         annotate(
             &h,
             "report-02",
-            json!({ controller::RESCAN_ANNOTATION: value }),
+            json!({ assetscan_operator::domain::RESCAN_ANNOTATION: value }),
         )
         .await;
         h.wait("report-02", "the rescan's report", PATIENCE, |o| {

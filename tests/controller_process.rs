@@ -6,8 +6,8 @@
 
 mod controller_kit;
 
-use assetscan_operator::store::AssetId;
-use assetscan_operator::ticket::Status;
+use assetscan_operator::domain::AssetId;
+use assetscan_operator::domain::ticket::Status;
 use assetscan_testkit::process::OperatorCommand;
 use controller_kit::*;
 use kube::api::{Patch, PatchParams};

@@ -14,7 +14,8 @@
 
 mod controller_kit;
 
-use assetscan_operator::store::{AssetId, AuditEntry};
+use assetscan_operator::domain::AssetId;
+use assetscan_operator::store::AuditEntry;
 use controller_kit::process::OperatorProcess;
 use controller_kit::*;
 use kube::api::DeleteParams;

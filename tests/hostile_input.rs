@@ -21,8 +21,8 @@ mod controller_kit;
 
 use assetscan_operator::controller::ConditionType;
 use assetscan_operator::crd::AssetScan;
-use assetscan_operator::store::AssetId;
-use assetscan_operator::ticket::{NotificationState, Status, Ticket};
+use assetscan_operator::domain::AssetId;
+use assetscan_operator::domain::ticket::{NotificationState, Status, Ticket};
 use controller_kit::*;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -442,7 +442,10 @@ async fn an_endless_vulnerability_reply_is_cut_at_the_timeout_and_loses_nothing(
     let ticket = printed_ticket(&out);
     assert_eq!(ticket.status, Status::Failed);
     let error = ticket.last_error.as_ref().unwrap();
-    assert_eq!(error.step, assetscan_operator::ticket::Step::VulnQuery);
+    assert_eq!(
+        error.step,
+        assetscan_operator::domain::ticket::Step::VulnQuery
+    );
     assert_eq!(error.attempt, 2);
     assert!(error.message.contains("timed out after 800ms"), "{error:?}");
     assert!(ticket.facts.online.is_some(), "the confirmed fact is kept");
@@ -476,7 +479,7 @@ async fn a_hanging_webhook_defers_the_notification_and_loses_nothing() {
     let ticket = printed_ticket(&out);
     assert_eq!(ticket.status, Status::Notifying);
     let error = ticket.last_error.as_ref().unwrap();
-    assert_eq!(error.step, assetscan_operator::ticket::Step::Notify);
+    assert_eq!(error.step, assetscan_operator::domain::ticket::Step::Notify);
     assert!(error.message.contains("timed out after 800ms"), "{error:?}");
     assert_eq!(h.stubs.sink.effects(), 0);
     let lock: Option<String> = h

@@ -15,15 +15,15 @@
 //! The same with real, killed and stopped processes is in `scan_cli.rs`.
 
 use assetscan_operator::config::Config;
-use assetscan_operator::domain::{Package, Policy, Target, ThreatIntelPolicy};
-use assetscan_operator::pipeline::{
-    Effects, Notification, Observer, Outcome, Pipeline, ScanRequest, StepError,
-};
-use assetscan_operator::providers::Providers;
-use assetscan_operator::store::{AssetId, RedisTarget, TicketStore};
-use assetscan_operator::ticket::{
+use assetscan_operator::domain::AssetId;
+use assetscan_operator::domain::ScanRequest;
+use assetscan_operator::domain::ticket::{
     NotificationState, RiskFacts, Status, Step, ThreatIntelFacts, Ticket, VulnFacts,
 };
+use assetscan_operator::domain::{Package, Policy, Target, ThreatIntelPolicy};
+use assetscan_operator::pipeline::{Effects, Notification, Observer, Outcome, Pipeline, StepError};
+use assetscan_operator::providers::Providers;
+use assetscan_operator::store::{RedisTarget, TicketStore};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::{Fault, ProviderStubs, StubServer};
 use std::collections::BTreeMap;

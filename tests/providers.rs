@@ -2,8 +2,11 @@
 //! (testkit/fixtures, see its README; `ASSETSCAN_FIXTURES` overrides).
 //! Where a test needs a variant of a fixture, it derives it and says so.
 
+use assetscan_operator::domain::AssetId;
+use assetscan_operator::domain::ScanRequest;
+use assetscan_operator::domain::ticket::{Finding, RiskFacts, Severity, VulnFacts};
 use assetscan_operator::domain::{Package, Policy, Target, assess, needs_threat_intel};
-use assetscan_operator::pipeline::{Effects, Notification, ScanRequest};
+use assetscan_operator::pipeline::{Effects, Notification};
 use assetscan_operator::providers::intel::{
     EpssClient, EpssConfig, IntelError, KevCatalog, KevConfig, KevFeed, ThreatIntel,
     ThreatIntelConfig,
@@ -17,8 +20,6 @@ use assetscan_operator::providers::vulns::{OsvClient, OsvConfig, VulnError};
 use assetscan_operator::providers::{
     HttpError, HttpSettings, Providers, ProvidersConfig, SecretFrom,
 };
-use assetscan_operator::store::AssetId;
-use assetscan_operator::ticket::{Finding, RiskFacts, Severity, VulnFacts};
 use assetscan_testkit::stubs::fixtures::{Fixtures, OSV_RECORDS, json_files};
 use assetscan_testkit::stubs::{
     EpssStub, Fault, InventoryStub, KevStub, OsvStub, ProviderStubs, SlackStub, WeComStub,

@@ -9,10 +9,9 @@
 mod controller_kit;
 
 use assetscan_operator::crd::AssetScan;
-use assetscan_operator::store::{
-    AssetId, Patch, RedisTarget, StoreConfig, StoreError, TicketStore,
-};
-use assetscan_operator::ticket::{Status, Step, Ticket};
+use assetscan_operator::domain::AssetId;
+use assetscan_operator::domain::ticket::{Status, Step, Ticket};
+use assetscan_operator::store::{Patch, RedisTarget, StoreConfig, StoreError, TicketStore};
 use assetscan_testkit::redis::{RedisOptions, RedisServer, SentinelGroup, ServerTls, TlsFiles};
 use controller_kit::*;
 use kube::api::PatchParams;
@@ -233,7 +232,7 @@ async fn a_killed_master_is_replaced_and_the_run_goes_on() {
 async fn ticket_via_sentinels(
     store: &TicketStore,
     obj: &AssetScan,
-) -> assetscan_operator::ticket::Ticket {
+) -> assetscan_operator::domain::ticket::Ticket {
     let run = obj.status.as_ref().unwrap().run.clone().unwrap();
     store
         .get_ticket(&AssetId::new(obj.spec.asset_id.clone()).unwrap(), &run)

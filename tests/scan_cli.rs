@@ -8,8 +8,9 @@
 //! The signal tests need the `failpoints` feature (for `nix`, and for the
 //! `stop-before-write` drill in the binary); `make test` enables it.
 
-use assetscan_operator::store::{AssetId, RedisTarget, StoreConfig, TicketStore};
-use assetscan_operator::ticket::{Status, Ticket};
+use assetscan_operator::domain::AssetId;
+use assetscan_operator::domain::ticket::{Status, Ticket};
+use assetscan_operator::store::{RedisTarget, StoreConfig, TicketStore};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::ProviderStubs;
 use std::path::PathBuf;

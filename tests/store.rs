@@ -2,11 +2,13 @@
 //! scenario, the claim at acquisition, the transition table, token floors,
 //! lock ownership, the watchdog, Cluster, corruption and outages, and a race.
 
-use assetscan_operator::store::{
-    Acquired, AssetId, Claim, Patch, RedisTarget, StoreConfig, StoreError, TicketStore,
-    WatchdogStats,
+use assetscan_operator::domain::AssetId;
+use assetscan_operator::domain::ticket::{
+    Finding, RiskFacts, Severity, Status, Step, Ticket, VulnFacts,
 };
-use assetscan_operator::ticket::{Finding, RiskFacts, Severity, Status, Step, Ticket, VulnFacts};
+use assetscan_operator::store::{
+    Acquired, Claim, Patch, RedisTarget, StoreConfig, StoreError, TicketStore, WatchdogStats,
+};
 use assetscan_testkit::redis::{RedisCluster, RedisServer};
 use assetscan_testkit::wait::until;
 use redis::AsyncCommands;

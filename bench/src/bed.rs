@@ -2,9 +2,11 @@
 
 use crate::BenchError;
 use crate::effects::{InstantEffects, Path};
+use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::Policy;
-use assetscan_operator::pipeline::{Pipeline, ScanRequest, StepPolicies};
-use assetscan_operator::store::{AssetId, RedisTarget, StoreConfig, TicketStore};
+use assetscan_operator::domain::ScanRequest;
+use assetscan_operator::pipeline::{Pipeline, StepPolicies};
+use assetscan_operator::store::{RedisTarget, StoreConfig, StoreError, TicketStore};
 use assetscan_testkit::redis::RedisServer;
 use std::time::Duration;
 
@@ -61,7 +63,7 @@ impl Bed {
 }
 
 pub fn asset(id: &str) -> Result<AssetId, BenchError> {
-    Ok(AssetId::new(id)?)
+    Ok(AssetId::new(id).map_err(StoreError::from)?)
 }
 
 /// A run of `path` on `asset`, with one notification channel, as the
@@ -73,7 +75,7 @@ pub fn request(
     holder: &str,
 ) -> Result<ScanRequest, BenchError> {
     Ok(ScanRequest {
-        asset: AssetId::new(asset)?,
+        asset: AssetId::new(asset).map_err(StoreError::from)?,
         run: run.to_owned(),
         target: path.target(),
         software: Vec::new(),

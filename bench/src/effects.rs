@@ -2,9 +2,10 @@
 //! the pipeline, not the outside world. The scan's target says which path a
 //! run takes: `Inventory { id: "offline" | "clean" | "high" }`.
 
+use assetscan_operator::domain::ScanRequest;
 use assetscan_operator::domain::Target;
-use assetscan_operator::pipeline::{Effects, Notification, ScanRequest, StepError};
-use assetscan_operator::ticket::{Finding, Severity, ThreatIntelFacts, VulnFacts};
+use assetscan_operator::domain::ticket::{Finding, Severity, ThreatIntelFacts, VulnFacts};
+use assetscan_operator::pipeline::{Effects, Notification, StepError};
 use std::collections::BTreeMap;
 
 /// The paths a scan can take.

@@ -5,7 +5,8 @@
 use crate::bed::{Bed, request};
 use crate::effects::{InstantEffects, Path};
 use crate::{BenchError, server};
-use assetscan_operator::pipeline::{Outcome, Pipeline, ScanRequest};
+use assetscan_operator::domain::ScanRequest;
+use assetscan_operator::pipeline::{Outcome, Pipeline};
 use tokio_util::sync::CancellationToken;
 
 /// Scans per path: the counts are exact, the mean only smooths nothing.

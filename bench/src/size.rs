@@ -6,8 +6,8 @@ use crate::BenchError;
 use crate::bed::{Bed, asset};
 use crate::effects::vulns;
 use crate::stats::Spread;
+use assetscan_operator::domain::ticket::{Status, Step, Ticket};
 use assetscan_operator::store::{Claim, Patch, TicketStore};
-use assetscan_operator::ticket::{Status, Step, Ticket};
 use futures::future::try_join_all;
 use std::time::{Duration, Instant};
 

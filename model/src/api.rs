@@ -4,7 +4,7 @@
 
 use crate::mutant::{Defences, Mutant};
 use crate::redis::{Run, Ticket};
-use assetscan_operator::ticket::Status;
+use assetscan_domain::ticket::Status;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Life {

@@ -1,15 +1,15 @@
 //! The operator's own decisions, tabulated once from its code: which run a
-//! reconcile drives (`controller::decide`) and what an executor does next
-//! from a ticket (`pipeline::plan`). The model looks them up instead of
+//! reconcile drives (the domain's `RunView::decide`, which the controller
+//! calls with its view of the object) and what an executor does next from a
+//! ticket (`plan`). The model looks them up instead of
 //! restating them, so it checks the protocol the operator runs.
 
 use crate::api::Mirror;
 use crate::redis::{RUNS, Run};
-use assetscan_operator::controller::{RunDecision, decide, run_id};
-use assetscan_operator::crd::AssetScan;
-use assetscan_operator::pipeline::{Next, plan};
-use assetscan_operator::ticket::{Status, Step, Ticket};
-use k8s_openapi::jiff::Timestamp;
+use assetscan_domain::run::{Recorded, RunDecision, RunView};
+use assetscan_domain::ticket::{Status, Step, Ticket};
+use assetscan_domain::{Next, owner_id, plan};
+use jiff::Timestamp;
 
 /// Generations the model goes through (one spec change).
 pub const GENERATIONS: u8 = RUNS as u8;
@@ -45,12 +45,6 @@ pub enum Work {
 
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
-    #[error("cannot build the AssetScan of generation {generation}: {source}")]
-    Object {
-        generation: u8,
-        #[source]
-        source: serde_json::Error,
-    },
     #[error("decide() chose run {run:?}, which is no run of the model")]
     UnknownRun { run: String },
     #[error("decide() answered {answer:?}, which the model does not take (no suspend, no rescan)")]
@@ -117,25 +111,23 @@ fn stored_statuses() -> impl Iterator<Item = (Run, Status)> {
     Run::all().flat_map(|run| Status::ALL.into_iter().map(move |phase| (run, phase)))
 }
 
-/// The object at `generation`; `status` names a run by its generation.
-fn object(generation: u8, status: Option<(Run, Status)>) -> Result<AssetScan, TableError> {
-    let mut obj = serde_json::json!({
-        "apiVersion": "assetscan.io/v1alpha1",
-        "kind": "AssetScan",
-        "metadata": {"name": "scan", "namespace": "model", "uid": "0b1ec7aa-model",
-                     "generation": generation},
-        "spec": {"assetId": "asset", "target": {"host": "127.0.0.1", "ports": [22]}},
-    });
-    if let Some((run, phase)) = status {
-        let at_run = object(run.0, None)?;
-        obj["status"] = serde_json::json!({"run": run_id(&at_run, 0), "phase": phase});
+/// The object at `generation` as the controller shows it to the decision;
+/// `status` names a run by its generation.
+fn object(generation: u8, status: Option<(Run, Status)>) -> RunView {
+    RunView {
+        owner: owner_id(Some("0b1ec7aa-model")),
+        generation: i64::from(generation),
+        recorded: status.map_or_else(Recorded::default, |(run, phase)| Recorded {
+            run: Some(object(run.0, None).run_id(0)),
+            phase: Some(phase),
+            ..Recorded::default()
+        }),
+        ..RunView::default()
     }
-    serde_json::from_value(obj).map_err(|source| TableError::Object { generation, source })
 }
 
 fn decision(generation: u8, status: Option<(Run, Status)>) -> Result<Decision, TableError> {
-    let obj = object(generation, status)?;
-    match decide(&obj, Timestamp::UNIX_EPOCH) {
+    match object(generation, status).decide(Timestamp::UNIX_EPOCH) {
         RunDecision::Wait(None) => Ok(Decision::Wait),
         RunDecision::Run(chosen) => Ok(Decision::Drive(run_named(&chosen)?)),
         RunDecision::UnlessEarlierAlerts { earlier, next } => {
@@ -153,7 +145,7 @@ fn decision(generation: u8, status: Option<(Run, Status)>) -> Result<Decision, T
 /// The model's run whose id is `chosen`.
 fn run_named(chosen: &str) -> Result<Run, TableError> {
     for run in Run::all() {
-        if run_id(&object(run.0, None)?, 0) == chosen {
+        if object(run.0, None).run_id(0) == chosen {
             return Ok(run);
         }
     }

@@ -5,7 +5,7 @@ use crate::api::Life;
 use crate::redis::Run;
 use crate::state::{State, broken};
 use crate::system::{Action, System, alert_pending};
-use assetscan_operator::ticket::Status;
+use assetscan_domain::ticket::Status;
 use stateright::{Model, Property};
 
 pub const TICKET_FORWARD: &str = "a ticket only moves forward; a terminal one never changes";

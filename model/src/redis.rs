@@ -3,8 +3,8 @@
 //! Every method is one script, so one atomic step of the model.
 
 use crate::mutant::{Defences, Mutant};
-use assetscan_operator::controller::is_alerting;
-use assetscan_operator::ticket::Status;
+use assetscan_domain::is_alerting;
+use assetscan_domain::ticket::Status;
 
 /// Runs of the object: one per spec generation (generation 1 and 2).
 pub const RUNS: usize = 2;

@@ -4,7 +4,7 @@
 
 use crate::api::{Mirror, Object};
 use crate::redis::{Holder, RUNS, Redis, Run, Ticket};
-use assetscan_operator::ticket::Status;
+use assetscan_domain::ticket::Status;
 
 /// Where an executor is in its reconcile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

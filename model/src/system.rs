@@ -11,8 +11,8 @@ use crate::mutant::{Defences, Mutant};
 use crate::operator::{Decision, GENERATIONS, Tables, Work};
 use crate::redis::{Acquired, Holder, RUNS, Redis, Run};
 use crate::state::{Budget, Ghost, Pc, State, Worker, broken};
-use assetscan_operator::controller::is_alerting;
-use assetscan_operator::ticket::Status;
+use assetscan_domain::is_alerting;
+use assetscan_domain::ticket::Status;
 
 /// How much of the world the model lets happen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

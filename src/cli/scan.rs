@@ -3,13 +3,14 @@
 //! by running it again with the same `--run`.
 
 use super::{Common, shutdown_on_signal};
-use crate::domain::{
+use crate::pipeline::{Outcome, Pipeline};
+use crate::providers::Providers;
+use assetscan_domain::AssetId;
+use assetscan_domain::ScanRequest;
+use assetscan_domain::ticket::{Status, Ticket, now_ms};
+use assetscan_domain::{
     DEFAULT_CVSS_THRESHOLD, DEFAULT_EPSS_THRESHOLD, Package, Policy, Target, ThreatIntelPolicy,
 };
-use crate::pipeline::{Outcome, Pipeline, ScanRequest};
-use crate::providers::Providers;
-use crate::store::AssetId;
-use crate::ticket::{Status, Ticket, now_ms};
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -216,7 +217,7 @@ fn terminal_code(ticket: &Ticket) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::parse_package;
-    use crate::domain::Package;
+    use assetscan_domain::Package;
 
     #[test]
     fn parses_package_specs() {

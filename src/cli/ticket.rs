@@ -1,8 +1,9 @@
 //! `ticket show|history|list`: reading tickets and their audit history, for
 //! troubleshooting. Read-only: nothing here takes a lock or writes.
 
-use crate::store::{AssetId, AuditEntry, TicketStore};
-use crate::ticket::Ticket;
+use crate::store::{AuditEntry, TicketStore};
+use assetscan_domain::AssetId;
+use assetscan_domain::ticket::Ticket;
 use std::fmt::Write;
 
 /// `ticket show`: the ticket as JSON (pretty).

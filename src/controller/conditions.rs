@@ -3,7 +3,7 @@
 //! spec, an invalid spec) build them alike, bound their messages alike, and
 //! keep a condition's `lastTransitionTime` while its status stays the same.
 
-use crate::text::truncate_bytes;
+use assetscan_domain::text::truncate_bytes;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 

@@ -16,13 +16,13 @@
 
 use super::cache::WatchCache;
 use super::report;
-use super::runs::{RESCAN_ANNOTATION, run_order};
 use super::status::status_from_ticket;
 use crate::backoff::Backoff;
 use crate::crd::{AssetScan, AssetScanReport, AssetScanStatus, is_fence_refusal};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::{Metrics, StepLabels, Throttle};
-use crate::ticket::{Step, Ticket};
+use assetscan_domain::ticket::{Step, Ticket};
+use assetscan_domain::{RESCAN_ANNOTATION, run_order};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::{Event, EventType, Recorder};
@@ -210,7 +210,7 @@ impl<'a> StatusMirror<'a> {
                     return true;
                 }
                 Err(kube::Error::Api(status_err))
-                    if status_err.code == 422 && is_fence_refusal(&status_err.message) =>
+                    if status_err.code == 422 && is_fence_refusal(&status_err) =>
                 {
                     // The fence: a newer executor's status is stored.
                     self.refused(fence_of(&status), status_err.message).await;
@@ -435,7 +435,7 @@ impl StatusMirror<'_> {
                 }
                 true
             }
-            Err(kube::Error::Api(err)) if err.code == 422 && is_fence_refusal(&err.message) => {
+            Err(kube::Error::Api(err)) if err.code == 422 && is_fence_refusal(&err) => {
                 self.refused(fence_of(&status), err.message).await;
                 false
             }
@@ -452,7 +452,7 @@ impl StatusMirror<'_> {
 
     /// The Event (and notification counts) for a status that moved.
     async fn announce(&self, ticket: &Ticket) {
-        if ticket.status == crate::ticket::Status::Notified {
+        if ticket.status == assetscan_domain::ticket::Status::Notified {
             let receipts = ticket
                 .facts
                 .notification
@@ -471,9 +471,11 @@ impl StatusMirror<'_> {
         // verdict or the failure, not each step (the status shows those).
         let high_risk = ticket.facts.risk.as_ref().is_some_and(|r| r.high_risk);
         let (type_, reason) = match ticket.status {
-            crate::ticket::Status::Failed => (EventType::Warning, "ScanFailed"),
-            crate::ticket::Status::Finished if high_risk => (EventType::Warning, "HighRiskFound"),
-            crate::ticket::Status::Finished => (EventType::Normal, "ScanComplete"),
+            assetscan_domain::ticket::Status::Failed => (EventType::Warning, "ScanFailed"),
+            assetscan_domain::ticket::Status::Finished if high_risk => {
+                (EventType::Warning, "HighRiskFound")
+            }
+            assetscan_domain::ticket::Status::Finished => (EventType::Normal, "ScanComplete"),
             _ => return,
         };
         let note = format!(
@@ -617,7 +619,7 @@ pub fn merge_patch(from: &Value, to: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::merge_patch;
-    use crate::ticket::{Status, Ticket};
+    use assetscan_domain::ticket::{Status, Ticket};
     use serde_json::json;
 
     fn claimed(run: &str, token: u64) -> Ticket {

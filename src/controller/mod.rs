@@ -7,23 +7,25 @@ mod conditions;
 mod mirror;
 mod report;
 mod request;
-mod runs;
 mod status;
 
 pub use conditions::ConditionType;
 pub use mirror::{FIELD_MANAGER, StatusMirror, merge_patch};
-pub use runs::{RESCAN_ANNOTATION, RunDecision, decide, is_alerting, owner_id, run_id};
+pub use request::{owner_id, run_id, run_view};
 pub use status::status_from_ticket;
 
+use assetscan_domain::RunDecision;
 use cache::{Latest, WatchCache};
 use conditions::{ConditionBuilder, ConditionStatus};
 use request::{rescan_interval, scan_request};
 
 use crate::backoff::Backoff;
 use crate::crd::{AssetScan, AssetScanStatus};
-use crate::pipeline::{Effects, Outcome, Pipeline, ScanRequest};
-use crate::store::{AssetId, StoreError};
+use crate::pipeline::{Effects, Outcome, Pipeline};
+use crate::store::StoreError;
 use crate::telemetry::Metrics;
+use assetscan_domain::AssetId;
+use assetscan_domain::ScanRequest;
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams};
@@ -245,7 +247,7 @@ async fn apply<E: Effects + 'static>(
     let Some(mut fresh) = fresh else {
         return Ok(Action::await_change());
     };
-    let mut decision = decide(&fresh, Timestamp::now());
+    let mut decision = run_view(&fresh).decide(Timestamp::now());
     if !read
         && matches!(
             decision,
@@ -261,7 +263,7 @@ async fn apply<E: Effects + 'static>(
             return Ok(Action::await_change());
         };
         fresh = stored;
-        decision = decide(&fresh, Timestamp::now());
+        decision = run_view(&fresh).decide(Timestamp::now());
     }
     if fresh.meta().deletion_timestamp.is_some() {
         // The finalizer's cleanup runs on the next reconcile.
@@ -353,12 +355,13 @@ async fn apply<E: Effects + 'static>(
     let jitter = || Duration::from_millis(rand::rng().random_range(100..1000));
     Ok(match outcome {
         Outcome::Terminal(ticket) => {
-            ctx.metrics
-                .reconciled(if ticket.status == crate::ticket::Status::Failed {
+            ctx.metrics.reconciled(
+                if ticket.status == assetscan_domain::ticket::Status::Failed {
                     "failed"
                 } else {
                     "finished"
-                });
+                },
+            );
             // Mirror in case an earlier status write was lost.
             crate::pipeline::Observer::on_ticket(&mirror, &ticket).await;
             match rescan {

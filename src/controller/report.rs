@@ -4,13 +4,13 @@
 //! (retention, data loss); the report is what the run found, kept in the
 //! API server.
 
-use super::runs::run_order;
 use super::status::{last_error_status, saturating_i64, time_from_ms};
 use crate::crd::{
     AssetScan, AssetScanReport, AssetScanReportSpec, DEFAULT_REPORT_HISTORY_LIMIT, ReportFinding,
     ReportFindings, ReportNotification, ReportThreatIntel,
 };
-use crate::ticket::{Status, Ticket};
+use assetscan_domain::run_order;
+use assetscan_domain::ticket::{Status, Ticket};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::{Resource, ResourceExt};

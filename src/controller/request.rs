@@ -1,12 +1,12 @@
-//! The one place where an AssetScan becomes the pipeline's Kubernetes-free
-//! request: its target, packages and policy in domain types, its channels,
-//! and the token floor its status records.
+//! The one place where an AssetScan becomes the domain's Kubernetes-free
+//! types: the pipeline's request (target, packages and policy, channels,
+//! the token floor its status records) and the run decision's view of it.
 
 use crate::crd::{self, AssetScan, AssetScanSpec};
-use crate::domain::{Package, PackageError, Policy, Target};
 use crate::duration::{self, SPEC_UNITS};
-use crate::pipeline::ScanRequest;
-use crate::store::{AssetId, StoreError};
+use assetscan_domain::run::{Recorded, RunView};
+use assetscan_domain::{AssetId, InvalidId, RESCAN_ANNOTATION, ScanRequest, fence};
+use assetscan_domain::{Package, PackageError, Policy, Target};
 use std::time::Duration;
 
 /// A spec the pipeline cannot run. The CRD's schema and CEL rules make this
@@ -15,7 +15,7 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum SpecError {
     #[error("spec.assetId: {0}")]
-    AssetId(#[source] StoreError),
+    AssetId(#[source] InvalidId),
     #[error("spec.target needs exactly one of host (with ports) or inventoryRef")]
     Target,
     #[error("spec.software[{index}]: {source}")]
@@ -44,21 +44,46 @@ pub fn scan_request(obj: &AssetScan, run: &str, holder: String) -> Result<ScanRe
         channels: spec.notify.clone(),
         token_floor: token_floor(obj),
         holder,
-        owner: Some(super::owner_id(obj)),
+        owner: Some(owner_id(obj)),
         supersedes: None,
         expect_open: true,
     })
 }
 
 /// The floor for the next fencing token (`acquire`'s ARGV): the token the
-/// status last recorded, or 0. After Redis loses data, this keeps tokens
-/// from going backwards from the cluster's point of view.
+/// status last recorded (see [`fence::floor`]).
 pub fn token_floor(obj: &AssetScan) -> u64 {
-    obj.status
-        .as_ref()
-        .and_then(|s| s.fencing_token)
-        .and_then(|t| u64::try_from(t).ok())
-        .unwrap_or(0)
+    fence::floor(obj.status.as_ref().and_then(|s| s.fencing_token))
+}
+
+/// The owner of the object's runs in the ticket store.
+pub fn owner_id(obj: &AssetScan) -> String {
+    assetscan_domain::owner_id(obj.metadata.uid.as_deref())
+}
+
+/// What the run decision reads of the object.
+pub fn run_view(obj: &AssetScan) -> RunView {
+    let status = obj.status.as_ref();
+    RunView {
+        owner: owner_id(obj),
+        generation: obj.metadata.generation.unwrap_or(0),
+        suspend: obj.spec.suspend,
+        rescan_every: rescan_interval(&obj.spec),
+        rescan_asked: (obj.metadata.annotations.as_ref())
+            .and_then(|a| a.get(RESCAN_ANNOTATION))
+            .cloned(),
+        recorded: Recorded {
+            run: status.and_then(|s| s.run.clone()),
+            phase: status.and_then(|s| s.phase),
+            next_scan: status.and_then(|s| s.next_scan_time.as_ref()).map(|t| t.0),
+            handled_rescan: status.and_then(|s| s.last_handled_rescan.clone()),
+        },
+    }
+}
+
+/// The run id of scan `scan` of the object's current generation.
+pub fn run_id(obj: &AssetScan, scan: u64) -> String {
+    run_view(obj).run_id(scan)
 }
 
 /// `spec.rescanInterval`, if set and well-formed (the schema's pattern makes
@@ -107,7 +132,7 @@ fn policy(policy: &crd::Policy) -> Policy {
 mod tests {
     use super::*;
     use crate::crd::{AssetScanSpec, AssetScanStatus, DURATION_PATTERN};
-    use crate::domain::ThreatIntelPolicy;
+    use assetscan_domain::ThreatIntelPolicy;
 
     fn spec() -> AssetScanSpec {
         AssetScanSpec {

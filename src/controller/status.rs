@@ -3,7 +3,7 @@
 
 use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType, bounded, whole_seconds};
 use crate::crd::{AssetScanStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary};
-use crate::ticket::{LastError, Severity, Status, Ticket, VulnFacts};
+use assetscan_domain::ticket::{LastError, Severity, Status, Ticket, VulnFacts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -179,7 +179,7 @@ pub(super) fn time_from_ms(ms: u64) -> Time {
 mod tests {
     use super::*;
     use crate::controller::conditions::MAX_MESSAGE_BYTES;
-    use crate::ticket::{
+    use assetscan_domain::ticket::{
         Finding, LastError, NotificationFacts, NotificationState, RiskFacts, Step, ThreatIntelFacts,
     };
     use std::collections::BTreeMap;

@@ -8,18 +8,16 @@
 //! stops at once, with no further provider call, notification or write.
 
 pub(crate) mod drill;
-mod plan;
 mod retry;
 
-pub use plan::{Next, plan};
 pub use retry::RetryPolicy;
 
-use crate::domain::{Package, Policy, Target, assess, needs_threat_intel};
-use crate::store::{AssetId, Claim, LeaseGuard, Patch, StoreError, TicketStore};
-use crate::ticket::{
+use crate::store::{Claim, LeaseGuard, Patch, StoreError, TicketStore};
+use assetscan_domain::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, ThreatIntelFacts,
     Ticket, VulnFacts, now_ms,
 };
+use assetscan_domain::{Next, ScanRequest, assess, needs_threat_intel, plan};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -53,38 +51,6 @@ impl StepError {
             retry_after: None,
         }
     }
-}
-
-/// One scan run to perform.
-#[derive(Clone, Debug)]
-pub struct ScanRequest {
-    pub asset: AssetId,
-    pub run: String,
-    pub target: Target,
-    pub software: Vec<Package>,
-    pub policy: Policy,
-    /// Notification channel names.
-    pub channels: Vec<String>,
-    /// Lowest acceptable fencing token minus one (the CR status's token).
-    pub token_floor: u64,
-    /// This executor's holder id.
-    pub holder: String,
-    /// What the run belongs to (the AssetScan, by uid): once the owner is
-    /// retired, the run is refused instead of created. `None` for runs of
-    /// no owner (the CLI's).
-    pub owner: Option<String>,
-    /// A run of an earlier spec generation of the same owner that this run
-    /// replaces: ended when this one is claimed, or, while it is alerting,
-    /// this run is not claimed ([`Outcome::EarlierRunAlerting`]). See
-    /// [`crate::store::Claim::supersedes`].
-    pub supersedes: Option<String>,
-    /// The caller has seen this run not ended (the operator: the object's
-    /// status as stored shows no end), so the ticket is not read before the
-    /// claim: a claim answers for a run that did end all the same (it
-    /// returns the ticket as found and takes nothing), and an open run
-    /// starts one round trip sooner. `false` reads first, so that a run
-    /// that ended costs one read, not a claim (the CLI's).
-    pub expect_open: bool,
 }
 
 /// What the notifier is given. The ticket id is the idempotency key: a
@@ -309,7 +275,6 @@ impl<E: Effects> Pipeline<E> {
             pipeline: self,
             req,
             observer,
-            token: acquired.token,
             lease: &acquired.lease,
             shutdown,
             notify_attempts: std::sync::atomic::AtomicU32::new(0),
@@ -333,7 +298,6 @@ struct Run<'a, E, O> {
     pipeline: &'a Pipeline<E>,
     req: &'a ScanRequest,
     observer: &'a O,
-    token: u64,
     lease: &'a LeaseGuard,
     shutdown: &'a CancellationToken,
     /// Notify attempts made in this pass (notification retries are bounded
@@ -629,7 +593,7 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
             ticket_id: ticket.id.clone(),
             asset: ticket.asset.clone(),
             run: ticket.run.clone(),
-            fencing_token: self.token,
+            fencing_token: ticket.fencing_token,
             risk: ticket.facts.risk.clone().unwrap_or(RiskFacts {
                 high_risk: true,
                 reasons: Vec::new(),
@@ -679,7 +643,8 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
         self.write(ticket, Status::Failed, patch).await
     }
 
-    /// `advance` under our token. Entering `NOTIFYING` records the
+    /// `advance` under the run's token, the one its ticket was claimed
+    /// with (every accepted write keeps it). Entering `NOTIFYING` records the
     /// idempotency key first, so that a takeover re-sends under it.
     async fn write(
         &self,
@@ -703,7 +668,7 @@ impl<E: Effects, O: Observer> Run<'_, E, O> {
         match self
             .pipeline
             .store
-            .advance_from(&self.req.asset, ticket, self.token, to, &patch)
+            .advance_from(&self.req.asset, ticket, ticket.fencing_token, to, &patch)
             .await
         {
             Ok(next) => {

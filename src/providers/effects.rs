@@ -7,8 +7,9 @@ use super::intel::IntelError;
 use super::notify::NotifyError;
 use super::online::OnlineError;
 use super::vulns::VulnError;
-use crate::pipeline::{Effects, Notification, ScanRequest, StepError};
-use crate::ticket::{ThreatIntelFacts, VulnFacts};
+use crate::pipeline::{Effects, Notification, StepError};
+use assetscan_domain::ScanRequest;
+use assetscan_domain::ticket::{ThreatIntelFacts, VulnFacts};
 use std::collections::BTreeMap;
 use std::time::Duration;
 

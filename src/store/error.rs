@@ -1,6 +1,8 @@
 //! Typed errors of the ticket store. The Lua scripts answer with error replies
 //! whose first word is a stable code; [`StoreError::from_redis`] maps them.
 
+use assetscan_domain::{IdKind, InvalidId};
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("asset {asset} is locked by {holder} for another {pttl_ms} ms")]
@@ -23,7 +25,8 @@ pub enum StoreError {
     TicketNotFound { key: String },
     #[error("ticket {key} is corrupt: {reason}")]
     TicketCorrupt { key: String, reason: String },
-    /// `id` is the quoted input, cut to a bounded prefix (see `keys::quote`).
+    /// `id` is the quoted input, cut to a bounded prefix (see
+    /// [`assetscan_domain::InvalidId`]).
     #[error("invalid asset id {id}: {reason}")]
     InvalidAssetId { id: String, reason: &'static str },
     #[error("invalid run id {id}: {reason}")]
@@ -61,6 +64,16 @@ pub enum StoreError {
         #[source]
         source: std::io::Error,
     },
+}
+
+impl From<InvalidId> for StoreError {
+    fn from(err: InvalidId) -> StoreError {
+        let InvalidId { kind, id, reason } = err;
+        match kind {
+            IdKind::Asset => StoreError::InvalidAssetId { id, reason },
+            IdKind::Run => StoreError::InvalidRunId { id, reason },
+        }
+    }
 }
 
 impl StoreError {

@@ -1,74 +1,8 @@
 //! The Redis key layout. Every key of one asset carries the asset id as a
 //! hash tag, so one Lua script may touch them all, also on Redis Cluster.
 
-use super::StoreError;
-use std::fmt;
+use assetscan_domain::AssetId;
 
-/// Longest accepted asset id, in bytes.
-pub const MAX_ASSET_ID_LEN: usize = 128;
-
-/// Most characters of a rejected id quoted in its error: the error goes to
-/// logs, events and the object's status, and the input may be any size.
-const QUOTED_CHARS: usize = 64;
-
-/// A validated asset id: the scope of one lock and one fencing counter.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct AssetId(String);
-
-impl AssetId {
-    /// Rejects ids that would break the hash tag (`{`, `}`), the audit record
-    /// (whitespace, control characters) or the key length.
-    pub fn new(id: impl Into<String>) -> Result<AssetId, StoreError> {
-        let id = id.into();
-        let reason = if id.is_empty() {
-            Some("is empty")
-        } else if id.len() > MAX_ASSET_ID_LEN {
-            Some("is longer than 128 bytes")
-        } else if id.contains(['{', '}']) {
-            Some("contains '{' or '}'")
-        } else if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            Some("contains whitespace or control characters")
-        } else {
-            None
-        };
-        match reason {
-            Some(reason) => Err(StoreError::InvalidAssetId {
-                id: quote(&id),
-                reason,
-            }),
-            None => Ok(AssetId(id)),
-        }
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for AssetId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// `id` quoted (escaped like Rust's `{:?}`), or a prefix of it with its
-/// length when it is longer than [`QUOTED_CHARS`] characters.
-fn quote(id: &str) -> String {
-    match id.char_indices().nth(QUOTED_CHARS) {
-        None => format!("{id:?}"),
-        Some((cut, _)) => format!("{:?}… ({} bytes)", &id[..cut], id.len()),
-    }
-}
-
-/// Validates a run id the same way as an asset id: it is part of a key.
-pub(crate) fn validate_run(run: &str) -> Result<(), StoreError> {
-    AssetId::new(run).map(|_| ()).map_err(|err| match err {
-        StoreError::InvalidAssetId { id, reason } => StoreError::InvalidRunId { id, reason },
-        other => other,
-    })
-}
-
-/// The keys of one asset under a prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AssetKeys {
     base: String,
@@ -133,32 +67,5 @@ mod tests {
         assert_eq!(keys.facts("r1"), "asc:{web-01}:facts:r1");
         assert_eq!(keys.audit(), "asc:{web-01}:audit");
         assert_eq!(keys.retired("0a1b2c3d"), "asc:{web-01}:retired:0a1b2c3d");
-    }
-
-    #[test]
-    fn rejects_ids_that_break_the_layout() {
-        for bad in ["", "a{b", "a}b", "a b", "a\tb", "x\u{7}", &"a".repeat(129)] {
-            assert!(AssetId::new(bad).is_err(), "{bad:?} accepted");
-        }
-        assert!(AssetId::new("host-01.example.com:443").is_ok());
-        assert!(validate_run("g3-1700000000000").is_ok());
-        assert!(matches!(
-            validate_run("a b"),
-            Err(StoreError::InvalidRunId { .. })
-        ));
-    }
-
-    #[test]
-    fn errors_quote_a_bounded_prefix_of_the_input() {
-        let err = AssetId::new("a b").unwrap_err().to_string();
-        assert_eq!(
-            err,
-            r#"invalid asset id "a b": contains whitespace or control characters"#
-        );
-        let huge = format!("{{{}", "é".repeat(5_000));
-        let err = AssetId::new(huge).unwrap_err().to_string();
-        assert!(err.len() < 300, "{} bytes: {err}", err.len());
-        assert!(err.contains("… (10001 bytes)"), "{err}");
-        assert!(err.ends_with("is longer than 128 bytes"), "{err}");
     }
 }

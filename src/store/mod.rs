@@ -49,10 +49,12 @@ pub use conn::{
     Credentials, RedisConn, RedisSecurity, RedisTarget, SentinelTarget, TlsCertificates,
 };
 pub use error::StoreError;
-pub use keys::{AssetId, AssetKeys, MAX_ASSET_ID_LEN};
+pub use keys::AssetKeys;
 pub use watchdog::{LeaseGuard, Watchdog, WatchdogStats};
 
-use crate::ticket::{LastError, Status, Step, Ticket, now_ms};
+use assetscan_domain::AssetId;
+use assetscan_domain::asset::validate_run;
+use assetscan_domain::ticket::{LastError, Status, Step, Ticket, now_ms};
 use redis::AsyncCommands;
 use scripts::{ACQUIRE, ADVANCE, RELEASE, RENEW, RETIRE};
 use serde::Serialize;
@@ -220,7 +222,7 @@ impl TicketStore {
         asset: &AssetId,
         run: &str,
     ) -> Result<Option<Ticket>, StoreError> {
-        keys::validate_run(run)?;
+        validate_run(run)?;
         let keys = self.keys(asset);
         let key = keys.ticket(run);
         let (raw, facts): (Option<String>, Vec<(String, String)>) = redis::pipe()
@@ -288,9 +290,9 @@ impl TicketStore {
             known,
             supersedes,
         } = claim;
-        keys::validate_run(run)?;
+        validate_run(run)?;
         for id in owner.iter().chain(supersedes.iter()) {
-            keys::validate_run(id)?;
+            validate_run(id)?;
         }
         let keys = self.keys(asset);
         let ticket_key = keys.ticket(run);
@@ -323,9 +325,7 @@ impl TicketStore {
             .arg(self.config.audit_cap)
             .arg(millis(self.config.abandon_after))
             .arg(self.asset_keep_ms())
-            .arg(known.map_or_else(String::new, |k| {
-                format!("{}:{}", k.fencing_token, k.revision)
-            }))
+            .arg(known.map_or_else(String::new, |k| k.fence().script_arg()))
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| StoreError::from_redis("acquire", asset.as_str(), e))?;
@@ -419,7 +419,7 @@ impl TicketStore {
         patch: &Patch,
         with_facts: bool,
     ) -> Result<T, StoreError> {
-        keys::validate_run(run)?;
+        validate_run(run)?;
         let keys = self.keys(asset);
         let ticket_key = keys.ticket(run);
         let protocol = |e: serde_json::Error| StoreError::Protocol {
@@ -465,12 +465,12 @@ impl TicketStore {
         runs: &[String],
         holder: &str,
     ) -> Result<usize, StoreError> {
-        keys::validate_run(owner)?;
+        validate_run(owner)?;
         let keys = self.keys(asset);
         let mut invocation = RETIRE.key(keys.fence());
         invocation.key(keys.audit()).key(keys.retired(owner));
         for run in runs {
-            keys::validate_run(run)?;
+            validate_run(run)?;
             invocation.key(keys.ticket(run));
         }
         for run in runs {

@@ -11,11 +11,12 @@ pub mod process;
 use assetscan_operator::config::Config;
 use assetscan_operator::controller::{self, Context, ControllerSettings};
 use assetscan_operator::crd::{AssetScan, AssetScanSpec, Package, Target};
+use assetscan_operator::domain::AssetId;
+use assetscan_operator::domain::ticket::Ticket;
 use assetscan_operator::pipeline::Pipeline;
 use assetscan_operator::providers::{Providers, install_crypto_provider};
-use assetscan_operator::store::{AssetId, RedisTarget, TicketStore};
+use assetscan_operator::store::{RedisTarget, TicketStore};
 use assetscan_operator::telemetry::{LogFormat, Metrics};
-use assetscan_operator::ticket::Ticket;
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
 use assetscan_testkit::redis::{RedisOptions, RedisServer};
 use assetscan_testkit::stubs::ProviderStubs;
@@ -213,7 +214,7 @@ impl Harness {
     /// time.
     pub async fn poke(&self, name: &str) {
         let patch = serde_json::json!({"metadata": {"annotations": {
-            "test.assetscan.io/poke": assetscan_operator::ticket::now_ms().to_string()
+            "test.assetscan.io/poke": assetscan_operator::domain::ticket::now_ms().to_string()
         }}});
         self.api()
             .patch(

@@ -4,7 +4,7 @@
 
 use super::{Invariant, Violation};
 use crate::history::AuditRecord;
-use assetscan_operator::ticket::Status;
+use assetscan_operator::domain::ticket::Status;
 use std::collections::{HashMap, HashSet};
 
 /// Where one ticket stands while its writes are replayed.

@@ -6,7 +6,7 @@ use super::settings::{HttpProfile, HttpSettings, Resolved};
 use super::url::{Exposure, redact, scrub};
 use crate::providers::error::ProviderConfigError;
 use crate::providers::secret::Secret;
-use crate::text::{excerpt, truncate_chars};
+use assetscan_domain::text::{excerpt, truncate_chars};
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{RequestBuilder, StatusCode, Url};
 use serde::de::DeserializeOwned;

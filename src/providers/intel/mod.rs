@@ -10,7 +10,7 @@ pub use error::IntelError;
 pub use kev::{KevCatalog, KevConfig, KevEntry, KevFeed};
 
 use crate::providers::error::ProviderConfigError;
-use crate::ticket::{ThreatIntelFacts, VulnFacts};
+use assetscan_domain::ticket::{ThreatIntelFacts, VulnFacts};
 use serde::Deserialize;
 use std::collections::BTreeSet;
 

@@ -1,7 +1,7 @@
 //! How a delivery failed, and which failures may pass by sending again.
 
 use crate::providers::http::{HttpError, is_retryable_status};
-use crate::text::excerpt;
+use assetscan_domain::text::excerpt;
 use std::fmt;
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! ticket line that tells repeats apart, the findings as lines.
 
 use crate::pipeline::Notification;
-use crate::ticket::{Finding, Severity};
+use assetscan_domain::ticket::{Finding, Severity};
 
 /// Chat messages list at most this many findings; the webhook gets all the
 /// facts hold.
@@ -78,7 +78,7 @@ pub(super) fn severity_label(severity: Severity) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ticket::Severity;
+    use assetscan_domain::ticket::Severity;
 
     #[test]
     fn finding_lines() {

@@ -16,7 +16,7 @@ use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{Exposure, HttpClient, HttpProfile, HttpSettings, SecretUrl};
 use crate::providers::secret::SecretFrom;
-use crate::text::truncate_chars;
+use assetscan_domain::text::truncate_chars;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use std::time::Duration;

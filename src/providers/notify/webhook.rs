@@ -99,7 +99,7 @@ impl WebhookNotifier {
             .header(FENCING_TOKEN_HEADER, notification.fencing_token.to_string())
             .header(
                 TIMESTAMP_HEADER,
-                (crate::ticket::now_ms() / 1000).to_string(),
+                (assetscan_domain::ticket::now_ms() / 1000).to_string(),
             )
             .header(
                 SIGNATURE_HEADER,

@@ -20,7 +20,7 @@ use crate::providers::http::{
     Exposure, HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url,
 };
 use crate::providers::secret::{Secret, SecretFrom};
-use crate::text::{excerpt, truncate_bytes};
+use assetscan_domain::text::{excerpt, truncate_bytes};
 use reqwest::Url;
 use serde::Deserialize;
 use serde_json::json;

@@ -9,8 +9,8 @@ pub use error::OnlineError;
 pub use inventory::{InventoryConfig, InventoryProbe};
 pub use tcp::{TcpProbe, TcpProbeConfig};
 
-use crate::domain::Target;
 use crate::providers::error::ProviderConfigError;
+use assetscan_domain::Target;
 use serde::Deserialize;
 
 /// `online:` in the config. Both keys are optional; without `inventory`,

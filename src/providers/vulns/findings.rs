@@ -2,7 +2,7 @@
 //! severities, how findings become [`VulnFacts`], and the JSON quirks of
 //! their wire formats.
 
-use crate::ticket::{Finding, Severity, VulnFacts};
+use assetscan_domain::ticket::{Finding, Severity, VulnFacts};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeSet;
 

@@ -17,11 +17,11 @@
 
 use super::error::VulnError;
 use super::findings::{null_as_empty, round_score, summarize};
-use crate::domain::Package;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{Exposure, HttpClient, HttpProfile, HttpSettings, parse_http_url};
-use crate::text::truncate_chars;
-use crate::ticket::{Finding, Severity, VulnFacts};
+use assetscan_domain::Package;
+use assetscan_domain::text::truncate_chars;
+use assetscan_domain::ticket::{Finding, Severity, VulnFacts};
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;

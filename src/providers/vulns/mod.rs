@@ -10,9 +10,9 @@ pub use error::VulnError;
 pub use generic::{GenericVulnClient, GenericVulnConfig};
 pub use osv::{OsvClient, OsvConfig};
 
-use crate::domain::Package;
 use crate::providers::error::ProviderConfigError;
-use crate::ticket::VulnFacts;
+use assetscan_domain::Package;
+use assetscan_domain::ticket::VulnFacts;
 use serde::Deserialize;
 
 /// `vulnerabilities:` in the config, by `kind`.

@@ -17,14 +17,14 @@
 
 use super::error::VulnError;
 use super::findings::{null_as_empty, rank, round_score, summarize};
-use crate::domain::Package;
 use crate::providers::cve::embedded_cve;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{
     Exposure, HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url,
 };
-use crate::text::truncate_chars;
-use crate::ticket::{Finding, Severity, VulnFacts};
+use assetscan_domain::Package;
+use assetscan_domain::text::truncate_chars;
+use assetscan_domain::ticket::{Finding, Severity, VulnFacts};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use reqwest::Url;
 use serde::{Deserialize, Serialize};

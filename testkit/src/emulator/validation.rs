@@ -85,9 +85,12 @@ fn schema_errors(
     }
     let mut cel = cel_errors(schema, new, old);
     if let Some(old) = old {
-        cel.retain(|e| !unchanged(e, new, old));
+        // Like kube-apiserver's ratcheting, a transition rule (one that
+        // reads `oldSelf`) is never ratcheted: comparing with the stored
+        // object is its whole point, whichever field it names.
+        cel.retain(|(e, transition)| *transition || !unchanged(e, new, old));
     }
-    errs.extend(cel);
+    errs.extend(cel.into_iter().map(|(e, _)| e));
     errs
 }
 
@@ -119,8 +122,13 @@ thread_local! {
     static CEL: kube::core::cel::Validator = kube::core::cel::Validator::new();
 }
 
-/// Runs the CEL rules; maps kube-cel's errors to kube-apiserver's field errors.
-fn cel_errors(schema: &StructuralSchema, new: &Value, old: Option<&Value>) -> Vec<FieldError> {
+/// Runs the CEL rules; maps kube-cel's errors to kube-apiserver's field
+/// errors, each with whether its rule is a transition rule.
+fn cel_errors(
+    schema: &StructuralSchema,
+    new: &Value,
+    old: Option<&Value>,
+) -> Vec<(FieldError, bool)> {
     let new = without_nulls(new, &schema.root);
     let old = old.map(|o| without_nulls(o, &schema.root));
     let Err(errors) = CEL.with(|cel| cel.validate_compiled(schema.rules(), &new, old.as_deref()))
@@ -140,7 +148,8 @@ fn cel_errors(schema: &StructuralSchema, new: &Value, old: Option<&Value>) -> Ve
                 .node_at(&e.field_path)
                 .and_then(schema_type)
                 .unwrap_or("object");
-            match e.reason.as_deref() {
+            let transition = e.rule.contains("oldSelf");
+            let error = match e.reason.as_deref() {
                 Some("FieldValueForbidden") => FieldError::forbidden(&field, &e.message),
                 Some("FieldValueRequired") => FieldError::required(&field, &e.message),
                 Some("FieldValueDuplicate") => {
@@ -152,7 +161,8 @@ fn cel_errors(schema: &StructuralSchema, new: &Value, old: Option<&Value>) -> Ve
                     )
                 }
                 _ => FieldError::invalid(&field, &Value::String(type_name.to_string()), &e.message),
-            }
+            };
+            (error, transition)
         })
         .collect()
 }

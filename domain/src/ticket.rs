@@ -5,6 +5,7 @@
 //! The script enforces it (a write that breaks it never lands); this copy
 //! plans the next step. A test compares both on every (from, to) pair.
 
+use crate::fence::Fence;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
@@ -428,6 +429,11 @@ impl Ticket {
             created_at: now_ms,
             updated_at: now_ms,
         }
+    }
+
+    /// `(fencing_token, revision)`: who owns the run, and how far it got.
+    pub fn fence(&self) -> Fence {
+        Fence::new(self.fencing_token, self.revision)
     }
 
     pub fn has_completed(&self, step: Step) -> bool {

@@ -7,7 +7,7 @@
 //! as known exploited, or any CVE with EPSS ≥ the EPSS threshold. Findings
 //! that only carry a qualitative label (no vector) count as unscored.
 
-use super::policy::{Policy, ThreatIntelPolicy};
+use crate::policy::{Policy, ThreatIntelPolicy};
 use crate::ticket::{Finding, RiskFacts, ThreatIntelFacts, VulnFacts};
 
 /// Whether the threat-intel step should run for these facts.

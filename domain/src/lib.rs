@@ -1,0 +1,40 @@
+//! The domain of assetscan-operator: what a scan is about and what it
+//! found, in the operator's own terms. Nothing here knows Kubernetes, Redis
+//! or HTTP; the layers above convert to and from these types:
+//!
+//! - the store (Redis and its Lua scripts) keeps [`ticket::Ticket`]s and
+//!   enforces their state machine and the [`fence`];
+//! - the pipeline drives a [`ScanRequest`] through the [`plan`] with the
+//!   providers, and judges the facts with [`assess`];
+//! - the Kubernetes adapter (CRD, controller) makes a [`RunView`] and a
+//!   [`ScanRequest`] of an AssetScan, and mirrors tickets into its status;
+//! - the CLI builds the same requests from its flags.
+//!
+//! The model check of the fencing protocol uses this crate alone.
+
+pub mod asset;
+pub mod fence;
+mod package;
+pub mod plan;
+mod policy;
+mod request;
+mod risk;
+pub mod run;
+mod target;
+pub mod text;
+pub mod ticket;
+
+pub use asset::{AssetId, IdKind, InvalidId, MAX_ASSET_ID_LEN};
+pub use fence::Fence;
+pub use package::{Coordinates, Package, PackageError, Purl};
+pub use plan::{Next, plan};
+pub use policy::{
+    DEFAULT_CVSS_THRESHOLD, DEFAULT_EPSS_THRESHOLD, Policy, ThreatIntelPolicy,
+    UnknownThreatIntelPolicy,
+};
+pub use request::ScanRequest;
+pub use risk::{assess, needs_threat_intel};
+pub use run::{
+    RESCAN_ANNOTATION, Recorded, RunDecision, RunView, is_alerting, owner_id, run_order,
+};
+pub use target::Target;

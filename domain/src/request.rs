@@ -1,0 +1,40 @@
+//! One scan run to perform, in the domain's terms: what the controller
+//! makes of an AssetScan and the standalone `scan` makes of its flags.
+
+use crate::asset::AssetId;
+use crate::package::Package;
+use crate::policy::Policy;
+use crate::target::Target;
+
+/// One scan run to perform.
+#[derive(Clone, Debug)]
+pub struct ScanRequest {
+    pub asset: AssetId,
+    pub run: String,
+    pub target: Target,
+    pub software: Vec<Package>,
+    pub policy: Policy,
+    /// Notification channel names.
+    pub channels: Vec<String>,
+    /// Lowest acceptable fencing token minus one: the token the status
+    /// recorded ([`crate::fence::floor`]).
+    pub token_floor: u64,
+    /// This executor's holder id.
+    pub holder: String,
+    /// What the run belongs to (the AssetScan, by uid): once the owner is
+    /// retired, the run is refused instead of created. `None` for runs of
+    /// no owner (the CLI's).
+    pub owner: Option<String>,
+    /// A run of an earlier spec generation of the same owner that this run
+    /// replaces: ended when this one is claimed, or, while it is alerting,
+    /// this run is not claimed (the pipeline's `EarlierRunAlerting`; the
+    /// store's `Claim::supersedes` says how).
+    pub supersedes: Option<String>,
+    /// The caller has seen this run not ended (the operator: the object's
+    /// status as stored shows no end), so the ticket is not read before the
+    /// claim: a claim answers for a run that did end all the same (it
+    /// returns the ticket as found and takes nothing), and an open run
+    /// starts one round trip sooner. `false` reads first, so that a run
+    /// that ended costs one read, not a claim (the CLI's).
+    pub expect_open: bool,
+}
