@@ -1,0 +1,114 @@
+//! What the pipeline asks of the world: the [`Effects`] a run calls (one
+//! method per I/O step), what they fail with ([`StepError`]), what a
+//! notifier is given ([`Notification`]), and who hears of the run's
+//! progress ([`Observer`]).
+
+use assetscan_domain::ScanRequest;
+use assetscan_domain::ticket::{RiskFacts, Step, ThreatIntelFacts, Ticket, VulnFacts};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+/// What a step's provider call failed with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepError {
+    pub message: String,
+    /// Worth another attempt (timeouts, 5xx, 429, connection errors).
+    pub retryable: bool,
+    /// A server's requested delay (e.g. `Retry-After`).
+    pub retry_after: Option<Duration>,
+}
+
+impl StepError {
+    pub fn retryable(message: impl Into<String>) -> StepError {
+        StepError {
+            message: message.into(),
+            retryable: true,
+            retry_after: None,
+        }
+    }
+
+    pub fn permanent(message: impl Into<String>) -> StepError {
+        StepError {
+            message: message.into(),
+            retryable: false,
+            retry_after: None,
+        }
+    }
+}
+
+/// What the notifier is given. The ticket id is the idempotency key: a
+/// re-send after a takeover carries the same key and the same content.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Notification {
+    pub ticket_id: String,
+    pub asset: String,
+    pub run: String,
+    pub fencing_token: u64,
+    pub risk: RiskFacts,
+    pub vulnerabilities: std::sync::Arc<VulnFacts>,
+    pub threat_intel: Option<ThreatIntelFacts>,
+}
+
+/// The outside world, one method per I/O step. Implemented over the
+/// configured providers; every call is bounded by the step's timeout and
+/// cancelled when the lock is lost. What the findings mean is decided apart
+/// from it, by the pure [`assetscan_domain::assess`] and
+/// [`assetscan_domain::needs_threat_intel`].
+pub trait Effects: Send + Sync {
+    fn check_online(
+        &self,
+        req: &ScanRequest,
+    ) -> impl Future<Output = Result<bool, StepError>> + Send;
+    fn query_vulnerabilities(
+        &self,
+        req: &ScanRequest,
+    ) -> impl Future<Output = Result<VulnFacts, StepError>> + Send;
+    fn threat_intel(
+        &self,
+        req: &ScanRequest,
+        vulns: &VulnFacts,
+    ) -> impl Future<Output = Result<ThreatIntelFacts, StepError>> + Send;
+    /// Sends to each of `channels`; one result per channel (a receipt, or
+    /// why that channel failed), so that a retry re-sends only to the
+    /// channels that have not confirmed.
+    fn notify(
+        &self,
+        channels: &[String],
+        notification: &Notification,
+    ) -> impl Future<Output = BTreeMap<String, Result<String, StepError>>> + Send;
+}
+
+/// Hears about a run's progress (the controller mirrors the ticket into the
+/// CR status from here; the CLI prints).
+pub trait Observer: Send + Sync {
+    /// Called after every accepted write (and with a terminal ticket found
+    /// on the fast path).
+    fn on_ticket(&self, ticket: &Ticket) -> impl Future<Output = ()> + Send;
+    /// Called with the freshly claimed ticket, before any provider call.
+    /// `false` stops the run (the lock is released): the claim could not be
+    /// recorded where it must be.
+    fn on_claimed(&self, ticket: &Ticket) -> impl Future<Output = bool> + Send {
+        async {
+            self.on_ticket(ticket).await;
+            true
+        }
+    }
+    /// Called after every provider call with how long it took.
+    fn on_step_timed(&self, _step: Step, _elapsed: Duration, _ok: bool) {}
+    /// Called when a step failed and will be retried or has failed the run.
+    fn on_step_error(
+        &self,
+        _ticket: &Ticket,
+        _step: Step,
+        _error: &StepError,
+    ) -> impl Future<Output = ()> + Send {
+        async {}
+    }
+}
+
+/// Observes nothing.
+impl Observer for () {
+    async fn on_ticket(&self, _ticket: &Ticket) {}
+}

@@ -1,0 +1,450 @@
+//! One acquired run in progress: from its claim to its end, or until it is
+//! superseded, loses its lock or is asked to stop. Every step is planned
+//! from the ticket alone ([`assetscan_domain::plan`]), so a takeover
+//! continues from the last confirmed fact.
+
+use super::{Effects, Notification, Observer, Outcome, Pipeline, StepError, drill};
+use crate::store::{LeaseGuard, Patch, StoreError};
+use assetscan_domain::ticket::{
+    LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, Ticket, now_ms,
+};
+use assetscan_domain::{Next, ScanRequest, assess, needs_threat_intel, plan};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+/// One acquired run in progress.
+pub(super) struct Run<'a, E, O> {
+    pipeline: &'a Pipeline<E>,
+    req: &'a ScanRequest,
+    observer: &'a O,
+    lease: &'a LeaseGuard,
+    shutdown: &'a CancellationToken,
+    /// Notify attempts made in this pass (notification retries are bounded
+    /// per pass, not per run).
+    notify_attempts: std::sync::atomic::AtomicU32,
+}
+
+/// Why the loop stops before a terminal status.
+enum Halt {
+    Superseded {
+        caller: u64,
+        valid: u64,
+    },
+    LockLost,
+    Stopped,
+    /// The ticket as recorded before deferring.
+    Deferred(Duration, Box<Ticket>),
+}
+
+impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
+    pub(super) fn new(
+        pipeline: &'a Pipeline<E>,
+        req: &'a ScanRequest,
+        observer: &'a O,
+        lease: &'a LeaseGuard,
+        shutdown: &'a CancellationToken,
+    ) -> Self {
+        Run {
+            pipeline,
+            req,
+            observer,
+            lease,
+            shutdown,
+            notify_attempts: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+
+    pub(super) async fn drive(&mut self, mut ticket: Ticket) -> Result<Outcome, StoreError> {
+        loop {
+            let step = match self.next(&ticket) {
+                Next::Done => return Ok(Outcome::Terminal(ticket)),
+                Next::Move(to) => self.write(&ticket, to, Patch::default()).await,
+                Next::Decide => {
+                    let (to, patch) = self.decide(&ticket);
+                    self.write(&ticket, to, patch).await
+                }
+                Next::Call(step) => self.call(&ticket, step).await,
+            };
+            ticket = match step {
+                Ok(next) => next,
+                Err(Ok(Halt::Superseded { caller, valid })) => {
+                    warn!(asset = %self.req.asset, caller, valid, "superseded by a newer executor: stopping");
+                    return Ok(Outcome::Superseded { caller, valid });
+                }
+                Err(Ok(Halt::LockLost)) => {
+                    warn!(asset = %self.req.asset, "lock lost: stopping");
+                    return Ok(Outcome::LockLost(ticket));
+                }
+                Err(Ok(Halt::Stopped)) => return Ok(Outcome::Stopped(ticket)),
+                Err(Ok(Halt::Deferred(retry_after, recorded))) => {
+                    return Ok(Outcome::Deferred {
+                        ticket: *recorded,
+                        retry_after,
+                    });
+                }
+                Err(Err(err)) => return Err(err),
+            };
+        }
+    }
+
+    fn next(&self, ticket: &Ticket) -> Next {
+        let intel_needed = ticket
+            .facts
+            .vulnerabilities
+            .as_ref()
+            .is_some_and(|v| needs_threat_intel(&self.req.policy, v));
+        plan(ticket, intel_needed)
+    }
+
+    /// The verdict at `VULN_CHECK_DONE`, from confirmed facts only.
+    fn decide(&self, ticket: &Ticket) -> (Status, Patch) {
+        let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
+        let risk = assess(&self.req.policy, &vulns, ticket.facts.threat_intel.as_ref());
+        let to = if risk.high_risk {
+            Status::HighRiskFound
+        } else {
+            Status::Finished
+        };
+        (to, Patch::default().fact("risk", risk))
+    }
+
+    /// Records threat intel and the verdict it leads to in one write. The
+    /// verdict is pure: a takeover before this write asks for the intel
+    /// again and comes to the same verdict.
+    async fn decide_with_intel(
+        &self,
+        ticket: &Ticket,
+        mut patch: Patch,
+    ) -> Result<Ticket, Result<Halt, StoreError>> {
+        let mut learned = ticket.clone();
+        for (name, value) in &patch.facts {
+            learned.facts.set(name, value).map_err(|e| {
+                Err(StoreError::Protocol {
+                    script: "advance",
+                    reason: format!("fact {name}: {e}"),
+                })
+            })?;
+        }
+        let (to, verdict) = self.decide(&learned);
+        patch.facts.extend(verdict.facts);
+        self.write(ticket, to, patch).await
+    }
+
+    /// One attempt of `step`, recorded in the ticket either way.
+    ///
+    /// Exhausted retries fail the run, with three exceptions that keep a
+    /// confirmed risk from being lost: a notification is retried pass after
+    /// pass while its errors are retryable ([`Halt::Deferred`]); threat
+    /// intel that cannot be had is skipped when CVSS alone already makes the
+    /// asset high risk.
+    async fn call(&self, ticket: &Ticket, step: Step) -> Result<Ticket, Result<Halt, StoreError>> {
+        let policy = self.pipeline.steps.of(step);
+        let attempt = ticket.attempts_of(step) + 1;
+        if step != Step::Notify && attempt > policy.max_attempts {
+            return self
+                .give_up(ticket, step, attempt - 1, "retries exhausted", Facts::new())
+                .await;
+        }
+        if !self.lease.is_held() {
+            return Err(Ok(Halt::LockLost));
+        }
+        let lost = self.lease.cancelled();
+        let started = tokio::time::Instant::now();
+        let work = tokio::time::timeout(policy.timeout, self.perform(ticket, step));
+        let result = tokio::select! {
+            _ = lost.cancelled() => return Err(Ok(Halt::LockLost)),
+            _ = self.shutdown.cancelled() => return Err(Ok(Halt::Stopped)),
+            r = while_held(self.lease, work) => match r {
+                Some(r) => r,
+                None => return Err(Ok(Halt::LockLost)),
+            },
+        };
+        let result = result.unwrap_or_else(|_| {
+            Err((
+                StepError::retryable(format!("{step} timed out after {:?}", policy.timeout)),
+                Facts::new(),
+            ))
+        });
+        self.observer
+            .on_step_timed(step, started.elapsed(), result.is_ok());
+        let mut patch = Patch::default();
+        patch.attempts.insert(step, attempt);
+        let (error, learned) = match result {
+            Ok((to, facts)) => {
+                patch.facts = facts;
+                if step == Step::ThreatIntel {
+                    return self.decide_with_intel(ticket, patch.completes(step)).await;
+                }
+                return self.write(ticket, to, patch.completes(step)).await;
+            }
+            Err(failure) => failure,
+        };
+        self.observer.on_step_error(ticket, step, &error).await;
+        warn!(asset = %self.req.asset, %step, attempt, error = %error.message, "step failed");
+        let pass_attempts = if step == Step::Notify {
+            self.notify_attempts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1
+        } else {
+            attempt
+        };
+        let exhausted = pass_attempts >= policy.max_attempts;
+        if !error.retryable || (exhausted && step != Step::Notify) {
+            return self
+                .give_up(ticket, step, attempt, &error.message, learned)
+                .await;
+        }
+        patch.facts = learned;
+        patch.last_error = Some(Some(LastError {
+            step,
+            message: error.message.clone(),
+            at: now_ms(),
+            attempt,
+        }));
+        let recorded = self.write(ticket, ticket.status, patch).await?;
+        if exhausted {
+            return Err(Ok(Halt::Deferred(policy.max_backoff, Box::new(recorded))));
+        }
+        let delay = policy.backoff(attempt, error.retry_after);
+        tokio::select! {
+            _ = lost.cancelled() => Err(Ok(Halt::LockLost)),
+            _ = self.shutdown.cancelled() => Err(Ok(Halt::Stopped)),
+            _ = tokio::time::sleep(delay) => Ok(recorded),
+        }
+    }
+
+    /// The provider call of `step`: the status it leads to and its facts,
+    /// or why it failed and what it learned all the same (a notification's
+    /// confirmed channels).
+    async fn perform(
+        &self,
+        ticket: &Ticket,
+        step: Step,
+    ) -> Result<(Status, Facts), (StepError, Facts)> {
+        let effects = &self.pipeline.effects;
+        let failed = |e: StepError| (e, Facts::new());
+        let (to, name, value) = match step {
+            Step::OnlineCheck => {
+                let online = effects.check_online(self.req).await.map_err(failed)?;
+                let to = if online {
+                    Status::AssetOnline
+                } else {
+                    Status::AssetOffline
+                };
+                (to, "online", serde_json::Value::Bool(online))
+            }
+            Step::VulnQuery => {
+                let vulns = effects
+                    .query_vulnerabilities(self.req)
+                    .await
+                    .map_err(failed)?;
+                (
+                    Status::VulnCheckDone,
+                    "vulnerabilities",
+                    to_json(&vulns.bounded()).map_err(failed)?,
+                )
+            }
+            Step::ThreatIntel => {
+                let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
+                let intel = effects
+                    .threat_intel(self.req, &vulns)
+                    .await
+                    .map_err(failed)?;
+                (
+                    Status::VulnCheckDone,
+                    "threat_intel",
+                    to_json(&intel.bounded()).map_err(failed)?,
+                )
+            }
+            Step::Notify => return self.notify(ticket).await,
+        };
+        Ok((to, Facts::from_iter([(name.to_owned(), value)])))
+    }
+
+    /// Sends to the channels that have not confirmed yet (a retry or a
+    /// takeover skips those with a receipt) and records each receipt.
+    async fn notify(&self, ticket: &Ticket) -> Result<(Status, Facts), (StepError, Facts)> {
+        let mut facts = ticket
+            .facts
+            .notification
+            .clone()
+            .unwrap_or_else(|| NotificationFacts {
+                idempotency_key: ticket.id.clone(),
+                state: NotificationState::Sending,
+                sent_at: None,
+                receipt: BTreeMap::new(),
+                channels: self.req.channels.clone(),
+            });
+        let pending: Vec<String> = self
+            .req
+            .channels
+            .iter()
+            .filter(|c| !facts.receipt.contains_key(*c))
+            .cloned()
+            .collect();
+        let results = self
+            .pipeline
+            .effects
+            .notify(&pending, &self.notification(ticket))
+            .await;
+        let mut failures = Vec::new();
+        for (channel, result) in results {
+            match result {
+                Ok(receipt) => {
+                    facts.receipt.insert(channel, receipt);
+                }
+                Err(error) => failures.push((channel, error)),
+            }
+        }
+        if failures.is_empty() {
+            facts.state = if self.req.channels.is_empty() {
+                NotificationState::Skipped
+            } else {
+                NotificationState::Sent
+            };
+            facts.sent_at = (!self.req.channels.is_empty()).then(now_ms);
+            let recorded = to_json(&facts).map_err(|e| (e, Facts::new()))?;
+            return Ok((
+                Status::Notified,
+                Facts::from_iter([("notification".to_owned(), recorded)]),
+            ));
+        }
+        let error = StepError {
+            message: failures
+                .iter()
+                .map(|(name, e)| format!("channel {name}: {}", e.message))
+                .collect::<Vec<_>>()
+                .join("; "),
+            retryable: failures.iter().all(|(_, e)| e.retryable),
+            retry_after: failures.iter().filter_map(|(_, e)| e.retry_after).max(),
+        };
+        let partial = to_json(&facts).map(|v| Facts::from_iter([("notification".to_owned(), v)]));
+        Err((error, partial.unwrap_or_default()))
+    }
+
+    /// The notification is built from the ticket alone, so a re-send after a
+    /// takeover is the same message under the same key.
+    fn notification(&self, ticket: &Ticket) -> Notification {
+        Notification {
+            ticket_id: ticket.id.clone(),
+            asset: ticket.asset.clone(),
+            run: ticket.run.clone(),
+            fencing_token: ticket.fencing_token,
+            risk: ticket.facts.risk.clone().unwrap_or(RiskFacts {
+                high_risk: true,
+                reasons: Vec::new(),
+            }),
+            vulnerabilities: ticket.facts.vulnerabilities.clone().unwrap_or_default(),
+            threat_intel: ticket.facts.threat_intel.clone(),
+        }
+    }
+
+    /// Ends the step's retries: the run fails, except that threat intel is
+    /// skipped when CVSS alone already decides high risk (intel cannot change
+    /// that verdict, and failing would lose the alert).
+    async fn give_up(
+        &self,
+        ticket: &Ticket,
+        step: Step,
+        attempt: u32,
+        message: &str,
+        learned: Facts,
+    ) -> Result<Ticket, Result<Halt, StoreError>> {
+        let last_error = Some(Some(LastError {
+            step,
+            message: message.to_owned(),
+            at: now_ms(),
+            attempt,
+        }));
+        let attempts = BTreeMap::from([(step, attempt)]);
+        if step == Step::ThreatIntel {
+            let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
+            if assess(&self.req.policy, &vulns, None).high_risk {
+                warn!(asset = %self.req.asset, "threat intel unavailable; CVSS alone decides high risk");
+                let mut patch = Patch {
+                    attempts,
+                    ..Patch::default()
+                }
+                .completes(step);
+                patch.last_error = last_error;
+                return self.write(ticket, ticket.status, patch).await;
+            }
+        }
+        let patch = Patch {
+            facts: learned,
+            last_error,
+            attempts,
+            ..Patch::default()
+        };
+        self.write(ticket, Status::Failed, patch).await
+    }
+
+    /// `advance` under the run's token, the one its ticket was claimed
+    /// with (every accepted write keeps it). Entering `NOTIFYING` records the
+    /// idempotency key first, so that a takeover re-sends under it.
+    async fn write(
+        &self,
+        ticket: &Ticket,
+        to: Status,
+        mut patch: Patch,
+    ) -> Result<Ticket, Result<Halt, StoreError>> {
+        if to == Status::Notifying && ticket.status != Status::Notifying {
+            patch = patch.fact(
+                "notification",
+                NotificationFacts {
+                    idempotency_key: ticket.id.clone(),
+                    state: NotificationState::Sending,
+                    sent_at: None,
+                    receipt: BTreeMap::new(),
+                    channels: self.req.channels.clone(),
+                },
+            );
+        }
+        drill::stop_before(self.req.asset.as_str(), to.as_str());
+        match self
+            .pipeline
+            .store
+            .advance_from(&self.req.asset, ticket, ticket.fencing_token, to, &patch)
+            .await
+        {
+            Ok(next) => {
+                info!(asset = %self.req.asset, run = %self.req.run, from = %ticket.status, to = %next.status, revision = next.revision, "advanced");
+                self.observer.on_ticket(&next).await;
+                Ok(next)
+            }
+            Err(StoreError::StaleToken { caller, valid }) => {
+                Err(Ok(Halt::Superseded { caller, valid }))
+            }
+            Err(err) => Err(Err(err)),
+        }
+    }
+}
+
+/// Facts by name, as `advance.lua` merges them into the ticket.
+type Facts = serde_json::Map<String, serde_json::Value>;
+
+/// Polls `work` only while the lease is believed held, checked on the
+/// monotonic clock before every poll; `None` once it is not. A process that
+/// wakes from a pause (GC, frozen VM, SIGSTOP) past its lease deadline must
+/// not send one more provider request before its watchdog task gets to run
+/// and fire the lease's cancellation: which of the two wakes first is up to
+/// the scheduler.
+async fn while_held<F: Future>(lease: &LeaseGuard, work: F) -> Option<F::Output> {
+    let mut work = std::pin::pin!(work);
+    std::future::poll_fn(|cx| {
+        if !lease.is_held() {
+            return std::task::Poll::Ready(None);
+        }
+        work.as_mut().poll(cx).map(Some)
+    })
+    .await
+}
+
+fn to_json(value: &impl Serialize) -> Result<serde_json::Value, StepError> {
+    serde_json::to_value(value)
+        .map_err(|e| StepError::permanent(format!("cannot record fact: {e}")))
+}

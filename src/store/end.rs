@@ -1,0 +1,89 @@
+//! Ending holds and runs: renewing and releasing a lock, and retiring a
+//! deleted owner's runs for good.
+
+use super::scripts::{RELEASE, RENEW, RETIRE};
+use super::watchdog::LeaseGuard;
+use super::{StoreError, TicketStore, millis};
+use assetscan_domain::AssetId;
+use assetscan_domain::asset::validate_run;
+use assetscan_domain::ticket::now_ms;
+
+impl TicketStore {
+    /// Ends `owner`'s runs for good: leaves the owner's tombstone (kept for
+    /// [`StoreConfig::abandon_after`]), fails each listed run still in
+    /// progress under a fresh token and removes the listed tickets, all in
+    /// one atomic step that never creates a ticket. Safe to repeat and to
+    /// run concurrently. Returns how many tickets it removed.
+    ///
+    /// A ticket created between listing the runs and this call is not in
+    /// `runs`: list again afterwards (the tombstone keeps any further one
+    /// from appearing) and retire what the second listing finds.
+    pub async fn retire(
+        &self,
+        asset: &AssetId,
+        owner: &str,
+        runs: &[String],
+        holder: &str,
+    ) -> Result<usize, StoreError> {
+        validate_run(owner)?;
+        let keys = self.keys(asset);
+        let mut invocation = RETIRE.key(keys.fence());
+        invocation.key(keys.audit()).key(keys.retired(owner));
+        for run in runs {
+            validate_run(run)?;
+            invocation.key(keys.ticket(run));
+        }
+        for run in runs {
+            invocation.key(keys.facts(run));
+        }
+        invocation
+            .arg(holder)
+            .arg(now_ms())
+            .arg(millis(self.config.abandon_after).max(1))
+            .arg(self.config.audit_cap)
+            .arg(runs.len())
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| StoreError::from_redis("retire", asset.as_str(), e))
+    }
+
+    /// Renews one lock now (the watchdog batches this; exposed for tools).
+    pub async fn renew(&self, asset: &AssetId, holder: &str) -> Result<bool, StoreError> {
+        let renewed: i64 = RENEW
+            .key(self.keys(asset).lock())
+            .arg(holder)
+            .arg(self.ttl_ms())
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|source| StoreError::Redis {
+                op: "renew",
+                source,
+            })?;
+        Ok(renewed == 1)
+    }
+
+    /// Stops renewal (synchronously, first) and releases the lock if still
+    /// ours. Returns whether Redis released it.
+    pub async fn release(&self, asset: &AssetId, lease: &LeaseGuard) -> Result<bool, StoreError> {
+        lease.untrack();
+        self.release_holder(asset, lease.holder()).await
+    }
+
+    /// Releases the lock for `holder`, if it holds it (never another's).
+    pub async fn release_holder(&self, asset: &AssetId, holder: &str) -> Result<bool, StoreError> {
+        let keys = self.keys(asset);
+        let released: i64 = RELEASE
+            .key(keys.lock())
+            .key(keys.audit())
+            .arg(holder)
+            .arg(now_ms())
+            .arg(self.config.audit_cap)
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|source| StoreError::Redis {
+                op: "release",
+                source,
+            })?;
+        Ok(released == 1)
+    }
+}

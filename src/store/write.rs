@@ -1,0 +1,142 @@
+//! Writing a claimed run: `advance.lua`, the only write to a ticket after
+//! its claim, accepted only under the ticket's own token and along the
+//! state machine's table.
+
+use super::scripts::ADVANCE;
+use super::{StoreError, TicketStore, assemble, corrupt, millis};
+use assetscan_domain::AssetId;
+use assetscan_domain::asset::validate_run;
+use assetscan_domain::ticket::{LastError, Status, Step, Ticket, now_ms};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// What a step learned, merged into the ticket by `advance.lua`. Its JSON
+/// is the script's patch argument; the facts travel beside it, each as its
+/// own JSON, so that the script stores them without decoding them.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Patch {
+    /// Facts by name (`online`, `vulnerabilities`, …), each replaced whole.
+    #[serde(skip)]
+    pub facts: serde_json::Map<String, serde_json::Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub complete_step: Option<Step>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub attempts: BTreeMap<Step, u32>,
+    /// `Some(None)` clears the last error.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<Option<LastError>>,
+}
+
+impl Patch {
+    /// Sets one fact.
+    pub fn fact(mut self, name: &str, value: impl Serialize) -> Patch {
+        let value = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
+        self.facts.insert(name.to_owned(), value);
+        self
+    }
+
+    /// Marks `step` done and clears the last error.
+    pub fn completes(mut self, step: Step) -> Patch {
+        self.complete_step = Some(step);
+        self.last_error = Some(None);
+        self
+    }
+}
+
+impl TicketStore {
+    /// Moves the ticket to `to` with `patch`, if `token` is still the
+    /// ticket's and the transition is legal, and returns it with all its
+    /// facts (read in the same step). For tools and tests; an executor
+    /// holding the ticket uses [`TicketStore::advance_from`].
+    pub async fn advance(
+        &self,
+        asset: &AssetId,
+        run: &str,
+        token: u64,
+        to: Status,
+        patch: &Patch,
+    ) -> Result<Ticket, StoreError> {
+        let key = self.keys(asset).ticket(run);
+        let (raw, facts): (String, Vec<(String, String)>) = self
+            .send_advance(asset, run, token, to, patch, true)
+            .await?;
+        assemble(&key, &raw, &facts)
+    }
+
+    /// [`TicketStore::advance`] by the executor holding `base`, the ticket
+    /// as of its last accepted write or its claim: the one write path after
+    /// a claim. Only the patch's facts are sent and only the header comes
+    /// back; the facts are `base`'s with the patch's. That is exact because
+    /// an accepted write proves that nobody wrote since `base` (any other
+    /// writer would have changed the token); should the revision say
+    /// otherwise, the facts are read again.
+    pub async fn advance_from(
+        &self,
+        asset: &AssetId,
+        base: &Ticket,
+        token: u64,
+        to: Status,
+        patch: &Patch,
+    ) -> Result<Ticket, StoreError> {
+        let key = self.keys(asset).ticket(&base.run);
+        let raw: String = self
+            .send_advance(asset, &base.run, token, to, patch, false)
+            .await?;
+        let mut ticket = assemble(&key, &raw, &[])?;
+        if ticket.revision != base.revision + 1 {
+            return self
+                .get_ticket(asset, &base.run)
+                .await?
+                .ok_or(StoreError::TicketNotFound { key });
+        }
+        ticket.facts = base.facts.clone();
+        for (name, value) in &patch.facts {
+            ticket
+                .facts
+                .set(name, value)
+                .map_err(|e| corrupt(&key, &e))?;
+        }
+        Ok(ticket)
+    }
+
+    /// One `advance.lua` call; with `with_facts`, the reply also carries
+    /// the facts hash.
+    async fn send_advance<T: redis::FromRedisValue>(
+        &self,
+        asset: &AssetId,
+        run: &str,
+        token: u64,
+        to: Status,
+        patch: &Patch,
+        with_facts: bool,
+    ) -> Result<T, StoreError> {
+        validate_run(run)?;
+        let keys = self.keys(asset);
+        let ticket_key = keys.ticket(run);
+        let protocol = |e: serde_json::Error| StoreError::Protocol {
+            script: "advance",
+            reason: e.to_string(),
+        };
+        let mut invocation = ADVANCE.key(&ticket_key);
+        invocation
+            .key(keys.audit())
+            .key(keys.facts(run))
+            .arg(token)
+            .arg(to.as_str())
+            .arg(now_ms())
+            .arg(serde_json::to_string(patch).map_err(protocol)?)
+            .arg(millis(self.config.terminal_retention))
+            .arg(self.config.audit_cap)
+            .arg(millis(self.config.abandon_after))
+            .arg(if with_facts { "1" } else { "0" });
+        for (name, value) in &patch.facts {
+            invocation
+                .arg(name)
+                .arg(serde_json::to_string(value).map_err(protocol)?);
+        }
+        invocation
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(|e| StoreError::from_redis("advance", &ticket_key, e))
+    }
+}
