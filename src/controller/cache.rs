@@ -237,6 +237,20 @@ mod tests {
         (cache, deliver)
     }
 
+    /// A cache whose watch delivered object `a` at version 10.
+    fn cache_with_a() -> (WatchCache, impl FnMut(watcher::Event<AssetScan>)) {
+        let (cache, mut deliver) = cache();
+        deliver(watcher::Event::Apply(object("a", "10")));
+        (cache, deliver)
+    }
+
+    /// Ages every undelivered write past [`DELIVERY_WAIT`].
+    fn age_past_the_wait(cache: &WatchCache) {
+        for (_, at) in lock(&cache.own).unseen.values_mut() {
+            *at -= DELIVERY_WAIT;
+        }
+    }
+
     /// The resourceVersion a reconcile of `name` decides from: `behind`, or
     /// `None` for a read from the API server.
     fn decides_from(cache: &WatchCache, name: &str) -> Option<String> {
@@ -249,8 +263,7 @@ mod tests {
 
     #[test]
     fn an_own_write_holds_the_object_behind_until_the_watch_delivers_it() {
-        let (cache, mut deliver) = cache();
-        deliver(watcher::Event::Apply(object("a", "10")));
+        let (cache, mut deliver) = cache_with_a();
         deliver(watcher::Event::Apply(object("b", "11")));
         assert_eq!(decides_from(&cache, "a").as_deref(), Some("10"));
         // Two writes (the claim, the end): only the last one clears it.
@@ -266,8 +279,7 @@ mod tests {
 
     #[test]
     fn a_write_the_store_holds_already_or_a_deletion_holds_nothing_back() {
-        let (cache, mut deliver) = cache();
-        deliver(watcher::Event::Apply(object("a", "10")));
+        let (cache, mut deliver) = cache_with_a();
         // Delivered before the patch's answer was handled, or a patch that
         // changed nothing (no watch event will come).
         cache.wrote(&object("a", "10"));
@@ -280,8 +292,7 @@ mod tests {
 
     #[test]
     fn a_relist_delivers_an_own_write_once_the_store_holds_the_list() {
-        let (cache, mut deliver) = cache();
-        deliver(watcher::Event::Apply(object("a", "10")));
+        let (cache, mut deliver) = cache_with_a();
         cache.wrote(&object("a", "12"));
         deliver(watcher::Event::Init);
         deliver(watcher::Event::InitApply(object("a", "12")));
@@ -296,14 +307,11 @@ mod tests {
 
     #[test]
     fn an_own_write_never_delivered_sends_the_reconcile_to_the_api_server() {
-        let (cache, mut deliver) = cache();
-        deliver(watcher::Event::Apply(object("a", "10")));
+        let (cache, _deliver) = cache_with_a();
         cache.wrote(&object("a", "12"));
         // Skipped by the watch (a later version came first, or the event
         // was lost): after DELIVERY_WAIT the object is read, once.
-        if let Some((_, at)) = lock(&cache.own).unseen.values_mut().next() {
-            *at -= DELIVERY_WAIT;
-        }
+        age_past_the_wait(&cache);
         assert_eq!(decides_from(&cache, "a"), None);
         assert_eq!(decides_from(&cache, "a").as_deref(), Some("10"));
     }
@@ -314,9 +322,7 @@ mod tests {
         for n in 0..SWEEP_ABOVE {
             cache.wrote(&object(&format!("o-{n}"), "2"));
         }
-        for (_, at) in lock(&cache.own).unseen.values_mut() {
-            *at -= DELIVERY_WAIT;
-        }
+        age_past_the_wait(&cache);
         cache.wrote(&object("last", "2"));
         assert_eq!(
             lock(&cache.own).unseen.len(),

@@ -107,6 +107,20 @@ impl ConditionBuilder {
             None => conditions.push(condition),
         }
     }
+
+    /// Sets several conditions that share one reason and one message: the
+    /// run's, or why none goes on.
+    pub fn set_all(
+        &self,
+        conditions: &mut Vec<Condition>,
+        states: &[(ConditionType, ConditionStatus)],
+        reason: &str,
+        message: &str,
+    ) {
+        for &(type_, status) in states {
+            self.set(conditions, type_, status, reason, message);
+        }
+    }
 }
 
 /// `message`, cut to [`MAX_MESSAGE_BYTES`].
@@ -128,42 +142,69 @@ mod tests {
         Timestamp::from_second(second).unwrap()
     }
 
+    /// Sets `Ready` through `builder`, and returns it as set.
+    fn set_ready(
+        conditions: &mut Vec<Condition>,
+        builder: &ConditionBuilder,
+        (status, reason, message): (ConditionStatus, &str, &str),
+    ) -> Condition {
+        builder.set(conditions, ConditionType::Ready, status, reason, message);
+        ConditionType::Ready.find(conditions).unwrap().clone()
+    }
+
     #[test]
     fn a_transition_time_moves_only_with_the_status() {
+        use ConditionStatus::{True, Unknown};
         let mut conditions = Vec::new();
         let first = ConditionBuilder::new(Some(1), at(100));
-        first.set(
+        set_ready(
             &mut conditions,
-            ConditionType::Ready,
-            ConditionStatus::Unknown,
-            "Scanning",
-            "scan in progress",
+            &first,
+            (Unknown, "Scanning", "scan in progress"),
         );
         let later = ConditionBuilder::new(Some(2), at(200));
-        later.set(
+        let ready = set_ready(
             &mut conditions,
-            ConditionType::Ready,
-            ConditionStatus::Unknown,
-            "Scanning",
-            "still scanning",
+            &later,
+            (Unknown, "Scanning", "still scanning"),
         );
-        let ready = ConditionType::Ready.find(&conditions).unwrap();
         assert_eq!(ready.last_transition_time.0, at(100));
         assert_eq!(
             (ready.message.as_str(), ready.observed_generation),
             ("still scanning", Some(2))
         );
-        later.set(
-            &mut conditions,
-            ConditionType::Ready,
-            ConditionStatus::True,
-            "ScanComplete",
-            "done",
-        );
-        let ready = ConditionType::Ready.find(&conditions).unwrap();
+        let ready = set_ready(&mut conditions, &later, (True, "ScanComplete", "done"));
         assert_eq!(ready.last_transition_time.0, at(200));
         assert_eq!(conditions.len(), 1);
         assert!(ConditionType::Stalled.find(&conditions).is_none());
+    }
+
+    #[test]
+    fn several_conditions_share_one_reason_and_message() {
+        use ConditionStatus::{False, True};
+        let mut conditions = Vec::new();
+        let states = [
+            (ConditionType::Stalled, True),
+            (ConditionType::Ready, False),
+        ];
+        ConditionBuilder::new(Some(4), at(100)).set_all(
+            &mut conditions,
+            &states,
+            "RedisUnavailable",
+            "connection refused",
+        );
+        let set: Vec<_> = conditions
+            .iter()
+            .map(|c| (c.type_.as_str(), c.status.as_str(), c.reason.as_str()))
+            .collect();
+        assert_eq!(
+            set,
+            [
+                ("Stalled", "True", "RedisUnavailable"),
+                ("Ready", "False", "RedisUnavailable")
+            ]
+        );
+        assert!(conditions.iter().all(|c| c.message == "connection refused"));
     }
 
     #[test]

@@ -6,14 +6,15 @@
 
 use super::status::{last_error_status, saturating_i64, time_from_ms};
 use crate::crd::{
-    AssetScan, AssetScanReport, AssetScanReportSpec, DEFAULT_REPORT_HISTORY_LIMIT, ReportFinding,
-    ReportFindings, ReportNotification, ReportThreatIntel,
+    AssetScan, AssetScanReport, AssetScanReportSpec, AssetScanStatus, DEFAULT_REPORT_HISTORY_LIMIT,
+    ReportFinding, ReportFindings, ReportNotification, ReportThreatIntel,
 };
+use crate::telemetry::Metrics;
 use assetscan_domain::run_order;
-use assetscan_domain::ticket::{Status, Ticket};
+use assetscan_domain::ticket::{Status, ThreatIntelFacts, Ticket, VulnFacts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
-use kube::{Resource, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use std::collections::BTreeMap;
 use tracing::warn;
 
@@ -57,60 +58,8 @@ fn verdict(ticket: &Ticket) -> &'static str {
 }
 
 /// The report of `ticket`'s run (which ended) of `obj`.
-pub fn build(obj: &AssetScan, ticket: &Ticket) -> AssetScanReport {
+fn build(obj: &AssetScan, ticket: &Ticket) -> AssetScanReport {
     let facts = &ticket.facts;
-    let findings = facts.vulnerabilities.as_ref().map(|v| {
-        let items: Vec<ReportFinding> = v
-            .findings
-            .iter()
-            .take(MAX_FINDINGS)
-            .map(|f| ReportFinding {
-                id: f.id.clone(),
-                package: f.package.clone(),
-                severity: serde_json::to_value(f.severity)
-                    .ok()
-                    .and_then(|s| s.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
-                cvss: f.cvss,
-                cves: f.cves.iter().take(MAX_CVES_PER_FINDING).cloned().collect(),
-            })
-            .collect();
-        ReportFindings {
-            total: v.total,
-            max_cvss: v.max_cvss,
-            omitted: v
-                .total
-                .saturating_sub(u32::try_from(items.len()).unwrap_or(u32::MAX)),
-            items,
-        }
-    });
-    let threat_intel = facts.threat_intel.as_ref().map(|t| {
-        let mut scores: Vec<(&String, &f64)> = t.epss.iter().collect();
-        scores.sort_by(|a, b| b.1.total_cmp(a.1));
-        let kept = scores.len().min(MAX_EPSS);
-        ReportThreatIntel {
-            known_exploited: t
-                .known_exploited
-                .iter()
-                .take(MAX_KNOWN_EXPLOITED)
-                .cloned()
-                .collect(),
-            epss: scores
-                .into_iter()
-                .take(MAX_EPSS)
-                .map(|(cve, score)| (cve.clone(), *score))
-                .collect(),
-            epss_omitted: t
-                .epss_omitted
-                .saturating_add(u32::try_from(t.epss.len() - kept).unwrap_or(u32::MAX)),
-        }
-    });
-    let notification = facts.notification.as_ref().map(|n| ReportNotification {
-        state: n.state,
-        idempotency_key: n.idempotency_key.clone(),
-        sent_at: n.sent_at.map(time_from_ms),
-        receipts: n.receipt.clone(),
-    });
     let mut labels = BTreeMap::new();
     if let Some(uid) = obj.uid() {
         labels.insert(SCAN_UID_LABEL.to_owned(), uid);
@@ -139,11 +88,67 @@ pub fn build(obj: &AssetScan, ticket: &Ticket) -> AssetScanReport {
                 .collect(),
             started_at: time_from_ms(ticket.created_at),
             ended_at: time_from_ms(ticket.updated_at),
-            findings,
-            threat_intel,
-            notification,
+            findings: facts.vulnerabilities.as_deref().map(findings),
+            threat_intel: facts.threat_intel.as_ref().map(threat_intel),
+            notification: facts.notification.as_ref().map(|n| ReportNotification {
+                state: n.state,
+                idempotency_key: n.idempotency_key.clone(),
+                sent_at: n.sent_at.map(time_from_ms),
+                receipts: n.receipt.clone(),
+            }),
             last_error: ticket.last_error.as_ref().map(last_error_status),
         },
+    }
+}
+
+/// The first findings, most severe first, and how many were left out.
+fn findings(v: &VulnFacts) -> ReportFindings {
+    let items: Vec<ReportFinding> = v
+        .findings
+        .iter()
+        .take(MAX_FINDINGS)
+        .map(|f| ReportFinding {
+            id: f.id.clone(),
+            package: f.package.clone(),
+            severity: serde_json::to_value(f.severity)
+                .ok()
+                .and_then(|s| s.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            cvss: f.cvss,
+            cves: f.cves.iter().take(MAX_CVES_PER_FINDING).cloned().collect(),
+        })
+        .collect();
+    ReportFindings {
+        total: v.total,
+        max_cvss: v.max_cvss,
+        omitted: v
+            .total
+            .saturating_sub(u32::try_from(items.len()).unwrap_or(u32::MAX)),
+        items,
+    }
+}
+
+/// The known-exploited CVEs and the highest EPSS scores, bounded, and how
+/// many scores were left out.
+fn threat_intel(t: &ThreatIntelFacts) -> ReportThreatIntel {
+    let mut scores: Vec<(&String, &f64)> = t.epss.iter().collect();
+    scores.sort_by(|a, b| b.1.total_cmp(a.1));
+    let kept = scores.len().min(MAX_EPSS);
+    ReportThreatIntel {
+        known_exploited: t
+            .known_exploited
+            .iter()
+            .take(MAX_KNOWN_EXPLOITED)
+            .cloned()
+            .collect(),
+        epss: scores
+            .into_iter()
+            .take(MAX_EPSS)
+            .map(|(cve, score)| (cve.clone(), *score))
+            .collect(),
+        epss_omitted: t
+            .epss_omitted
+            .saturating_add(u32::try_from(t.epss.len() - kept).unwrap_or(u32::MAX)),
     }
 }
 
@@ -155,75 +160,96 @@ fn owner(obj: &AssetScan) -> Option<OwnerReference> {
     Some(reference)
 }
 
-/// Creates the report of `ticket`'s run; one that exists already (a retry,
-/// another replica) is success: the report of a run is written once.
-pub async fn create(
-    api: &Api<AssetScanReport>,
-    report: &AssetScanReport,
-) -> Result<(), kube::Error> {
-    match api.create(&PostParams::default(), report).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 && e.reason == "AlreadyExists" => Ok(()),
-        Err(err) => Err(err),
-    }
+/// Writes the report of each run of one object that ended, once, and keeps
+/// the object's list of reports.
+pub struct ReportRecorder<'a> {
+    api: Api<AssetScanReport>,
+    obj: &'a AssetScan,
+    metrics: &'a Metrics,
 }
 
-/// The reports kept once `latest` is written: `latest`, then those of
-/// `kept` (newest first), at most `obj`'s `reportHistoryLimit`. The ones
-/// that fall off are deleted (one already gone is fine); one that cannot be
-/// deleted now stays on the list, to be deleted after the next run. No
-/// list of reports is read: what a run costs does not grow with the
-/// number of reports.
-pub async fn prune(
-    api: &Api<AssetScanReport>,
-    obj: &AssetScan,
-    latest: &str,
-    kept: &[String],
-) -> Vec<String> {
-    let limit = obj
-        .spec
-        .report_history_limit
-        .unwrap_or(DEFAULT_REPORT_HISTORY_LIMIT);
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let mut names: Vec<String> = std::iter::once(latest.to_owned())
-        .chain(kept.iter().filter(|n| *n != latest).cloned())
-        .collect();
-    let dropped = names.split_off(limit.min(names.len()));
-    for name in dropped {
-        match api.delete(&name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(err) => {
-                warn!(report = %name, error = %err, "older report not deleted; retried after the next run");
-                names.push(name);
-            }
+impl<'a> ReportRecorder<'a> {
+    pub fn new(client: Client, obj: &'a AssetScan, metrics: &'a Metrics) -> ReportRecorder<'a> {
+        let namespace = obj.metadata.namespace.as_deref().unwrap_or("default");
+        ReportRecorder {
+            api: Api::namespaced(client, namespace),
+            obj,
+            metrics,
         }
     }
-    // The status's bound: a report past it is left to the garbage
-    // collector (it goes with its AssetScan).
-    names.truncate(MAX_LISTED);
-    names
+
+    /// Writes the report of `ticket`'s run, which ended, unless `status`
+    /// names it already, deletes the reports beyond the object's limit,
+    /// and records both in `status` (written by the caller, in the same
+    /// write as the run's end). A report that could not be written leaves
+    /// `status` as it was: the next reconcile of the finished object
+    /// writes it.
+    pub async fn record(&self, ticket: &Ticket, status: &mut AssetScanStatus) {
+        let name = report_name(self.obj, &ticket.run);
+        if status.latest_report.as_deref() == Some(name.as_str()) {
+            return;
+        }
+        if let Err(err) = self.create(&build(self.obj, ticket)).await {
+            self.metrics.failed("ReportWrite");
+            let object = self.obj.metadata.name.as_deref().unwrap_or_default();
+            warn!(object, report = %name, error = %err, "report not written; written at the next reconcile");
+            return;
+        }
+        status.reports = self.prune(&name, &status.reports).await;
+        status.latest_report = Some(name);
+    }
+
+    /// Creates `report`; one that exists already (a retry, another
+    /// replica) is success: the report of a run is written once.
+    async fn create(&self, report: &AssetScanReport) -> Result<(), kube::Error> {
+        match self.api.create(&PostParams::default(), report).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 && e.reason == "AlreadyExists" => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// The reports kept once `latest` is written: `latest`, then those of
+    /// `kept` (newest first), at most the object's `reportHistoryLimit`.
+    /// The ones that fall off are deleted (one already gone is fine); one
+    /// that cannot be deleted now stays on the list, to be deleted after
+    /// the next run. No list of reports is read: what a run costs does not
+    /// grow with the number of reports.
+    async fn prune(&self, latest: &str, kept: &[String]) -> Vec<String> {
+        let limit = self
+            .obj
+            .spec
+            .report_history_limit
+            .unwrap_or(DEFAULT_REPORT_HISTORY_LIMIT);
+        let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+        let mut names: Vec<String> = std::iter::once(latest.to_owned())
+            .chain(kept.iter().filter(|n| *n != latest).cloned())
+            .collect();
+        let dropped = names.split_off(limit.min(names.len()));
+        for name in dropped {
+            match self.api.delete(&name, &DeleteParams::background()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(err) => {
+                    warn!(report = %name, error = %err, "older report not deleted; retried after the next run");
+                    names.push(name);
+                }
+            }
+        }
+        // The status's bound: a report past it is left to the garbage
+        // collector (it goes with its AssetScan).
+        names.truncate(MAX_LISTED);
+        names
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::AssetScanSpec;
 
     fn object(name: &str) -> AssetScan {
-        let mut obj = AssetScan::new(
-            name,
-            AssetScanSpec {
-                asset_id: "web-01".into(),
-                target: Default::default(),
-                software: vec![],
-                policy: Default::default(),
-                notify: vec![],
-                rescan_interval: None,
-                suspend: false,
-                report_history_limit: None,
-            },
-        );
+        let spec = serde_json::json!({"assetId": "web-01", "target": {}});
+        let mut obj = AssetScan::new(name, serde_json::from_value(spec).expect("spec"));
         obj.metadata.uid = Some("1234abcd-5678".into());
         obj.metadata.namespace = Some("secops".into());
         obj

@@ -3,7 +3,7 @@
 
 use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType, bounded, whole_seconds};
 use crate::crd::{AssetScanStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary};
-use assetscan_domain::ticket::{LastError, Severity, Status, Ticket, VulnFacts};
+use assetscan_domain::ticket::{Facts, LastError, Severity, Status, Ticket, VulnFacts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -26,13 +26,42 @@ pub fn status_from_ticket(
     now: Timestamp,
     next_scan: Option<Timestamp>,
 ) -> AssetScanStatus {
+    let mut status = mirrored_fields(ticket, previous, generation, next_scan);
+    let conditions = ConditionBuilder::new(generation, now);
+    let run = RunConditions::of(ticket);
+    conditions.set_all(
+        &mut status.conditions,
+        &run.states,
+        run.reason,
+        &run.message,
+    );
+    let risk = RiskCondition::of(&ticket.facts);
+    conditions.set(
+        &mut status.conditions,
+        ConditionType::HighRisk,
+        risk.status,
+        risk.reason,
+        &risk.message,
+    );
+    status
+}
+
+/// The status's fields from the ticket, and what `previous` holds that the
+/// ticket does not: the reports, the rescan request handled, and the
+/// conditions (the caller updates them).
+fn mirrored_fields(
+    ticket: &Ticket,
+    previous: Option<&AssetScanStatus>,
+    generation: Option<i64>,
+    next_scan: Option<Timestamp>,
+) -> AssetScanStatus {
     let facts = &ticket.facts;
     let last_scan_time = if ticket.status.is_terminal() {
         Some(time_from_ms(ticket.updated_at))
     } else {
         previous.and_then(|p| p.last_scan_time.clone())
     };
-    let mut status = AssetScanStatus {
+    AssetScanStatus {
         phase: Some(ticket.status),
         ticket_id: Some(ticket.id.clone()),
         run: Some(ticket.run.clone()),
@@ -63,72 +92,92 @@ pub fn status_from_ticket(
         latest_report: previous.and_then(|p| p.latest_report.clone()),
         reports: previous.map(|p| p.reports.clone()).unwrap_or_default(),
         conditions: previous.map(|p| p.conditions.clone()).unwrap_or_default(),
-    };
-
-    use ConditionStatus::{False, True, Unknown};
-    // (Ready, Reconciling, Stalled) share one reason and message: the run's.
-    let (ready, reconciling, stalled, reason, message) = match ticket.status {
-        Status::Finished if facts.online == Some(false) => (
-            True,
-            False,
-            False,
-            "ScanComplete",
-            "scan complete: asset offline".to_owned(),
-        ),
-        Status::Finished => (
-            True,
-            False,
-            False,
-            "ScanComplete",
-            "scan complete".to_owned(),
-        ),
-        Status::Failed => {
-            let why = match &ticket.last_error {
-                Some(e) => format!(
-                    "{} failed after {} attempt(s): {}",
-                    e.step, e.attempt, e.message
-                ),
-                None => "scan failed".to_owned(),
-            };
-            (False, False, True, "Failed", why)
-        }
-        phase => (
-            Unknown,
-            True,
-            False,
-            "Scanning",
-            format!("scan in progress at {phase}"),
-        ),
-    };
-    let (high_risk, risk_reason, risk_message) = match &facts.risk {
-        Some(risk) if risk.high_risk => (True, "HighRiskFound", risk.reasons.join("; ")),
-        Some(_) => (
-            False,
-            "NoHighRisk",
-            "no finding reaches the policy's thresholds".to_owned(),
-        ),
-        None if facts.online == Some(false) => (
-            Unknown,
-            "AssetOffline",
-            "asset offline: not assessed".to_owned(),
-        ),
-        None => (Unknown, "NotAssessed", "not assessed yet".to_owned()),
-    };
-    let conditions = ConditionBuilder::new(generation, now);
-    for (type_, value, reason, message) in [
-        (ConditionType::Ready, ready, reason, &message),
-        (ConditionType::Reconciling, reconciling, reason, &message),
-        (ConditionType::Stalled, stalled, reason, &message),
-        (
-            ConditionType::HighRisk,
-            high_risk,
-            risk_reason,
-            &risk_message,
-        ),
-    ] {
-        conditions.set(&mut status.conditions, type_, value, reason, message);
     }
-    status
+}
+
+/// `Ready`, `Reconciling` and `Stalled` as the run's phase sets them: one
+/// reason and one message, the run's.
+struct RunConditions {
+    states: [(ConditionType, ConditionStatus); 3],
+    reason: &'static str,
+    message: String,
+}
+
+impl RunConditions {
+    fn of(ticket: &Ticket) -> RunConditions {
+        use ConditionStatus::{False, True, Unknown};
+        let states = |ready, reconciling, stalled| {
+            [
+                (ConditionType::Ready, ready),
+                (ConditionType::Reconciling, reconciling),
+                (ConditionType::Stalled, stalled),
+            ]
+        };
+        let (states, reason, message) = match ticket.status {
+            Status::Finished if ticket.facts.online == Some(false) => (
+                states(True, False, False),
+                "ScanComplete",
+                "scan complete: asset offline".to_owned(),
+            ),
+            Status::Finished => (
+                states(True, False, False),
+                "ScanComplete",
+                "scan complete".to_owned(),
+            ),
+            Status::Failed => {
+                let why = match &ticket.last_error {
+                    Some(e) => format!(
+                        "{} failed after {} attempt(s): {}",
+                        e.step, e.attempt, e.message
+                    ),
+                    None => "scan failed".to_owned(),
+                };
+                (states(False, False, True), "Failed", why)
+            }
+            phase => (
+                states(Unknown, True, False),
+                "Scanning",
+                format!("scan in progress at {phase}"),
+            ),
+        };
+        RunConditions {
+            states,
+            reason,
+            message,
+        }
+    }
+}
+
+/// `HighRisk`: about the asset, not the operator.
+struct RiskCondition {
+    status: ConditionStatus,
+    reason: &'static str,
+    message: String,
+}
+
+impl RiskCondition {
+    fn of(facts: &Facts) -> RiskCondition {
+        use ConditionStatus::{False, True, Unknown};
+        let (status, reason, message) = match &facts.risk {
+            Some(risk) if risk.high_risk => (True, "HighRiskFound", risk.reasons.join("; ")),
+            Some(_) => (
+                False,
+                "NoHighRisk",
+                "no finding reaches the policy's thresholds".to_owned(),
+            ),
+            None if facts.online == Some(false) => (
+                Unknown,
+                "AssetOffline",
+                "asset offline: not assessed".to_owned(),
+            ),
+            None => (Unknown, "NotAssessed", "not assessed yet".to_owned()),
+        };
+        RiskCondition {
+            status,
+            reason,
+            message,
+        }
+    }
 }
 
 fn summarize(v: &VulnFacts, known_exploited: Option<usize>) -> VulnerabilitySummary {
@@ -238,41 +287,41 @@ mod tests {
         }
     }
 
-    fn status_of(status: &AssetScanStatus, type_: ConditionType) -> (&str, &str) {
-        let c = type_
-            .find(&status.conditions)
-            .unwrap_or_else(|| panic!("{type_:?} missing"));
-        (c.status.as_str(), c.reason.as_str())
+    /// Asserts the `(status, reason)` of each condition type listed.
+    fn assert_conditions(status: &AssetScanStatus, expected: &[(ConditionType, &str, &str)]) {
+        for &(type_, value, reason) in expected {
+            let c = type_
+                .find(&status.conditions)
+                .unwrap_or_else(|| panic!("{type_:?} missing"));
+            let actual = (c.status.as_str(), c.reason.as_str());
+            assert_eq!(actual, (value, reason), "{type_:?} of {:?}", status.phase);
+        }
     }
 
     #[test]
     fn every_phase_maps_to_operator_conditions() {
         use ConditionType::{Ready, Reconciling, Stalled};
-        const TRUE: &str = "True";
-        const FALSE: &str = "False";
-        const UNKNOWN: &str = "Unknown";
         for phase in Status::ALL {
             let s = status_from_ticket(&ticket(phase), None, Some(3), at(1_000), None);
             assert_eq!(s.phase, Some(phase));
             let expected = match phase {
                 Status::Finished => [
-                    (TRUE, "ScanComplete"),
-                    (FALSE, "ScanComplete"),
-                    (FALSE, "ScanComplete"),
+                    (Ready, "True", "ScanComplete"),
+                    (Reconciling, "False", "ScanComplete"),
+                    (Stalled, "False", "ScanComplete"),
                 ],
-                Status::Failed => [(FALSE, "Failed"), (FALSE, "Failed"), (TRUE, "Failed")],
+                Status::Failed => [
+                    (Ready, "False", "Failed"),
+                    (Reconciling, "False", "Failed"),
+                    (Stalled, "True", "Failed"),
+                ],
                 _ => [
-                    (UNKNOWN, "Scanning"),
-                    (TRUE, "Scanning"),
-                    (FALSE, "Scanning"),
+                    (Ready, "Unknown", "Scanning"),
+                    (Reconciling, "True", "Scanning"),
+                    (Stalled, "False", "Scanning"),
                 ],
             };
-            let actual = [
-                status_of(&s, Ready),
-                status_of(&s, Reconciling),
-                status_of(&s, Stalled),
-            ];
-            assert_eq!(actual, expected, "{phase}");
+            assert_conditions(&s, &expected);
             assert_eq!(
                 s.conditions.len(),
                 4,
@@ -292,22 +341,22 @@ mod tests {
 
     #[test]
     fn high_risk_is_reported_apart_from_operator_health() {
+        use ConditionType::{HighRisk, Ready};
         let mut t = ticket(Status::Finished);
         t.facts.online = Some(true);
         t.facts.vulnerabilities = Some(vulns().into());
         t.facts.risk = Some(high_risk());
         let s = status_from_ticket(&t, None, Some(1), at(1_000), None);
         assert_eq!(s.high_risk, Some(true));
-        assert_eq!(
-            status_of(&s, ConditionType::Ready),
-            ("True", "ScanComplete")
-        );
-        assert_eq!(
-            status_of(&s, ConditionType::HighRisk),
-            ("True", "HighRiskFound")
+        assert_conditions(
+            &s,
+            &[
+                (Ready, "True", "ScanComplete"),
+                (HighRisk, "True", "HighRiskFound"),
+            ],
         );
         assert!(
-            ConditionType::HighRisk
+            HighRisk
                 .find(&s.conditions)
                 .unwrap()
                 .message
@@ -320,31 +369,25 @@ mod tests {
         });
         let s = status_from_ticket(&t, None, Some(1), at(1_000), None);
         assert_eq!(s.high_risk, Some(false));
-        assert_eq!(
-            status_of(&s, ConditionType::HighRisk),
-            ("False", "NoHighRisk")
-        );
+        assert_conditions(&s, &[(HighRisk, "False", "NoHighRisk")]);
     }
 
     #[test]
     fn unassessed_risk_is_unknown() {
+        use ConditionType::{HighRisk, Ready};
         let s = status_from_ticket(&ticket(Status::AssetOnline), None, None, at(1_000), None);
         assert_eq!(s.high_risk, None);
-        assert_eq!(
-            status_of(&s, ConditionType::HighRisk),
-            ("Unknown", "NotAssessed")
-        );
+        assert_conditions(&s, &[(HighRisk, "Unknown", "NotAssessed")]);
 
         let mut offline = ticket(Status::Finished);
         offline.facts.online = Some(false);
         let s = status_from_ticket(&offline, None, None, at(1_000), None);
-        assert_eq!(
-            status_of(&s, ConditionType::Ready),
-            ("True", "ScanComplete")
-        );
-        assert_eq!(
-            status_of(&s, ConditionType::HighRisk),
-            ("Unknown", "AssetOffline")
+        assert_conditions(
+            &s,
+            &[
+                (Ready, "True", "ScanComplete"),
+                (HighRisk, "Unknown", "AssetOffline"),
+            ],
         );
     }
 

@@ -1,0 +1,220 @@
+//! One reconcile of an object that is not being deleted: decide from the
+//! newest copy of it, drive its run through the pipeline (or say on the
+//! object why none goes on), and settle the pipeline's outcome.
+
+use super::cache::{DELIVERY_WAIT, Latest};
+use super::context::{Context, Error, object_key};
+use super::halt::Halt;
+use super::mirror::StatusMirror;
+use super::outcome::settle;
+use super::report::report_name;
+use super::request::run_view;
+use super::request::{rescan_interval, scan_request};
+use crate::crd::AssetScan;
+use crate::pipeline::{Effects, Outcome};
+use crate::store::{StoreError, TicketStore};
+use assetscan_domain::AssetId;
+use assetscan_domain::RunDecision;
+use assetscan_domain::ScanRequest;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+use std::sync::Arc;
+use std::time::Duration;
+use tracing::debug;
+
+/// What a reconcile acts on, or its answer already.
+enum Decision {
+    /// This copy of the object, and what to do with it.
+    Act(Arc<AssetScan>, RunDecision),
+    /// Nothing to act on now.
+    Answer(Action),
+}
+
+/// Reconciles a live object: decides what to do from its newest copy, does
+/// it, and says on the object why no run goes on when one cannot.
+pub(super) async fn apply<E: Effects + 'static>(
+    cached: &AssetScan,
+    ctx: &Context<E>,
+    api: &Api<AssetScan>,
+) -> Result<Action, Error> {
+    let (fresh, decision) = match decide_fresh(cached, ctx, api).await? {
+        Decision::Act(obj, decision) => (obj, decision),
+        Decision::Answer(action) => return Ok(action),
+    };
+    let obj = fresh.as_ref();
+    let rescan = rescan_interval(&obj.spec);
+    let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan)
+        .progress_every(ctx.settings.progress_every)
+        .remembered_in(ctx.cache());
+    let result = act(obj, decision, ctx, &mirror).await;
+    if let Err(err) = &result {
+        // An infrastructure failure: `Stalled=True`, `Ready=False`.
+        let stalled = Halt::Stalled {
+            reason: err.reason(),
+            message: err.to_string(),
+        };
+        mirror.halt(&stalled).await;
+    }
+    result
+}
+
+/// What to do with the object, decided from its newest copy.
+async fn decide_fresh<E: Effects + 'static>(
+    cached: &AssetScan,
+    ctx: &Context<E>,
+    api: &Api<AssetScan>,
+) -> Result<Decision, Error> {
+    // Decide from the newest cached copy, unless it misses a status write
+    // of this process: then the delivery of that write triggers the next
+    // reconcile. A decision to wait or to stay suspended is taken from the
+    // cache alone: its writes are conditional on the copy's resourceVersion,
+    // so a copy that misses another replica's write costs a refused write,
+    // never a wrong status.
+    let (fresh, read) = match ctx.cache().latest(cached) {
+        Latest::Cached(obj) => (Some(obj), false),
+        Latest::Behind => {
+            ctx.metrics.reconciled("cache_behind");
+            return Ok(Decision::Answer(Action::requeue(DELIVERY_WAIT)));
+        }
+        Latest::Unknown => (read_stored(cached, ctx, api).await?, true),
+    };
+    let Some(mut fresh) = fresh else {
+        return Ok(Decision::Answer(Action::await_change()));
+    };
+    let mut decision = run_view(&fresh).decide(Timestamp::now());
+    if !read
+        && matches!(
+            decision,
+            RunDecision::Run(_) | RunDecision::UnlessEarlierAlerts { .. }
+        )
+    {
+        // A run is about to be claimed in Redis: decide again from the
+        // object as stored. After Redis lost its data, the stored status is
+        // the only record that a run ended or that the object is gone, and
+        // a cached copy older than it would claim that run again (or
+        // recreate a deleted object's ticket). One GET per run started.
+        let Some(stored) = read_stored(cached, ctx, api).await? else {
+            return Ok(Decision::Answer(Action::await_change()));
+        };
+        fresh = stored;
+        decision = run_view(&fresh).decide(Timestamp::now());
+    }
+    if fresh.meta().deletion_timestamp.is_some() {
+        // The finalizer's cleanup runs on the next reconcile.
+        return Ok(Decision::Answer(Action::requeue(Duration::from_millis(
+            100,
+        ))));
+    }
+    Ok(Decision::Act(fresh, decision))
+}
+
+/// Carries `decision` out on `obj`. Every error is the ticket store's (or
+/// the API server's) and stalls the object.
+async fn act<E: Effects + 'static>(
+    obj: &AssetScan,
+    decision: RunDecision,
+    ctx: &Context<E>,
+    mirror: &StatusMirror<'_>,
+) -> Result<Action, Error> {
+    let (run, supersedes) = match decision {
+        RunDecision::Run(run) => (run, None),
+        RunDecision::UnlessEarlierAlerts { earlier, next } => (next, Some(earlier)),
+        RunDecision::Wait(delay) => {
+            ctx.metrics.reconciled("up_to_date");
+            ctx.forget(obj);
+            write_missing_report(obj, ctx.pipeline.store(), mirror).await?;
+            return Ok(delay.map_or_else(Action::await_change, Action::requeue));
+        }
+        RunDecision::Suspended => {
+            ctx.metrics.reconciled("suspended");
+            ctx.forget(obj);
+            mirror.halt(&Halt::Suspended).await;
+            return Ok(Action::await_change());
+        }
+    };
+    let request = match scan_request(obj, &run, ctx.holder(obj)) {
+        Ok(request) => ScanRequest {
+            supersedes,
+            ..request
+        },
+        Err(err) => {
+            mirror.halt(&Halt::InvalidSpec(err.to_string())).await;
+            return Ok(Action::await_change());
+        }
+    };
+    ctx.redis_ready_after_failure(obj).await?;
+    let outcome = run_pipeline(request, ctx, mirror).await?;
+    ctx.forget(obj);
+    let key = object_key(obj);
+    let settled = settle(&outcome, rescan_interval(&obj.spec));
+    Ok(settled.carry_out(&key, &ctx.metrics, mirror).await)
+}
+
+/// Runs `request`. An earlier run found alerting goes first, in the same
+/// reconcile.
+async fn run_pipeline<E: Effects + 'static>(
+    mut request: ScanRequest,
+    ctx: &Context<E>,
+    mirror: &StatusMirror<'_>,
+) -> Result<Outcome, StoreError> {
+    let outcome = ctx.pipeline.run(&request, mirror, &ctx.shutdown).await?;
+    if let Outcome::EarlierRunAlerting = outcome
+        && let Some(earlier) = request.supersedes.take()
+    {
+        // The earlier generation's run confirmed a risk the status may not
+        // show yet (the executor that found it may have died before
+        // mirroring it): it notifies before the new run starts.
+        request.run = earlier;
+        return ctx.pipeline.run(&request, mirror, &ctx.shutdown).await;
+    }
+    Ok(outcome)
+}
+
+/// The object as stored now (a GET); `None` once it is gone, and then
+/// nothing of it is kept.
+async fn read_stored<E: Effects + 'static>(
+    cached: &AssetScan,
+    ctx: &Context<E>,
+    api: &Api<AssetScan>,
+) -> Result<Option<Arc<AssetScan>>, Error> {
+    match api.get(&cached.name_any()).await {
+        Ok(stored) => Ok(Some(Arc::new(stored))),
+        Err(kube::Error::Api(e)) if e.code == 404 => {
+            ctx.forget(cached);
+            Ok(None)
+        }
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// The run the status shows ended has no report named in the status (its
+/// write failed, or the status write that named it was lost): mirror the
+/// run's ticket again, which writes the report and names it. One read of
+/// the ticket, only then; a ticket Redis no longer has cannot be reported.
+async fn write_missing_report(
+    obj: &AssetScan,
+    store: &TicketStore,
+    mirror: &StatusMirror<'_>,
+) -> Result<(), StoreError> {
+    let Some(status) = obj.status.as_ref() else {
+        return Ok(());
+    };
+    let (Some(run), Some(phase)) = (status.run.as_deref(), status.phase) else {
+        return Ok(());
+    };
+    if !phase.is_terminal() || status.latest_report.as_deref() == Some(&report_name(obj, run)) {
+        return Ok(());
+    }
+    let Ok(asset) = AssetId::new(obj.spec.asset_id.clone()) else {
+        return Ok(());
+    };
+    match store.get_ticket(&asset, run).await? {
+        Some(ticket) if ticket.status.is_terminal() => {
+            mirror.mirror(&ticket).await;
+        }
+        _ => debug!(run, "no ticket left to report the run from"),
+    }
+    Ok(())
+}

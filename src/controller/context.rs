@@ -1,0 +1,201 @@
+//! What every reconcile shares: the client, the pipeline, the Event
+//! recorder, the metrics and the settings, and what the controller keeps
+//! per object between reconciles (its consecutive failures, and the watch
+//! cache that knows this process's own status writes); and the reconcile's
+//! error.
+
+use super::cache::WatchCache;
+use crate::crd::AssetScan;
+use crate::pipeline::{Effects, Pipeline};
+use crate::store::StoreError;
+use crate::telemetry::Metrics;
+use kube::runtime::events::{Recorder, Reporter};
+use kube::{Client, ResourceExt};
+use rand::RngExt;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Controller settings (flags of `run`).
+#[derive(Clone, Debug)]
+pub struct ControllerSettings {
+    /// Reconciles in flight at once.
+    pub concurrency: u16,
+    /// `(index, count)`: only assets whose id hashes to `index` are handled.
+    pub shard: Option<(u32, u32)>,
+    /// Watch one namespace instead of all.
+    pub namespace: Option<String>,
+    /// This replica's id (pod name), the prefix of its lock holder ids.
+    pub instance: String,
+    /// See [`crate::config::StatusSection::progress_every`].
+    pub progress_every: Duration,
+}
+
+impl ControllerSettings {
+    /// Whether this replica's shard owns the asset.
+    pub(super) fn owns(&self, asset: &str) -> bool {
+        match self.shard {
+            Some((index, count)) if count > 1 => {
+                // FNV-1a: stable across processes and versions, unlike std's hasher.
+                let hash = asset.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                });
+                hash % u64::from(count) == u64::from(index)
+            }
+            _ => true,
+        }
+    }
+}
+
+/// What every reconcile shares.
+pub struct Context<E> {
+    pub client: Client,
+    pub pipeline: Pipeline<E>,
+    pub recorder: Recorder,
+    pub metrics: Arc<Metrics>,
+    pub settings: ControllerSettings,
+    /// Fires on shutdown: runs in flight stop and release their locks.
+    pub shutdown: CancellationToken,
+    /// Consecutive failures per object, for `error_policy`'s backoff.
+    failures: Mutex<HashMap<String, u32>>,
+    /// The watch's store, and this process's status writes it has not
+    /// delivered yet.
+    cache: WatchCache,
+    /// `<instance>#<random>`: lock holder ids are unique to this process, so
+    /// a replacement with the same pod name can never re-enter a lock that a
+    /// still-running old process holds.
+    holder_prefix: String,
+}
+
+impl<E> Context<E> {
+    pub fn new(
+        client: Client,
+        pipeline: Pipeline<E>,
+        metrics: Arc<Metrics>,
+        settings: ControllerSettings,
+        shutdown: CancellationToken,
+    ) -> Context<E> {
+        let reporter = Reporter {
+            controller: "assetscan-operator".into(),
+            instance: Some(settings.instance.clone()),
+        };
+        Context {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            pipeline,
+            metrics,
+            holder_prefix: format!("{}#{:08x}", settings.instance, rand::rng().random::<u32>()),
+            settings,
+            shutdown,
+            failures: Mutex::new(HashMap::new()),
+            cache: WatchCache::default(),
+        }
+    }
+
+    pub(super) fn cache(&self) -> &WatchCache {
+        &self.cache
+    }
+
+    /// The lock holder id of this process for `obj`. Stable per process and
+    /// object: a reconcile of the same object in the same process may
+    /// re-enter its own lock after an error.
+    pub(super) fn holder(&self, obj: &AssetScan) -> String {
+        format!("{}:{}", self.holder_prefix, object_key(obj))
+    }
+
+    /// Counts a failed reconcile of `obj`; returns how many in a row.
+    pub(super) fn failed(&self, obj: &AssetScan) -> u32 {
+        let mut failures = self.failures();
+        let n = failures.entry(object_key(obj)).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    /// Forgets the failures of `obj`: it reconciled, or it is gone (nothing
+    /// kept per object may outlive it).
+    pub(super) fn forget(&self, obj: &AssetScan) {
+        self.failures().remove(&object_key(obj));
+    }
+
+    fn failures(&self) -> MutexGuard<'_, HashMap<String, u32>> {
+        self.failures.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl<E: Effects> Context<E> {
+    /// After a failed reconcile of `obj`, checks that Redis answers, on a
+    /// live connection. After Redis failed, the connection is re-established
+    /// lazily: the first command after Redis is back still fails with the
+    /// old error (and only then starts the reconnect), so a retry after a
+    /// failure first pings, twice if need be, rather than losing the attempt
+    /// (and another backoff period) to a stale connection.
+    pub(super) async fn redis_ready_after_failure(
+        &self,
+        obj: &AssetScan,
+    ) -> Result<(), StoreError> {
+        if !self.failures().contains_key(&object_key(obj)) {
+            return Ok(());
+        }
+        let store = self.pipeline.store();
+        match store.ping().await {
+            Ok(()) => Ok(()),
+            Err(err) if err.is_unavailable() => store.ping().await,
+            Err(err) => Err(err),
+        }
+    }
+}
+
+/// `<namespace>/<name>`: the key of what is kept per object.
+pub(super) fn object_key(obj: &AssetScan) -> String {
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("ticket store: {0}")]
+    Store(#[from] StoreError),
+    #[error("kubernetes api: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+}
+
+impl Error {
+    /// Stable reason, for metrics and the `Stalled` condition.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Error::Store(e) => e.reason(),
+            Error::Kube(_) => "KubernetesApi",
+            Error::Finalizer(_) => "Finalizer",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_split_assets_and_cover_them_all() {
+        let settings = |shard| ControllerSettings {
+            concurrency: 1,
+            shard,
+            namespace: None,
+            instance: "i".into(),
+            progress_every: Duration::ZERO,
+        };
+        let mut owners = vec![0; 3];
+        for n in 0..300 {
+            let asset = format!("asset-{n}");
+            let mine: Vec<u32> = (0..3)
+                .filter(|i| settings(Some((*i, 3))).owns(&asset))
+                .collect();
+            assert_eq!(mine.len(), 1, "{asset} owned by {mine:?}");
+            owners[mine[0] as usize] += 1;
+            assert!(settings(None).owns(&asset));
+        }
+        assert!(owners.iter().all(|n| *n > 50), "{owners:?}");
+    }
+}

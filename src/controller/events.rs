@@ -1,0 +1,164 @@
+//! What a run tells outside its status: Events on the object, and the
+//! metrics of its steps, notifications and refused writes.
+
+use crate::crd::AssetScan;
+use crate::pipeline::StepError;
+use crate::telemetry::{ChannelLabels, Metrics, StepLabels, Throttle};
+use assetscan_domain::ticket::{Status, Step, Ticket};
+use kube::runtime::events::{Event, EventType, Recorder};
+use std::time::{Duration, Instant};
+use tracing::{debug, warn};
+
+/// One warning a minute per process for Events that could not be
+/// published; the rest are counted.
+static EVENT_WARNINGS: Throttle = Throttle::new(Duration::from_secs(60));
+
+/// The Events and metrics of one object's reconcile.
+#[derive(Clone, Copy)]
+pub struct RunEvents<'a> {
+    obj: &'a AssetScan,
+    recorder: &'a Recorder,
+    metrics: &'a Metrics,
+}
+
+impl<'a> RunEvents<'a> {
+    pub fn new(obj: &'a AssetScan, recorder: &'a Recorder, metrics: &'a Metrics) -> RunEvents<'a> {
+        RunEvents {
+            obj,
+            recorder,
+            metrics,
+        }
+    }
+
+    fn object(&self) -> &'a str {
+        self.obj.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// Publishes an Event on the object; one the API server refuses is
+    /// counted, never fatal.
+    async fn publish(&self, type_: EventType, reason: &str, action: &str, note: String) {
+        let event = Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: action.to_owned(),
+            secondary: None,
+        };
+        let reference = kube::Resource::object_ref(self.obj, &());
+        if let Err(err) = self.recorder.publish(&event, &reference).await {
+            // The run does not depend on its Events, but an operator whose
+            // Events all fail (RBAC, quota, an API outage) should be seen.
+            self.metrics.events_unpublished.inc();
+            match EVENT_WARNINGS.admit(Instant::now()) {
+                Some(held_back) => warn!(
+                    error = %err, reason, held_back,
+                    "event not published (more failures in the next minute are counted in assetscan_events_unpublished_total, not logged)"
+                ),
+                None => debug!(error = %err, reason, "event not published"),
+            }
+        }
+    }
+
+    /// The Event (and notification counts) for a status that moved.
+    pub async fn announce(&self, ticket: &Ticket) {
+        if ticket.status == Status::Notified {
+            let receipts = ticket
+                .facts
+                .notification
+                .iter()
+                .flat_map(|n| n.receipt.keys());
+            for channel in receipts {
+                self.metrics
+                    .notifications_sent
+                    .get_or_create(&ChannelLabels {
+                        channel: channel.clone(),
+                    })
+                    .inc();
+            }
+        }
+        // One Event per run, at its end: what a person acts on is the
+        // verdict or the failure, not each step (the status shows those).
+        let high_risk = ticket.facts.risk.as_ref().is_some_and(|r| r.high_risk);
+        let (type_, reason) = match ticket.status {
+            Status::Failed => (EventType::Warning, "ScanFailed"),
+            Status::Finished if high_risk => (EventType::Warning, "HighRiskFound"),
+            Status::Finished => (EventType::Normal, "ScanComplete"),
+            _ => return,
+        };
+        let note = format!(
+            "run {} is {} (token {}, revision {})",
+            ticket.run, ticket.status, ticket.fencing_token, ticket.revision
+        );
+        // kube's Recorder folds events with the same type, reason and
+        // action into one series and keeps the first note: the phase as
+        // the action keeps each kind of end's event (and note) apart.
+        self.publish(type_, reason, ticket.status.as_str(), note)
+            .await;
+    }
+
+    /// A ticket write of this executor was refused: another executor took
+    /// the run over, and this one stopped.
+    pub async fn superseded(&self, caller: u64, valid: u64) {
+        self.metrics.stale_writes_rejected.inc();
+        self.publish(
+            EventType::Warning,
+            "StaleWriteRejected",
+            "Scan",
+            format!("write with token {caller} rejected: token {valid} owns the run; this executor stopped"),
+        )
+        .await;
+    }
+
+    /// A stale status (refused by the API server's fence, or known to be
+    /// behind the stored one) was not written.
+    pub async fn stale_status(&self, why: &str) {
+        self.metrics.stale_writes_rejected.inc();
+        warn!(object = self.object(), %why, "stale status write refused");
+        self.publish(
+            EventType::Warning,
+            "StaleStatusRejected",
+            "MirrorStatus",
+            format!("a status write from an older executor was refused: {why}"),
+        )
+        .await;
+    }
+
+    /// The API server refused a status as invalid, not by the fence:
+    /// sending it again cannot help; say so on the object.
+    pub async fn invalid_status(&self, message: &str) {
+        warn!(object = self.object(), %message, "status write rejected as invalid");
+        self.publish(
+            EventType::Warning,
+            "InvalidStatus",
+            "MirrorStatus",
+            format!("the status could not be written: {message}"),
+        )
+        .await;
+    }
+
+    /// How long a provider call took, and whether it failed.
+    pub fn step_timed(&self, step: Step, elapsed: Duration, ok: bool) {
+        let labels = StepLabels {
+            step: step.as_str().to_owned(),
+        };
+        self.metrics
+            .step_duration
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+        if !ok {
+            self.metrics.step_errors.get_or_create(&labels).inc();
+        }
+    }
+
+    /// A step failed, and is retried or has failed the run.
+    pub async fn step_failed(&self, ticket: &Ticket, step: Step, error: &StepError) {
+        let note = format!(
+            "run {}: {step} attempt {} failed: {}",
+            ticket.run,
+            ticket.attempts_of(step) + 1,
+            error.message
+        );
+        self.publish(EventType::Warning, "StepFailed", step.as_str(), note)
+            .await;
+    }
+}

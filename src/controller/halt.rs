@@ -1,0 +1,120 @@
+//! Why no run goes on for an object, as its status says it: the one place
+//! that sets the conditions a ticket does not (a suspended spec, an invalid
+//! spec, an operator that cannot go on).
+
+use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType};
+use crate::crd::AssetScanStatus;
+use k8s_openapi::jiff::Timestamp;
+
+/// Why no run goes on.
+#[derive(Debug)]
+pub enum Halt {
+    /// `spec.suspend`: no new run starts.
+    Suspended,
+    /// The spec cannot make a scan request: only a new spec helps.
+    InvalidSpec(String),
+    /// An infrastructure failure (the ticket store, the API server): the
+    /// reason and the error's text (never a secret: store and API errors
+    /// carry no credentials).
+    Stalled {
+        reason: &'static str,
+        message: String,
+    },
+}
+
+impl Halt {
+    /// `current` (the status as last written or read) with this halt's
+    /// conditions, for `generation`, changed at `now`.
+    pub fn status(
+        &self,
+        current: Option<AssetScanStatus>,
+        generation: Option<i64>,
+        now: Timestamp,
+    ) -> AssetScanStatus {
+        use ConditionStatus::{False, True};
+        use ConditionType::{Ready, Reconciling, Stalled};
+        let mut status = current.unwrap_or_default();
+        let (states, reason, message): (&[_], _, _) = match self {
+            Halt::Suspended => {
+                // Say that this generation was seen, and why nothing runs.
+                status.observed_generation = generation;
+                (
+                    &[(Reconciling, False)],
+                    "Suspended",
+                    "spec.suspend is true: no new run starts",
+                )
+            }
+            Halt::InvalidSpec(why) => (&[(Stalled, True)], "InvalidSpec", why.as_str()),
+            Halt::Stalled { reason, message } => (
+                &[(Stalled, True), (Ready, False)],
+                *reason,
+                message.as_str(),
+            ),
+        };
+        ConditionBuilder::new(generation, now).set_all(
+            &mut status.conditions,
+            states,
+            reason,
+            message,
+        );
+        status
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).expect("time")
+    }
+
+    fn conditions(status: &AssetScanStatus) -> Vec<(&str, &str, &str)> {
+        fn row(c: &Condition) -> (&str, &str, &str) {
+            (c.type_.as_str(), c.status.as_str(), c.reason.as_str())
+        }
+        status.conditions.iter().map(row).collect()
+    }
+
+    #[test]
+    fn each_halt_sets_its_own_conditions_over_the_current_status() {
+        let current = AssetScanStatus {
+            fencing_token: Some(5),
+            observed_generation: Some(1),
+            ..Default::default()
+        };
+        let suspended = Halt::Suspended.status(Some(current.clone()), Some(2), at(10));
+        assert_eq!(
+            conditions(&suspended),
+            [("Reconciling", "False", "Suspended")]
+        );
+        assert_eq!(suspended.observed_generation, Some(2), "this spec was seen");
+        assert_eq!(suspended.fencing_token, Some(5), "the rest is kept");
+
+        let invalid =
+            Halt::InvalidSpec("no target".into()).status(Some(current.clone()), Some(2), at(10));
+        assert_eq!(conditions(&invalid), [("Stalled", "True", "InvalidSpec")]);
+        assert_eq!(invalid.observed_generation, Some(1));
+        assert_eq!(invalid.conditions[0].message, "no target");
+
+        let stalled = Halt::Stalled {
+            reason: "RedisUnavailable",
+            message: "connection refused".into(),
+        };
+        let stalled = stalled.status(None, Some(2), at(10));
+        assert_eq!(
+            conditions(&stalled),
+            [
+                ("Stalled", "True", "RedisUnavailable"),
+                ("Ready", "False", "RedisUnavailable")
+            ]
+        );
+        assert!(
+            stalled
+                .conditions
+                .iter()
+                .all(|c| c.observed_generation == Some(2))
+        );
+    }
+}
