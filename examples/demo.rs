@@ -13,9 +13,9 @@
 //! only when the final state is correct.
 
 use anyhow::{Context as _, Result, bail, ensure};
-use assetscan_operator::crd::AssetScan;
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::Status;
+use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::store::{AuditEntry, RedisTarget, StoreConfig, TicketStore};
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
 use assetscan_testkit::redis::RedisServer;

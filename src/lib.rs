@@ -1,4 +1,17 @@
 //! assetscan-operator: fenced, crash-safe security scans per asset.
+//!
+//! The layers, each depending only on those below it:
+//!
+//! - [`cli`]: the binary's subcommands (`run`, `crd`, `scan`, `ticket`);
+//! - [`kubernetes`]: the adapter to the API server (custom resources,
+//!   controller, RBAC);
+//! - [`pipeline`] and [`providers`]: one run driven through its steps, and
+//!   the outside world it calls;
+//! - [`store`]: the fenced ticket store (Redis and the scripts in `lua/`);
+//! - [`domain`]: tickets, the fence, runs, requests and verdicts.
+//!
+//! Beside them, what every layer may use: [`config`], [`duration`],
+//! [`telemetry`] and [`probes`].
 
 /// The domain (tickets, the fence, scan requests, verdicts): its own crate,
 /// which knows neither Kubernetes nor Redis nor HTTP.
@@ -7,12 +20,10 @@ pub use assetscan_domain as domain;
 mod backoff;
 pub mod cli;
 pub mod config;
-pub mod controller;
-pub mod crd;
 pub mod duration;
+pub mod kubernetes;
 pub mod pipeline;
 pub mod probes;
 pub mod providers;
-pub mod rbac;
 pub mod store;
 pub mod telemetry;

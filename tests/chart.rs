@@ -192,7 +192,7 @@ fn grants(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
 /// What the operator's code uses (`src/rbac.rs`), and nothing more.
 fn controller_grants() -> BTreeMap<(String, String), BTreeSet<String>> {
     let mut out: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
-    for access in assetscan_operator::rbac::OPERATOR_ACCESS {
+    for access in assetscan_operator::kubernetes::rbac::OPERATOR_ACCESS {
         out.entry((access.group.to_owned(), access.resource.to_owned()))
             .or_default()
             .extend(access.verbs.iter().map(|v| (*v).to_owned()));
@@ -1009,7 +1009,7 @@ fn notes_show_a_valid_assetscan_and_how_to_watch_it() {
         .map(|l| l.strip_prefix("   ").unwrap_or(l))
         .collect::<Vec<_>>()
         .join("\n");
-    let scan: assetscan_operator::crd::AssetScan = serde_yaml::from_str(&example)
+    let scan: assetscan_operator::kubernetes::crd::AssetScan = serde_yaml::from_str(&example)
         .unwrap_or_else(|e| panic!("the example AssetScan does not parse: {e}\n{example}"));
     kube::core::cel::validate_cel(&scan)
         .unwrap_or_else(|e| panic!("the example AssetScan is invalid: {e:?}"));

@@ -10,11 +10,11 @@
 
 mod controller_kit;
 
-use assetscan_operator::controller::ConditionType;
-use assetscan_operator::controller::StatusMirror;
-use assetscan_operator::crd::AssetScan;
 use assetscan_operator::domain::ticket::{NotificationState, Status, Ticket};
 use assetscan_operator::duration;
+use assetscan_operator::kubernetes::controller::ConditionType;
+use assetscan_operator::kubernetes::controller::StatusMirror;
+use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::pipeline::Observer;
 use controller_kit::*;
 use k8s_openapi::api::events::v1::Event;
@@ -665,7 +665,10 @@ async fn status_going_backwards_is_refused_by_the_crd_and_not_retried() {
                 assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"), "{e:?}");
                 // Known as the fence by its structured cause, as the
                 // operator's status writer knows it.
-                assert!(assetscan_operator::crd::is_fence_refusal(&e), "{e:?}");
+                assert!(
+                    assetscan_operator::kubernetes::crd::is_fence_refusal(&e),
+                    "{e:?}"
+                );
             }
             other => panic!("expected 422, got {other}"),
         }

@@ -5,9 +5,9 @@
 
 mod controller_kit;
 
-use assetscan_operator::controller::{self, ConditionType, Error};
-use assetscan_operator::crd::AssetScan;
 use assetscan_operator::domain::ticket::{NotificationState, Status};
+use assetscan_operator::kubernetes::controller::{self, ConditionType, Error};
+use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::store::StoreError;
 use assetscan_testkit::emulator::Fault;
 use controller_kit::*;

@@ -5,11 +5,11 @@
 
 mod controller_kit;
 
-use assetscan_operator::controller;
-use assetscan_operator::controller::ConditionType;
-use assetscan_operator::crd::{AssetScan, AssetScanReport};
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::Status;
+use assetscan_operator::kubernetes::controller;
+use assetscan_operator::kubernetes::controller::ConditionType;
+use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanReport};
 use assetscan_operator::store::{Patch as TicketPatch, StoreError};
 use controller_kit::*;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn status(obj: &AssetScan) -> &assetscan_operator::crd::AssetScanStatus {
+fn status(obj: &AssetScan) -> &assetscan_operator::kubernetes::crd::AssetScanStatus {
     obj.status.as_ref().expect("status")
 }
 

@@ -2,7 +2,7 @@
 //! and its CEL rules (evaluated with kube's own CEL validator, the same engine
 //! the test kit's API emulator uses).
 
-use assetscan_operator::crd::{
+use assetscan_operator::kubernetes::crd::{
     ASSET_ID_PATTERN, AssetScan, AssetScanReport, AssetScanSpec, AssetScanStatus, Package, Target,
     crd_yaml, report_crd_yaml,
 };

@@ -25,9 +25,9 @@
 
 mod gitops_kit;
 
-use assetscan_operator::controller::{ConditionType, status_from_ticket};
-use assetscan_operator::crd::{AssetScan, AssetScanStatus};
 use assetscan_operator::domain::ticket::{RiskFacts, Status, Ticket};
+use assetscan_operator::kubernetes::controller::{ConditionType, status_from_ticket};
+use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanStatus};
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
 use assetscan_testkit::redis::RedisServer;
 use gitops_kit::lua::{Health, asset_scan_script, check_health_tests, health};

@@ -19,10 +19,10 @@
 
 mod controller_kit;
 
-use assetscan_operator::controller::ConditionType;
-use assetscan_operator::crd::AssetScan;
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{NotificationState, Status, Ticket};
+use assetscan_operator::kubernetes::controller::ConditionType;
+use assetscan_operator::kubernetes::crd::AssetScan;
 use controller_kit::*;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};

@@ -8,9 +8,9 @@
 
 mod controller_kit;
 
-use assetscan_operator::crd::AssetScan;
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{Status, Step, Ticket};
+use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::store::{Patch, RedisTarget, StoreConfig, StoreError, TicketStore};
 use assetscan_testkit::redis::{RedisOptions, RedisServer, SentinelGroup, ServerTls, TlsFiles};
 use controller_kit::*;

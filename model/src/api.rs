@@ -74,7 +74,7 @@ impl Object {
         }
     }
 
-    /// A status write as `StatusMirror::write` makes it. The write is
+    /// A status write as `StatusWriter::write` makes it. The write is
     /// conditional on the resourceVersion it was computed against and is
     /// retried against a fresh read on conflict; as every write carries all
     /// the fence fields, that amounts to one compare-and-set against the

@@ -5,7 +5,7 @@
 use crate::procstat::{cpu_seconds, peak_rss_kib};
 use crate::proxy::{self, Counts, is_write};
 use anyhow::{Context as _, Result, bail};
-use assetscan_operator::crd::{AssetScan, AssetScanSpec, Target};
+use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanSpec, Target};
 use assetscan_testkit::process::OperatorCommand;
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::ProviderStubs;

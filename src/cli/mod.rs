@@ -6,7 +6,7 @@ mod ticket;
 
 use crate::backoff::Backoff;
 use crate::config::Config;
-use crate::controller::{self, ControllerSettings};
+use crate::kubernetes::controller::{self, ControllerSettings};
 use crate::pipeline::Pipeline;
 use crate::providers::{Providers, install_crypto_provider};
 use crate::store::{Credentials, RedisSecurity, RedisTarget, StoreConfig, TicketStore};
@@ -228,8 +228,8 @@ pub async fn main() -> ExitCode {
             // One YAML stream: `assetscan-operator crd | kubectl apply -f -`.
             print!(
                 "{}---\n{}",
-                crate::crd::crd_yaml(),
-                crate::crd::report_crd_yaml()
+                crate::kubernetes::crd::crd_yaml(),
+                crate::kubernetes::crd::report_crd_yaml()
             );
             Ok(ExitCode::SUCCESS)
         }

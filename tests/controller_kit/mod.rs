@@ -9,10 +9,10 @@
 pub mod process;
 
 use assetscan_operator::config::Config;
-use assetscan_operator::controller::{self, Context, ControllerSettings};
-use assetscan_operator::crd::{AssetScan, AssetScanSpec, Package, Target};
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::Ticket;
+use assetscan_operator::kubernetes::controller::{self, Context, ControllerSettings};
+use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanSpec, Package, Target};
 use assetscan_operator::pipeline::Pipeline;
 use assetscan_operator::providers::{Providers, install_crypto_provider};
 use assetscan_operator::store::{RedisTarget, TicketStore};
@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 pub const NAMESPACE: &str = "default";
 /// The operator's field manager.
-pub const OPERATOR: &str = assetscan_operator::controller::FIELD_MANAGER;
+pub const OPERATOR: &str = assetscan_operator::kubernetes::controller::FIELD_MANAGER;
 /// The lock ttl of the test config: short, so takeovers and LOCKED requeues
 /// are quick; the watchdog renews every ttl/3.
 pub const LOCK_TTL_MS: u64 = 1500;

@@ -1,7 +1,7 @@
 //! A real operator process, and running the `helm test` hook's script
 //! against it.
 
-use assetscan_operator::crd::AssetScan;
+use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_testkit::process::OperatorCommand;
 use kube::api::Api;
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@
 //! API server.
 
 use super::status::{last_error_status, saturating_i64, time_from_ms};
-use crate::crd::{
+use crate::kubernetes::crd::{
     AssetScan, AssetScanReport, AssetScanReportSpec, AssetScanStatus, DEFAULT_REPORT_HISTORY_LIMIT,
     ReportFinding, ReportFindings, ReportNotification, ReportThreatIntel,
 };

@@ -2,7 +2,7 @@
 
 use super::context::{Context, Error, object_key};
 use super::request::owner_id;
-use crate::crd::AssetScan;
+use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::Effects;
 use crate::store::{StoreError, TicketStore};
 use assetscan_domain::AssetId;

@@ -2,7 +2,9 @@
 //! user-facing mirror of the run's ticket.
 
 use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType, bounded, whole_seconds};
-use crate::crd::{AssetScanStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary};
+use crate::kubernetes::crd::{
+    AssetScanStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary,
+};
 use assetscan_domain::ticket::{Facts, LastError, Severity, Status, Ticket, VulnFacts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -227,7 +229,7 @@ pub(super) fn time_from_ms(ms: u64) -> Time {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::conditions::MAX_MESSAGE_BYTES;
+    use crate::kubernetes::controller::conditions::MAX_MESSAGE_BYTES;
     use assetscan_domain::ticket::{
         Finding, LastError, NotificationFacts, NotificationState, RiskFacts, Step, ThreatIntelFacts,
     };
@@ -585,7 +587,7 @@ mod tests {
     #[test]
     fn bounds_fit_the_schema() {
         use kube::CustomResourceExt;
-        let crd = serde_json::to_value(crate::crd::AssetScan::crd()).unwrap();
+        let crd = serde_json::to_value(crate::kubernetes::crd::AssetScan::crd()).unwrap();
         let status = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
             ["properties"];
         let top_ids = &status["vulnerabilities"]["properties"]["topIds"]["maxItems"];

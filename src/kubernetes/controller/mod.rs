@@ -43,7 +43,7 @@ use cleanup::cleanup;
 use context::object_key;
 
 use crate::backoff::Backoff;
-use crate::crd::AssetScan;
+use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::Effects;
 use futures::StreamExt;
 use kube::ResourceExt;

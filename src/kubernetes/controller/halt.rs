@@ -3,7 +3,7 @@
 //! spec, an operator that cannot go on).
 
 use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType};
-use crate::crd::AssetScanStatus;
+use crate::kubernetes::crd::AssetScanStatus;
 use k8s_openapi::jiff::Timestamp;
 
 /// Why no run goes on.

@@ -10,7 +10,7 @@ use super::outcome::settle;
 use super::report::report_name;
 use super::request::run_view;
 use super::request::{rescan_interval, scan_request};
-use crate::crd::AssetScan;
+use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::{Effects, Outcome};
 use crate::store::{StoreError, TicketStore};
 use assetscan_domain::AssetId;

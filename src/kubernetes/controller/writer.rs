@@ -12,7 +12,7 @@ use super::cache::WatchCache;
 use super::events::RunEvents;
 use super::status_plan::{Claim, NextWrite, Stored, fence_of, next_write};
 use crate::backoff::Backoff;
-use crate::crd::{AssetScan, AssetScanStatus, is_fence_refusal};
+use crate::kubernetes::crd::{AssetScan, AssetScanStatus, is_fence_refusal};
 use assetscan_domain::Fence;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::Value;

@@ -1,7 +1,7 @@
 //! What a run tells outside its status: Events on the object, and the
 //! metrics of its steps, notifications and refused writes.
 
-use crate::crd::AssetScan;
+use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::StepError;
 use crate::telemetry::{ChannelLabels, Metrics, StepLabels, Throttle};
 use assetscan_domain::ticket::{Status, Step, Ticket};

@@ -10,7 +10,7 @@
 //! otherwise mix this executor's changes into a newer status.
 
 use super::status::status_from_ticket;
-use crate::crd::{AssetScan, AssetScanStatus};
+use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
 use assetscan_domain::ticket::Ticket;
 use assetscan_domain::{Fence, RESCAN_ANNOTATION, run_order};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -302,7 +302,7 @@ pub fn merge_patch(from: &Value, to: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::AssetScanSpec;
+    use crate::kubernetes::crd::AssetScanSpec;
     use assetscan_domain::ticket::Status;
     use serde_json::json;
     use std::collections::BTreeMap;

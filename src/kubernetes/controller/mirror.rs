@@ -9,7 +9,7 @@ use super::halt::Halt;
 use super::report::ReportRecorder;
 use super::status_plan::{ClaimRefusal, Planned, StatusPlan};
 use super::writer::StatusWriter;
-use crate::crd::{AssetScan, AssetScanStatus};
+use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::Metrics;
 use assetscan_domain::ticket::{Step, Ticket};

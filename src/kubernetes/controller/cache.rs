@@ -23,7 +23,7 @@
 //! or resume a run is not taken from the cache alone (`apply` reads the
 //! object first: see `docs/design.md`, "Reconcile").
 
-use crate::crd::AssetScan;
+use crate::kubernetes::crd::AssetScan;
 use futures::{Stream, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};

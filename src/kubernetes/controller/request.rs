@@ -2,8 +2,8 @@
 //! types: the pipeline's request (target, packages and policy, channels,
 //! the token floor its status records) and the run decision's view of it.
 
-use crate::crd::{self, AssetScan, AssetScanSpec};
 use crate::duration::{self, SPEC_UNITS};
+use crate::kubernetes::crd::{self, AssetScan, AssetScanSpec};
 use assetscan_domain::run::{Recorded, RunView};
 use assetscan_domain::{AssetId, InvalidId, RESCAN_ANNOTATION, ScanRequest, fence};
 use assetscan_domain::{Package, PackageError, Policy, Target};
@@ -131,7 +131,7 @@ fn policy(policy: &crd::Policy) -> Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::crd::{AssetScanSpec, AssetScanStatus, DURATION_PATTERN};
+    use crate::kubernetes::crd::{AssetScanSpec, AssetScanStatus, DURATION_PATTERN};
     use assetscan_domain::ThreatIntelPolicy;
 
     fn spec() -> AssetScanSpec {

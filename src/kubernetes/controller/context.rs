@@ -5,7 +5,7 @@
 //! error.
 
 use super::cache::WatchCache;
-use crate::crd::AssetScan;
+use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::{Effects, Pipeline};
 use crate::store::StoreError;
 use crate::telemetry::Metrics;
