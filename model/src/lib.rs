@@ -15,6 +15,7 @@ pub mod operator;
 pub mod properties;
 pub mod redis;
 pub mod state;
+mod steps;
 pub mod system;
 pub mod trace;
 

@@ -9,8 +9,9 @@
 use crate::api::{Life, Mirror, Object, StatusRefused};
 use crate::mutant::{Defences, Mutant};
 use crate::operator::{Decision, GENERATIONS, Tables, Work};
-use crate::redis::{Acquired, Holder, RUNS, Redis, Run};
-use crate::state::{Budget, Ghost, Pc, State, Worker, broken};
+use crate::redis::{Holder, RUNS, Redis, Run};
+use crate::state::{Budget, Ghost, Pc, State, Worker};
+use crate::steps::{acquire, advance, judge_step, lapse, notify};
 use assetscan_domain::is_alerting;
 use assetscan_domain::ticket::Status;
 
@@ -206,11 +207,33 @@ impl System {
     /// order.
     pub fn step(&self, state: &State, action: Action) -> State {
         let mut next = state.clone();
+        match action {
+            Action::Pause(_)
+            | Action::Resume(_)
+            | Action::Crash(_)
+            | Action::LockExpires
+            | Action::RedisLosesData
+            | Action::SpecChange
+            | Action::Delete
+            | Action::TicketExpires(_) => self.happen(&mut next, action),
+            _ => self.execute(&mut next, action),
+        }
+        judge_step(state, &mut next);
+        if next.world_differs(state) {
+            for worker in &mut next.workers {
+                worker.news = true;
+            }
+        }
+        next
+    }
+
+    /// An executor's own step: one script call or one API request.
+    fn execute(&self, next: &mut State, action: Action) {
         let d = self.defences;
         match action {
-            Action::Read(w) => self.read(&mut next, usize::from(w)),
-            Action::Acquire(w) => acquire(&mut next, usize::from(w), d),
-            Action::RecordClaim(w) => self.record_claim(&mut next, usize::from(w)),
+            Action::Read(w) => self.read(next, usize::from(w)),
+            Action::Acquire(w) => acquire(next, usize::from(w), d),
+            Action::RecordClaim(w) => self.record_claim(next, usize::from(w)),
             Action::Call(w, answer) => {
                 let worker = &mut next.workers[usize::from(w)];
                 worker.pc = if worker.lapsed {
@@ -219,9 +242,9 @@ impl System {
                     Pc::Write(answer)
                 };
             }
-            Action::Advance(w, to) => advance(&mut next, usize::from(w), to, d),
-            Action::Notify(w) => notify(&mut next, usize::from(w), d),
-            Action::Mirror(w) => self.mirror(&mut next, usize::from(w)),
+            Action::Advance(w, to) => advance(next, usize::from(w), to, d),
+            Action::Notify(w) => notify(next, usize::from(w), d),
+            Action::Mirror(w) => self.mirror(next, usize::from(w)),
             Action::Release(w) => {
                 next.redis.release(Holder::Worker(w));
                 next.workers[usize::from(w)].rest();
@@ -244,6 +267,13 @@ impl System {
                 }
                 next.workers[usize::from(w)].rest();
             }
+            _ => {}
+        }
+    }
+
+    /// What happens to the executors and the world: faults, time, the user.
+    fn happen(&self, next: &mut State, action: Action) {
+        match action {
             Action::Pause(w) => {
                 next.workers[usize::from(w)].paused = true;
                 next.budget.faults = next.budget.faults.saturating_sub(1);
@@ -257,11 +287,11 @@ impl System {
                 next.budget.faults = next.budget.faults.saturating_sub(1);
             }
             Action::LockExpires => {
-                lapse(&mut next);
+                lapse(next);
                 next.redis.lock = None;
             }
             Action::RedisLosesData => {
-                lapse(&mut next);
+                lapse(next);
                 next.redis.lose_everything();
                 next.budget.data_loss = false;
                 // Redis's history is gone with it. Strictly, what the status
@@ -285,14 +315,8 @@ impl System {
                 next.budget.deletion = false;
             }
             Action::TicketExpires(run) => next.redis.tickets[run.index()] = None,
+            _ => {}
         }
-        judge_step(state, &mut next);
-        if next.world_differs(state) {
-            for worker in &mut next.workers {
-                worker.news = true;
-            }
-        }
-        next
     }
 
     fn read(&self, next: &mut State, w: usize) {
@@ -423,141 +447,4 @@ pub fn alert_pending(state: &State) -> bool {
             .iter()
             .flatten()
             .any(|t| is_alerting(t.status))
-}
-
-fn acquire(next: &mut State, w: usize, d: Defences) {
-    let worker = next.workers[w];
-    let answer = next.redis.acquire(
-        Holder::Worker(w as u8),
-        worker.run,
-        worker.floor,
-        worker.supersedes,
-        d,
-    );
-    let run = worker.run.index();
-    match answer {
-        Acquired::Locked | Acquired::Retired => next.workers[w].rest(),
-        Acquired::EarlierAlerting => {
-            // The controller drives the earlier run at once, in the same
-            // reconcile, from the same read.
-            let worker = &mut next.workers[w];
-            if let Some(earlier) = worker.supersedes.take() {
-                worker.run = earlier;
-            }
-        }
-        Acquired::Terminal(ticket) => {
-            next.workers[w].seen = Some(ticket);
-            next.workers[w].pc = Pc::Mirror;
-        }
-        Acquired::Claimed {
-            token,
-            ticket,
-            created,
-            ended,
-        } => {
-            if let Some((earlier, by)) = ended {
-                next.ghost.ended[earlier.index()] = true;
-                let claimed = &mut next.ghost.claimed[earlier.index()];
-                *claimed = (*claimed).max(by);
-            }
-            if created && next.ghost.ended[run] {
-                next.ghost.broken |= broken::ENDED_RUN_TICKET;
-            }
-            if created && next.ghost.retired {
-                next.ghost.broken |= broken::DELETED_OBJECT_TICKET;
-            }
-            next.ghost.claimed[run] = next.ghost.claimed[run].max(token);
-            let worker = &mut next.workers[w];
-            worker.token = token;
-            worker.seen = Some(ticket);
-            worker.pc = Pc::RecordClaim;
-        }
-    }
-}
-
-fn advance(next: &mut State, w: usize, to: Status, d: Defences) {
-    let worker = next.workers[w];
-    let run = worker.run.index();
-    match next.redis.advance(worker.run, worker.token, to, d) {
-        Ok(ticket) => {
-            let recorded = next
-                .object
-                .status
-                .filter(|m| m.run == worker.run)
-                .map_or(0, |m| m.token);
-            if worker.token < next.ghost.claimed[run].max(recorded) {
-                next.ghost.broken |= broken::STALE_WRITE;
-            }
-            next.ghost.notifying[run] |= to == Status::Notifying;
-            next.ghost.ended[run] |= to.is_terminal();
-            next.workers[w].seen = Some(ticket);
-            next.workers[w].pc = Pc::Mirror;
-        }
-        Err(_) => next.workers[w].pc = Pc::Release,
-    }
-}
-
-/// The lock's holder learns, at its next look at its lease deadline, that
-/// the lock is gone.
-fn lapse(next: &mut State) {
-    if let Some(Holder::Worker(w)) = next.redis.lock
-        && let Some(worker) = next.workers.get_mut(usize::from(w))
-    {
-        worker.lapsed = true;
-    }
-}
-
-/// The notification, keyed by the ticket id (and, in a mutant, the token).
-/// A provider call: not made once the lease lapsed.
-fn notify(next: &mut State, w: usize, d: Defences) {
-    let worker = next.workers[w];
-    if worker.lapsed {
-        next.workers[w].pc = Pc::Release;
-        return;
-    }
-    let key = if d.on(Mutant::KeyPerToken) {
-        0
-    } else {
-        worker.token.min(15)
-    };
-    next.delivered[worker.run.index()] |= 1 << key;
-    if let Pc::Notify { then } = worker.pc {
-        next.workers[w].pc = Pc::Write(then);
-    }
-}
-
-/// Records in the ghost the step properties `next` breaks.
-fn judge_step(before: &State, next: &mut State) {
-    for (old, new) in before.redis.tickets.iter().zip(next.redis.tickets) {
-        if let (Some(old), Some(new)) = (old, new)
-            && !goes_forward(old.status, new.status)
-        {
-            next.ghost.broken |= broken::TICKET_WENT_BACK;
-        }
-    }
-    if let (Some(old), Some(new)) = (before.object.status, next.object.status)
-        && ((new.token, new.revision) < (old.token, old.revision)
-            || new.observed_generation < old.observed_generation)
-    {
-        next.ghost.broken |= broken::STATUS_WENT_BACK;
-    }
-}
-
-/// The order of a run, independent of the transition table: a status may
-/// stay, or move to a later stage; a terminal one never changes, and the
-/// online check's verdict is never swapped for the other.
-fn goes_forward(from: Status, to: Status) -> bool {
-    from == to || (!from.is_terminal() && stage(to) > stage(from))
-}
-
-fn stage(status: Status) -> u8 {
-    match status {
-        Status::Init => 0,
-        Status::AssetOnline | Status::AssetOffline => 1,
-        Status::VulnCheckDone => 2,
-        Status::HighRiskFound => 3,
-        Status::Notifying => 4,
-        Status::Notified => 5,
-        Status::Finished | Status::Failed => 6,
-    }
 }

@@ -4,7 +4,7 @@
 
 use crate::api::{Life, Mirror};
 use crate::redis::{Holder, Refused, Ticket};
-use crate::state::{Pc, State};
+use crate::state::{Pc, State, Worker};
 use crate::system::{Action, System};
 
 const NAMES: [&str; 8] = ["A", "B", "C", "D", "E", "F", "G", "H"];
@@ -48,29 +48,7 @@ fn line(system: &System, before: &State, action: Action, after: &State, names: &
                 mirror(before.object.status)
             ),
         },
-        Action::Acquire(_) => match now.pc {
-            Pc::RecordClaim => format!(
-                "{who} acquire(g{run}, floor {}{}) -> token {}, ticket {}{}{}",
-                was.floor,
-                was.supersedes
-                    .map_or(String::new(), |e| format!(", superseding g{}", e.0)),
-                now.token,
-                ticket(now.seen),
-                if before.redis.ticket(now.run).is_none() {
-                    " (created)"
-                } else {
-                    ""
-                },
-                superseded(before, after, was.supersedes)
-            ),
-            Pc::Acquire => format!(
-                "{who} acquire(g{}, superseding g{run}) -> EARLIER_ALERTING: drives g{run} first",
-                was.run.0
-            ),
-            Pc::Mirror => format!("{who} acquire(g{run}) -> run ended: {}", ticket(now.seen)),
-            _ if before.redis.tombstone => format!("{who} acquire(g{run}) -> RUN_RETIRED"),
-            _ => format!("{who} acquire(g{run}) -> LOCKED"),
-        },
+        Action::Acquire(_) => acquired(who, run, was, now, before, after),
         Action::RecordClaim(_) => format!(
             "{who} records its claim in the status: {}",
             written(before, after)
@@ -116,6 +94,41 @@ fn line(system: &System, before: &State, action: Action, after: &State, names: &
         ),
         Action::Crash(_) => format!("{who} crashes and restarts with nothing"),
         _ => environment(before, action, names),
+    }
+}
+
+/// The line of an `acquire`: what it answered, from where the executor is
+/// now.
+fn acquired(
+    who: &str,
+    run: u8,
+    was: &Worker,
+    now: &Worker,
+    before: &State,
+    after: &State,
+) -> String {
+    match now.pc {
+        Pc::RecordClaim => format!(
+            "{who} acquire(g{run}, floor {}{}) -> token {}, ticket {}{}{}",
+            was.floor,
+            was.supersedes
+                .map_or(String::new(), |e| format!(", superseding g{}", e.0)),
+            now.token,
+            ticket(now.seen),
+            if before.redis.ticket(now.run).is_none() {
+                " (created)"
+            } else {
+                ""
+            },
+            superseded(before, after, was.supersedes)
+        ),
+        Pc::Acquire => format!(
+            "{who} acquire(g{}, superseding g{run}) -> EARLIER_ALERTING: drives g{run} first",
+            was.run.0
+        ),
+        Pc::Mirror => format!("{who} acquire(g{run}) -> run ended: {}", ticket(now.seen)),
+        _ if before.redis.tombstone => format!("{who} acquire(g{run}) -> RUN_RETIRED"),
+        _ => format!("{who} acquire(g{run}) -> LOCKED"),
     }
 }
 
