@@ -19,7 +19,7 @@ use super::error::VulnError;
 use super::findings::{null_as_empty, round_score, summarize};
 use crate::domain::Package;
 use crate::providers::error::ProviderConfigError;
-use crate::providers::http::{Exposure, HttpClient, HttpProfile, HttpSettings, parse_http_url};
+use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, parse_http_url};
 use crate::text::truncate_chars;
 use crate::ticket::{Finding, Severity, VulnFacts};
 use reqwest::Url;
@@ -27,12 +27,11 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-const PROFILE: HttpProfile = HttpProfile {
-    provider: "vulnerability endpoint",
-    timeout: Duration::from_secs(15),
-    max_body_bytes: 4 * 1024 * 1024,
-    exposure: Exposure::Path,
-};
+const PROFILE: HttpProfile = HttpProfile::api(
+    "vulnerability endpoint",
+    Duration::from_secs(15),
+    4 * 1024 * 1024,
+);
 
 /// `vulnerabilities: {kind: generic, url: ..., ...}`.
 #[derive(Clone, Debug, Deserialize)]
