@@ -5,7 +5,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Metric, Registry};
 use std::sync::Mutex;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -126,88 +126,76 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Every metric, registered under the `assetscan_` prefix in the order
+    /// the fields are listed (which is the order a scrape shows them in).
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("assetscan");
-        let reconciles = Family::<ResultLabels, Counter>::default();
-        let failures = Family::<ReasonLabels, Counter>::default();
-        let step_duration = Family::<StepLabels, Histogram>::new_with_constructor(|| {
-            Histogram::new(exponential_buckets(0.005, 2.0, 14))
-        });
-        let step_errors = Family::<StepLabels, Counter>::default();
-        let stale_writes_rejected = Counter::default();
-        let lock_contention = Counter::default();
-        let finalizer_races = Counter::default();
-        let events_unpublished = Counter::default();
-        let notifications_sent = Family::<ChannelLabels, Counter>::default();
-        let watchdog_renewals = Gauge::default();
-        let watchdog_losses = Gauge::default();
-        let locks_held = Gauge::default();
-        registry.register("reconciles", "Reconciles by outcome", reconciles.clone());
-        registry.register(
-            "reconcile_failures",
-            "Reconcile errors by reason",
-            failures.clone(),
-        );
-        registry.register(
-            "step_duration_seconds",
-            "Provider call duration per pipeline step",
-            step_duration.clone(),
-        );
-        registry.register("step_errors", "Failed step attempts", step_errors.clone());
-        registry.register(
-            "stale_writes_rejected",
-            "Writes rejected because a newer executor holds the run",
-            stale_writes_rejected.clone(),
-        );
-        registry.register(
-            "lock_contention",
-            "Acquisitions that found the asset locked",
-            lock_contention.clone(),
-        );
-        registry.register(
-            "finalizer_races",
-            "Finalizer patches that lost a race with another replica",
-            finalizer_races.clone(),
-        );
-        registry.register(
-            "events_unpublished",
-            "Kubernetes Events that could not be published",
-            events_unpublished.clone(),
-        );
-        registry.register(
-            "notifications_sent",
-            "Notifications delivered per channel",
-            notifications_sent.clone(),
-        );
-        registry.register(
-            "watchdog_renewals",
-            "Lock renewals by the watchdog since start",
-            watchdog_renewals.clone(),
-        );
-        registry.register(
-            "watchdog_losses",
-            "Locks lost since start (renewal failed or lease deadline passed)",
-            watchdog_losses.clone(),
-        );
-        registry.register(
-            "locks_held",
-            "Locks held by this process",
-            locks_held.clone(),
-        );
+        let step_buckets = || Histogram::new(exponential_buckets(0.005, 2.0, 14));
+        let r = &mut registry;
         Metrics {
+            reconciles: registered(r, "reconciles", "Reconciles by outcome", Family::default()),
+            failures: registered(
+                r,
+                "reconcile_failures",
+                "Reconcile errors by reason",
+                Family::default(),
+            ),
+            step_duration: registered(
+                r,
+                "step_duration_seconds",
+                "Provider call duration per pipeline step",
+                Family::new_with_constructor(step_buckets),
+            ),
+            step_errors: registered(r, "step_errors", "Failed step attempts", Family::default()),
+            stale_writes_rejected: registered(
+                r,
+                "stale_writes_rejected",
+                "Writes rejected because a newer executor holds the run",
+                Counter::default(),
+            ),
+            lock_contention: registered(
+                r,
+                "lock_contention",
+                "Acquisitions that found the asset locked",
+                Counter::default(),
+            ),
+            finalizer_races: registered(
+                r,
+                "finalizer_races",
+                "Finalizer patches that lost a race with another replica",
+                Counter::default(),
+            ),
+            events_unpublished: registered(
+                r,
+                "events_unpublished",
+                "Kubernetes Events that could not be published",
+                Counter::default(),
+            ),
+            notifications_sent: registered(
+                r,
+                "notifications_sent",
+                "Notifications delivered per channel",
+                Family::default(),
+            ),
+            watchdog_renewals: registered(
+                r,
+                "watchdog_renewals",
+                "Lock renewals by the watchdog since start",
+                Gauge::default(),
+            ),
+            watchdog_losses: registered(
+                r,
+                "watchdog_losses",
+                "Locks lost since start (renewal failed or lease deadline passed)",
+                Gauge::default(),
+            ),
+            locks_held: registered(
+                r,
+                "locks_held",
+                "Locks held by this process",
+                Gauge::default(),
+            ),
             registry,
-            reconciles,
-            failures,
-            step_duration,
-            step_errors,
-            stale_writes_rejected,
-            lock_contention,
-            finalizer_races,
-            events_unpublished,
-            notifications_sent,
-            watchdog_renewals,
-            watchdog_losses,
-            locks_held,
         }
     }
 
@@ -243,6 +231,14 @@ impl Metrics {
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
     }
+}
+
+/// Registers `metric` and hands it back. Metrics are shared handles: the
+/// registry's clone and the returned one count into the same cell, so each
+/// metric is named once, where it is registered.
+fn registered<M: Metric + Clone>(registry: &mut Registry, name: &str, help: &str, metric: M) -> M {
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 #[cfg(test)]

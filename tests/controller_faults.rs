@@ -7,22 +7,12 @@ mod controller_kit;
 
 use assetscan_operator::domain::ticket::{NotificationState, Status};
 use assetscan_operator::kubernetes::controller::{self, ConditionType, Error};
-use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::store::StoreError;
 use assetscan_testkit::emulator::Fault;
 use controller_kit::*;
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn cond_of(obj: &AssetScan, type_: ConditionType) -> Option<(String, String, String)> {
-    let c = type_.find(&obj.status.as_ref()?.conditions)?;
-    Some((c.status.clone(), c.reason.clone(), c.message.clone()))
-}
-
-fn is_phase(obj: &AssetScan, phase: Status) -> bool {
-    obj.status.as_ref().and_then(|s| s.phase) == Some(phase)
-}
 
 /// Redis dies (SIGKILL) while a run waits on a vulnerability query,
 /// and stays down for three reconcile attempts: the object shows
@@ -33,10 +23,9 @@ fn is_phase(obj: &AssetScan, phase: Status) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_down_mid_run_stalls_retries_with_backoff_and_finishes() {
     let mut h = Harness::start_with(Options { appendonly: true }).await;
-    let asset = "outage-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
     h.stubs.osv.faults().hold();
-    let ctl = h.controller("ctl-a").await;
+    let outage = scan("outage-01").high_risk();
+    let (ctl, online) = h.run_until("ctl-a", outage, Status::AssetOnline).await;
     // The probes, in process, over this controller's store and metrics.
     let port = free_port();
     let probe = tokio::spawn(assetscan_operator::probes::serve(
@@ -46,14 +35,12 @@ async fn redis_down_mid_run_stalls_retries_with_backoff_and_finishes() {
         ctl.shutdown.clone(),
     ));
     let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
-    h.create(&scan("outage-01", asset, true)).await;
-    let online = h
-        .wait("outage-01", "ASSET_ONLINE", PATIENCE, |o| {
-            is_phase(o, Status::AssetOnline)
-        })
-        .await;
-    let before = online.status.clone().unwrap();
-    assert_eq!(http_get(&url("/readyz"), &[]).await.unwrap().0, 200);
+    let before = status(&online).clone();
+    let readyz = until_ok("/readyz answers", PATIENCE, async || {
+        http_get(&url("/readyz"), &[]).await
+    })
+    .await;
+    assert_eq!(readyz.0, 200, "{}", readyz.1);
 
     // The harness's append-only Redis syncs every write: ASSET_ONLINE is on
     // disk once acknowledged.
@@ -64,11 +51,10 @@ async fn redis_down_mid_run_stalls_retries_with_backoff_and_finishes() {
         || ctl.counter("assetscan_reconcile_failures_total{reason=\"RedisUnavailable\"}");
     let stalled = h
         .wait("outage-01", "stalled", PATIENCE, |o| {
-            cond_of(o, ConditionType::Stalled)
-                .is_some_and(|(s, r, _)| s == "True" && r == "RedisUnavailable")
+            has_condition(o, ConditionType::Stalled, "True", "RedisUnavailable")
         })
         .await;
-    let (ready, reason, message) = cond_of(&stalled, ConditionType::Ready).unwrap();
+    let (ready, reason, message) = condition(&stalled, ConditionType::Ready).unwrap();
     assert_eq!(
         (ready.as_str(), reason.as_str()),
         ("False", "RedisUnavailable")
@@ -99,11 +85,11 @@ async fn redis_down_mid_run_stalls_retries_with_backoff_and_finishes() {
     let s = done.status.as_ref().unwrap();
     assert_eq!(s.phase, Some(Status::Finished));
     assert_eq!(
-        cond_of(&done, ConditionType::Ready).map(|c| (c.0, c.1)),
+        condition(&done, ConditionType::Ready).map(|c| (c.0, c.1)),
         Some(("True".into(), "ScanComplete".into()))
     );
     assert_eq!(
-        cond_of(&done, ConditionType::Stalled).map(|c| c.0),
+        condition(&done, ConditionType::Stalled).map(|c| c.0),
         Some("False".into())
     );
     assert!(
@@ -120,14 +106,7 @@ async fn redis_down_mid_run_stalls_retries_with_backoff_and_finishes() {
         1,
         "the run went on from ASSET_ONLINE: the online check was not repeated"
     );
-    let ticket = h.ticket_of(&done).await;
-    assert_eq!(
-        (s.fencing_token, s.revision),
-        (
-            Some(ticket.fencing_token as i64),
-            Some(ticket.revision as i64)
-        )
-    );
+    h.mirrored_ticket(&done).await;
     check_status_history(&h, "outage-01", &done);
     assert_eq!(
         failures(),
@@ -164,7 +143,7 @@ async fn failed_reconciles_back_off_exponentially_with_a_cap() {
         ("backoff-01", &unavailable, 15),
         ("backoff-02", &not_found, 120),
     ] {
-        let obj = Arc::new(scan(name, &format!("{name}.dc1.example.com"), false));
+        let obj = Arc::new(scan(name).build());
         for n in 1..=9u32 {
             let base = Duration::from_secs((1u64 << (n - 1)).min(cap));
             let action = controller::error_policy(obj.clone(), err, ctx.clone());
@@ -186,17 +165,10 @@ async fn failed_reconciles_back_off_exponentially_with_a_cap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_back_empty_keeps_tokens_increasing() {
     let mut h = Harness::start().await;
-    let asset = "amnesia-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
     h.stubs.osv.faults().hold();
-    let ctl = h.controller("ctl-a").await;
-    h.create(&scan("amnesia-01", asset, true)).await;
-    let online = h
-        .wait("amnesia-01", "ASSET_ONLINE", PATIENCE, |o| {
-            is_phase(o, Status::AssetOnline)
-        })
-        .await;
-    let before = online.status.clone().unwrap();
+    let amnesia = scan("amnesia-01").high_risk();
+    let (ctl, online) = h.run_until("ctl-a", amnesia, Status::AssetOnline).await;
+    let before = status(&online).clone();
 
     h.redis.restart().expect("redis restarts, empty");
     h.stubs.osv.faults().release();
@@ -210,14 +182,7 @@ async fn redis_back_empty_keeps_tokens_increasing() {
         before.fencing_token
     );
     assert_eq!(s.ticket_id, before.ticket_id, "same run, same key");
-    let ticket = h.ticket_of(&done).await;
-    assert_eq!(
-        (s.fencing_token, s.revision),
-        (
-            Some(ticket.fencing_token as i64),
-            Some(ticket.revision as i64)
-        )
-    );
+    h.mirrored_ticket(&done).await;
     assert_eq!(
         h.stubs.inventory.asset_calls(),
         2,
@@ -239,20 +204,14 @@ async fn redis_back_empty_keeps_tokens_increasing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_write_conflicts_and_errors_are_retried_without_losing_transitions() {
     let h = Harness::start().await;
-    let asset = "flaky-api-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
     // The run waits in the (held) vulnerability query while the second
     // round of faults is set up.
     h.stubs.osv.faults().hold();
     let faults = h.emu.faults();
     faults.inject("PATCH", "/status", 2, Fault::Conflict);
     faults.inject("PATCH", "/status", 2, Fault::InternalError);
-    let ctl = h.controller("ctl-a").await;
-    h.create(&scan("flaky-api-01", asset, true)).await;
-    h.wait("flaky-api-01", "ASSET_ONLINE", PATIENCE, |o| {
-        is_phase(o, Status::AssetOnline)
-    })
-    .await;
+    let flaky = scan("flaky-api-01").high_risk();
+    let (ctl, _) = h.run_until("ctl-a", flaky, Status::AssetOnline).await;
     // The next writes (VULN_CHECK_DONE onwards) meet more trouble.
     faults.inject("PATCH", "/status", 3, Fault::InternalError);
     faults.inject("PATCH", "/status", 1, Fault::Conflict);
@@ -274,14 +233,7 @@ async fn status_write_conflicts_and_errors_are_retried_without_losing_transition
         s.notification.as_ref().map(|n| n.state),
         Some(NotificationState::Sent)
     );
-    let ticket = h.ticket_of(&done).await;
-    assert_eq!(
-        (s.fencing_token, s.revision),
-        (
-            Some(ticket.fencing_token as i64),
-            Some(ticket.revision as i64)
-        )
-    );
+    h.mirrored_ticket(&done).await;
     check_status_history(&h, "flaky-api-01", &done);
     // Four faults met four claims: each stopped, the fifth was recorded.
     assert_eq!(s.fencing_token, Some(5));
@@ -317,31 +269,12 @@ async fn status_write_conflicts_and_errors_are_retried_without_losing_transition
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ticket_lost_mid_run_stalls_on_the_latest_status_and_recovers() {
     let h = Harness::start().await;
-    let asset = "evicted-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
     h.stubs.osv.faults().hold();
-    let ctl = h.controller("ctl-a").await;
-    h.create(&scan("evicted-01", asset, true)).await;
-    let online = h
-        .wait("evicted-01", "ASSET_ONLINE", PATIENCE, |o| {
-            is_phase(o, Status::AssetOnline)
-        })
-        .await;
-    let before = online.status.clone().unwrap();
-    let store = h.store().await;
-    let key = store
-        .keys(&assetscan_operator::domain::AssetId::new(asset).unwrap())
-        .ticket(before.run.as_deref().unwrap());
-    let mut raw = redis::Client::open(h.redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let deleted: i64 = redis::cmd("DEL")
-        .arg(&key)
-        .query_async(&mut raw)
-        .await
-        .unwrap();
+    let evicted = scan("evicted-01").high_risk();
+    let (ctl, online) = h.run_until("ctl-a", evicted, Status::AssetOnline).await;
+    let before = status(&online).clone();
+    let key = h.ticket_key(&online);
+    let deleted: i64 = h.redis.query(redis::cmd("DEL").arg(&key)).unwrap();
     assert_eq!(deleted, 1);
 
     // The stall is short-lived (its own status write triggers the retry at
@@ -393,7 +326,7 @@ async fn ticket_lost_mid_run_stalls_on_the_latest_status_and_recovers() {
     assert_eq!(s.phase, Some(Status::Finished));
     assert!(s.fencing_token > before.fencing_token);
     assert_eq!(
-        cond_of(&done, ConditionType::Stalled).map(|c| c.0),
+        condition(&done, ConditionType::Stalled).map(|c| c.0),
         Some("False".into())
     );
     check_status_history(&h, "evicted-01", &done);
@@ -407,13 +340,11 @@ async fn ticket_lost_mid_run_stalls_on_the_latest_status_and_recovers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn events_the_api_server_refuses_are_counted_and_the_scan_goes_on() {
     let h = Harness::start().await;
-    let asset = "no-events-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
     let faults = h.emu.faults();
     faults.inject("POST", "/events", 1_000, Fault::InternalError);
-    let ctl = h.controller("ctl-a").await;
-    h.create(&scan("no-events-01", asset, true)).await;
-    let done = h.wait_terminal("no-events-01", PATIENCE).await;
+    let (ctl, done) = h
+        .run_to_end("ctl-a", scan("no-events-01").high_risk())
+        .await;
     let s = done.status.as_ref().unwrap();
     assert_eq!(
         (s.phase, s.notification.as_ref().map(|n| n.state)),

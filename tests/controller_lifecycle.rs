@@ -5,69 +5,39 @@
 
 mod controller_kit;
 
-use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::Status;
 use assetscan_operator::kubernetes::controller;
 use assetscan_operator::kubernetes::controller::ConditionType;
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanReport};
-use assetscan_operator::store::{Patch as TicketPatch, StoreError};
+use assetscan_operator::store::StoreError;
 use controller_kit::*;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
-use kube::api::{DeleteParams, Patch, PatchParams};
-use redis::AsyncCommands;
+use kube::api::DeleteParams;
 use serde_json::json;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-fn status(obj: &AssetScan) -> &assetscan_operator::kubernetes::crd::AssetScanStatus {
-    obj.status.as_ref().expect("status")
-}
-
 async fn runs(h: &Harness, asset: &str) -> BTreeSet<String> {
-    h.store()
-        .await
-        .runs(&AssetId::new(asset).unwrap())
-        .await
-        .unwrap()
-        .into_iter()
-        .collect()
+    let runs = h.store().await.runs(&asset_id(asset)).await.unwrap();
+    runs.into_iter().collect()
 }
 
-async fn fence_value(h: &Harness, asset: &str) -> Option<u64> {
-    let mut conn = redis::Client::open(h.redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let key = h.store().await.keys(&AssetId::new(asset).unwrap()).fence();
-    conn.get(key).await.unwrap()
+fn fence_value(h: &Harness, asset: &str) -> Option<u64> {
+    get(&h.redis, &h.keys(asset).fence()).map(|fence| fence.parse().unwrap())
 }
 
 async fn patch_spec(h: &Harness, name: &str, spec: serde_json::Value) -> AssetScan {
-    h.api()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({ "spec": spec })),
-        )
-        .await
-        .expect("spec patch")
+    h.merge(name, json!({ "spec": spec })).await
 }
 
 /// Moves `nextScanTime` (time travel for the rescan schedule; the same
 /// `(fencingToken, revision)`, so the fence allows it).
 async fn set_next_scan(h: &Harness, name: &str, at: Timestamp) {
     let at = Timestamp::from_second(at.as_second()).unwrap();
-    h.api()
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"nextScanTime": at.to_string()}})),
-        )
-        .await
-        .expect("status patch");
+    h.merge_status(name, json!({"nextScanTime": at.to_string()}))
+        .await;
 }
 
 /// A spec change starts a new run (new run id and ticket, the new
@@ -77,12 +47,10 @@ async fn set_next_scan(h: &Harness, name: &str, at: Timestamp) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spec_change_suspend_and_deletion() {
     let h = Harness::start().await;
-    let asset = "life-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
+    let life = h.online(scan("life-01").high_risk().rescan_every("1m"));
+    let asset = life.spec.asset_id.as_str();
     let ctl = h.controller("ctl-a").await;
-    let mut spec = scan("life-01", asset, true);
-    spec.spec.rescan_interval = Some("1m".into());
-    let created = h.create(&spec).await;
+    let created = h.create(&life).await;
     let uid8: String = created
         .uid()
         .unwrap()
@@ -133,15 +101,8 @@ async fn spec_change_suspend_and_deletion() {
         "a new ticket; the old one stays until its retention ends"
     );
     // Each run is its own notification: its own idempotency key.
-    let keys: BTreeSet<String> = h
-        .stubs
-        .sink
-        .deliveries()
-        .iter()
-        .map(|d| d.header("idempotency-key").unwrap().to_owned())
-        .collect();
     assert_eq!(
-        keys,
+        h.delivered_keys(),
         BTreeSet::from([s1.ticket_id.clone().unwrap(), s2.ticket_id.clone().unwrap()])
     );
     check_status_history(&h, "life-01", &second);
@@ -221,23 +182,12 @@ async fn spec_change_suspend_and_deletion() {
         .delete("life-01", &DeleteParams::default())
         .await
         .expect("delete");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    while h.api().get_opt("life-01").await.unwrap().is_some() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "finalizer never finished"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    h.wait_gone("life-01").await;
     assert_eq!(runs(&h, asset).await, BTreeSet::new(), "tickets deleted");
-    assert_eq!(
-        fence_value(&h, asset).await,
-        Some(last_token),
-        "the fence stays"
-    );
+    assert_eq!(fence_value(&h, asset), Some(last_token), "the fence stays");
 
     // The same asset under a new object: tokens go on from the fence.
-    h.create(&scan("life-01-again", asset, false)).await;
+    h.create(&scan("life-01-again").asset(asset).build()).await;
     let again = h
         .wait_terminal("life-01-again", Duration::from_secs(30))
         .await;
@@ -259,31 +209,21 @@ async fn spec_change_suspend_and_deletion() {
 async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
     let h = Harness::start().await;
     let name = "fence-del-01";
-    let asset = "fence-del-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
-    let created = h.create(&scan(name, asset, false)).await;
+    let created = h.create(&h.online(scan(name))).await;
+    let asset = created.spec.asset_id.as_str();
     // The run the controller will drive (scan 0 of generation 1) is already
     // in progress under another executor, whose watchdog renews its lock.
     let run = controller::run_id(&created, 0);
     let owner = controller::owner_id(&created);
-    let id = AssetId::new(asset).unwrap();
+    let id = asset_id(asset);
     let other_store = h.store().await;
     let other_holder = format!("replica-old#0badc0de:{NAMESPACE}/{name}");
-    let other = other_store
-        .acquire_owned(&id, &run, &owner, &other_holder, 0)
-        .await
-        .expect("the other executor acquires");
+    let other_run = claim(&other_store, &id, &run)
+        .owner(&owner)
+        .holder(&other_holder);
+    let mut other = other_run.acquire().await;
+    other.walk(&[Status::AssetOnline]).await;
     let other_token = other.token;
-    other_store
-        .advance(
-            &id,
-            &run,
-            other_token,
-            Status::AssetOnline,
-            &TicketPatch::default(),
-        )
-        .await
-        .expect("the other executor advances");
 
     let ctl = h.controller("ctl-a").await;
     h.wait(name, "finalized", Duration::from_secs(10), |o| {
@@ -301,13 +241,9 @@ async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
         .delete(name, &DeleteParams::default())
         .await
         .expect("delete");
-    // The cleanup does not wait for the lock: the object goes.
-    until(
-        "the finalizer finished",
-        Duration::from_secs(10),
-        async || h.api().get_opt(name).await.unwrap().is_none(),
-    )
-    .await;
+    // The cleanup does not wait for the lock (renewed all along): the
+    // object goes.
+    h.wait_gone(name).await;
     assert_eq!(runs(&h, asset).await, BTreeSet::new(), "tickets removed");
     let store = h.store().await;
 
@@ -320,14 +256,7 @@ async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
         .find(|e| e.op() == "retire" && e.get("ticket") == Some(ticket_key.as_str()))
         .unwrap_or_else(|| panic!("the run was not retired: {audit:#?}"));
     let ctl_holder = retired.get("holder").unwrap().to_owned();
-    let random = ctl_holder
-        .strip_prefix("ctl-a#")
-        .and_then(|rest| rest.strip_suffix(&format!(":{NAMESPACE}/{name}")))
-        .unwrap_or_else(|| panic!("holder id {ctl_holder:?}"));
-    assert!(
-        random.len() == 8 && random.chars().all(|c| c.is_ascii_hexdigit()),
-        "holder id {ctl_holder:?}"
-    );
+    assert_holder_id(&ctl_holder, "ctl-a", name);
     let ctl_token = retired.token().unwrap();
     assert!(
         ctl_token > other_token,
@@ -343,35 +272,25 @@ async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
             .any(|e| e.op() == "acquire" && e.accepted() && e.get("holder") != Some(&other_holder)),
         "the cleanup claimed nothing: {audit:#?}"
     );
-    assert_eq!(
-        fence_value(&h, asset).await,
-        Some(ctl_token),
-        "the fence stays"
-    );
+    assert_eq!(fence_value(&h, asset), Some(ctl_token), "the fence stays");
 
     // The old executor's late write cannot land, and it cannot start the
     // run again.
-    let late = other_store
-        .advance(
-            &id,
-            &run,
-            other_token,
-            Status::VulnCheckDone,
-            &TicketPatch::default(),
-        )
-        .await;
+    let late = other.refused(Status::VulnCheckDone).await;
     assert!(
-        matches!(late, Err(StoreError::TicketNotFound { .. })),
+        matches!(late, StoreError::TicketNotFound { .. }),
         "{late:?}"
     );
-    other_store.release(&id, &other.lease).await.unwrap();
-    let again = other_store
-        .acquire_owned(&id, &run, &owner, &other_holder, 0)
+    other.release().await;
+    let again = claim(&other_store, &id, &run)
+        .owner(&owner)
+        .holder(&other_holder)
+        .try_acquire()
         .await;
     assert!(
         matches!(again, Err(StoreError::RunRetired { .. })),
         "{:?}",
-        again.map(|a| a.ticket)
+        again.map(|a| a.writer.ticket)
     );
     assert_eq!(runs(&h, asset).await, BTreeSet::new(), "nothing recreated");
     ctl.stop().await;
@@ -383,13 +302,10 @@ async fn deletion_fences_a_run_in_progress_before_deleting_its_ticket() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rescan_interval_schedules_the_next_run() {
     let h = Harness::start().await;
-    let asset = "rescan-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
-    let ctl = h.controller("ctl-a").await;
-    let mut spec = scan("rescan-01", asset, false);
-    spec.spec.rescan_interval = Some("1m".into());
-    h.create(&spec).await;
-    let first = h.wait_terminal("rescan-01", Duration::from_secs(30)).await;
+    let (ctl, first) = h
+        .run_to_end("ctl-a", scan("rescan-01").rescan_every("1m"))
+        .await;
+    let asset = first.spec.asset_id.as_str();
     let s = status(&first).clone();
     let ended = s.last_scan_time.clone().expect("lastScanTime").0;
     let next = s.next_scan_time.clone().expect("nextScanTime").0;
@@ -452,41 +368,25 @@ async fn rescan_interval_schedules_the_next_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spec_edit_does_not_abandon_a_risk_the_status_does_not_show_yet() {
     let h = Harness::start().await;
-    let asset = "lag-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
     // ctl-a's notification is held in flight, then ctl-a is killed.
     h.stubs.sink.faults().hold();
-    let a = h.controller("ctl-a").await;
-    h.create(&scan("lag-01", asset, true)).await;
-    let notifying = h
-        .wait("lag-01", "NOTIFYING", PATIENCE, |o| {
-            o.status.as_ref().and_then(|s| s.phase) == Some(Status::Notifying)
-        })
-        .await;
-    a.task.abort();
-    let _ = a.task.await;
+    let lagging = scan("lag-01").high_risk();
+    let (a, notifying) = h.run_until("ctl-a", lagging, Status::Notifying).await;
+    a.kill().await;
     let store = h.store().await;
-    let id = AssetId::new(asset).unwrap();
-    let mut conn = redis::Client::open(h.redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let _: i64 = conn.del(store.keys(&id).lock()).await.unwrap();
+    let id = asset_id(&notifying.spec.asset_id);
+    remove_lock(&h.redis, &store.keys(&id).lock());
     // The status as if the risk's mirror had been lost: the step before,
     // under the same (token, revision), which the fence accepts.
     let s = status(&notifying).clone();
-    h.api()
-        .patch_status(
-            "lag-01",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "phase": "VULN_CHECK_DONE", "highRisk": null, "notification": null,
-                "fencingToken": s.fencing_token, "revision": s.revision
-            }})),
-        )
-        .await
-        .unwrap();
+    h.merge_status(
+        "lag-01",
+        json!({
+            "phase": "VULN_CHECK_DONE", "highRisk": null, "notification": null,
+            "fencingToken": s.fencing_token, "revision": s.revision
+        }),
+    )
+    .await;
     let earlier = s.run.clone().unwrap();
     // The spec changes: generation 2, nothing installed (clean).
     let changed = patch_spec(&h, "lag-01", json!({"software": []})).await;
@@ -497,9 +397,7 @@ async fn a_spec_edit_does_not_abandon_a_risk_the_status_does_not_show_yet() {
     let later = earlier.replace("-g1-", "-g2-");
     let done = h
         .wait("lag-01", "generation 2 finished", PATIENCE, |o| {
-            let s = o.status.as_ref();
-            s.and_then(|s| s.run.as_deref()) == Some(later.as_str())
-                && s.and_then(|s| s.phase).is_some_and(|p| p.is_terminal())
+            run_ended(o, &later)
         })
         .await;
     let ticket = store.get_ticket(&id, &earlier).await.unwrap().unwrap();
@@ -531,86 +429,59 @@ async fn a_spec_edit_does_not_abandon_a_risk_the_status_does_not_show_yet() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stalled_earlier_run_cannot_confirm_a_risk_after_the_next_generation_is_claimed() {
     let h = Harness::start().await;
-    let asset = "stall-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
-    let created = h.create(&scan("stall-01", asset, true)).await;
+    let created = h.create(&h.online(scan("stall-01").high_risk())).await;
+    let asset = created.spec.asset_id.as_str();
     let earlier = controller::run_id(&created, 0);
     let store = h.store().await;
-    let id = AssetId::new(asset).unwrap();
+    let id = asset_id(asset);
     // The stalled executor: it claimed run g1, found the asset online and
     // its packages, mirrored that, and then stopped being scheduled.
-    let stalled = store
-        .acquire_owned(&id, &earlier, &controller::owner_id(&created), "stalled", 0)
-        .await
-        .unwrap();
-    let mut ticket = stalled.ticket.clone();
-    for to in [Status::AssetOnline, Status::VulnCheckDone] {
-        ticket = store
-            .advance(&id, &earlier, stalled.token, to, &TicketPatch::default())
-            .await
-            .unwrap();
-    }
-    drop(stalled.lease);
-    h.api()
-        .patch_status(
-            "stall-01",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {
-                "phase": "VULN_CHECK_DONE", "run": earlier,
-                "ticketId": format!("{asset}/{earlier}"),
-                "fencingToken": ticket.fencing_token, "revision": ticket.revision,
-                "observedGeneration": 1
-            }})),
-        )
-        .await
-        .unwrap();
-    let mut conn = redis::Client::open(h.redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let _: i64 = conn.del(store.keys(&id).lock()).await.unwrap();
+    let mut stalled = claim(&store, &id, &earlier)
+        .owner(&controller::owner_id(&created))
+        .holder("stalled")
+        .acquire()
+        .await;
+    let ticket = stalled.walk(high_risk_to(Status::VulnCheckDone)).await;
+    let stalled = stalled.stall();
+    h.merge_status(
+        "stall-01",
+        json!({
+            "phase": "VULN_CHECK_DONE", "run": earlier,
+            "ticketId": format!("{asset}/{earlier}"),
+            "fencingToken": ticket.fencing_token, "revision": ticket.revision,
+            "observedGeneration": 1
+        }),
+    )
+    .await;
+    remove_lock(&h.redis, &store.keys(&id).lock());
     let changed = patch_spec(&h, "stall-01", json!({"software": []})).await;
     assert_eq!(changed.metadata.generation, Some(2));
 
     let b = h.controller("ctl-b").await;
     let later = controller::run_id(&changed, 0);
     h.wait("stall-01", "generation 2 finished", PATIENCE, |o| {
-        let s = o.status.as_ref();
-        s.and_then(|s| s.run.as_deref()) == Some(later.as_str())
-            && s.and_then(|s| s.phase).is_some_and(|p| p.is_terminal())
+        run_ended(o, &later)
     })
     .await;
     let ended = store.get_ticket(&id, &earlier).await.unwrap().unwrap();
     assert_eq!(ended.status, Status::Failed, "the earlier run was ended");
 
-    let woke = store
-        .advance(
-            &id,
-            &earlier,
-            stalled.token,
-            Status::HighRiskFound,
-            &TicketPatch::default(),
-        )
-        .await;
+    let woke = stalled.refused(Status::HighRiskFound).await;
     assert!(
-        matches!(woke, Err(StoreError::StaleToken { .. })),
+        matches!(woke, StoreError::StaleToken { .. }),
         "the stalled executor's risk is refused: {woke:?}"
     );
     assert_eq!(h.stubs.sink.effects(), 0, "generation 2 is clean");
     b.stop().await;
 }
 
-/// Sets the object's annotations (merged with what it has).
-async fn annotate(h: &Harness, name: &str, annotations: serde_json::Value) {
-    h.api()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
-        )
-        .await
-        .expect("annotation patch");
+/// Asks for a rescan: `assetscan.io/rescan` set to `value`.
+async fn request_rescan(h: &Harness, name: &str, value: &str) {
+    h.annotate(
+        name,
+        json!({ assetscan_operator::domain::RESCAN_ANNOTATION: value }),
+    )
+    .await;
 }
 
 /// `assetscan.io/rescan` set to a new value starts exactly one new run,
@@ -620,11 +491,10 @@ async fn annotate(h: &Harness, name: &str, annotations: serde_json::Value) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rescan_annotation_starts_exactly_one_run_per_value() {
     let h = Harness::start().await;
-    let asset = "ondemand-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
-    let a = h.controller("ctl-a").await;
-    let b = h.controller("ctl-b").await;
-    h.create(&scan("ondemand-01", asset, false)).await;
+    let ondemand = h.online(scan("ondemand-01"));
+    let asset = ondemand.spec.asset_id.as_str();
+    let [a, b] = h.replicas(["ctl-a", "ctl-b"]).await;
+    h.create(&ondemand).await;
     let first = h.wait_terminal("ondemand-01", PATIENCE).await;
     let owner = controller::owner_id(&first);
     let run = |scan: u64| format!("{owner}-g1-s{scan}");
@@ -639,12 +509,7 @@ async fn a_rescan_annotation_starts_exactly_one_run_per_value() {
     };
     assert_eq!(status(&first).run.as_deref(), Some(run(0).as_str()));
 
-    annotate(
-        &h,
-        "ondemand-01",
-        json!({ assetscan_operator::domain::RESCAN_ANNOTATION: "t1" }),
-    )
-    .await;
+    request_rescan(&h, "ondemand-01", "t1").await;
     h.wait(
         "ondemand-01",
         "rescan t1 finished",
@@ -654,7 +519,7 @@ async fn a_rescan_annotation_starts_exactly_one_run_per_value() {
     .await;
     // The same value, the object touched otherwise: a reconcile of it (run
     // here, to the end, rather than hoped for) starts nothing.
-    annotate(&h, "ondemand-01", json!({ "team": "secops" })).await;
+    h.annotate("ondemand-01", json!({ "team": "secops" })).await;
     let touched = h.api().get("ondemand-01").await.unwrap();
     let action = controller::reconcile(Arc::new(touched.clone()), a.ctx.clone())
         .await
@@ -663,12 +528,7 @@ async fn a_rescan_annotation_starts_exactly_one_run_per_value() {
     assert_eq!(runs(&h, asset).await, BTreeSet::from([run(0), run(1)]));
     let again = h.api().get("ondemand-01").await.unwrap();
     assert_eq!(again.status, touched.status, "nothing written");
-    annotate(
-        &h,
-        "ondemand-01",
-        json!({ assetscan_operator::domain::RESCAN_ANNOTATION: "t2" }),
-    )
-    .await;
+    request_rescan(&h, "ondemand-01", "t2").await;
     h.wait(
         "ondemand-01",
         "rescan t2 finished",
@@ -717,11 +577,10 @@ async fn reports_of(h: &Harness, obj: &AssetScan) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_run_leaves_exactly_one_report_even_when_replicas_race() {
     let h = Harness::start().await;
-    let asset = "report-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
-    let a = h.controller("ctl-a").await;
-    let b = h.controller("ctl-b").await;
-    h.create(&scan("report-01", asset, true)).await;
+    let reported = h.online(scan("report-01").high_risk());
+    let asset = reported.spec.asset_id.as_str();
+    let [a, b] = h.replicas(["ctl-a", "ctl-b"]).await;
+    h.create(&reported).await;
     let done = h
         .wait("report-01", "finished with its report", PATIENCE, |o| {
             o.status
@@ -770,14 +629,8 @@ async fn a_finished_run_leaves_exactly_one_report_even_when_replicas_race() {
     // As if the status write that named it had been lost: both replicas
     // reconcile the finished object at once and write the report again.
     let forgot = h
-        .api()
-        .patch_status(
-            "report-01",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"latestReport": null}})),
-        )
-        .await
-        .unwrap();
+        .merge_status("report-01", json!({"latestReport": null}))
+        .await;
     let (ra, rb) = tokio::join!(
         controller::reconcile(Arc::new(forgot.clone()), a.ctx.clone()),
         controller::reconcile(Arc::new(forgot.clone()), b.ctx.clone()),
@@ -798,20 +651,10 @@ async fn a_finished_run_leaves_exactly_one_report_even_when_replicas_race() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reports_beyond_the_limit_are_pruned_and_go_with_their_scan() {
     let h = Harness::start().await;
-    let asset = "report-02.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
-    let ctl = h.controller("ctl-a").await;
-    let mut limited = scan("report-02", asset, false);
-    limited.spec.report_history_limit = Some(2);
-    h.create(&limited).await;
-    let first = h.wait_terminal("report-02", PATIENCE).await;
+    let limited = scan("report-02").report_history_limit(2);
+    let (ctl, first) = h.run_to_end("ctl-a", limited).await;
     for value in ["t1", "t2", "t3"] {
-        annotate(
-            &h,
-            "report-02",
-            json!({ assetscan_operator::domain::RESCAN_ANNOTATION: value }),
-        )
-        .await;
+        request_rescan(&h, "report-02", value).await;
         h.wait("report-02", "the rescan's report", PATIENCE, |o| {
             o.status.as_ref().is_some_and(|s| {
                 s.last_handled_rescan.as_deref() == Some(value)
@@ -843,7 +686,7 @@ async fn reports_beyond_the_limit_are_pruned_and_go_with_their_scan() {
         .delete("report-02", &DeleteParams::default())
         .await
         .unwrap();
-    assetscan_testkit::wait::until("reports deleted with their scan", PATIENCE, async || {
+    until("reports deleted with their scan", PATIENCE, async || {
         reports_of(&h, &first).await.is_empty()
     })
     .await;

@@ -14,12 +14,10 @@
 
 mod controller_kit;
 
-use assetscan_operator::domain::AssetId;
 use assetscan_operator::store::AuditEntry;
-use controller_kit::process::OperatorProcess;
 use controller_kit::*;
 use kube::api::DeleteParams;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// How long terminal tickets, abandoned tickets and tombstones are kept in
@@ -49,38 +47,29 @@ async fn start_with_drilled_replica(
 ) -> (Harness, PathBuf, OperatorProcess) {
     let h = Harness::start().await;
     let config = config_with_retention(&h);
-    h.stubs.inventory.set_online(asset, true);
-    h.create(&scan(name, asset, false)).await;
+    h.create(&h.online(scan(name).asset(asset))).await;
     let drill = format!("stop-before-write=return({asset}:{write})");
-    let b = OperatorProcess::spawn(&h, "proc-b", &config, &[("FAILPOINTS", &drill)]);
+    let b = h.operator("proc-b", &config, |c| c.env("FAILPOINTS", &drill));
     (h, config, b)
+}
+
+/// Replica A, with the short retention and no drill.
+fn plain_replica(h: &Harness, config: &Path) -> OperatorProcess {
+    h.operator("proc-a", config, |c| c)
 }
 
 async fn audit(h: &Harness, asset: &str) -> Vec<AuditEntry> {
     h.store()
         .await
-        .audit(&AssetId::new(asset).unwrap(), 10_000)
+        .audit(&asset_id(asset), 10_000)
         .await
         .unwrap()
 }
 
-async fn wait_gone(h: &Harness, name: &str) {
-    until("the object is gone", Duration::from_secs(30), async || {
-        h.api().get_opt(name).await.unwrap().is_none()
-    })
-    .await;
-}
-
-async fn asset_keys(h: &Harness, asset: &str) -> Vec<String> {
-    let mut conn = redis::Client::open(h.redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let mut keys: Vec<String> = redis::cmd("KEYS")
-        .arg(format!("asc:{{{asset}}}:*"))
-        .query_async(&mut conn)
-        .await
+fn asset_keys(h: &Harness, asset: &str) -> Vec<String> {
+    let mut keys: Vec<String> = h
+        .redis
+        .query(redis::cmd("KEYS").arg(format!("asc:{{{asset}}}:*")))
         .unwrap();
     keys.sort();
     keys
@@ -117,7 +106,6 @@ async fn check_deletion_left_nothing(h: &Harness, asset: &str, entries: &[AuditE
         }
     }
     let tickets: Vec<String> = asset_keys(h, asset)
-        .await
         .into_iter()
         .filter(|k| k.contains(":ticket:"))
         .collect();
@@ -127,17 +115,8 @@ async fn check_deletion_left_nothing(h: &Harness, asset: &str, entries: &[AuditE
         "no ticket of the asset stays"
     );
 
-    let mut conn = redis::Client::open(h.redis.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    for key in asset_keys(h, asset).await {
-        let pttl: i64 = redis::cmd("PTTL")
-            .arg(&key)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
+    for key in asset_keys(h, asset) {
+        let pttl: i64 = h.redis.query(redis::cmd("PTTL").arg(&key)).unwrap();
         assert!(
             pttl == -2 || (0..=RETENTION_MS).contains(&pttl),
             "{key} expires in {pttl} ms, not within the retention"
@@ -146,7 +125,7 @@ async fn check_deletion_left_nothing(h: &Harness, asset: &str, entries: &[AuditE
     until(
         "every key of the asset expired",
         Duration::from_millis(RETENTION_MS as u64 + 15_000),
-        async || asset_keys(h, asset).await.is_empty(),
+        async || asset_keys(h, asset).is_empty(),
     )
     .await;
 }
@@ -167,9 +146,9 @@ async fn two_replicas_cleaning_up_one_object_recreate_nothing() {
         .delete(name, &DeleteParams::default())
         .await
         .unwrap();
-    b.wait_stopped(Duration::from_secs(30)).await;
-    let a = OperatorProcess::spawn(&h, "proc-a", &config, &[]);
-    wait_gone(&h, name).await;
+    b.wait_stopped(PATIENCE).await;
+    let a = plain_replica(&h, &config);
+    h.wait_gone(name).await;
     let before_resume = audit(&h, asset).await.len();
     b.resume();
     until(
@@ -204,14 +183,14 @@ async fn two_replicas_cleaning_up_one_object_recreate_nothing() {
 async fn a_replica_resuming_after_the_deletion_creates_no_ticket() {
     let (name, asset) = ("late-01", "late-01.dc1.example.com");
     let (h, config, b) = start_with_drilled_replica(name, asset, "ACQUIRE").await;
-    b.wait_stopped(Duration::from_secs(30)).await;
+    b.wait_stopped(PATIENCE).await;
 
     h.api()
         .delete(name, &DeleteParams::default())
         .await
         .unwrap();
-    let a = OperatorProcess::spawn(&h, "proc-a", &config, &[]);
-    wait_gone(&h, name).await;
+    let a = plain_replica(&h, &config);
+    h.wait_gone(name).await;
     b.resume();
     let late_acquire = |entries: &[AuditEntry]| {
         entries

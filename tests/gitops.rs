@@ -24,22 +24,27 @@
 //!   cargo test --all-features --test gitops
 
 mod gitops_kit;
+mod kit;
 
 use assetscan_operator::domain::ticket::{RiskFacts, Status, Ticket};
 use assetscan_operator::kubernetes::controller::{ConditionType, status_from_ticket};
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanStatus};
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
+use assetscan_testkit::process::free_port;
 use assetscan_testkit::redis::RedisServer;
+use assetscan_testkit::wait;
 use gitops_kit::lua::{Health, asset_scan_script, check_health_tests, health};
-use gitops_kit::process::{Operator, condition, free_port, run_hook, scan, wait_for};
+use gitops_kit::process::{run_hook, start_operator};
 use gitops_kit::promql::{check_query, dashboard_queries};
 use gitops_kit::*;
 use k8s_openapi::jiff::Timestamp;
+use kit::scans::{is_terminal, reason, scan};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::Duration;
 
 // ---------------------------------------------------------------------------
 // Argo CD health scripts.
@@ -588,32 +593,25 @@ fn prometheus_rule_alerts_on_exported_metrics() {
             "AssetScanStepErrors"
         ]
     );
-    assert!(
-        alerts["AssetScanRedisUnavailable"]["expr"]
-            .as_str()
-            .unwrap()
-            .contains(r#"reason="RedisUnavailable""#)
-    );
-    assert!(
-        alerts["AssetScanRunsFailed"]["expr"]
-            .as_str()
-            .unwrap()
-            .contains(r#"result="failed""#)
-    );
+    let text = |field: &Value| field.as_str().unwrap_or_default().to_owned();
+    for (alert, selects) in [
+        ("AssetScanRedisUnavailable", r#"reason="RedisUnavailable""#),
+        ("AssetScanRunsFailed", r#"result="failed""#),
+        (
+            "AssetScanHighRiskNotNotified",
+            r#"result="notify_deferred""#,
+        ),
+    ] {
+        let expr = text(&alerts[alert]["expr"]);
+        assert!(expr.contains(selects), "{alert}: {expr}");
+    }
     let undelivered = &alerts["AssetScanHighRiskNotNotified"];
     assert_eq!(undelivered["for"], "45m");
-    assert!(
-        undelivered["expr"]
-            .as_str()
-            .unwrap()
-            .contains(r#"result="notify_deferred""#)
-    );
     // Prometheus' own templating survives Helm's.
+    let description = text(&undelivered["annotations"]["description"]);
     assert!(
-        undelivered["annotations"]["description"]
-            .as_str()
-            .unwrap()
-            .contains("{{ $labels.namespace }}")
+        description.contains("{{ $labels.namespace }}"),
+        "{description}"
     );
 
     // An alert can be turned off alone.
@@ -726,6 +724,33 @@ fn grafana_dashboard_queries_exported_metrics() {
 // A real operator process: the `helm test` hook's script, and the health
 // script on the objects it writes.
 
+/// How long a test waits for the event it is about: a guard against hangs.
+const PATIENCE: Duration = Duration::from_secs(60);
+
+/// Polls the object until `done` holds: it, as JSON.
+async fn wait_for(
+    api: &Api<AssetScan>,
+    name: &str,
+    what: &str,
+    done: impl Fn(&AssetScan) -> bool,
+) -> Value {
+    let obj = wait::object(api, name, what, PATIENCE, done).await;
+    serde_json::to_value(obj).unwrap()
+}
+
+/// `name`, of asset `<name>.example.com`, probed on 127.0.0.1 at `port`,
+/// notifying nobody; with one package (Jinja2 3.1.4), or none.
+fn probed(name: &str, port: u16, software: bool) -> AssetScan {
+    let scan = scan(name)
+        .asset(&format!("{name}.example.com"))
+        .host("127.0.0.1", &[port])
+        .notify(&[]);
+    match software {
+        true => scan.purl("pkg:pypi/jinja2@3.1.4").build(),
+        false => scan.build(),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn helm_test_hook_and_health_against_a_real_operator() {
     let mut redis = RedisServer::start().expect("redis-server starts");
@@ -741,9 +766,9 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
     // Nothing listens on `closed`: an online check there finds the asset
     // offline, and the vulnerability source there fails at once.
     let closed = free_port();
-    let op = Operator::start(dir.path(), &redis.url(), &kubeconfig, closed);
-    let port = op.port;
-    op.wait_readyz(200).await;
+    let op = start_operator(dir.path(), &redis.url(), &kubeconfig, closed);
+    let port = op.port();
+    op.wait_answer("/readyz", 200, PATIENCE).await;
 
     let rendered = render(&["--set", "helmTest.attempts=1"]);
     let hook = rendered.one("Pod");
@@ -772,18 +797,11 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
     let verdicts = |obj: &Value| -> Vec<Health> {
         luas().iter().map(|lua| health(lua, &script, obj)).collect()
     };
-    let terminal = |o: &AssetScan| {
-        o.status.as_ref().is_some_and(|s| {
-            s.phase.is_some_and(|p| p.is_terminal())
-                && s.observed_generation == o.metadata.generation
-        })
-    };
-
     // Offline: the run finishes, Healthy.
-    api.create(&PostParams::default(), &scan("offline", closed, false))
+    api.create(&PostParams::default(), &probed("offline", closed, false))
         .await
         .unwrap();
-    let obj = wait_for(&api, "offline", "finished", terminal).await;
+    let obj = wait_for(&api, "offline", "finished", is_terminal).await;
     for verdict in verdicts(&obj) {
         assert_eq!(verdict.status, "Healthy", "{obj}");
         assert!(
@@ -794,10 +812,10 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
 
     // Online (the operator's own port) with a vulnerability source that
     // refuses: the run fails, Degraded.
-    api.create(&PostParams::default(), &scan("failing", port, true))
+    api.create(&PostParams::default(), &probed("failing", port, true))
         .await
         .unwrap();
-    let obj = wait_for(&api, "failing", "failed", terminal).await;
+    let obj = wait_for(&api, "failing", "failed", is_terminal).await;
     assert_eq!(obj["status"]["phase"], "FAILED");
     for verdict in verdicts(&obj) {
         assert_eq!(verdict.status, "Degraded", "{obj}");
@@ -811,7 +829,7 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
         .unwrap();
     let obj = wait_for(&api, "offline", "suspended", |o| {
         o.status.as_ref().and_then(|s| s.observed_generation) == o.metadata.generation
-            && condition(o, "Reconciling") == Some("Suspended")
+            && reason(o, ConditionType::Reconciling) == Some("Suspended")
     })
     .await;
     for verdict in verdicts(&obj) {
@@ -820,7 +838,7 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
 
     // Redis goes away: /readyz fails, and so does the hook.
     redis.stop();
-    op.wait_readyz(503).await;
+    op.wait_answer("/readyz", 503, PATIENCE).await;
     let failed = run_hook(hook, port);
     assert!(!failed.status.success(), "the hook passes without Redis");
     assert!(
@@ -834,7 +852,7 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
         .await
         .unwrap();
     let obj = wait_for(&api, "offline", "stalled on Redis", |o| {
-        condition(o, "Stalled") == Some("RedisUnavailable")
+        reason(o, ConditionType::Stalled) == Some("RedisUnavailable")
             && o.status
                 .as_ref()
                 .and_then(|s| ConditionType::Stalled.find(&s.conditions))

@@ -19,19 +19,17 @@
 
 mod controller_kit;
 
-use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{NotificationState, Status, Ticket};
 use assetscan_operator::kubernetes::controller::ConditionType;
 use assetscan_operator::kubernetes::crd::AssetScan;
 use controller_kit::*;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-const BIN: &str = env!("CARGO_BIN_EXE_assetscan-operator");
 /// A package the stubs map to a critical finding (CVSS 10).
 const XZ: &str = "Debian:10/xz-utils@5.2.4-1+deb10u1";
 /// Exit codes of `scan` (see `src/cli/scan.rs`).
@@ -44,24 +42,13 @@ fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-fn phase(obj: &AssetScan) -> Option<Status> {
-    obj.status.as_ref().and_then(|s| s.phase)
-}
-
 // ---------------------------------------------------------------------------
 // The API server's refusals.
 
 /// A valid AssetScan as JSON, with `spec` fields replaced by `spec`.
 fn manifest(name: &str, spec: Value) -> DynamicObject {
-    let mut object = json!({
-        "apiVersion": "assetscan.io/v1alpha1",
-        "kind": "AssetScan",
-        "metadata": {"name": name},
-        "spec": {
-            "assetId": "web-01.example.com",
-            "target": {"host": "web-01.example.com", "ports": [443]},
-        },
-    });
+    let host = "web-01.example.com";
+    let mut object = scan(name).asset(host).host(host, &[443]).json();
     for (key, value) in spec.as_object().unwrap() {
         object["spec"][key] = value.clone();
     }
@@ -162,16 +149,12 @@ fn scan_config(h: &Harness, vulnerabilities: Option<&str>) -> PathBuf {
     if let Some(url) = vulnerabilities {
         providers = providers.replace(&h.stubs.osv.url(), url);
     }
+    let steps = steps_yaml([("2s", 2), ("800ms", 2), ("2s", 2), ("800ms", 2)], "200ms");
     let text = format!(
         "redis: {{timeout: 2s}}\n\
          lock: {{ttl: 1500ms}}\n\
          tickets: {{retention: 1h, auditCap: 10000}}\n\
-         steps:\n\
-         \x20 onlineCheck: {{timeout: 2s, maxAttempts: 2, initialBackoff: 100ms, maxBackoff: 200ms}}\n\
-         \x20 vulnQuery: {{timeout: 800ms, maxAttempts: 2, initialBackoff: 100ms, maxBackoff: 200ms}}\n\
-         \x20 threatIntel: {{timeout: 2s, maxAttempts: 2, initialBackoff: 100ms, maxBackoff: 200ms}}\n\
-         \x20 notify: {{timeout: 800ms, maxAttempts: 2, initialBackoff: 100ms, maxBackoff: 200ms}}\n\
-         {providers}"
+         {steps}{providers}"
     );
     let path = h.dir.path().join(format!(
         "scan-{}.yaml",
@@ -183,23 +166,22 @@ fn scan_config(h: &Harness, vulnerabilities: Option<&str>) -> PathBuf {
 
 /// `assetscan-operator scan --asset <asset> --inventory <asset> <extra>`
 /// against the harness's Redis.
-async fn scan_cli(h: &Harness, config: &PathBuf, asset: &str, extra: &[&str]) -> Output {
-    tokio::process::Command::new(BIN)
-        .arg("scan")
-        .arg("--config")
-        .arg(config)
-        .args(["--redis-url", &h.redis.url()])
-        .args(["--asset", asset, "--inventory", asset, "--run", "r1"])
+async fn scan_cli(h: &Harness, config: &Path, asset: &str, extra: &[&str]) -> Output {
+    let url = h.redis.url();
+    let scan = ["scan", "--redis-url", &url, "--asset", asset];
+    cli(config, &scan)
+        .args(["--inventory", asset, "--run", "r1"])
         .args(extra)
-        .env_remove("REDIS_URL")
-        .env_remove("ASSETSCAN_CONFIG")
-        .env_remove("FAILPOINTS")
-        .env("LOG_FORMAT", "text")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
         .output()
         .await
         .unwrap()
+}
+
+/// [`scan_cli`] ending with exit code `code`: the ticket it printed.
+async fn scan_ending(h: &Harness, config: &Path, asset: &str, extra: &[&str], code: i32) -> Ticket {
+    let out = scan_cli(h, config, asset, extra).await;
+    assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
+    printed_ticket(&out)
 }
 
 fn printed_ticket(out: &Output) -> Ticket {
@@ -268,18 +250,23 @@ async fn a_software_list_at_the_bound_is_scanned() {
     std::fs::write(&software, packages(500).to_string()).unwrap();
     let asset = "bound-01.dc1.example.com";
     h.stubs.inventory.set_online(asset, true);
-    let out = scan_cli(
-        &h,
-        &config,
-        asset,
-        &["--software", software.to_str().unwrap()],
-    )
-    .await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    let ticket = printed_ticket(&out);
+    let listed = ["--software", software.to_str().unwrap()];
+    let ticket = scan_ending(&h, &config, asset, &listed, 0).await;
     assert_eq!(ticket.status, Status::Finished);
     assert!(ticket.last_error.is_none(), "{:?}", ticket.last_error);
     assert_eq!(h.stubs.counters().querybatch, 1, "one batch of 500");
+}
+
+/// High-risk scan `name` under controller `ctl-a`, at `ASSET_ONLINE` with
+/// its vulnerability query slow (1.5 s): the test breaks something under
+/// the run while it waits there.
+async fn online_with_a_slow_query(h: &Harness, name: &str) -> (Running, AssetScan) {
+    h.stubs
+        .osv
+        .faults()
+        .set_latency(Duration::from_millis(1500));
+    let slow = scan(name).high_risk();
+    h.run_until("ctl-a", slow, Status::AssetOnline).await
 }
 
 /// The run's ticket is overwritten with 10 kB of garbage while the run
@@ -290,33 +277,15 @@ async fn a_software_list_at_the_bound_is_scanned() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ticket_corrupted_mid_run_stalls_with_the_reason_and_is_left_as_found() {
     let h = Harness::start().await;
-    let asset = "corrupt-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
-    h.stubs
-        .osv
-        .faults()
-        .set_latency(Duration::from_millis(1500));
-    let ctl = h.controller("ctl-a").await;
-    h.create(&scan("corrupt-01", asset, true)).await;
-    let online = h
-        .wait("corrupt-01", "ASSET_ONLINE", Duration::from_secs(20), |o| {
-            phase(o) == Some(Status::AssetOnline)
-        })
-        .await;
-    let before = online.status.clone().unwrap();
-    let store = h.store().await;
-    let key = store
-        .keys(&AssetId::new(asset).unwrap())
-        .ticket(before.run.as_deref().unwrap());
+    let (ctl, online) = online_with_a_slow_query(&h, "corrupt-01").await;
+    let before = status(&online).clone();
+    let key = h.ticket_key(&online);
     let garbage = format!("{{\"status\": \"{}", "\u{fffd}".repeat(3 * 1024));
     h.redis.command(&["SET", &key, &garbage]).unwrap();
 
     let stalled = h
-        .wait("corrupt-01", "stalled", Duration::from_secs(30), |o| {
-            o.status
-                .as_ref()
-                .and_then(|s| ConditionType::Stalled.find(&s.conditions))
-                .is_some_and(|c| c.status == "True" && c.reason == "TicketCorrupt")
+        .wait("corrupt-01", "stalled", PATIENCE, |o| {
+            has_condition(o, ConditionType::Stalled, "True", "TicketCorrupt")
         })
         .await;
     let s = stalled.status.as_ref().unwrap();
@@ -334,14 +303,8 @@ async fn a_ticket_corrupted_mid_run_stalls_with_the_reason_and_is_left_as_found(
     // A human removes it: the run starts over, above every earlier token.
     h.redis.command(&["DEL", &key]).unwrap();
     h.stubs.osv.faults().set_latency(Duration::ZERO);
-    let done = h.wait_terminal("corrupt-01", Duration::from_secs(60)).await;
-    let s = done.status.as_ref().unwrap();
-    assert_eq!(s.phase, Some(Status::Finished));
-    assert!(s.fencing_token > before.fencing_token);
-    assert_eq!(
-        s.notification.as_ref().map(|n| n.state),
-        Some(NotificationState::Sent)
-    );
+    let done = h.wait_terminal("corrupt-01", PATIENCE).await;
+    assert_finished_and_notified_after(&done, &before);
     check_status_history(&h, "corrupt-01", &done);
     ctl.stop().await;
 }
@@ -353,27 +316,11 @@ async fn a_ticket_corrupted_mid_run_stalls_with_the_reason_and_is_left_as_found(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scripts_flushed_mid_run_are_loaded_again_and_the_run_goes_on() {
     let h = Harness::start().await;
-    let asset = "noscript-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
-    h.stubs
-        .osv
-        .faults()
-        .set_latency(Duration::from_millis(1500));
-    let ctl = h.controller("ctl-a").await;
-    h.create(&scan("noscript-01", asset, true)).await;
-    h.wait(
-        "noscript-01",
-        "ASSET_ONLINE",
-        Duration::from_secs(20),
-        |o| phase(o) == Some(Status::AssetOnline),
-    )
-    .await;
+    let (ctl, _) = online_with_a_slow_query(&h, "noscript-01").await;
     let loads = h.redis.command_calls("script|load").unwrap();
     assert!(loads > 0, "the scripts were loaded once already");
     h.redis.command(&["SCRIPT", "FLUSH"]).unwrap();
-    let done = h
-        .wait_terminal("noscript-01", Duration::from_secs(30))
-        .await;
+    let done = h.wait_terminal("noscript-01", PATIENCE).await;
     assert_eq!(phase(&done), Some(Status::Finished));
     assert!(
         h.redis.command_calls("script|load").unwrap() > loads,
@@ -431,15 +378,8 @@ async fn an_endless_vulnerability_reply_is_cut_at_the_timeout_and_loses_nothing(
     let asset = "endless-01.dc1.example.com";
     h.stubs.inventory.set_online(asset, true);
     let started = std::time::Instant::now();
-    let out = scan_cli(&h, &config, asset, &["--package", XZ]).await;
-    assert_eq!(
-        out.status.code(),
-        Some(EXIT_FAILED),
-        "{}",
-        text(&out.stderr)
-    );
+    let ticket = scan_ending(&h, &config, asset, &["--package", XZ], EXIT_FAILED).await;
     assert!(started.elapsed() < Duration::from_secs(20), "bounded");
-    let ticket = printed_ticket(&out);
     assert_eq!(ticket.status, Status::Failed);
     let error = ticket.last_error.as_ref().unwrap();
     assert_eq!(
@@ -469,14 +409,7 @@ async fn a_hanging_webhook_defers_the_notification_and_loses_nothing() {
         .faults()
         .always(assetscan_testkit::stubs::Fault::Hang);
     let notify = ["--package", XZ, "--notify", "secops-webhook"];
-    let out = scan_cli(&h, &config, asset, &notify).await;
-    assert_eq!(
-        out.status.code(),
-        Some(EXIT_NOTIFY_PENDING),
-        "{}",
-        text(&out.stderr)
-    );
-    let ticket = printed_ticket(&out);
+    let ticket = scan_ending(&h, &config, asset, &notify, EXIT_NOTIFY_PENDING).await;
     assert_eq!(ticket.status, Status::Notifying);
     let error = ticket.last_error.as_ref().unwrap();
     assert_eq!(error.step, assetscan_operator::domain::ticket::Step::Notify);
@@ -489,14 +422,7 @@ async fn a_hanging_webhook_defers_the_notification_and_loses_nothing() {
     assert_eq!(lock, None, "the lock is released while deferred");
 
     h.stubs.sink.faults().clear();
-    let out = scan_cli(&h, &config, asset, &notify).await;
-    assert_eq!(
-        out.status.code(),
-        Some(EXIT_HIGH_RISK),
-        "{}",
-        text(&out.stderr)
-    );
-    let done = printed_ticket(&out);
+    let done = scan_ending(&h, &config, asset, &notify, EXIT_HIGH_RISK).await;
     assert_eq!(done.status, Status::Finished);
     assert_eq!(done.id, ticket.id, "the same run");
     assert_eq!(

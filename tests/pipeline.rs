@@ -14,6 +14,8 @@
 //! ticket reached a status (nothing released: the lock expires by its ttl).
 //! The same with real, killed and stopped processes is in `scan_cli.rs`.
 
+mod kit;
+
 use assetscan_operator::config::Config;
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ScanRequest;
@@ -26,6 +28,7 @@ use assetscan_operator::providers::Providers;
 use assetscan_operator::store::{RedisTarget, TicketStore};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::{Fault, ProviderStubs, StubServer};
+use kit::tickets::{HIGH_RISK, OFFLINE, transitions};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -47,49 +50,36 @@ struct Pkg {
     record: &'static str,
 }
 
-/// CVSS 10.0 (CVE-2024-3094, not in KEV).
-const XZ: Pkg = Pkg {
-    ecosystem: "Ubuntu:22.04:LTS",
-    name: "xz-utils",
-    version: "5.6.0-0.1",
-    record: "UBUNTU-CVE-2024-3094",
-};
-/// CVSS 8.1 (CVE-2024-6387, not in KEV).
-const OPENSSH: Pkg = Pkg {
-    ecosystem: "Ubuntu:22.04:LTS",
-    name: "openssh",
-    version: "1:8.9p1-3ubuntu0.6",
-    record: "UBUNTU-CVE-2024-6387",
-};
-/// CVSS 7.8, CVE-2023-4911 is in the KEV catalog.
-const GLIBC: Pkg = Pkg {
-    ecosystem: "Ubuntu:22.04:LTS",
-    name: "glibc",
-    version: "2.35-0ubuntu3.3",
-    record: "UBUNTU-CVE-2023-4911",
-};
-/// CVSS 4.4 (CVE-2024-37891, not in KEV).
-const URLLIB3: Pkg = Pkg {
-    ecosystem: "PyPI",
-    name: "urllib3",
-    version: "2.2.1",
-    record: "GHSA-34jh-p97f-mpxf",
-};
-/// No CVSS vector (CVE-2024-24791, not in KEV).
-const GO_STDLIB: Pkg = Pkg {
-    ecosystem: "Go",
-    name: "stdlib",
-    version: "1.22.4",
-    record: "GO-2024-2963",
-};
+/// `ecosystem/name@version`, answered with `record`.
+const fn pkg(coordinates: [&'static str; 3], record: &'static str) -> Pkg {
+    let [ecosystem, name, version] = coordinates;
+    Pkg {
+        ecosystem,
+        name,
+        version,
+        record,
+    }
+}
 
-/// Small timeouts and backoffs, so that retries are quick to watch.
-const STEPS: &str = "steps:
-  onlineCheck: {timeout: 1s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}
-  vulnQuery:   {timeout: 1s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}
-  threatIntel: {timeout: 1s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}
-  notify:      {timeout: 1s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}
-";
+/// CVSS 10.0 (CVE-2024-3094, not in KEV).
+const XZ: Pkg = pkg(
+    ["Ubuntu:22.04:LTS", "xz-utils", "5.6.0-0.1"],
+    "UBUNTU-CVE-2024-3094",
+);
+/// CVSS 8.1 (CVE-2024-6387, not in KEV).
+const OPENSSH: Pkg = pkg(
+    ["Ubuntu:22.04:LTS", "openssh", "1:8.9p1-3ubuntu0.6"],
+    "UBUNTU-CVE-2024-6387",
+);
+/// CVSS 7.8, CVE-2023-4911 is in the KEV catalog.
+const GLIBC: Pkg = pkg(
+    ["Ubuntu:22.04:LTS", "glibc", "2.35-0ubuntu3.3"],
+    "UBUNTU-CVE-2023-4911",
+);
+/// CVSS 4.4 (CVE-2024-37891, not in KEV).
+const URLLIB3: Pkg = pkg(["PyPI", "urllib3", "2.2.1"], "GHSA-34jh-p97f-mpxf");
+/// No CVSS vector (CVE-2024-24791, not in KEV).
+const GO_STDLIB: Pkg = pkg(["Go", "stdlib", "1.22.4"], "GO-2024-2963");
 
 /// Redis, the stubs and the operator's config file pointing at both.
 struct Env {
@@ -111,9 +101,11 @@ impl Env {
         stubs.inventory.set_online(ASSET, true);
         let dir = tempfile::tempdir().unwrap();
         let providers = stubs.write_providers_section(dir.path(), "").unwrap();
+        // Small timeouts and backoffs, so that retries are quick to watch.
+        let steps = kit::setup::steps_yaml([("1s", 3); 4], "400ms");
         let text = format!(
             "redis: {{url: \"{}\", timeout: 2s}}\nlock: {{ttl: {lock_ttl}}}\n\
-             tickets: {{retention: 0s, auditCap: 10000}}\n{STEPS}{providers}",
+             tickets: {{retention: 0s, auditCap: 10000}}\n{steps}{providers}",
             redis.url()
         );
         let path = dir.path().join("config.yaml");
@@ -159,17 +151,8 @@ impl Env {
     /// holder's ttl ran out: for the tests about what a successor does, not
     /// about when.
     async fn expire_lock(&self) {
-        use redis::AsyncCommands;
-        let mut conn = redis::Client::open(self.redis.url())
-            .unwrap()
-            .get_multiplexed_async_connection()
-            .await
-            .unwrap();
-        let removed: i64 = conn
-            .del(self.store().await.keys(&asset()).lock())
-            .await
-            .unwrap();
-        assert_eq!(removed, 1, "the lock was held");
+        let lock = self.store().await.keys(&asset()).lock();
+        kit::setup::expire_lock(&self.redis, &lock);
     }
 }
 
@@ -245,6 +228,87 @@ impl Observer for Recorder {
     }
 }
 
+/// The providers, with a twist.
+struct Twisted {
+    inner: Providers,
+    twist: Twist,
+}
+
+enum Twist {
+    /// After a successful delivery the "process" dies before it can record
+    /// `NOTIFIED`; the delivery is signalled.
+    DiesAfterDelivery(Arc<tokio::sync::Notify>),
+    /// The vulnerability query takes two round trips, and the whole process
+    /// freezes mid-query: see [`Freeze`].
+    FreezesMidStep(Freeze),
+}
+
+/// A freeze (a GC pause, a frozen VM) while the second round trip's reply
+/// is awaited, until the test thaws it. The reply comes in during the
+/// freeze, through a channel rather than a socket so that the order of
+/// wake-ups is fixed; the query then goes on with a third round trip.
+struct Freeze {
+    waiting: Arc<tokio::sync::Notify>,
+    reply: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
+    thaw: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
+}
+
+impl Freeze {
+    async fn freeze(&self) {
+        let reply = self.reply.lock().unwrap().take();
+        let thaw = self.thaw.lock().unwrap().take();
+        // Everything on this runtime (the runner, its watchdog, its HTTP
+        // connections) stands still from the next yield on, until the thaw.
+        tokio::spawn(async move {
+            if let Some(thaw) = thaw {
+                let _ = thaw.recv();
+            }
+        });
+        self.waiting.notify_one();
+        if let Some(reply) = reply {
+            let _ = reply.await;
+        }
+    }
+}
+
+impl Effects for Twisted {
+    async fn check_online(&self, req: &ScanRequest) -> Result<bool, StepError> {
+        self.inner.check_online(req).await
+    }
+
+    async fn query_vulnerabilities(&self, req: &ScanRequest) -> Result<VulnFacts, StepError> {
+        let found = self.inner.query_vulnerabilities(req).await;
+        let Twist::FreezesMidStep(freeze) = &self.twist else {
+            return found;
+        };
+        found?;
+        freeze.freeze().await;
+        self.inner.query_vulnerabilities(req).await
+    }
+
+    async fn threat_intel(
+        &self,
+        req: &ScanRequest,
+        vulns: &VulnFacts,
+    ) -> Result<ThreatIntelFacts, StepError> {
+        self.inner.threat_intel(req, vulns).await
+    }
+
+    async fn notify(
+        &self,
+        channels: &[String],
+        notification: &Notification,
+    ) -> BTreeMap<String, Result<String, StepError>> {
+        let results = self.inner.notify(channels, notification).await;
+        let Twist::DiesAfterDelivery(delivered) = &self.twist else {
+            return results;
+        };
+        assert!(results.values().all(Result::is_ok), "{results:?}");
+        delivered.notify_one();
+        std::future::pending().await
+    }
+}
+
 /// Runs `req` in its own task with its own store and providers until the
 /// ticket matches `at`, then aborts the task: a crash right after that write,
 /// without release. Returns the last ticket the crashed runner saw.
@@ -314,23 +378,6 @@ async fn path(store: &TicketStore) -> Vec<(String, String)> {
         .collect()
 }
 
-fn pairs(path: &[(&str, &str)]) -> Vec<(String, String)> {
-    path.iter()
-        .map(|(from, to)| (from.to_string(), to.to_string()))
-        .collect()
-}
-
-/// INIT → … → FINISHED through threat intel and a notification.
-const HIGH_RISK_WITH_INTEL: &[(&str, &str)] = &[
-    ("INIT", "ASSET_ONLINE"),
-    ("ASSET_ONLINE", "VULN_CHECK_DONE"),
-    // Threat intel is recorded with the verdict it leads to.
-    ("VULN_CHECK_DONE", "HIGH_RISK_FOUND"),
-    ("HIGH_RISK_FOUND", "NOTIFYING"),
-    ("NOTIFYING", "NOTIFIED"),
-    ("NOTIFIED", "FINISHED"),
-];
-
 mod paths {
     use super::*;
 
@@ -354,10 +401,7 @@ mod paths {
             }
         );
         let store = env.store().await;
-        assert_eq!(
-            path(&store).await,
-            pairs(&[("INIT", "ASSET_OFFLINE"), ("ASSET_OFFLINE", "FINISHED")])
-        );
+        assert_eq!(path(&store).await, transitions(&OFFLINE));
         let statuses: Vec<Status> = recorder.tickets().iter().map(|(_, t)| t.status).collect();
         assert_eq!(
             statuses,
@@ -389,14 +433,8 @@ mod paths {
         let c = env.counters();
         assert_eq!((c.deliveries, c.effects), (0, 0), "nobody is told");
         assert_eq!((c.inventory, c.querybatch, c.records), (1, 1, 1));
-        assert_eq!(
-            path(&env.store().await).await,
-            pairs(&[
-                ("INIT", "ASSET_ONLINE"),
-                ("ASSET_ONLINE", "VULN_CHECK_DONE"),
-                ("VULN_CHECK_DONE", "FINISHED"),
-            ])
-        );
+        let clean = [Status::AssetOnline, Status::VulnCheckDone, Status::Finished];
+        assert_eq!(path(&env.store().await).await, transitions(&clean));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -435,17 +473,7 @@ mod paths {
         // CVSS alone decides: no threat intel.
         assert_eq!((env.counters().kev, env.counters().epss), (0, 0));
 
-        assert_eq!(
-            path(&env.store().await).await,
-            pairs(&[
-                ("INIT", "ASSET_ONLINE"),
-                ("ASSET_ONLINE", "VULN_CHECK_DONE"),
-                ("VULN_CHECK_DONE", "HIGH_RISK_FOUND"),
-                ("HIGH_RISK_FOUND", "NOTIFYING"),
-                ("NOTIFYING", "NOTIFIED"),
-                ("NOTIFIED", "FINISHED"),
-            ])
-        );
+        assert_eq!(path(&env.store().await).await, transitions(&HIGH_RISK));
         // One acquire, one release, nothing rejected.
         let audit = env.store().await.audit(&asset(), 1000).await.unwrap();
         assert!(audit.iter().all(|e| e.accepted()), "{audit:#?}");
@@ -540,9 +568,10 @@ mod resume {
                 },
                 "{name}"
             );
-            // Each transition was written once, A's part then B's.
+            // Each transition was written once, A's part then B's (threat
+            // intel is recorded with the verdict it leads to).
             let store = env.store().await;
-            assert_eq!(path(&store).await, pairs(HIGH_RISK_WITH_INTEL), "{name}");
+            assert_eq!(path(&store).await, transitions(&HIGH_RISK), "{name}");
             let audit = store.audit(&asset(), 1000).await.unwrap();
             let acquirers: Vec<&str> = audit
                 .iter()
@@ -554,51 +583,15 @@ mod resume {
         }
     }
 
-    /// The providers, except that after a successful delivery the "process"
-    /// dies before it can record `NOTIFIED`.
-    struct DiesAfterDelivery {
-        inner: Providers,
-        delivered: Arc<tokio::sync::Notify>,
-    }
-
-    impl Effects for DiesAfterDelivery {
-        async fn check_online(&self, req: &ScanRequest) -> Result<bool, StepError> {
-            self.inner.check_online(req).await
-        }
-
-        async fn query_vulnerabilities(&self, req: &ScanRequest) -> Result<VulnFacts, StepError> {
-            self.inner.query_vulnerabilities(req).await
-        }
-
-        async fn threat_intel(
-            &self,
-            req: &ScanRequest,
-            vulns: &VulnFacts,
-        ) -> Result<ThreatIntelFacts, StepError> {
-            self.inner.threat_intel(req, vulns).await
-        }
-
-        async fn notify(
-            &self,
-            channels: &[String],
-            notification: &Notification,
-        ) -> BTreeMap<String, Result<String, StepError>> {
-            let results = self.inner.notify(channels, notification).await;
-            assert!(results.values().all(Result::is_ok), "{results:?}");
-            self.delivered.notify_one();
-            std::future::pending().await
-        }
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_takeover_at_notifying_resends_under_the_same_idempotency_key() {
         let env = Env::start(LINGERING_TTL).await;
         let delivered = Arc::new(tokio::sync::Notify::new());
         let a = Pipeline::new(
             env.store().await,
-            DiesAfterDelivery {
+            Twisted {
                 inner: env.providers(),
-                delivered: Arc::clone(&delivered),
+                twist: Twist::DiesAfterDelivery(Arc::clone(&delivered)),
             },
             env.config.steps.clone(),
         );
@@ -675,60 +668,6 @@ mod resume {
 mod stall {
     use super::*;
 
-    /// The providers, except that the vulnerability query takes two round
-    /// trips, and the whole process freezes (a GC pause, a frozen VM) while
-    /// the second one's reply is awaited, until the test thaws it. The
-    /// reply comes in during the freeze, through a channel rather than a
-    /// socket so that the order of wake-ups is fixed; the query then goes on
-    /// with a third round trip.
-    struct FreezesMidStep {
-        inner: Providers,
-        waiting: Arc<tokio::sync::Notify>,
-        reply: Mutex<Option<tokio::sync::oneshot::Receiver<()>>>,
-        thaw: Mutex<Option<std::sync::mpsc::Receiver<()>>>,
-    }
-
-    impl Effects for FreezesMidStep {
-        async fn check_online(&self, req: &ScanRequest) -> Result<bool, StepError> {
-            self.inner.check_online(req).await
-        }
-
-        async fn query_vulnerabilities(&self, req: &ScanRequest) -> Result<VulnFacts, StepError> {
-            self.inner.query_vulnerabilities(req).await?;
-            let reply = self.reply.lock().unwrap().take();
-            let thaw = self.thaw.lock().unwrap().take();
-            // Everything on this runtime (the runner, its watchdog, its HTTP
-            // connections) stands still from the next yield on, until the
-            // thaw.
-            tokio::spawn(async move {
-                if let Some(thaw) = thaw {
-                    let _ = thaw.recv();
-                }
-            });
-            self.waiting.notify_one();
-            if let Some(reply) = reply {
-                let _ = reply.await;
-            }
-            self.inner.query_vulnerabilities(req).await
-        }
-
-        async fn threat_intel(
-            &self,
-            req: &ScanRequest,
-            vulns: &VulnFacts,
-        ) -> Result<ThreatIntelFacts, StepError> {
-            self.inner.threat_intel(req, vulns).await
-        }
-
-        async fn notify(
-            &self,
-            channels: &[String],
-            notification: &Notification,
-        ) -> BTreeMap<String, Result<String, StepError>> {
-            self.inner.notify(channels, notification).await
-        }
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_runner_frozen_past_its_ttl_makes_no_provider_call_when_it_wakes() {
         let env = Env::start("400ms").await;
@@ -748,11 +687,13 @@ mod stall {
                     let store = TicketStore::connect(&RedisTarget::Standalone(url), config.store())
                         .await
                         .unwrap();
-                    let effects = FreezesMidStep {
+                    let effects = Twisted {
                         inner: Providers::from_config(&config.providers).unwrap(),
-                        waiting,
-                        reply: Mutex::new(Some(reply_rx)),
-                        thaw: Mutex::new(Some(thaw_rx)),
+                        twist: Twist::FreezesMidStep(Freeze {
+                            waiting,
+                            reply: Mutex::new(Some(reply_rx)),
+                            thaw: Mutex::new(Some(thaw_rx)),
+                        }),
                     };
                     // The step's own timeout is not what stops A here.
                     let mut steps = config.steps.clone();

@@ -25,9 +25,13 @@ use assetscan_testkit::stubs::{
     EpssStub, Fault, InventoryStub, KevStub, OsvStub, ProviderStubs, SlackStub, WeComStub,
     WebhookSink,
 };
+use assetscan_testkit::wait::until_some;
 use serde_json::{Value, json};
 use std::path::Path;
 use std::time::{Duration, Instant};
+
+/// A guard against hangs only: conditions are awaited, not timed.
+const PATIENCE: Duration = Duration::from_secs(30);
 
 fn fixture(path: &str) -> Vec<u8> {
     Fixtures::locate()
@@ -76,6 +80,16 @@ fn finding<'a>(facts: &'a VulnFacts, id: &str) -> &'a Finding {
         .iter()
         .find(|f| f.id == id)
         .unwrap_or_else(|| panic!("{id} missing"))
+}
+
+/// What OSV answers for `package`, with at most `max_findings` findings.
+async fn bounded_query(stub: &OsvStub, max_findings: usize, package: Package) -> VulnFacts {
+    let config = OsvConfig {
+        max_findings,
+        ..osv_config(stub)
+    };
+    let client = OsvClient::new(&config).unwrap();
+    client.query(&[package]).await.unwrap()
 }
 
 /// The 15 real records, all behind one package.
@@ -339,15 +353,8 @@ mod osv {
     #[tokio::test]
     async fn findings_are_bounded_but_counts_and_cves_are_not() {
         let (stub, _) = osv_with_all_records().await;
-        let config = OsvConfig {
-            max_findings: 3,
-            ..osv_config(&stub)
-        };
-        let facts = OsvClient::new(&config)
-            .unwrap()
-            .query(&[package("Fixture", "everything", "1")])
-            .await
-            .unwrap();
+        let everything = package("Fixture", "everything", "1");
+        let facts = bounded_query(&stub, 3, everything).await;
         assert_eq!(facts.findings.len(), 3);
         assert_eq!(facts.total, 15);
         assert!(
@@ -738,10 +745,17 @@ mod intel {
         assert_eq!(feed.catalog().await.unwrap().len(), 1404);
         assert_eq!(stub.feed_calls(), 1, "served from memory");
 
-        // A failed refresh keeps the last good catalog, and waits before retrying.
+        // A failed refresh keeps the last good catalog, and waits before
+        // retrying. Lookups are served from memory until the refresh falls
+        // due; the one that tries it (the feed's second call) still gets
+        // the last good catalog, and the next one does not try again.
         stub.faults().always(Fault::Status(503));
-        tokio::time::sleep(Duration::from_millis(1_100)).await;
-        assert_eq!(feed.catalog().await.unwrap().version, "2025.08.25");
+        let refreshed = until_some("a lookup tried a refresh", PATIENCE, async || {
+            let catalog = feed.catalog().await.unwrap();
+            (stub.feed_calls() == 2).then_some(catalog)
+        })
+        .await;
+        assert_eq!(refreshed.version, "2025.08.25");
         assert_eq!(feed.catalog().await.unwrap().version, "2025.08.25");
         assert_eq!(stub.feed_calls(), 2);
 
@@ -872,15 +886,8 @@ mod intel {
         let kev = KevStub::start().await.unwrap();
         let epss = EpssStub::start().await.unwrap();
         epss.set_score("CVE-2024-3177", "0.000430000", "0.100000000", "2025-02-20");
-        let config = OsvConfig {
-            max_findings: 1,
-            ..osv_config(&osv)
-        };
-        let vulns = OsvClient::new(&config)
-            .unwrap()
-            .query(&[package("Maven", "log4j-core", "2.14.1")])
-            .await
-            .unwrap();
+        let log4j = package("Maven", "log4j-core", "2.14.1");
+        let vulns = bounded_query(&osv, 1, log4j).await;
         assert_eq!(vulns.findings.len(), 1);
 
         // Log4Shell sits in the bounded findings, CVE-2024-3177 only in `cves`.

@@ -14,7 +14,6 @@ use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::store::{Patch, RedisTarget, StoreConfig, StoreError, TicketStore};
 use assetscan_testkit::redis::{RedisOptions, RedisServer, SentinelGroup, ServerTls, TlsFiles};
 use controller_kit::*;
-use kube::api::PatchParams;
 use serde_json::json;
 use std::time::Duration;
 
@@ -29,30 +28,10 @@ fn blocking<T>(f: impl FnOnce() -> T) -> T {
     tokio::task::block_in_place(f)
 }
 
-/// `GET key` on one data node, bypassing the operator.
-async fn raw_get(node: &RedisServer, key: &str) -> Option<String> {
-    let mut conn = redis::Client::open(node.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    redis::cmd("GET")
-        .arg(key)
-        .query_async(&mut conn)
-        .await
-        .unwrap()
-}
-
 /// A new spec generation: a new run, which must take a new token.
 async fn bump_generation(h: &Harness, name: &str) {
-    h.api()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &kube::api::Patch::Merge(json!({"spec": {"policy": {"cvssThreshold": 6.5}}})),
-        )
-        .await
-        .unwrap();
+    h.merge(name, json!({"spec": {"policy": {"cvssThreshold": 6.5}}}))
+        .await;
 }
 
 /// A failover forced while a run is in flight, with the old master cut off
@@ -85,25 +64,21 @@ async fn a_sentinel_failover_is_followed_and_no_token_goes_backwards() {
     for node in group.nodes() {
         create_acl_user(node, &["+role"]);
     }
-    let (a, b) = ("failover-a.dc1.example.com", "failover-b.dc1.example.com");
-    h.stubs.inventory.set_online(a, true);
-    h.stubs.inventory.set_online(b, true);
+    let failover_a = h.online(scan("failover-a").high_risk());
+    let failover_b = h.online(scan("failover-b").high_risk());
     h.stubs
         .osv
         .faults()
         .set_latency(Duration::from_millis(1500));
     let ctl = h.controller_on("ctl-a", &target).await;
-    h.create(&scan("failover-a", a, true)).await;
-    h.wait("failover-a", "ASSET_ONLINE", Duration::from_secs(20), |o| {
-        o.status.as_ref().and_then(|s| s.phase) == Some(Status::AssetOnline)
-    })
-    .await;
+    h.create(&failover_a).await;
+    h.wait_phase("failover-a", Status::AssetOnline).await;
 
     // Mid-run: the replica is promoted; the old master does not hear of it.
     blocking(|| group.refuse_reconfiguration(first)).unwrap();
     let second = blocking(|| group.failover()).expect("failover");
     assert_ne!(second, first);
-    h.create(&scan("failover-b", b, true)).await;
+    h.create(&failover_b).await;
     let a1 = h.wait_terminal("failover-a", Duration::from_secs(30)).await;
     let b1 = h.wait_terminal("failover-b", Duration::from_secs(30)).await;
     for done in [&a1, &b1] {
@@ -117,22 +92,22 @@ async fn a_sentinel_failover_is_followed_and_no_token_goes_backwards() {
     let store = TicketStore::connect(&target, h.config.store())
         .await
         .unwrap();
-    let b_keys = store.keys(&AssetId::new(b).unwrap());
+    let b_keys = store.keys(&asset_id(&failover_b.spec.asset_id));
     let b_ticket = b_keys.ticket(b1.status.as_ref().unwrap().run.as_deref().unwrap());
     let old = group.node(first).unwrap();
     let new = group.node(second).unwrap();
-    assert!(raw_get(old, &b_ticket).await.is_some());
-    assert!(raw_get(new, &b_ticket).await.is_none(), "never replicated");
+    assert!(get(old, &b_ticket).is_some());
+    assert!(get(new, &b_ticket).is_none(), "never replicated");
 
     // The sentinels reach the old master: it becomes a replica of the new
     // one and drops what only it had; its clients are disconnected.
     blocking(|| group.allow_reconfiguration(first)).unwrap();
     blocking(|| group.wait_demoted(first)).expect("old master demoted");
     assert!(
-        raw_get(old, &b_ticket).await.is_none(),
+        get(old, &b_ticket).is_none(),
         "acknowledged writes vanished with the failover"
     );
-    assert!(raw_get(new, &b_keys.fence()).await.is_none());
+    assert!(get(new, &b_keys.fence()).is_none());
 
     // Work continues on the new master, above the tokens of the statuses.
     bump_generation(&h, "failover-a").await;
@@ -160,7 +135,7 @@ async fn a_sentinel_failover_is_followed_and_no_token_goes_backwards() {
     // the floor, B's second run would have been handed B's first token again.
     let b2 = h.api().get("failover-b").await.unwrap();
     let b2_ticket = b_keys.ticket(b2.status.as_ref().unwrap().run.as_deref().unwrap());
-    assert!(raw_get(new, &b2_ticket).await.is_some());
+    assert!(get(new, &b2_ticket).is_some());
     ctl.stop().await;
 }
 
@@ -177,18 +152,10 @@ async fn a_killed_master_is_replaced_and_the_run_goes_on() {
         ..StoreConfig::default()
     };
     let store = TicketStore::connect(&target, config).await.unwrap();
-    let asset = AssetId::new("killed-master-01").unwrap();
-    let claimed = store.acquire(&asset, "r1", "h1", 0).await.unwrap();
-    store
-        .advance(
-            &asset,
-            "r1",
-            claimed.token,
-            Status::AssetOnline,
-            &Patch::default().completes(Step::OnlineCheck),
-        )
-        .await
-        .unwrap();
+    let asset = asset_id("killed-master-01");
+    let mut claimed = claim(&store, &asset, "r1").holder("h1").acquire().await;
+    let online = Patch::default().completes(Step::OnlineCheck);
+    claimed.advance(Status::AssetOnline, &online).await;
     // Acknowledged by the replica before the crash (else it could be lost).
     let acked: i64 = blocking(|| {
         group
@@ -211,19 +178,11 @@ async fn a_killed_master_is_replaced_and_the_run_goes_on() {
         (ticket.status, ticket.fencing_token),
         (Status::AssetOnline, claimed.token)
     );
-    let next = store
-        .advance(
-            &asset,
-            "r1",
-            claimed.token,
-            Status::AssetOnline,
-            &Patch::default().fact("note", "written after the failover"),
-        )
-        .await
-        .expect("the run goes on under its token");
+    let note = Patch::default().fact("note", "written after the failover");
+    let next = claimed.advance(Status::AssetOnline, &note).await;
     let key = store.keys(&asset).ticket("r1");
     let on_new: Ticket =
-        serde_json::from_str(&raw_get(group.node(new).unwrap(), &key).await.unwrap()).unwrap();
+        serde_json::from_str(&get(group.node(new).unwrap(), &key).unwrap()).unwrap();
     assert_eq!(on_new.revision, next.revision, "written to the new master");
     assert!(store.release(&asset, &claimed.lease).await.unwrap());
 }
@@ -235,7 +194,7 @@ async fn ticket_via_sentinels(
 ) -> assetscan_operator::domain::ticket::Ticket {
     let run = obj.status.as_ref().unwrap().run.clone().unwrap();
     store
-        .get_ticket(&AssetId::new(obj.spec.asset_id.clone()).unwrap(), &run)
+        .get_ticket(&asset_id(&obj.spec.asset_id), &run)
         .await
         .unwrap()
         .expect("ticket on the current master")
@@ -244,7 +203,6 @@ async fn ticket_via_sentinels(
 // ---------------------------------------------------------------------------
 // The ACL user, TLS, and what a refusal looks like.
 
-const BIN: &str = env!("CARGO_BIN_EXE_assetscan-operator");
 const USER: &str = "assetscan";
 const PASSWORD: &str = "correct horse battery staple";
 /// A package the stubs map to a critical finding (CVSS 10).
@@ -297,26 +255,8 @@ fn user_url(server: &RedisServer) -> String {
 /// `assetscan-operator <args>` with the harness's config file, nothing
 /// inherited from the test's environment, and `env`.
 fn operator(h: &Harness, args: &[&str], env: &[(&str, &str)]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.args(args).arg("--config").arg(&h.config_path);
-    for inherited in [
-        "REDIS_URL",
-        "REDIS_USERNAME",
-        "REDIS_PASSWORD",
-        "REDIS_CA_FILE",
-        "REDIS_CERT_FILE",
-        "REDIS_KEY_FILE",
-        "REDIS_SENTINEL_USERNAME",
-        "REDIS_SENTINEL_PASSWORD",
-        "ASSETSCAN_CONFIG",
-        "FAILPOINTS",
-    ] {
-        cmd.env_remove(inherited);
-    }
-    cmd.envs(env.iter().copied())
-        .env("LOG_FORMAT", "text")
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true);
+    let mut cmd = cli(&h.config_path, args);
+    cmd.envs(env.iter().copied());
     cmd
 }
 
@@ -354,18 +294,17 @@ const EXIT_ERROR: i32 = 1;
 async fn the_documented_acl_user_runs_the_whole_lifecycle() {
     let h = Harness::start().await;
     create_acl_user(&h.redis, &[]);
-    let asset = "acl-01.dc1.example.com";
-    h.stubs.inventory.set_online(asset, true);
+    let acl = h.online(scan("acl-01").high_risk());
+    let asset = acl.spec.asset_id.as_str();
     // Slow enough for the watchdog to renew (every ttl/3 = 500 ms).
     h.stubs
         .osv
         .faults()
         .set_latency(Duration::from_millis(1200));
-    let ctl = h
-        .controller_on("ctl-acl", &RedisTarget::Standalone(user_url(&h.redis)))
-        .await;
-    h.create(&scan("acl-01", asset, true)).await;
-    let done = h.wait_terminal("acl-01", Duration::from_secs(30)).await;
+    let as_acl_user = RedisTarget::Standalone(user_url(&h.redis));
+    let ctl = h.controller_on("ctl-acl", &as_acl_user).await;
+    h.create(&acl).await;
+    let done = h.wait_terminal("acl-01", PATIENCE).await;
     let s = done.status.as_ref().unwrap();
     assert_eq!(s.phase, Some(Status::Finished));
     assert_eq!(s.high_risk, Some(true));
@@ -415,10 +354,7 @@ async fn the_documented_acl_user_runs_the_whole_lifecycle() {
     );
 
     h.api().delete("acl-01", &Default::default()).await.unwrap();
-    until("acl-01 is gone", Duration::from_secs(20), async || {
-        h.api().get_opt("acl-01").await.unwrap().is_none()
-    })
-    .await;
+    h.wait_gone("acl-01").await;
     let left: Vec<String> = h
         .redis
         .query(redis::cmd("KEYS").arg(format!("asc:{{{asset}}}:ticket:*")))
@@ -442,7 +378,8 @@ async fn every_operation(store: &TicketStore, asset: &str) -> Result<(), StoreEr
     let asset = AssetId::new(asset)?;
     store.ping().await?;
     assert!(store.get_ticket(&asset, "r1").await?.is_none());
-    let claimed = store.acquire_owned(&asset, "r1", "owner", "h1", 0).await?;
+    let claimed = claim(store, &asset, "r1").owner("owner").holder("h1");
+    let claimed = claimed.try_acquire().await?;
     // Another holder meets the lock (the LOCKED reply carries its ttl).
     match store.acquire(&asset, "r1", "h2", 0).await {
         Err(StoreError::Locked { .. }) => {}
@@ -450,26 +387,13 @@ async fn every_operation(store: &TicketStore, asset: &str) -> Result<(), StoreEr
         Ok(_) => panic!("two holders at once"),
     }
     assert!(store.renew(&asset, "h1").await?);
-    store
-        .advance(
-            &asset,
-            "r1",
-            claimed.token,
-            Status::AssetOnline,
-            &Patch::default()
-                .completes(Step::OnlineCheck)
-                .fact("online", true),
-        )
-        .await?;
+    let online = Patch::default()
+        .completes(Step::OnlineCheck)
+        .fact("online", true);
+    claimed.try_advance(Status::AssetOnline, &online).await?;
     // The end of the run: the facts then live as long as the ticket.
-    store
-        .advance(
-            &asset,
-            "r1",
-            claimed.token,
-            Status::Failed,
-            &Patch::default(),
-        )
+    claimed
+        .try_advance(Status::Failed, &Patch::default())
         .await?;
     assert!(store.release(&asset, &claimed.lease).await?);
     assert!(!store.audit(&asset, 100).await?.is_empty());
@@ -538,16 +462,10 @@ async fn every_command_of_the_acl_line_is_needed() {
         ("REDIS_PASSWORD", PASSWORD),
     ];
     let out = high_risk_scan(&h, "cli-without-evalsha", &env).await;
-    let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(EXIT_ERROR), "{stderr}");
-    let errors: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.starts_with("error: "))
-        .collect();
-    assert_eq!(errors.len(), 1, "{stderr}");
+    let error = the_one_error(&out, EXIT_ERROR);
     assert!(
-        errors[0].contains("'evalsha'") && errors[0].contains("grant the ACL rules"),
-        "{stderr}"
+        error.contains("'evalsha'") && error.contains("grant the ACL rules"),
+        "{error}"
     );
 }
 
@@ -561,6 +479,14 @@ fn tls_server(files: &TlsFiles) -> RedisServer {
     .expect("redis-server with TLS starts (Debian's build supports it)");
     create_acl_user(&server, &[]);
     server
+}
+
+/// Certificates, a TLS server with the ACL user, and a harness for the
+/// stubs and the config.
+async fn tls_setup() -> (TlsFiles, RedisServer, Harness) {
+    let files = TlsFiles::generate().expect("openssl makes the certificates");
+    let server = tls_server(&files);
+    (files, server, Harness::start().await)
 }
 
 /// The flags of a production setup, as environment variables.
@@ -594,9 +520,7 @@ fn borrowed<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str
 /// one) and the ACL user: a full high-risk scan.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scans_over_tls_with_a_private_ca_a_client_certificate_and_the_acl_user() {
-    let files = TlsFiles::generate().expect("openssl makes the certificates");
-    let server = tls_server(&files);
-    let h = Harness::start().await;
+    let (files, server, h) = tls_setup().await;
     let env = tls_env(&server, &files);
     let out = high_risk_scan(&h, "tls-01.dc1.example.com", &borrowed(&env)).await;
     assert_eq!(
@@ -619,9 +543,7 @@ async fn scans_over_tls_with_a_private_ca_a_client_certificate_and_the_acl_user(
 /// certificate for a server that requires one, a wrong password.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_untrusted_certificate_or_a_wrong_password_is_one_clear_error() {
-    let files = TlsFiles::generate().expect("openssl makes the certificates");
-    let server = tls_server(&files);
-    let h = Harness::start().await;
+    let (files, server, h) = tls_setup().await;
     let good = tls_env(&server, &files);
     let tls_target = format!("cannot connect to redis at {}", server.tls_url().unwrap());
     let cases = [
@@ -670,14 +592,9 @@ async fn an_untrusted_certificate_or_a_wrong_password_is_one_clear_error() {
         let out = high_risk_scan(&h, "refused-01", &borrowed(&env)).await;
         let attempts = seen() - before - 1;
         let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(EXIT_ERROR), "{name}: {stderr}");
-        let errors: Vec<&str> = stderr
-            .lines()
-            .filter(|l| l.starts_with("error: "))
-            .collect();
-        assert_eq!(errors.len(), 1, "{name}: {stderr}");
+        let error = the_one_error(&out, EXIT_ERROR);
         for needle in expected {
-            assert!(errors[0].contains(needle), "{name}: {}", errors[0]);
+            assert!(error.contains(needle), "{name}: {error}");
         }
         assert!(
             !stderr.contains(PASSWORD) && !stderr.contains("not the password"),

@@ -8,17 +8,17 @@
 //! The signal tests need the `failpoints` feature (for `nix`, and for the
 //! `stop-before-write` drill in the binary); `make test` enables it.
 
+mod kit;
+
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{Status, Ticket};
 use assetscan_operator::store::{RedisTarget, StoreConfig, TicketStore};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::ProviderStubs;
 use std::path::PathBuf;
-use std::process::{Output, Stdio};
+use std::process::Output;
 use std::time::Duration;
 use tokio::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_assetscan-operator");
 
 /// `scan`'s exit codes: the documented contract, spelled out here so that a
 /// change to them fails this test.
@@ -73,15 +73,11 @@ impl Env {
         osv.set_package_vulns("PyPI", "urllib3", &["GHSA-34jh-p97f-mpxf"]);
         let dir = tempfile::tempdir().unwrap();
         let providers = stubs.write_providers_section(dir.path(), "").unwrap();
+        let steps = kit::setup::steps_yaml([("5s", 3); 4], "400ms");
         let text = format!(
             "redis: {{timeout: 2s}}\nlock: {{ttl: {lock_ttl_ms}ms}}\n\
              tickets: {{retention: 0s, auditCap: 10000}}\n\
-             steps:\n  \
-             onlineCheck: {{timeout: 5s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}}\n  \
-             vulnQuery:   {{timeout: 5s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}}\n  \
-             threatIntel: {{timeout: 5s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}}\n  \
-             notify:      {{timeout: 5s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 400ms}}\n\
-             {providers}"
+             {steps}{providers}"
         );
         let config = dir.path().join("config.yaml");
         std::fs::write(&config, text).unwrap();
@@ -106,17 +102,8 @@ impl Env {
     /// `assetscan-operator <sub…> --config … --redis-url …`, with a clean
     /// environment (no inherited settings, no drill).
     fn command(&self, sub: &[&str]) -> Command {
-        let mut cmd = Command::new(BIN);
-        cmd.args(sub)
-            .arg("--config")
-            .arg(&self.config)
-            .args(["--redis-url", &self.redis.url()])
-            .env_remove("REDIS_URL")
-            .env_remove("ASSETSCAN_CONFIG")
-            .env_remove("FAILPOINTS")
-            .env("LOG_FORMAT", "text")
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
+        let mut cmd = kit::setup::cli(&self.config, sub);
+        cmd.args(["--redis-url", &self.redis.url()]);
         cmd
     }
 
@@ -225,12 +212,9 @@ async fn scan_exit_codes_say_clean_high_risk_failed_and_locked() {
 
     // 5: locked by another holder. Nothing is called, nothing printed.
     inventory.set_online("busy-01", true);
-    let busy = AssetId::new("busy-01").unwrap();
-    let held = env
-        .store
-        .acquire(&busy, "other-run", "someone-else", 0)
-        .await
-        .unwrap();
+    let busy = kit::tickets::asset_id("busy-01");
+    let other_run = kit::tickets::claim(&env.store, &busy, "other-run");
+    let held = other_run.holder("someone-else").acquire().await;
     let before = env.counters();
     let out = scan_expecting(&env, "busy-01", &["--package", XZ], exit::LOCKED).await;
     assert!(
@@ -245,7 +229,7 @@ async fn scan_exit_codes_say_clean_high_risk_failed_and_locked() {
         None,
         "no ticket for the refused run"
     );
-    env.store.release(&busy, &held.lease).await.unwrap();
+    held.release().await;
     scan_expecting(&env, "busy-01", &["--package", XZ], exit::HIGH_RISK).await;
 
     // `ticket list` shows every run with its status.
@@ -280,12 +264,13 @@ async fn scan_exit_codes_say_clean_high_risk_failed_and_locked() {
 mod signals {
     use super::*;
     use assetscan_operator::store::AuditEntry;
+    use assetscan_testkit::process::is_stopped;
     use assetscan_testkit::stubs::osv::QUERYBATCH_ROUTE;
-    use assetscan_testkit::wait::until;
+    use assetscan_testkit::wait::{until, until_ok, until_some};
+    use kit::tickets::{HIGH_RISK, transitions};
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
     use tokio::process::Child;
-    use tokio::time::Instant;
 
     /// What only the signal tests need.
     impl Env {
@@ -322,33 +307,20 @@ mod signals {
                 .unwrap()
         }
 
-        async fn redis(&self) -> redis::aio::MultiplexedConnection {
-            redis::Client::open(self.redis.url())
-                .unwrap()
-                .get_multiplexed_async_connection()
-                .await
-                .unwrap()
+        fn lock(asset: &str) -> String {
+            format!("asc:{{{asset}}}:lock")
         }
 
         /// The asset's lock holder in Redis, if any.
-        async fn lock_holder(&self, asset: &str) -> Option<String> {
-            redis::cmd("GET")
-                .arg(format!("asc:{{{asset}}}:lock"))
-                .query_async(&mut self.redis().await)
-                .await
-                .unwrap()
+        fn lock_holder(&self, asset: &str) -> Option<String> {
+            kit::setup::get(&self.redis, &Env::lock(asset))
         }
 
         /// Makes the asset's lock expire now, as Redis does once a dead
         /// holder's ttl ran out: for the tests about what a successor does,
         /// not about when.
-        async fn expire_lock(&self, asset: &str) {
-            let removed: i64 = redis::cmd("DEL")
-                .arg(format!("asc:{{{asset}}}:lock"))
-                .query_async(&mut self.redis().await)
-                .await
-                .unwrap();
-            assert_eq!(removed, 1, "{asset}'s lock was held");
+        fn expire_lock(&self, asset: &str) {
+            kit::setup::expire_lock(&self.redis, &Env::lock(asset));
         }
 
         /// Waits until the asset's ticket satisfies `done`.
@@ -358,30 +330,20 @@ mod signals {
             what: &str,
             done: impl Fn(&Ticket) -> bool,
         ) -> Ticket {
-            let deadline = Instant::now() + PATIENCE;
-            loop {
-                if let Some(ticket) = self.ticket(asset).await
-                    && done(&ticket)
-                {
-                    return ticket;
-                }
-                assert!(Instant::now() < deadline, "timed out waiting for {what}");
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
+            until_some(what, PATIENCE, async || {
+                self.ticket(asset).await.filter(|ticket| done(ticket))
+            })
+            .await
         }
 
         /// Runs a scan to its end; while the asset is locked (exit 5) by a dead
-        /// or stopped holder, tries again after a pause.
+        /// or stopped holder, tries again.
         async fn scan_until_not_locked(&self, asset: &str, holder: &str, extra: &[&str]) -> Output {
-            let deadline = Instant::now() + PATIENCE;
-            loop {
+            until_some("the asset is not locked", PATIENCE, async || {
                 let out = self.scan(asset, holder, extra).output().await.unwrap();
-                if code(&out) != exit::LOCKED {
-                    return out;
-                }
-                assert!(Instant::now() < deadline, "still locked: {}", stderr(&out));
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+                (code(&out) != exit::LOCKED).then_some(out)
+            })
+            .await
         }
     }
 
@@ -390,23 +352,15 @@ mod signals {
         kill(Pid::from_raw(pid as i32), signal).unwrap();
     }
 
-    /// The process state letter from /proc (`T` = stopped).
-    fn state(child: &Child) -> Option<char> {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", child.id()?)).ok()?;
-        // `pid (comm) S …`: the state follows the last `)`.
-        stat.rsplit_once(')')?.1.trim_start().chars().next()
-    }
-
     async fn wait_stopped(env: &Env, child: &Child, holder: &str) {
-        let deadline = Instant::now() + PATIENCE;
-        while state(child) != Some('T') {
-            assert!(
-                Instant::now() < deadline,
-                "{holder} never stopped: {}",
-                env.stderr_of(holder)
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let pid = child.id().expect("still running");
+        let what = format!("{holder} stopped");
+        // Not stopped (yet): what it said so far, should it never be.
+        until_ok(&what, PATIENCE, async || match is_stopped(pid) {
+            true => Ok(()),
+            false => Err(env.stderr_of(holder)),
+        })
+        .await
     }
 
     /// Waits for the process's exit code.
@@ -423,11 +377,10 @@ mod signals {
     /// Waits until the asset's lock ran out in Redis (its holder is stopped:
     /// the ttl passing is the scenario).
     async fn wait_lock_free(env: &Env, asset: &str) {
-        let deadline = Instant::now() + PATIENCE;
-        while env.lock_holder(asset).await.is_some() {
-            assert!(Instant::now() < deadline, "the lock never expired");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        until("the lock expired", PATIENCE, async || {
+            env.lock_holder(asset).is_none()
+        })
+        .await
     }
 
     /// The token `holder` acquired with, from the audit stream.
@@ -470,8 +423,8 @@ mod signals {
             let killed = env.ticket("web-01").await.unwrap();
             assert_eq!(killed.status, status);
             // Killed: nothing released, the lock is still A's until its ttl.
-            assert_eq!(env.lock_holder("web-01").await.as_deref(), Some("A"));
-            env.expire_lock("web-01").await;
+            assert_eq!(env.lock_holder("web-01").as_deref(), Some("A"));
+            env.expire_lock("web-01");
             slow.faults().clear();
 
             let out = env.scan_until_not_locked("web-01", "B", &args).await;
@@ -502,18 +455,8 @@ mod signals {
                 .filter(|e| e.op() == "advance")
                 .map(|e| (e.get("from").unwrap().into(), e.get("to").unwrap().into()))
                 .collect();
-            let expected: Vec<(String, String)> = [
-                ("INIT", "ASSET_ONLINE"),
-                ("ASSET_ONLINE", "VULN_CHECK_DONE"),
-                // Threat intel is recorded with the verdict it leads to.
-                ("VULN_CHECK_DONE", "HIGH_RISK_FOUND"),
-                ("HIGH_RISK_FOUND", "NOTIFYING"),
-                ("NOTIFYING", "NOTIFIED"),
-                ("NOTIFIED", "FINISHED"),
-            ]
-            .iter()
-            .map(|(f, t)| (f.to_string(), t.to_string()))
-            .collect();
+            // Threat intel is recorded with the verdict it leads to.
+            let expected = transitions(&HIGH_RISK);
             assert_eq!(advances, expected, "{status}: each transition once");
         }
     }
@@ -530,7 +473,7 @@ mod signals {
         assert_eq!(notifying.status, Status::Notifying);
         assert_eq!(env.stubs.sink.deliveries().len(), 1);
         a.kill().await.unwrap(); // and dies there
-        env.expire_lock("web-01").await;
+        env.expire_lock("web-01");
 
         let out = env.scan_until_not_locked("web-01", "B", &args).await;
         assert_eq!(code(&out), exit::HIGH_RISK, "{}", stderr(&out));

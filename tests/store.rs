@@ -2,15 +2,19 @@
 //! scenario, the claim at acquisition, the transition table, token floors,
 //! lock ownership, the watchdog, Cluster, corruption and outages, and a race.
 
+mod kit;
+
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{
     Finding, RiskFacts, Severity, Status, Step, Ticket, VulnFacts,
 };
 use assetscan_operator::store::{
-    Acquired, Claim, Patch, RedisTarget, StoreConfig, StoreError, TicketStore, WatchdogStats,
+    Claim, Patch, RedisTarget, StoreConfig, StoreError, TicketStore, WatchdogStats,
 };
 use assetscan_testkit::redis::{RedisCluster, RedisServer};
-use assetscan_testkit::wait::until;
+use assetscan_testkit::wait::{until, until_some};
+use kit::setup::connect as raw;
+use kit::tickets::{Held, OFFLINE, asset_id as asset, claim, high_risk_to};
 use redis::AsyncCommands;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -32,27 +36,22 @@ async fn store(server: &RedisServer, ttl_ms: u64) -> TicketStore {
         .expect("connect")
 }
 
-async fn raw(server: &RedisServer) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap()
-}
-
-fn asset(id: &str) -> AssetId {
-    AssetId::new(id).unwrap()
+/// A redis-server, and a store on it with a lock ttl of `ttl_ms`.
+async fn start(ttl_ms: u64) -> (RedisServer, TicketStore) {
+    let server = RedisServer::start().unwrap();
+    let store = store(&server, ttl_ms).await;
+    (server, store)
 }
 
 /// Makes the asset's lock expire now, as Redis would after its ttl: these
 /// tests are about what happens after expiry, not about its timing.
-async fn expire_lock(server: &RedisServer, store: &TicketStore, asset: &AssetId) {
-    let removed: i64 = raw(server)
-        .await
-        .del(store.keys(asset).lock())
-        .await
-        .unwrap();
-    assert_eq!(removed, 1, "{asset}'s lock was held");
+fn expire_lock(server: &RedisServer, store: &TicketStore, asset: &AssetId) {
+    kit::setup::expire_lock(server, &store.keys(asset).lock());
+}
+
+/// What an online check confirms.
+fn online_fact() -> Patch {
+    Patch::default().fact("online", true)
 }
 
 /// A guard against hangs only: conditions are awaited, not timed.
@@ -79,38 +78,20 @@ async fn zombie_write_after_takeover_is_rejected_and_audited() {
     let web = asset("web-01");
 
     // A acquires, sees the asset offline, then stalls: its renewals stop.
-    let a = a_store.acquire(&web, "r1", "A", 0).await.unwrap();
+    let a = claim(&a_store, &web, "r1").acquire().await.stall();
     let a_token = a.token;
-    drop(a.lease);
-    expire_lock(&server, &a_store, &web).await;
+    expire_lock(&server, &a_store, &web);
 
     // B takes over with a larger token and runs the pipeline to NOTIFIED.
-    let b = b_store.acquire(&web, "r1", "B", 0).await.unwrap();
+    let mut b = claim(&b_store, &web, "r1").holder("B").acquire().await;
     assert!(b.token > a_token);
-    let mut ticket = b.ticket.clone();
-    for (to, step) in [
-        (Status::AssetOnline, Step::OnlineCheck),
-        (Status::VulnCheckDone, Step::VulnQuery),
-        (Status::HighRiskFound, Step::ThreatIntel),
-        (Status::Notifying, Step::Notify),
-        (Status::Notified, Step::Notify),
-    ] {
-        ticket = b_store
-            .advance(&web, "r1", b.token, to, &Patch::default().completes(step))
-            .await
-            .unwrap();
-    }
+    let ticket = b.walk(high_risk_to(Status::Notified)).await;
     assert_eq!(ticket.status, Status::Notified);
 
     // A wakes up and writes its stale fact.
-    let err = a_store
-        .advance(
-            &web,
-            "r1",
-            a_token,
-            Status::AssetOffline,
-            &Patch::default().fact("online", false),
-        )
+    let offline = Patch::default().fact("online", false);
+    let err = a
+        .try_advance(Status::AssetOffline, &offline)
         .await
         .unwrap_err();
     match err {
@@ -133,26 +114,20 @@ async fn zombie_write_after_takeover_is_rejected_and_audited() {
     assert_eq!(rejected[0].get("result"), Some("STALE_TOKEN"));
     assert_eq!(rejected[0].token(), Some(a_token));
     assert_eq!(rejected[0].get("to"), Some("ASSET_OFFLINE"));
-    b_store.release(&web, &b.lease).await.unwrap();
+    b.release().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_claim_at_acquisition_rejects_the_old_holder_before_any_new_write() {
-    let server = RedisServer::start().unwrap();
-    let s = store(&server, 300).await;
+    let (server, s) = start(300).await;
     let web = asset("web-02");
-    let a = s.acquire(&web, "r1", "A", 0).await.unwrap();
-    let a_token = a.token;
-    drop(a.lease);
-    expire_lock(&server, &s, &web).await;
-    let b = s.acquire(&web, "r1", "B", 0).await.unwrap();
+    let a = claim(&s, &web, "r1").acquire().await.stall();
+    expire_lock(&server, &s, &web);
+    let b = claim(&s, &web, "r1").holder("B").acquire().await;
     assert_eq!(b.ticket.fencing_token, b.token, "claimed at acquisition");
     assert_eq!(b.ticket.status, Status::Init);
 
-    let err = s
-        .advance(&web, "r1", a_token, Status::AssetOnline, &Patch::default())
-        .await
-        .unwrap_err();
+    let err = a.refused(Status::AssetOnline).await;
     assert!(matches!(err, StoreError::StaleToken { .. }), "{err:?}");
     let now = s.get_ticket(&web, "r1").await.unwrap().unwrap();
     assert_eq!(now.status, Status::Init);
@@ -161,8 +136,7 @@ async fn the_claim_at_acquisition_rejects_the_old_holder_before_any_new_write() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lua_table_agrees_with_rust_table_on_every_pair() {
-    let server = RedisServer::start().unwrap();
-    let s = store(&server, 5_000).await;
+    let (server, s) = start(5_000).await;
     let mut conn = raw(&server).await;
     let a = asset("table");
     let mut checked = 0;
@@ -201,39 +175,39 @@ async fn lua_table_agrees_with_rust_table_on_every_pair() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_floor_survives_flushall_and_the_fence_never_goes_back() {
-    let server = RedisServer::start().unwrap();
-    let s = store(&server, 5_000).await;
+    let (server, s) = start(5_000).await;
     let a = asset("flushed");
+    // The token a claim above `floor` draws (the lock released after).
+    let token_above = async |floor: u64| {
+        let got = claim(&s, &a, "r1").floor(floor).acquire().await;
+        got.release().await.token
+    };
     let mut last = 0;
     for _ in 0..3 {
-        let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
-        assert!(got.token > last);
-        last = got.token;
-        s.release(&a, &got.lease).await.unwrap();
+        let token = token_above(0).await;
+        assert!(token > last);
+        last = token;
     }
     server.flushall().unwrap();
-    let got = s.acquire(&a, "r1", "A", 41).await.unwrap();
-    assert_eq!(got.token, 42, "floor + 1 after data loss");
-    s.release(&a, &got.lease).await.unwrap();
-    let next = s.acquire(&a, "r1", "A", 0).await.unwrap();
-    assert_eq!(next.token, 43, "the fence keeps the floor");
-    s.release(&a, &next.lease).await.unwrap();
-    let below = s.acquire(&a, "r1", "A", 10).await.unwrap();
-    assert_eq!(below.token, 44, "a lower floor never lowers the fence");
+    assert_eq!(token_above(41).await, 42, "floor + 1 after data loss");
+    assert_eq!(token_above(0).await, 43, "the fence keeps the floor");
+    assert_eq!(
+        token_above(10).await,
+        44,
+        "a lower floor never lowers the fence"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renew_and_release_never_touch_another_holders_lock() {
-    let server = RedisServer::start().unwrap();
-    let s = store(&server, 5_000).await;
-    let mut conn = raw(&server).await;
+    let (server, s) = start(5_000).await;
     let a = asset("owned");
-    let held = s.acquire(&a, "r1", "A", 0).await.unwrap();
+    let held = claim(&s, &a, "r1").acquire().await;
     assert!(!s.renew(&a, "B").await.unwrap());
     assert!(!s.release_holder(&a, "B").await.unwrap());
-    let lock: Option<String> = conn.get(s.keys(&a).lock()).await.unwrap();
+    let lock = kit::setup::get(&server, &s.keys(&a).lock());
     assert_eq!(lock.as_deref(), Some("A"));
-    match s.acquire(&a, "r1", "B", 0).await {
+    match claim(&s, &a, "r1").holder("B").try_acquire().await {
         Err(StoreError::Locked {
             holder, pttl_ms, ..
         }) => {
@@ -255,13 +229,12 @@ async fn renew_and_release_never_touch_another_holders_lock() {
 /// sent faster than every ttl/3.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_holder_keeps_its_lock_across_ten_ttls_in_one_round_trip_per_interval() {
-    let server = RedisServer::start().unwrap();
     let ttl = 300;
-    let s = store(&server, ttl).await;
+    let (server, s) = start(ttl).await;
     let mut leases = Vec::new();
     for i in 0..20 {
         let a = asset(&format!("keep-{i}"));
-        leases.push((a.clone(), s.acquire(&a, "r1", "A", 0).await.unwrap()));
+        leases.push((a.clone(), claim(&s, &a, "r1").acquire().await));
     }
     let rounds = 30;
     let evalsha_before = server.command_calls("evalsha").unwrap();
@@ -300,9 +273,10 @@ async fn a_running_holder_keeps_its_lock_across_ten_ttls_in_one_round_trip_per_i
     assert_eq!(s.watchdog().stats().losses.load(Ordering::Relaxed), 0);
 }
 
-/// The pause itself is the scenario (a thread blocked like a SIGSTOPped
-/// process); what follows it is awaited. Redis is paused as well when the
-/// holder resumes, so only the holder's own deadline can tell it.
+/// The holder's thread is blocked (like a SIGSTOPped process) until its
+/// lock has expired in Redis; what follows is awaited. Redis is paused as
+/// well when the holder resumes, so only the holder's own deadline can
+/// tell it.
 #[test]
 fn a_paused_holder_loses_its_lock_and_learns_it_when_it_resumes() {
     let server = RedisServer::start().unwrap();
@@ -315,12 +289,17 @@ fn a_paused_holder_loses_its_lock_and_learns_it_when_it_resumes() {
         let ttl = 300;
         let s = store(&server, ttl).await;
         let a = asset("paused");
-        let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
+        let got = claim(&s, &a, "r1").acquire().await;
         let cancelled = got.lease.cancelled();
         watchdog_reaches(&s, "a few renewals", |st| &st.renewals, 3).await;
         assert!(got.lease.is_held(), "renewed while running");
 
-        std::thread::sleep(Duration::from_millis(2 * ttl)); // the stall
+        // The stall: the thread, and the watchdog with it, stands still
+        // until the lock has expired in Redis.
+        let lock = s.keys(&a).lock();
+        while kit::setup::get(&server, &lock).is_some() {
+            std::thread::sleep(assetscan_testkit::wait::POLL);
+        }
         server.pause().unwrap();
         tokio::time::timeout(PATIENCE, cancelled.cancelled())
             .await
@@ -339,19 +318,18 @@ fn a_paused_holder_loses_its_lock_and_learns_it_when_it_resumes() {
 /// taken by another holder after the release keeps the ttl it was given.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn released_locks_are_not_renewed() {
-    let server = RedisServer::start().unwrap();
     let ttl = 300;
-    let s = store(&server, ttl).await;
-    let witness_asset = asset("witness");
-    let witness = s.acquire(&witness_asset, "r1", "W", 0).await.unwrap();
+    let (server, s) = start(ttl).await;
+    let witness = claim(&s, &asset("witness"), "r1")
+        .holder("W")
+        .acquire()
+        .await;
     let a = asset("released");
-    let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
-    s.release(&a, &got.lease).await.unwrap();
+    claim(&s, &a, "r1").acquire().await.release().await;
     assert_eq!(s.watchdog().held(), 1);
     // Another holder takes it and stops tracking it; its ttl is set far
     // above the watchdog's, so any renewal would show.
-    let other = s.acquire(&a, "r1", "B", 0).await.unwrap();
-    drop(other.lease);
+    claim(&s, &a, "r1").holder("B").acquire().await.stall();
     let mut conn = raw(&server).await;
     let lock = s.keys(&a).lock();
     let marker_ms: i64 = 60_000;
@@ -378,7 +356,7 @@ async fn released_locks_are_not_renewed() {
         "B's lock was renewed by someone: pttl {pttl} ms"
     );
     assert!(witness.lease.is_held());
-    s.release(&witness_asset, &witness.lease).await.unwrap();
+    witness.release().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -389,17 +367,9 @@ async fn all_scripts_work_on_a_three_master_cluster() {
     let mut held = Vec::new();
     for i in 0..12 {
         let a = asset(&format!("node-{i}"));
-        let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
-        let t = s
-            .advance(
-                &a,
-                "r1",
-                got.token,
-                Status::AssetOnline,
-                &Patch::default().fact("online", true),
-            )
-            .await
-            .unwrap();
+        let mut got = claim(&s, &a, "r1").acquire().await;
+        let online = Patch::default().fact("online", true);
+        let t = got.advance(Status::AssetOnline, &online).await;
         assert_eq!(t.facts.online, Some(true));
         assert!(!s.renew(&a, "B").await.unwrap());
         assert!(s.renew(&a, "A").await.unwrap());
@@ -440,15 +410,14 @@ async fn all_scripts_work_on_a_three_master_cluster() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_corrupted_ticket_is_reported_and_left_as_found() {
-    let server = RedisServer::start().unwrap();
-    let s = store(&server, 5_000).await;
+    let (server, s) = start(5_000).await;
     let mut conn = raw(&server).await;
     let a = asset("corrupt");
     let key = s.keys(&a).ticket("r1");
     for garbage in ["not json", "[1,2]", r#"{"status":"INIT"}"#] {
         let _: () = conn.set(&key, garbage).await.unwrap();
-        let err = s
-            .acquire(&a, "r1", "A", 0)
+        let err = claim(&s, &a, "r1")
+            .try_acquire()
             .await
             .err()
             .expect("acquire must fail");
@@ -485,30 +454,28 @@ async fn a_corrupted_ticket_is_reported_and_left_as_found() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_outage_gives_a_typed_error_and_work_continues_after_restart() {
-    let mut server = RedisServer::start().unwrap();
-    let s = store(&server, 5_000).await;
+    let (mut server, s) = start(5_000).await;
     let a = asset("outage");
-    let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
-    s.release(&a, &got.lease).await.unwrap();
+    let got = claim(&s, &a, "r1").acquire().await.release().await;
     server.kill();
-    let err = s
-        .acquire(&a, "r1", "A", 0)
+    let err = claim(&s, &a, "r1")
+        .try_acquire()
         .await
         .err()
         .expect("redis is down");
     assert!(err.is_unavailable(), "{err:?}");
     assert!(matches!(s.get_ticket(&a, "r1").await, Err(e) if e.is_unavailable()));
     server.restart().unwrap();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    let token = loop {
-        match s.acquire(&a, "r1", "A", got.token).await {
-            Ok(again) => break again.token,
-            Err(e) if e.is_unavailable() && tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
+    // Unavailable until the store's connection is back: then the claim
+    // goes through, and nothing else is an answer.
+    let token = until_some("the store works again", PATIENCE, async || {
+        match claim(&s, &a, "r1").floor(got.token).try_acquire().await {
+            Ok(again) => Some(again.token),
+            Err(e) if e.is_unavailable() => None,
             Err(e) => panic!("no recovery: {e:?}"),
         }
-    };
+    })
+    .await;
     assert_eq!(
         token,
         got.token + 1,
@@ -518,8 +485,7 @@ async fn redis_outage_gives_a_typed_error_and_work_continues_after_restart() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_racers_never_hold_at_once_and_tokens_strictly_increase() {
-    let server = RedisServer::start().unwrap();
-    let s = store(&server, 5_000).await;
+    let (_server, s) = start(5_000).await;
     let a = asset("race");
     let done = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -585,22 +551,12 @@ async fn sixteen_racers_never_hold_at_once_and_tokens_strictly_increase() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn acquiring_a_finished_run_takes_no_lock_and_draws_no_token() {
-    let server = RedisServer::start().unwrap();
-    let s = store(&server, 5_000).await;
+    let (server, s) = start(5_000).await;
     let mut conn = raw(&server).await;
     let a = asset("done");
-    let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
-    for (to, step) in [
-        (Status::AssetOffline, Step::OnlineCheck),
-        (Status::Finished, Step::OnlineCheck),
-    ] {
-        s.advance(&a, "r1", got.token, to, &Patch::default().completes(step))
-            .await
-            .unwrap();
-    }
-    s.release(&a, &got.lease).await.unwrap();
+    let got = claim(&s, &a, "r1").walked(&OFFLINE).await;
     let fence: u64 = conn.get(s.keys(&a).fence()).await.unwrap();
-    let again = s.acquire(&a, "r1", "B", 0).await.unwrap();
+    let again = claim(&s, &a, "r1").holder("B").acquire().await;
     assert_eq!(again.ticket.status, Status::Finished);
     assert_eq!(
         again.token, got.token,
@@ -623,15 +579,10 @@ async fn acquiring_a_finished_run_takes_no_lock_and_draws_no_token() {
 /// GET + HGETALL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_operation_is_one_round_trip() {
-    let server = RedisServer::start().unwrap();
-    let s = store(&server, 30_000).await;
+    let (server, s) = start(30_000).await;
     let a = asset("rtt");
     // Warm-up: loads the scripts (NOSCRIPT, SCRIPT LOAD, EVALSHA).
-    let warm = s.acquire(&a, "warm", "A", 0).await.unwrap();
-    s.advance(&a, "warm", warm.token, Status::Init, &Patch::default())
-        .await
-        .unwrap();
-    s.release(&a, &warm.lease).await.unwrap();
+    claim(&s, &a, "warm").walked(&[Status::Init]).await;
 
     let calls =
         || ["evalsha", "script", "get", "hgetall"].map(|name| server.command_calls(name).unwrap());
@@ -642,19 +593,12 @@ async fn each_operation_is_one_round_trip() {
         last = now;
         delta
     };
-    let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
+    let mut got = claim(&s, &a, "r1").acquire().await;
     // acquire.lua reads the ticket; the lock is one SET NX GET.
     assert_eq!(added(), ([1, 0, 1, 0], 1), "acquire: one EVALSHA");
-    let online = s
-        .advance_from(
-            &a,
-            &got.ticket,
-            got.token,
-            Status::AssetOnline,
-            &Patch::default().fact("online", true),
-        )
-        .await
-        .unwrap();
+    let online = got
+        .advance_from_copy(Status::AssetOnline, &online_fact())
+        .await;
     assert_eq!(added(), ([1, 0, 1, 0], 1), "advance: one EVALSHA");
     let read = s.get_ticket(&a, "r1").await.unwrap().unwrap();
     assert_eq!(read, online, "the executor's copy is the stored ticket");
@@ -688,33 +632,18 @@ async fn each_operation_is_one_round_trip() {
 /// its own spelling).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_do_not_touch_the_facts_they_do_not_change() {
-    let server = RedisServer::start().unwrap();
-    let s = store(&server, 30_000).await;
+    let (server, s) = start(30_000).await;
     let mut conn = raw(&server).await;
     let a = asset("heavy");
     let keys = s.keys(&a);
-    let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
-    let online = s
-        .advance_from(
-            &a,
-            &got.ticket,
-            got.token,
-            Status::AssetOnline,
-            &Patch::default().fact("online", true),
-        )
-        .await
-        .unwrap();
+    let mut got = claim(&s, &a, "r1").acquire().await;
+    got.advance_from_copy(Status::AssetOnline, &online_fact())
+        .await;
     let vulns = many_findings(2_000);
-    let heavy = s
-        .advance_from(
-            &a,
-            &online,
-            got.token,
-            Status::VulnCheckDone,
-            &Patch::default().fact("vulnerabilities", &vulns),
-        )
-        .await
-        .unwrap();
+    let findings = Patch::default().fact("vulnerabilities", &vulns);
+    let heavy = got
+        .advance_from_copy(Status::VulnCheckDone, &findings)
+        .await;
     assert_eq!(heavy.facts.vulnerabilities.as_deref(), Some(&vulns));
     let header: String = conn.get(keys.ticket("r1")).await.unwrap();
     assert!(header.len() < 1_024, "header of {} bytes", header.len());
@@ -732,17 +661,14 @@ async fn writes_do_not_touch_the_facts_they_do_not_change() {
         .unwrap();
     let mut patch = Patch::default();
     patch.attempts.insert(Step::ThreatIntel, 1);
-    let written = s
-        .advance_from(&a, &heavy, got.token, Status::VulnCheckDone, &patch)
-        .await
-        .unwrap();
+    let written = got.advance_from_copy(Status::VulnCheckDone, &patch).await;
     let after: String = conn
         .hget(keys.facts("r1"), "vulnerabilities")
         .await
         .unwrap();
     assert_eq!(after, respelled, "a write without that fact left it alone");
     assert_eq!(s.get_ticket(&a, "r1").await.unwrap(), Some(written));
-    s.release(&a, &got.lease).await.unwrap();
+    got.release().await;
 }
 
 fn many_findings(count: usize) -> VulnFacts {
@@ -770,8 +696,7 @@ fn many_findings(count: usize) -> VulnFacts {
 /// facts into the hash.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn earlier_layout_tickets_are_read_claimed_and_advanced() {
-    let server = RedisServer::start().unwrap();
-    let s = store(&server, 30_000).await;
+    let (server, s) = start(30_000).await;
     let mut conn = raw(&server).await;
     let a = asset("legacy");
     let keys = s.keys(&a);
@@ -787,22 +712,14 @@ async fn earlier_layout_tickets_are_read_claimed_and_advanced() {
     let _: () = conn.set(keys.ticket("r1"), &json).await.unwrap();
 
     assert_eq!(s.get_ticket(&a, "r1").await.unwrap(), Some(legacy.clone()));
-    let got = s.acquire(&a, "r1", "A", 7).await.unwrap();
+    let mut got = claim(&s, &a, "r1").floor(7).acquire().await;
     assert_eq!(got.ticket.facts, legacy.facts, "claimed with its facts");
     let risk = RiskFacts {
         high_risk: true,
         reasons: vec!["CVSS 7.5 >= 7.0".into()],
     };
-    let decided = s
-        .advance_from(
-            &a,
-            &got.ticket,
-            got.token,
-            Status::HighRiskFound,
-            &Patch::default().fact("risk", &risk),
-        )
-        .await
-        .unwrap();
+    let verdict = Patch::default().fact("risk", &risk);
+    let decided = got.advance_from_copy(Status::HighRiskFound, &verdict).await;
     assert_eq!(decided.facts.vulnerabilities, legacy.facts.vulnerabilities);
     assert_eq!(decided.facts.risk, Some(risk));
     assert_eq!(s.get_ticket(&a, "r1").await.unwrap(), Some(decided.clone()));
@@ -811,7 +728,7 @@ async fn earlier_layout_tickets_are_read_claimed_and_advanced() {
     let mut fields: Vec<String> = conn.hkeys(keys.facts("r1")).await.unwrap();
     fields.sort();
     assert_eq!(fields, ["online", "risk", "vulnerabilities"]);
-    s.release(&a, &got.lease).await.unwrap();
+    got.release().await;
 }
 
 /// A claim after a read sends no facts back while the copy read is current,
@@ -819,72 +736,49 @@ async fn earlier_layout_tickets_are_read_claimed_and_advanced() {
 /// whose facts differ from the stored ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_sends_the_facts_only_when_the_callers_copy_is_stale() {
-    let server = RedisServer::start().unwrap();
-    let s = store(&server, 30_000).await;
+    let (_server, s) = start(30_000).await;
     let a = asset("known");
-    let got = s.acquire(&a, "r1", "A", 0).await.unwrap();
-    let online = s
-        .advance_from(
-            &a,
-            &got.ticket,
-            got.token,
-            Status::AssetOnline,
-            &Patch::default().fact("online", true),
-        )
-        .await
-        .unwrap();
-    s.release(&a, &got.lease).await.unwrap();
+    let mut got = claim(&s, &a, "r1").acquire().await;
+    let online = got
+        .advance_from_copy(Status::AssetOnline, &online_fact())
+        .await;
+    got.release().await;
 
     let mut marked = online.clone();
     marked.facts.online = Some(false);
-    let current = s
-        .acquire_run(
-            &a,
-            Claim {
-                known: Some(&marked),
-                ..Claim::new("r1", "B", 0)
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(current.ticket.facts.online, Some(false), "not sent again");
-    s.release(&a, &current.lease).await.unwrap();
-    let stale = s
-        .acquire_run(
-            &a,
-            Claim {
-                known: Some(&marked),
-                ..Claim::new("r1", "B", 0)
-            },
-        )
-        .await
-        .unwrap();
-    assert_eq!(stale.ticket.facts.online, Some(true), "the stored facts");
-    s.release(&a, &stale.lease).await.unwrap();
+    // B's claim with `marked` as its copy, released at once: the facts it
+    // was answered with.
+    let claimed_facts = async || {
+        let known = Claim {
+            known: Some(&marked),
+            ..Claim::new("r1", "B", 0)
+        };
+        let claimed = s.acquire_run(&a, known).await.unwrap();
+        s.release(&a, &claimed.lease).await.unwrap();
+        claimed.ticket.facts
+    };
+    let current = claimed_facts().await;
+    assert_eq!(current.online, Some(false), "not sent again");
+    let stale = claimed_facts().await;
+    assert_eq!(stale.online, Some(true), "the stored facts");
 }
 
 /// A finished run is reported as found even while another run of the asset
 /// holds the lock: no lock is needed to know that a run ended.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_run_is_found_while_another_run_holds_the_lock() {
-    let server = RedisServer::start().unwrap();
-    let s = store(&server, 30_000).await;
+    let (_server, s) = start(30_000).await;
     let a = asset("busy");
-    let done = s.acquire(&a, "r1", "A", 0).await.unwrap();
-    for to in [Status::AssetOffline, Status::Finished] {
-        s.advance(&a, "r1", done.token, to, &Patch::default())
-            .await
-            .unwrap();
-    }
-    s.release(&a, &done.lease).await.unwrap();
-    let other = s.acquire(&a, "r2", "B", 0).await.unwrap();
-    let found = s.acquire(&a, "r1", "C", 0).await.unwrap();
+    claim(&s, &a, "r1").walked(&OFFLINE).await;
+    let other = claim(&s, &a, "r2").holder("B").acquire().await;
+    let found = claim(&s, &a, "r1").holder("C").acquire().await;
     assert_eq!(found.ticket.status, Status::Finished);
+    let third = claim(&s, &a, "r3").holder("C").try_acquire().await;
     assert!(matches!(
-        s.acquire(&a, "r3", "C", 0).await.map(|g| g.token),
+        third.map(|g| g.token),
         Err(StoreError::Locked { .. })
     ));
-    s.release(&a, &other.lease).await.unwrap();
+    other.release().await;
 }
 
 async fn pttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
@@ -898,42 +792,17 @@ async fn pttl(conn: &mut redis::aio::MultiplexedConnection, key: &str) -> i64 {
 /// other owners are untouched.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn retiring_an_owner_ends_its_runs_and_refuses_late_acquires() {
-    let server = RedisServer::start().unwrap();
-    let store = store(&server, 5_000).await;
+    let (server, store) = start(5_000).await;
     let web = asset("web-01");
     let keys = store.keys(&web);
 
-    let open = store
-        .acquire_owned(&web, "o1-g1-s0", "o1", "A", 0)
-        .await
-        .unwrap();
-    store
-        .advance(
-            &web,
-            "o1-g1-s0",
-            open.token,
-            Status::AssetOnline,
-            &Patch::default().fact("online", true),
-        )
-        .await
-        .unwrap();
-    store.release(&web, &open.lease).await.unwrap();
-    let done = store
-        .acquire_owned(&web, "o1-g1-s1", "o1", "A", 0)
-        .await
-        .unwrap();
-    for to in [Status::AssetOffline, Status::Finished] {
-        store
-            .advance(&web, "o1-g1-s1", done.token, to, &Patch::default())
-            .await
-            .unwrap();
-    }
-    store.release(&web, &done.lease).await.unwrap();
-    let other = store
-        .acquire_owned(&web, "o2-g1-s0", "o2", "B", 0)
-        .await
-        .unwrap();
-    store.release(&web, &other.lease).await.unwrap();
+    let mut open = claim(&store, &web, "o1-g1-s0").owner("o1").acquire().await;
+    open.advance(Status::AssetOnline, &online_fact()).await;
+    let open = open.release().await;
+    let done = claim(&store, &web, "o1-g1-s1").owner("o1");
+    let done = done.walked(&OFFLINE).await;
+    let other = claim(&store, &web, "o2-g1-s0").owner("o2").holder("B");
+    let other = other.walked(&[]).await;
 
     let runs = ["o1-g1-s0".to_owned(), "o1-g1-s1".to_owned()];
     assert_eq!(store.retire(&web, "o1", &runs, "C").await.unwrap(), 2);
@@ -971,25 +840,17 @@ async fn retiring_an_owner_ends_its_runs_and_refuses_late_acquires() {
     );
 
     // Late executors: no write lands, no run of the owner starts again.
-    let late = store
-        .advance(
-            &web,
-            "o1-g1-s0",
-            open.token,
-            Status::VulnCheckDone,
-            &Patch::default(),
-        )
-        .await;
+    let late = open.refused(Status::VulnCheckDone).await;
     assert!(
-        matches!(late, Err(StoreError::TicketNotFound { .. })),
+        matches!(late, StoreError::TicketNotFound { .. }),
         "{late:?}"
     );
     for run in ["o1-g1-s0", "o1-g1-s1", "o1-g2-s0"] {
-        let refused = store.acquire_owned(&web, run, "o1", "A", 0).await;
+        let refused = claim(&store, &web, run).owner("o1").try_acquire().await;
         assert!(
             matches!(&refused, Err(StoreError::RunRetired { key }) if key == &keys.ticket(run)),
             "{run}: {:?}",
-            refused.map(|a| a.ticket)
+            refused.map(|a| a.writer.ticket)
         );
     }
     assert_eq!(
@@ -1014,12 +875,8 @@ async fn retiring_an_owner_ends_its_runs_and_refuses_late_acquires() {
     assert_eq!((a.unwrap(), b.unwrap()), (0, 0));
     assert_eq!(store.runs(&web).await.unwrap(), ["o2-g1-s0"]);
     // Another owner, and runs of no owner, go on as before.
-    assert!(
-        store
-            .acquire_owned(&web, "o2-g1-s0", "o2", "B", 0)
-            .await
-            .is_ok()
-    );
+    let o2 = claim(&store, &web, "o2-g1-s0").owner("o2").holder("B");
+    assert!(o2.try_acquire().await.is_ok());
     let mut conn = raw(&server).await;
     let tombstone = pttl(&mut conn, &keys.retired("o1")).await;
     assert!(
@@ -1034,23 +891,25 @@ async fn retiring_an_owner_ends_its_runs_and_refuses_late_acquires() {
 /// after each claim, or forever when terminal tickets are kept forever.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tickets_nobody_drives_expire() {
-    let server = RedisServer::start().unwrap();
-    let store = TicketStore::connect(
-        &RedisTarget::Standalone(server.url()),
-        StoreConfig {
-            terminal_retention: Duration::from_secs(600),
+    // Open tickets abandoned after a minute, terminal ones kept for
+    // `retention`.
+    let keeping = async |server: &RedisServer, retention: Duration| {
+        let config = StoreConfig {
+            terminal_retention: retention,
             abandon_after: Duration::from_secs(60),
             ..config(5_000)
-        },
-    )
-    .await
-    .unwrap();
+        };
+        let target = RedisTarget::Standalone(server.url());
+        TicketStore::connect(&target, config).await.unwrap()
+    };
+    let server = RedisServer::start().unwrap();
+    let store = keeping(&server, Duration::from_secs(600)).await;
     let web = asset("web-01");
     let keys = store.keys(&web);
     let mut conn = raw(&server).await;
     let run = "o1-g1-s0";
 
-    let claimed = store.acquire_owned(&web, run, "o1", "A", 0).await.unwrap();
+    let mut claimed = claim(&store, &web, run).owner("o1").acquire().await;
     let open = pttl(&mut conn, &keys.ticket(run)).await;
     assert!((50_000..=60_000).contains(&open), "open ticket: {open}");
     for key in [keys.fence(), keys.audit()] {
@@ -1063,16 +922,7 @@ async fn tickets_nobody_drives_expire() {
         .query_async(&mut conn)
         .await
         .unwrap();
-    store
-        .advance(
-            &web,
-            run,
-            claimed.token,
-            Status::AssetOnline,
-            &Patch::default().fact("online", true),
-        )
-        .await
-        .unwrap();
+    claimed.advance(Status::AssetOnline, &online_fact()).await;
     let renewed = pttl(&mut conn, &keys.ticket(run)).await;
     assert!(
         (50_000..=60_000).contains(&renewed),
@@ -1080,12 +930,9 @@ async fn tickets_nobody_drives_expire() {
     );
     let facts = pttl(&mut conn, &keys.facts(run)).await;
     assert!((50_000..=60_000).contains(&facts), "facts: {facts}");
-    for to in [Status::VulnCheckDone, Status::Finished] {
-        store
-            .advance(&web, run, claimed.token, to, &Patch::default())
-            .await
-            .unwrap();
-    }
+    claimed
+        .walk(&[Status::VulnCheckDone, Status::Finished])
+        .await;
     for key in [keys.ticket(run), keys.facts(run)] {
         let finished = pttl(&mut conn, &key).await;
         assert!(
@@ -1093,26 +940,14 @@ async fn tickets_nobody_drives_expire() {
             "finished {key}: {finished}"
         );
     }
-    store.release(&web, &claimed.lease).await.unwrap();
+    claimed.release().await;
 
     // Terminal tickets kept forever: so are the fence and the audit stream,
     // while open tickets still expire.
-    let forever = TicketStore::connect(
-        &RedisTarget::Standalone(server.url()),
-        StoreConfig {
-            terminal_retention: Duration::ZERO,
-            abandon_after: Duration::from_secs(60),
-            ..config(5_000)
-        },
-    )
-    .await
-    .unwrap();
+    let forever = keeping(&server, Duration::ZERO).await;
     let other = asset("db-01");
     let other_keys = forever.keys(&other);
-    forever
-        .acquire_owned(&other, run, "o1", "A", 0)
-        .await
-        .unwrap();
+    claim(&forever, &other, run).owner("o1").acquire().await;
     assert_eq!(pttl(&mut conn, &other_keys.fence()).await, -1);
     assert_eq!(pttl(&mut conn, &other_keys.audit()).await, -1);
     let open = pttl(&mut conn, &other_keys.ticket(run)).await;
@@ -1132,39 +967,30 @@ async fn tickets_nobody_drives_expire() {
     }
 }
 
-/// Walks run `run` of `web` to `status` under `token`, along the table.
-async fn walk_to(store: &TicketStore, web: &AssetId, run: &str, token: u64, status: Status) {
-    let path = [
-        Status::AssetOnline,
-        Status::VulnCheckDone,
-        Status::HighRiskFound,
-        Status::Notifying,
-        Status::Notified,
-    ];
-    for to in path {
-        store
-            .advance(web, run, token, to, &Patch::default())
-            .await
-            .unwrap();
-        if to == status {
-            return;
-        }
-    }
-    panic!("{status} is not on the high-risk path");
+/// A run of owner `o1` walked to `status` (along the high-risk path) by
+/// an executor that then stalled past its lease: its late writes.
+async fn stalled_at<'a>(
+    server: &RedisServer,
+    store: &'a TicketStore,
+    web: &AssetId,
+    run: &str,
+    status: Status,
+) -> kit::tickets::Writer<'a> {
+    let mut old = claim(store, web, run).owner("o1").acquire().await;
+    old.walk(high_risk_to(status)).await;
+    let old = old.stall();
+    expire_lock(server, store, web);
+    old
 }
 
 /// Run `o1-g2-s0` of owner `o1`, claimed by `B` as superseding `earlier`.
-async fn claim_superseding(
-    store: &TicketStore,
+async fn claim_superseding<'a>(
+    store: &'a TicketStore,
     web: &AssetId,
     earlier: &str,
-) -> Result<Acquired, StoreError> {
-    let claim = Claim {
-        owner: Some("o1"),
-        supersedes: Some(earlier),
-        ..Claim::new("o1-g2-s0", "B", 0)
-    };
-    store.acquire_run(web, claim).await
+) -> Result<Held<'a>, StoreError> {
+    let next = claim(store, web, "o1-g2-s0").owner("o1").holder("B");
+    next.supersedes(earlier).try_acquire().await
 }
 
 /// An earlier generation's run whose executor stalled past its lease: the
@@ -1173,17 +999,10 @@ async fn claim_superseding(
 /// nobody left to notify).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_that_supersedes_a_run_ends_it_and_its_executor_is_stale() {
-    let server = RedisServer::start().unwrap();
-    let store = store(&server, 5_000).await;
+    let (server, store) = start(5_000).await;
     let web = asset("web-01");
     let keys = store.keys(&web);
-    let old = store
-        .acquire_owned(&web, "o1-g1-s0", "o1", "A", 0)
-        .await
-        .unwrap();
-    walk_to(&store, &web, "o1-g1-s0", old.token, Status::VulnCheckDone).await;
-    drop(old.lease);
-    expire_lock(&server, &store, &web).await;
+    let old = stalled_at(&server, &store, &web, "o1-g1-s0", Status::VulnCheckDone).await;
 
     let new = claim_superseding(&store, &web, "o1-g1-s0").await.unwrap();
     let ended = store.get_ticket(&web, "o1-g1-s0").await.unwrap().unwrap();
@@ -1196,16 +1015,7 @@ async fn a_claim_that_supersedes_a_run_ends_it_and_its_executor_is_stale() {
         new.token
     );
 
-    let err = store
-        .advance(
-            &web,
-            "o1-g1-s0",
-            old.token,
-            Status::HighRiskFound,
-            &Patch::default(),
-        )
-        .await
-        .unwrap_err();
+    let err = old.refused(Status::HighRiskFound).await;
     assert!(matches!(err, StoreError::StaleToken { .. }), "{err:?}");
     let audit = store.audit(&web, 100).await.unwrap();
     let superseded = audit
@@ -1226,23 +1036,23 @@ async fn a_claim_that_supersedes_a_run_ends_it_and_its_executor_is_stale() {
             Some(ended.fencing_token)
         )
     );
-    store.release(&web, &new.lease).await.unwrap();
+    let new_token = new.token;
+    new.release().await;
 
     // Claiming again (a retry of the same reconcile) finds it ended: the
     // ended run is left as it is.
     let again = claim_superseding(&store, &web, "o1-g1-s0").await.unwrap();
     let still = store.get_ticket(&web, "o1-g1-s0").await.unwrap().unwrap();
     assert_eq!(still, ended, "an ended run is not touched again");
-    assert_eq!(again.token, new.token + 1);
-    store.release(&web, &again.lease).await.unwrap();
+    assert_eq!(again.token, new_token + 1);
+    again.release().await;
 }
 
 /// A run that confirmed a risk is never superseded: the claim that would
 /// replace it is refused, nothing taken or drawn, and that run goes first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_is_refused_while_the_run_it_supersedes_is_alerting() {
-    let server = RedisServer::start().unwrap();
-    let store = store(&server, 5_000).await;
+    let (server, store) = start(5_000).await;
     let web = asset("web-01");
     let keys = store.keys(&web);
     for alerting in [Status::HighRiskFound, Status::Notifying, Status::Notified] {
@@ -1250,24 +1060,10 @@ async fn a_claim_is_refused_while_the_run_it_supersedes_is_alerting() {
             "o1-g1-{}",
             alerting.as_str().to_lowercase().replace('_', "-")
         );
-        let old = store
-            .acquire_owned(&web, &earlier, "o1", "A", 0)
-            .await
-            .unwrap();
-        walk_to(&store, &web, &earlier, old.token, alerting).await;
-        drop(old.lease);
-        expire_lock(&server, &store, &web).await;
+        let old = stalled_at(&server, &store, &web, &earlier, alerting).await;
         let fence_before: u64 = raw(&server).await.get(keys.fence()).await.unwrap();
 
-        let err = store
-            .acquire_run(
-                &web,
-                Claim {
-                    owner: Some("o1"),
-                    supersedes: Some(&earlier),
-                    ..Claim::new("o1-g2-s0", "B", 0)
-                },
-            )
+        let err = claim_superseding(&store, &web, &earlier)
             .await
             .err()
             .expect("refused");

@@ -6,8 +6,9 @@ use crate::BenchError;
 use crate::bed::{Bed, asset};
 use crate::effects::vulns;
 use crate::stats::Spread;
+use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{Status, Step, Ticket};
-use assetscan_operator::store::{Claim, Patch, TicketStore};
+use assetscan_operator::store::{Acquired, Claim, Patch, TicketStore};
 use futures::future::try_join_all;
 use std::time::{Duration, Instant};
 
@@ -122,15 +123,7 @@ async fn ops(
     let mut count = 0u64;
     // Each task claims its ticket once for the advances, as an executor
     // does, and writes from the copy it holds.
-    let got = store
-        .acquire_run(
-            &a,
-            Claim {
-                known: Some(&ticket),
-                ..Claim::new("r1", "bench", 0)
-            },
-        )
-        .await?;
+    let got = claim(store, &a, &ticket).await?;
     let mut current = got.ticket;
     if let Op::Acquire = op {
         store.release(&a, &got.lease).await?;
@@ -148,15 +141,7 @@ async fn ops(
             }
             Op::Acquire => {
                 // A claim after the read the pipeline's fast path makes.
-                let again = store
-                    .acquire_run(
-                        &a,
-                        Claim {
-                            known: Some(&current),
-                            ..Claim::new("r1", "bench", 0)
-                        },
-                    )
-                    .await?;
+                let again = claim(store, &a, &current).await?;
                 store.release(&a, &again.lease).await?;
                 current = again.ticket;
             }
@@ -167,4 +152,18 @@ async fn ops(
         store.release(&a, &got.lease).await?;
     }
     Ok(count)
+}
+
+/// Claims run `r1` of `asset` as the bench's executor that holds `known`,
+/// the ticket as it last read or wrote it.
+async fn claim(
+    store: &TicketStore,
+    asset: &AssetId,
+    known: &Ticket,
+) -> Result<Acquired, BenchError> {
+    let claim = Claim {
+        known: Some(known),
+        ..Claim::new("r1", "bench", 0)
+    };
+    Ok(store.acquire_run(asset, claim).await?)
 }

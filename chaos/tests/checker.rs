@@ -10,7 +10,7 @@ use assetscan_chaos::history::{
 };
 use assetscan_chaos::objects::{Channel, Kind};
 use serde_json::{Value, json};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 const A: &str = "a.dc1.example.com";
 const B: &str = "b.dc1.example.com";
@@ -40,45 +40,41 @@ impl Stream {
         }
     }
 
-    fn push(&mut self, fields: &[(&str, String)]) -> &mut Stream {
+    /// Appends a record of the ticket with `fields`, written `key=value`
+    /// apart by spaces, as the checker's excerpts show them.
+    fn push(&mut self, fields: &str) -> &mut Stream {
         let n = self.records.len();
-        let mut all: Vec<(&str, String)> = vec![
-            (
-                "ticket",
-                format!("asc:{{{}}}:ticket:{}", self.asset, self.run),
-            ),
-            ("at", format!("{}", 1_000 + n)),
-        ];
-        all.extend(fields.iter().cloned());
+        let mut all: BTreeMap<String, String> = fields
+            .split_whitespace()
+            .map(|pair| {
+                let (key, value) = pair.split_once('=').expect("key=value");
+                (key.to_owned(), value.to_owned())
+            })
+            .collect();
+        all.insert(
+            "ticket".into(),
+            format!("asc:{{{}}}:ticket:{}", self.asset, self.run),
+        );
+        all.insert("at".into(), format!("{}", 1_000 + n));
         self.records.push(AuditRecord {
             epoch: self.epoch,
             asset: self.asset.to_owned(),
             id: format!("{}-{n}", 1_000 + n),
-            fields: all.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            fields: all,
         });
         self
     }
 
     fn acquire(&mut self, token: u64, status: &str, revision: u64, holder: &str) -> &mut Stream {
-        self.push(&[
-            ("op", "acquire".into()),
-            ("result", "ok".into()),
-            ("holder", format!("{holder}:default/x")),
-            ("token", token.to_string()),
-            ("status", status.into()),
-            ("revision", revision.to_string()),
-        ])
+        self.push(&format!(
+            "op=acquire result=ok holder={holder}:default/x token={token} status={status} revision={revision}"
+        ))
     }
 
     fn advance(&mut self, token: u64, from: &str, to: &str, revision: u64) -> &mut Stream {
-        self.push(&[
-            ("op", "advance".into()),
-            ("result", "ok".into()),
-            ("token", token.to_string()),
-            ("from", from.into()),
-            ("to", to.into()),
-            ("revision", revision.to_string()),
-        ])
+        self.push(&format!(
+            "op=advance result=ok token={token} from={from} to={to} revision={revision}"
+        ))
     }
 }
 
@@ -125,17 +121,9 @@ fn baseline() -> History {
         .advance(1, "HIGH_RISK_FOUND", "NOTIFYING", 5)
         .acquire(2, "NOTIFYING", 6, "replica-1#2")
         .advance(2, "NOTIFYING", "NOTIFIED", 7)
-        .push(&[
-            ("op", "advance".into()),
-            ("result", "STALE_TOKEN".into()),
-            ("token", "1".into()),
-            ("valid", "2".into()),
-            ("from", "NOTIFIED".into()),
-            ("to", "NOTIFIED".into()),
-            ("revision", "7".into()),
-        ])
+        .push("op=advance result=STALE_TOKEN token=1 valid=2 from=NOTIFIED to=NOTIFIED revision=7")
         .advance(2, "NOTIFIED", "FINISHED", 8)
-        .push(&[("op", "release".into()), ("result", "ok".into())]);
+        .push("op=release result=ok");
     let mut a_final = status(RUN_A, A, "FINISHED", 2, 8);
     a_final["highRisk"] = json!(true);
     a_final["notification"] = json!({"state": "sent", "idempotencyKey": key(A, RUN_A)});
@@ -154,14 +142,7 @@ fn baseline() -> History {
     let mut c = Stream::new(C, RUN_C);
     c.acquire(1, "INIT", 1, "replica-2#3")
         .advance(1, "INIT", "ASSET_ONLINE", 2)
-        .push(&[
-            ("op", "retire".into()),
-            ("result", "ok".into()),
-            ("token", "2".into()),
-            ("from", "ASSET_ONLINE".into()),
-            ("status", "FAILED".into()),
-            ("revision", "3".into()),
-        ]);
+        .push("op=retire result=ok token=2 from=ASSET_ONLINE status=FAILED revision=3");
 
     let delivery = |channel, token| Delivery {
         channel,
@@ -266,6 +247,15 @@ fn record<'h>(h: &'h mut History, asset: &str, n: usize) -> &'h mut AuditRecord 
         .expect("record")
 }
 
+/// The baseline with `field` of `asset`'s `n`th audit record set to `value`.
+fn with_field(asset: &str, n: usize, field: &str, value: &str) -> History {
+    let mut h = baseline();
+    record(&mut h, asset, n)
+        .fields
+        .insert(field.into(), value.into());
+    h
+}
+
 fn object<'h>(h: &'h mut History, asset: &str) -> &'h mut ObjectHistory {
     h.objects
         .iter_mut()
@@ -303,20 +293,12 @@ fn a_deleted_object_with_a_ticket_left_is_not_gone() {
 
 #[test]
 fn a_revision_that_does_not_grow_is_caught() {
-    let mut h = baseline();
-    record(&mut h, A, 2)
-        .fields
-        .insert("revision".into(), "2".into());
-    fails_only(&h, Invariant::Revisions);
+    fails_only(&with_field(A, 2, "revision", "2"), Invariant::Revisions);
 }
 
 #[test]
 fn a_write_from_where_the_ticket_did_not_stand_is_caught() {
-    let mut h = baseline();
-    record(&mut h, A, 2)
-        .fields
-        .insert("from".into(), "INIT".into());
-    fails_only(&h, Invariant::Transitions);
+    fails_only(&with_field(A, 2, "from", "INIT"), Invariant::Transitions);
 }
 
 #[test]
@@ -348,11 +330,7 @@ fn a_write_after_the_end_is_caught() {
 
 #[test]
 fn a_write_under_an_older_token_is_caught() {
-    let mut h = baseline();
-    record(&mut h, A, 2)
-        .fields
-        .insert("token".into(), "0".into());
-    fails_only(&h, Invariant::TicketTokens);
+    fails_only(&with_field(A, 2, "token", "0"), Invariant::TicketTokens);
 }
 
 /// A claim of `RUN_A`'s generation 2 under token 2, which the asset's first

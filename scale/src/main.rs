@@ -8,6 +8,7 @@
 
 mod procstat;
 mod proxy;
+mod report;
 mod stack;
 
 use anyhow::{Result, bail};

@@ -4,6 +4,7 @@
 
 use crate::procstat::{cpu_seconds, peak_rss_kib};
 use crate::proxy::{self, Counts, is_write};
+use crate::report::{Cost, Report};
 use anyhow::{Context as _, Result, bail};
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanSpec, Target};
 use assetscan_testkit::process::OperatorCommand;
@@ -46,80 +47,6 @@ impl Drop for Proc {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
-    }
-}
-
-/// What one process cost during the scan phase.
-pub struct Cost {
-    name: String,
-    peak_rss_kib: u64,
-    cpu_seconds: f64,
-}
-
-pub struct Report {
-    count: usize,
-    elapsed: Duration,
-    costs: Vec<Cost>,
-    requests: BTreeMap<String, u64>,
-    redis_calls: BTreeMap<String, u64>,
-    redis_processed: u64,
-    restart_idle_writes: BTreeMap<String, u64>,
-    restart_idle_redis: BTreeMap<String, u64>,
-    idle: Duration,
-}
-
-impl Report {
-    pub fn print(&self) {
-        let n = self.count as f64;
-        let secs = self.elapsed.as_secs_f64();
-        println!("all finished in {secs:.1} s: {:.1} scans/s", n / secs);
-        let total_cpu: f64 = self.costs.iter().map(|c| c.cpu_seconds).sum();
-        for c in &self.costs {
-            println!(
-                "  {:<10} peak RSS {:>7.1} MiB  CPU {:>7.1} s ({:>4.1}% of the run's CPU)",
-                c.name,
-                c.peak_rss_kib as f64 / 1024.0,
-                c.cpu_seconds,
-                100.0 * c.cpu_seconds / total_cpu.max(f64::EPSILON)
-            );
-        }
-        println!("API requests per scan (verb resource):");
-        let mut writes = 0;
-        for (key, calls) in &self.requests {
-            if is_write(key) {
-                writes += calls;
-            }
-            println!("  {key:<32} {:>8.2}  ({calls})", *calls as f64 / n);
-        }
-        println!("  {:<32} {:>8.2}", "= writes", writes as f64 / n);
-        let commands: u64 = self.redis_calls.values().sum();
-        println!(
-            "Redis per scan: {:.2} commands processed (round trips incl. scripts), {:.2} calls incl. inside scripts",
-            self.redis_processed as f64 / n,
-            commands as f64 / n
-        );
-        for (cmd, calls) in &self.redis_calls {
-            println!("  {cmd:<24} {:>8.2}", *calls as f64 / n);
-        }
-        println!(
-            "restart of both replicas + {} s idle: API writes {:?}, Redis calls {:?}",
-            self.idle.as_secs(),
-            self.restart_idle_writes,
-            self.restart_idle_redis
-        );
-    }
-
-    /// Guarantees broken by this run (not targets: those are read from the
-    /// figures).
-    pub fn violations(&self) -> Vec<String> {
-        let mut found = Vec::new();
-        if !self.restart_idle_writes.is_empty() {
-            found.push(format!(
-                "API writes after the restart: {:?}",
-                self.restart_idle_writes
-            ));
-        }
-        found
     }
 }
 
@@ -295,107 +222,176 @@ fn cost(proc: &Proc) -> Cost {
     }
 }
 
+/// A fresh stack without its replicas. Its parts stop when it is dropped,
+/// in this order.
+struct Stack {
+    /// The driver's own client, straight to the emulator (uncounted).
+    api: Api<AssetScan>,
+    /// The requests through the proxy, which the replicas' kubeconfig
+    /// points at.
+    counts: Counts,
+    emulator: Proc,
+    stubs: ProviderStubs,
+    redis: RedisServer,
+    work: tempfile::TempDir,
+}
+
+/// What the scan phase measured (see [`Report`]).
+struct ScanPhase {
+    elapsed: Duration,
+    costs: Vec<Cost>,
+    requests: BTreeMap<String, u64>,
+    redis_calls: BTreeMap<String, u64>,
+    redis_processed: u64,
+}
+
+/// Runs the stack through `settings`: creates the AssetScans, starts the
+/// replicas and waits until all finished, then restarts both replicas and
+/// stays idle.
 pub async fn measure(settings: &Settings) -> Result<Report> {
-    let work = tempfile::Builder::new()
-        .prefix("assetscan-scale-")
-        .tempdir()?;
-    let redis = RedisServer::start()?;
-    let stubs = ProviderStubs::start().await?;
-    let (emulator, url) = start_emulator(work.path(), settings.count)?;
-    let counts = Counts::default();
-    let proxy_url = proxy::start(&url, counts.clone()).await?;
-    let kubeconfig = std::fs::read_to_string(work.path().join("emulator.kubeconfig"))?;
-    std::fs::write(
-        work.path().join("operator.kubeconfig"),
-        kubeconfig.replace(&url, &proxy_url),
-    )?;
-    let config = config_yaml(&stubs, work.path())?;
-    std::fs::write(work.path().join("config.yaml"), config)?;
-    let kc = Kubeconfig::read_from(work.path().join("emulator.kubeconfig"))?;
-    let client = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?,
-    )?;
-    let api: Api<AssetScan> = Api::namespaced(client, NAMESPACE);
-
-    let created = Instant::now();
-    futures::stream::iter(0..settings.count)
-        .map(|i| {
-            let api = api.clone();
-            stubs.inventory.set_online(&format!("asset-{i:06}"), true);
-            async move { api.create(&PostParams::default(), &scan(i)).await }
-        })
-        .buffer_unordered(16)
-        .try_collect::<Vec<_>>()
-        .await
-        .context("creating the AssetScans")?;
-    println!(
-        "created {} objects in {:.1} s",
-        settings.count,
-        created.elapsed().as_secs_f64()
-    );
-
-    let emulator_cpu_before = cpu_seconds(emulator.pid()).unwrap_or(0.0);
-    let started = Instant::now();
-    let mut replicas = (0..REPLICAS)
-        .map(|i| start_replica(work.path(), i, &redis.url(), settings))
-        .collect::<Result<Vec<_>>>()?;
-    all_finished(api.clone(), settings.count, settings.timeout).await?;
-    let elapsed = started.elapsed();
-    let mut costs: Vec<Cost> = replicas.iter().map(cost).collect();
-    let mut emulator_cost = cost(&emulator);
-    emulator_cost.cpu_seconds -= emulator_cpu_before;
-    costs.push(emulator_cost);
-    if let Some(pid) = redis.pid() {
-        costs.push(Cost {
-            name: "redis".into(),
-            peak_rss_kib: peak_rss_kib(pid).unwrap_or(0),
-            cpu_seconds: cpu_seconds(pid).unwrap_or(0.0),
-        });
-    }
-    let requests = counts.snapshot();
-    let redis_calls_done = redis_calls(&redis)?;
-    let redis_processed_done = redis_processed(&redis)?;
-
-    // Restart both replicas, then stay idle: nothing may be written.
-    replicas.clear();
-    let watches_before = counts
-        .snapshot()
-        .get("watch assetscans")
-        .copied()
-        .unwrap_or(0);
-    replicas = (0..REPLICAS)
-        .map(|i| start_replica(work.path(), i, &redis.url(), settings))
-        .collect::<Result<Vec<_>>>()?;
-    let restart = Instant::now();
-    while counts
-        .snapshot()
-        .get("watch assetscans")
-        .copied()
-        .unwrap_or(0)
-        < watches_before + u64::from(REPLICAS)
-    {
-        if restart.elapsed() > settings.timeout {
-            bail!("restarted replicas never watched");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    tokio::time::sleep(settings.idle).await;
-    let after = counts.snapshot();
-    let restart_idle_writes = delta(&after, &requests)
-        .into_iter()
-        .filter(|(k, _)| is_write(k))
-        .collect();
-    let restart_idle_redis = delta(&redis_calls(&redis)?, &redis_calls_done);
+    let stack = Stack::start(settings.count).await?;
+    stack.create_scans(settings.count).await?;
+    let (replicas, scan) = stack.run_scans(settings).await?;
     drop(replicas);
+    let (restart_idle_writes, restart_idle_redis) = stack.restart_and_idle(settings, &scan).await?;
     Ok(Report {
         count: settings.count,
-        elapsed,
-        costs,
-        requests,
-        redis_calls: redis_calls_done,
-        redis_processed: redis_processed_done,
+        elapsed: scan.elapsed,
+        costs: scan.costs,
+        requests: scan.requests,
+        redis_calls: scan.redis_calls,
+        redis_processed: scan.redis_processed,
         restart_idle_writes,
         restart_idle_redis,
         idle: settings.idle,
     })
+}
+
+impl Stack {
+    /// Starts Redis, the stubs, the emulator (sized for `count` objects)
+    /// and the counting proxy before it, and writes the replicas' config
+    /// and kubeconfig.
+    async fn start(count: usize) -> Result<Stack> {
+        let work = tempfile::Builder::new()
+            .prefix("assetscan-scale-")
+            .tempdir()?;
+        let redis = RedisServer::start()?;
+        let stubs = ProviderStubs::start().await?;
+        let (emulator, url) = start_emulator(work.path(), count)?;
+        let counts = Counts::default();
+        let proxy_url = proxy::start(&url, counts.clone()).await?;
+        let kubeconfig = std::fs::read_to_string(work.path().join("emulator.kubeconfig"))?;
+        std::fs::write(
+            work.path().join("operator.kubeconfig"),
+            kubeconfig.replace(&url, &proxy_url),
+        )?;
+        let config = config_yaml(&stubs, work.path())?;
+        std::fs::write(work.path().join("config.yaml"), config)?;
+        let kc = Kubeconfig::read_from(work.path().join("emulator.kubeconfig"))?;
+        let client = kube::Client::try_from(
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?,
+        )?;
+        Ok(Stack {
+            api: Api::namespaced(client, NAMESPACE),
+            counts,
+            emulator,
+            stubs,
+            redis,
+            work,
+        })
+    }
+
+    /// Creates `count` AssetScans, 16 at a time, their assets online.
+    async fn create_scans(&self, count: usize) -> Result<()> {
+        let created = Instant::now();
+        futures::stream::iter(0..count)
+            .map(|i| {
+                let api = self.api.clone();
+                self.stubs
+                    .inventory
+                    .set_online(&format!("asset-{i:06}"), true);
+                async move { api.create(&PostParams::default(), &scan(i)).await }
+            })
+            .buffer_unordered(16)
+            .try_collect::<Vec<_>>()
+            .await
+            .context("creating the AssetScans")?;
+        println!(
+            "created {count} objects in {:.1} s",
+            created.elapsed().as_secs_f64()
+        );
+        Ok(())
+    }
+
+    fn start_replicas(&self, settings: &Settings) -> Result<Vec<Proc>> {
+        (0..REPLICAS)
+            .map(|i| start_replica(self.work.path(), i, &self.redis.url(), settings))
+            .collect()
+    }
+
+    /// Starts the replicas and waits until every object finished: the
+    /// replicas, still running, and what the phase cost.
+    async fn run_scans(&self, settings: &Settings) -> Result<(Vec<Proc>, ScanPhase)> {
+        let emulator_cpu_before = cpu_seconds(self.emulator.pid()).unwrap_or(0.0);
+        let started = Instant::now();
+        let replicas = self.start_replicas(settings)?;
+        all_finished(self.api.clone(), settings.count, settings.timeout).await?;
+        let elapsed = started.elapsed();
+        let mut costs: Vec<Cost> = replicas.iter().map(cost).collect();
+        let mut emulator_cost = cost(&self.emulator);
+        emulator_cost.cpu_seconds -= emulator_cpu_before;
+        costs.push(emulator_cost);
+        if let Some(pid) = self.redis.pid() {
+            costs.push(Cost {
+                name: "redis".into(),
+                peak_rss_kib: peak_rss_kib(pid).unwrap_or(0),
+                cpu_seconds: cpu_seconds(pid).unwrap_or(0.0),
+            });
+        }
+        let phase = ScanPhase {
+            elapsed,
+            costs,
+            requests: self.counts.snapshot(),
+            redis_calls: redis_calls(&self.redis)?,
+            redis_processed: redis_processed(&self.redis)?,
+        };
+        Ok((replicas, phase))
+    }
+
+    /// Starts both replicas again (the old ones stopped), waits until both
+    /// watch, then stays idle: nothing may be written. The API writes and
+    /// the Redis calls since the end of the scan phase.
+    async fn restart_and_idle(
+        &self,
+        settings: &Settings,
+        scan: &ScanPhase,
+    ) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {
+        let watches_before = self.watches();
+        let replicas = self.start_replicas(settings)?;
+        let restart = Instant::now();
+        while self.watches() < watches_before + u64::from(REPLICAS) {
+            if restart.elapsed() > settings.timeout {
+                bail!("restarted replicas never watched");
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        tokio::time::sleep(settings.idle).await;
+        let after = self.counts.snapshot();
+        let writes = delta(&after, &scan.requests)
+            .into_iter()
+            .filter(|(k, _)| is_write(k))
+            .collect();
+        let redis = delta(&redis_calls(&self.redis)?, &scan.redis_calls);
+        drop(replicas);
+        Ok((writes, redis))
+    }
+
+    /// The watches of AssetScans opened through the proxy so far.
+    fn watches(&self) -> u64 {
+        self.counts
+            .snapshot()
+            .get("watch assetscans")
+            .copied()
+            .unwrap_or(0)
+    }
 }

@@ -1,8 +1,9 @@
-//! What can be wrong with a provider's configuration, and the one check
-//! every provider's timeout passes. A leaf: the providers build these
+//! What can be wrong with a provider's configuration, and the checks its
+//! timeout and its limits pass. A leaf: the providers build these
 //! errors; nothing here knows a provider.
 
 use super::secret::SecretError;
+use std::fmt::Display;
 use std::time::Duration;
 
 /// A provider's configuration is unusable. Names the provider and the
@@ -69,6 +70,25 @@ pub(crate) fn check_timeout(
     Ok(timeout)
 }
 
+/// A limit from the config (pages, ids per request, characters per query
+/// parameter) that must be at least `min`: below it the provider could not
+/// make progress.
+pub(crate) fn check_at_least<T: PartialOrd + Display>(
+    provider: &'static str,
+    field: &'static str,
+    value: T,
+    min: T,
+) -> Result<T, ProviderConfigError> {
+    if value < min {
+        return Err(ProviderConfigError::invalid(
+            provider,
+            field,
+            format!("must be at least {min}"),
+        ));
+    }
+    Ok(value)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -78,5 +98,12 @@ mod tests {
         assert!(check_timeout("p", Duration::ZERO).is_err());
         assert!(check_timeout("p", Duration::from_secs(5)).is_ok());
         assert!(check_timeout("p", Duration::from_secs(3600)).is_err());
+    }
+
+    #[test]
+    fn limits_below_their_minimum_are_refused() {
+        assert_eq!(check_at_least("p", "maxPages", 1u32, 1).unwrap(), 1);
+        let err = check_at_least("p", "maxChars", 19, 20).unwrap_err();
+        assert_eq!(err.to_string(), "p: maxChars: must be at least 20");
     }
 }

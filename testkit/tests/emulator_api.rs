@@ -32,52 +32,27 @@ use assetscan_testkit::emulator::{
     Availability, CodeClass, Emulator, EmulatorOptions, EventType, Fault, Operation, Verb,
     parse_manifests,
 };
+use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams, WatchParams,
+    Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchParams,
 };
-use kube::core::{Status, WatchEvent};
+use kube::core::WatchEvent;
 use serde_json::{Value, json};
 
-const CRD: &str = include_str!("fixtures/assetscans-crd.yaml");
-
-fn ar() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("example.com", "v1", "AssetScan"),
-        "assetscans",
-    )
-}
+mod common;
+use common::{
+    CRD, api_error, ar, assert_refusal, create_scan, delete_marked, merge_patch,
+    merge_patch_status, scan, scan_event,
+};
 
 async fn start() -> (Emulator, Api<DynamicObject>) {
-    let crds = parse_manifests(CRD).expect("fixture CRD parses");
-    let emu = Emulator::start(EmulatorOptions {
-        crds,
+    common::start(EmulatorOptions {
         namespaces: vec!["other".into()],
         bookmark_interval: Duration::from_millis(200),
         ..Default::default()
     })
     .await
-    .expect("emulator starts");
-    let api = Api::namespaced_with(emu.client().expect("client"), "default", &ar());
-    (emu, api)
-}
-
-fn scan(name: &str, host: &str) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "example.com/v1",
-        "kind": "AssetScan",
-        "metadata": {"name": name},
-        "spec": {"target": {"host": host}},
-    }))
-    .expect("valid object")
-}
-
-fn api_error(result: Result<impl std::fmt::Debug, kube::Error>) -> Box<Status> {
-    match result {
-        Err(kube::Error::Api(status)) => status,
-        other => panic!("expected an API error, got {other:?}"),
-    }
 }
 
 fn rv(obj: &DynamicObject) -> String {
@@ -91,17 +66,10 @@ fn generation(obj: &DynamicObject) -> i64 {
     obj.metadata.generation.expect("generation")
 }
 
-fn merge(v: Value) -> Patch<Value> {
-    Patch::Merge(v)
-}
-
 #[tokio::test]
 async fn stale_resource_version_conflicts() {
     let (_emu, api) = start().await;
-    let created = api
-        .create(&PostParams::default(), &scan("a", "example.org"))
-        .await
-        .expect("create");
+    let created = create_scan(&api, "a").await;
     let dup = api_error(
         api.create(&PostParams::default(), &scan("a", "example.org"))
             .await,
@@ -120,18 +88,16 @@ async fn stale_resource_version_conflicts() {
     let mut stale = created.clone();
     stale.data["spec"]["target"]["port"] = json!(9443);
     let conflict = api_error(api.replace("a", &PostParams::default(), &stale).await);
-    assert_eq!((conflict.code, conflict.reason.as_str()), (409, "Conflict"));
-    assert_eq!(
-        conflict.message,
-        "Operation cannot be fulfilled on assetscans.example.com \"a\": the object has been modified; please apply your changes to the latest version and try again"
+    assert_refusal(
+        &conflict,
+        409,
+        "Conflict",
+        "Operation cannot be fulfilled on assetscans.example.com \"a\": the object has been modified; please apply your changes to the latest version and try again",
     );
     // A merge patch carrying a stale resourceVersion is a precondition too.
     let patch =
         json!({"metadata": {"resourceVersion": rv(&created)}, "spec": {"target": {"port": 1}}});
-    assert_eq!(
-        api_error(api.patch("a", &PatchParams::default(), &merge(patch)).await).code,
-        409
-    );
+    assert_eq!(api_error(merge_patch(&api, "a", patch).await).code, 409);
 }
 
 /// Writes are validated outside the emulator's state lock: patches of one
@@ -141,16 +107,12 @@ async fn stale_resource_version_conflicts() {
 async fn concurrent_patches_of_one_object_are_all_kept() {
     const PATCHES: usize = 48;
     let (emu, api) = start().await;
-    let created = api
-        .create(&PostParams::default(), &scan("busy", "example.org"))
-        .await
-        .expect("create");
+    let created = create_scan(&api, "busy").await;
     let patches = (0..PATCHES).map(|i| {
         let api = api.clone();
         tokio::spawn(async move {
             let patch = json!({"metadata": {"labels": {format!("writer-{i}"): "done"}}});
-            api.patch("busy", &PatchParams::default(), &merge(patch))
-                .await
+            merge_patch(&api, "busy", patch).await
         })
     });
     for result in futures::future::join_all(patches).await {
@@ -176,44 +138,21 @@ async fn concurrent_patches_of_one_object_are_all_kept() {
 #[tokio::test]
 async fn generation_bumps_on_spec_changes_only() {
     let (emu, api) = start().await;
-    let created = api
-        .create(&PostParams::default(), &scan("g", "example.org"))
-        .await
-        .expect("create");
+    let created = create_scan(&api, "g").await;
     assert_eq!(generation(&created), 1);
-    let labelled = api
-        .patch(
-            "g",
-            &PatchParams::default(),
-            &merge(json!({"metadata": {"labels": {"a": "b"}}})),
-        )
+    let labelled = merge_patch(&api, "g", json!({"metadata": {"labels": {"a": "b"}}}))
         .await
         .expect("label");
     assert_eq!(generation(&labelled), 1, "metadata-only change");
-    let status = api
-        .patch_status(
-            "g",
-            &PatchParams::default(),
-            &merge(json!({"status": {"phase": "INIT"}})),
-        )
+    let status = merge_patch_status(&api, "g", json!({"status": {"phase": "INIT"}}))
         .await
         .expect("status");
     assert_eq!(generation(&status), 1, "status-only change");
-    let spec = api
-        .patch(
-            "g",
-            &PatchParams::default(),
-            &merge(json!({"spec": {"target": {"port": 80}}})),
-        )
+    let spec = merge_patch(&api, "g", json!({"spec": {"target": {"port": 80}}}))
         .await
         .expect("spec");
     assert_eq!(generation(&spec), 2);
-    let same = api
-        .patch(
-            "g",
-            &PatchParams::default(),
-            &merge(json!({"spec": {"target": {"port": 80}}})),
-        )
+    let same = merge_patch(&api, "g", json!({"spec": {"target": {"port": 80}}}))
         .await
         .expect("no-op");
     assert_eq!(
@@ -238,12 +177,9 @@ async fn status_is_kept_apart_from_the_rest() {
         "status is dropped on create"
     );
 
-    let after_main = api
-        .patch(
-            "s",
-            &PatchParams::default(),
-            &merge(json!({"status": {"phase": "FINISHED"}, "spec": {"threatIntel": "Always"}})),
-        )
+    // Each write carries both parts; only one part is taken from each.
+    let both = |phase: &str, intel: &str| json!({"status": {"phase": phase}, "spec": {"threatIntel": intel}});
+    let after_main = merge_patch(&api, "s", both("FINISHED", "Always"))
         .await
         .expect("main patch");
     assert!(
@@ -252,12 +188,7 @@ async fn status_is_kept_apart_from_the_rest() {
     );
     assert_eq!(after_main.data["spec"]["threatIntel"], "Always");
 
-    let after_status = api
-        .patch_status(
-            "s",
-            &PatchParams::default(),
-            &merge(json!({"status": {"phase": "INIT"}, "spec": {"threatIntel": "Never"}})),
-        )
+    let after_status = merge_patch_status(&api, "s", both("INIT", "Never"))
         .await
         .expect("status patch");
     assert_eq!(after_status.data["status"]["phase"], "INIT");
@@ -270,20 +201,21 @@ async fn status_is_kept_apart_from_the_rest() {
         "spec ignored on /status"
     );
 
-    let mut replaced = after_status.clone();
-    replaced.data["status"]["phase"] = json!("ASSET_ONLINE");
+    let online = |obj: &DynamicObject| {
+        let mut replaced = obj.clone();
+        replaced.data["status"]["phase"] = json!("ASSET_ONLINE");
+        replaced
+    };
     let put = api
-        .replace("s", &PostParams::default(), &replaced)
+        .replace("s", &PostParams::default(), &online(&after_status))
         .await
         .expect("put main");
     assert_eq!(
         put.data["status"]["phase"], "INIT",
         "PUT on the main resource keeps the stored status"
     );
-    let mut replaced = put.clone();
-    replaced.data["status"]["phase"] = json!("ASSET_ONLINE");
     let put = api
-        .replace_status("s", &PostParams::default(), &replaced)
+        .replace_status("s", &PostParams::default(), &online(&put))
         .await
         .expect("put status");
     assert_eq!(put.data["status"]["phase"], "ASSET_ONLINE");
@@ -299,33 +231,48 @@ async fn next_event(
         .expect("event decodes")
 }
 
+/// A watch of the scans from `version`.
+async fn watch_scans(
+    api: &Api<DynamicObject>,
+    params: &WatchParams,
+    version: &str,
+) -> BoxStream<'static, kube::Result<WatchEvent<DynamicObject>>> {
+    api.watch(params, version).await.expect("watch").boxed()
+}
+
+/// The next event must be the ERROR of a watch from a version no longer
+/// kept: `410 Expired`, as kube-runtime's watcher expects to re-list.
+async fn assert_expired(
+    stream: &mut (impl futures::Stream<Item = kube::Result<WatchEvent<DynamicObject>>> + Unpin),
+) {
+    match next_event(stream).await {
+        WatchEvent::Error(status) => {
+            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
+            assert!(
+                status.message.starts_with("too old resource version"),
+                "{}",
+                status.message
+            );
+        }
+        other => panic!("expected 410, got {other:?}"),
+    }
+}
+
 #[tokio::test]
 async fn watch_resumes_from_a_version_and_expires() {
     let (emu, api) = start().await;
-    api.create(&PostParams::default(), &scan("w1", "example.org"))
-        .await
-        .expect("create");
+    create_scan(&api, "w1").await;
     let listed = api.list(&ListParams::default()).await.expect("list");
     let from = listed.metadata.resource_version.clone().expect("list rv");
-    api.create(&PostParams::default(), &scan("w2", "example.org"))
+    create_scan(&api, "w2").await;
+    merge_patch(&api, "w1", json!({"spec": {"threatIntel": "Never"}}))
         .await
-        .expect("create");
-    api.patch(
-        "w1",
-        &PatchParams::default(),
-        &merge(json!({"spec": {"threatIntel": "Never"}})),
-    )
-    .await
-    .expect("patch");
+        .expect("patch");
     api.delete("w2", &DeleteParams::default())
         .await
         .expect("delete");
 
-    let mut stream = api
-        .watch(&WatchParams::default().timeout(10), &from)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut stream = watch_scans(&api, &WatchParams::default().timeout(10), &from).await;
     let mut seen = Vec::new();
     while seen.len() < 3 {
         match next_event(&mut stream).await {
@@ -352,22 +299,8 @@ async fn watch_resumes_from_a_version_and_expires() {
     }
 
     emu.compact();
-    let mut expired = api
-        .watch(&WatchParams::default(), &from)
-        .await
-        .expect("watch")
-        .boxed();
-    match next_event(&mut expired).await {
-        WatchEvent::Error(status) => {
-            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
-            assert!(
-                status.message.starts_with("too old resource version"),
-                "{}",
-                status.message
-            );
-        }
-        other => panic!("expected 410, got {other:?}"),
-    }
+    let mut expired = watch_scans(&api, &WatchParams::default(), &from).await;
+    assert_expired(&mut expired).await;
     let gone = api_error(
         api.list(
             &ListParams::default()
@@ -388,24 +321,21 @@ async fn finalizers_block_deletion() {
         .await
         .expect("create");
     let from = emu.resource_version().to_string();
-    let mut stream = api
-        .watch(&WatchParams::default().fields("metadata.name=f"), &from)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut stream = watch_scans(
+        &api,
+        &WatchParams::default().fields("metadata.name=f"),
+        &from,
+    )
+    .await;
 
-    let deleted = api
-        .delete("f", &DeleteParams::default())
-        .await
-        .expect("delete");
-    let marked = deleted.left().expect("object is still there");
+    let marked = delete_marked(&api, "f", &DeleteParams::default()).await;
     assert!(marked.metadata.deletion_timestamp.is_some());
     assert!(api.get("f").await.is_ok(), "finalizer keeps the object");
     let refused = api_error(
-        api.patch(
+        merge_patch(
+            &api,
             "f",
-            &PatchParams::default(),
-            &merge(json!({"metadata": {"finalizers": ["example.com/cleanup", "new"]}})),
+            json!({"metadata": {"finalizers": ["example.com/cleanup", "new"]}}),
         )
         .await,
     );
@@ -457,10 +387,11 @@ async fn cel_rules_reject_create_and_transition() {
         api.create(&PostParams::default(), &scan("local", "localhost"))
             .await,
     );
-    assert_eq!((refused.code, refused.reason.as_str()), (422, "Invalid"));
-    assert_eq!(
-        refused.message,
-        "AssetScan.example.com \"local\" is invalid: spec.target.host: Forbidden: scanning localhost is not allowed"
+    assert_refusal(
+        &refused,
+        422,
+        "Invalid",
+        "AssetScan.example.com \"local\" is invalid: spec.target.host: Forbidden: scanning localhost is not allowed",
     );
     let cause = &refused.details.as_ref().expect("details").causes[0];
     assert_eq!(
@@ -468,16 +399,14 @@ async fn cel_rules_reject_create_and_transition() {
         ("FieldValueForbidden", "spec.target.host")
     );
 
-    api.create(&PostParams::default(), &scan("t", "example.org"))
-        .await
-        .expect("create");
+    create_scan(&api, "t").await;
     let set = |token: i64, revision: i64| {
         let api = api.clone();
         async move {
-            api.patch_status(
+            merge_patch_status(
+                &api,
                 "t",
-                &PatchParams::default(),
-                &merge(json!({"status": {"fencingToken": token, "revision": revision}})),
+                json!({"status": {"fencingToken": token, "revision": revision}}),
             )
             .await
         }
@@ -572,7 +501,7 @@ async fn schema_violations_name_the_field() {
         api.patch(
             "extra",
             &PatchParams::default().validation_strict(),
-            &merge(json!({"spec": {"bogus": 1}})),
+            &Patch::Merge(json!({"spec": {"bogus": 1}})),
         )
         .await,
     );
@@ -590,12 +519,7 @@ async fn schema_violations_name_the_field() {
 async fn pagination_is_a_consistent_snapshot() {
     let (emu, api) = start().await;
     for i in 0..5 {
-        api.create(
-            &PostParams::default(),
-            &scan(&format!("p{i}"), "example.org"),
-        )
-        .await
-        .expect("create");
+        create_scan(&api, &format!("p{i}")).await;
     }
     let page1 = api
         .list(&ListParams::default().limit(2))
@@ -605,9 +529,7 @@ async fn pagination_is_a_consistent_snapshot() {
     assert_eq!(page1.metadata.remaining_item_count, Some(3));
     let token = page1.metadata.continue_.clone().expect("continue token");
     // Written between pages: not part of this list.
-    api.create(&PostParams::default(), &scan("p9", "example.org"))
-        .await
-        .expect("create");
+    create_scan(&api, "p9").await;
     api.delete("p4", &DeleteParams::default())
         .await
         .expect("delete");
@@ -637,9 +559,7 @@ async fn pagination_is_a_consistent_snapshot() {
         .await
         .expect("page");
     let token = page.metadata.continue_.expect("more pages");
-    api.create(&PostParams::default(), &scan("p10", "example.org"))
-        .await
-        .expect("create");
+    create_scan(&api, "p10").await;
     emu.compact();
     let gone = api_error(
         api.list(&ListParams::default().limit(1).continue_token(&token))
@@ -650,10 +570,7 @@ async fn pagination_is_a_consistent_snapshot() {
     // Across namespaces: p0-p3, p9, p10 in default and one in "other".
     let all: Api<DynamicObject> = Api::all_with(api.clone().into_client(), &ar());
     let other: Api<DynamicObject> = Api::namespaced_with(api.into_client(), "other", &ar());
-    other
-        .create(&PostParams::default(), &scan("elsewhere", "example.org"))
-        .await
-        .expect("create");
+    create_scan(&other, "elsewhere").await;
     assert_eq!(
         all.list(&ListParams::default())
             .await
@@ -728,25 +645,20 @@ async fn label_and_field_selectors() {
 #[tokio::test]
 async fn fault_injection() {
     let (emu, api) = start().await;
-    api.create(&PostParams::default(), &scan("x", "example.org"))
-        .await
-        .expect("create");
-    let status = merge(json!({"status": {"phase": "INIT"}}));
+    create_scan(&api, "x").await;
+    let status = json!({"status": {"phase": "INIT"}});
 
     emu.faults()
         .inject("PATCH", "/assetscans/x/status", 2, Fault::Conflict);
     for _ in 0..2 {
-        let e = api_error(
-            api.patch_status("x", &PatchParams::default(), &status)
-                .await,
-        );
+        let e = api_error(merge_patch_status(&api, "x", status.clone()).await);
         assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
         assert!(
             e.message
                 .starts_with("Operation cannot be fulfilled on assetscans.example.com \"x\"")
         );
     }
-    api.patch_status("x", &PatchParams::default(), &status)
+    merge_patch_status(&api, "x", status.clone())
         .await
         .expect("third attempt passes");
 
@@ -842,11 +754,7 @@ async fn watch_streams_can_be_ended_or_cut() {
     );
 
     // kube-rs treats both as a resumable end of the watch: the stream finishes, it does not hang.
-    let mut stream = api
-        .watch(&WatchParams::default(), "0")
-        .await
-        .expect("watch")
-        .boxed();
+    let mut stream = watch_scans(&api, &WatchParams::default(), "0").await;
     wait_for_watches(&emu, 1).await;
     emu.faults().abort_watches();
     let next = tokio::time::timeout(Duration::from_secs(5), stream.try_next())
@@ -855,13 +763,21 @@ async fn watch_streams_can_be_ended_or_cut() {
     assert!(matches!(next, Ok(None)), "{next:?}");
 }
 
+/// A server-side apply to the scan `ssa`.
+async fn apply_to_ssa(
+    api: &Api<DynamicObject>,
+    params: &PatchParams,
+    applied: &Value,
+) -> kube::Result<DynamicObject> {
+    api.patch("ssa", params, &Patch::Apply(applied)).await
+}
+
 #[tokio::test]
 async fn server_side_apply_tracks_ownership() {
     let (_emu, api) = start().await;
     let applied = json!({"apiVersion": "example.com/v1", "kind": "AssetScan", "metadata": {"name": "ssa"},
         "spec": {"target": {"host": "example.org", "port": 8080}, "notify": ["slack"]}});
-    let created = api
-        .patch("ssa", &PatchParams::apply("alice"), &Patch::Apply(&applied))
+    let created = apply_to_ssa(&api, &PatchParams::apply("alice"), &applied)
         .await
         .expect("apply creates");
     let mf = created
@@ -878,21 +794,14 @@ async fn server_side_apply_tracks_ownership() {
 
     let bob = json!({"apiVersion": "example.com/v1", "kind": "AssetScan", "metadata": {"name": "ssa"},
         "spec": {"target": {"host": "example.org", "port": 9090}}});
-    let conflict = api_error(
-        api.patch("ssa", &PatchParams::apply("bob"), &Patch::Apply(&bob))
-            .await,
+    let conflict = api_error(apply_to_ssa(&api, &PatchParams::apply("bob"), &bob).await);
+    assert_refusal(
+        &conflict,
+        409,
+        "Conflict",
+        "Apply failed with 1 conflict: conflict with \"alice\" using example.com/v1: .spec.target.port",
     );
-    assert_eq!((conflict.code, conflict.reason.as_str()), (409, "Conflict"));
-    assert_eq!(
-        conflict.message,
-        "Apply failed with 1 conflict: conflict with \"alice\" using example.com/v1: .spec.target.port"
-    );
-    let forced = api
-        .patch(
-            "ssa",
-            &PatchParams::apply("bob").force(),
-            &Patch::Apply(&bob),
-        )
+    let forced = apply_to_ssa(&api, &PatchParams::apply("bob").force(), &bob)
         .await
         .expect("force");
     assert_eq!(forced.data["spec"]["target"]["port"], 9090);
@@ -900,12 +809,7 @@ async fn server_side_apply_tracks_ownership() {
     // alice stops applying notify: it is removed, as nobody else owns it.
     let alice_again = json!({"apiVersion": "example.com/v1", "kind": "AssetScan", "metadata": {"name": "ssa"},
         "spec": {"target": {"host": "example.org"}}});
-    let pruned = api
-        .patch(
-            "ssa",
-            &PatchParams::apply("alice"),
-            &Patch::Apply(&alice_again),
-        )
+    let pruned = apply_to_ssa(&api, &PatchParams::apply("alice"), &alice_again)
         .await
         .expect("apply");
     assert!(pruned.data["spec"].get("notify").is_none());
@@ -939,9 +843,7 @@ async fn server_side_apply_tracks_ownership() {
 #[tokio::test]
 async fn patch_types() {
     let (_emu, api) = start().await;
-    api.create(&PostParams::default(), &scan("p", "example.org"))
-        .await
-        .expect("create");
+    create_scan(&api, "p").await;
     let smp = api_error(
         api.patch(
             "p",
@@ -1013,10 +915,7 @@ async fn namespaces_and_generate_name() {
 
     // Deleting a namespace deletes what is in it.
     let other: Api<DynamicObject> = Api::namespaced_with(api.into_client(), "other", &ar());
-    other
-        .create(&PostParams::default(), &scan("o", "example.org"))
-        .await
-        .expect("create");
+    create_scan(&other, "o").await;
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> =
         Api::all(emu.client().expect("client"));
     namespaces
@@ -1057,9 +956,7 @@ async fn crd_created_through_the_api_is_served() {
         .expect("discovery");
     assert!(discovery.has_group("example.com"));
     let api: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar());
-    api.create(&PostParams::default(), &scan("late", "example.org"))
-        .await
-        .expect("CR of a runtime CRD");
+    create_scan(&api, "late").await;
 
     crds.delete("assetscans.example.com", &DeleteParams::default())
         .await
@@ -1075,14 +972,7 @@ async fn events_are_one_storage_two_views() {
     let new_events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(client.clone(), "default");
     let core_events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client, "default");
-    let ev: k8s_openapi::api::events::v1::Event = serde_json::from_value(json!({
-        "metadata": {"name": "scan.1"},
-        "eventTime": "2026-01-01T00:00:00.000000Z",
-        "reportingController": "example.com/assetscan", "reportingInstance": "pod-1",
-        "action": "Scan", "reason": "HighRiskFound", "type": "Warning", "note": "CVE-2026-0001",
-        "regarding": {"kind": "AssetScan", "name": "web", "namespace": "default"},
-    }))
-    .expect("event");
+    let ev = scan_event();
     new_events
         .create(&PostParams::default(), &ev)
         .await
@@ -1116,9 +1006,7 @@ async fn events_are_one_storage_two_views() {
 #[tokio::test]
 async fn metadata_only_representations() {
     let (_emu, api) = start().await;
-    api.create(&PostParams::default(), &scan("m", "example.org"))
-        .await
-        .expect("create");
+    create_scan(&api, "m").await;
     let meta = api.get_metadata("m").await.expect("get metadata");
     assert_eq!(
         meta.types.as_ref().map(|t| t.kind.as_str()),
@@ -1179,9 +1067,7 @@ async fn streaming_list_watch_ends_initial_events_with_a_bookmark() {
     use kube::runtime::watcher;
     let (_emu, api) = start().await;
     for name in ["s1", "s2"] {
-        api.create(&PostParams::default(), &scan(name, "example.org"))
-            .await
-            .expect("create");
+        create_scan(&api, name).await;
     }
     let mut events = watcher(api.clone(), watcher::Config::default().streaming_lists()).boxed();
     let mut initial = Vec::new();
@@ -1199,9 +1085,7 @@ async fn streaming_list_watch_ends_initial_events_with_a_bookmark() {
         }
     }
     assert_eq!(initial, vec!["s1", "s2"]);
-    api.create(&PostParams::default(), &scan("s3", "example.org"))
-        .await
-        .expect("create");
+    create_scan(&api, "s3").await;
     let next = tokio::time::timeout(Duration::from_secs(5), events.next())
         .await
         .expect("event in time")
@@ -1229,6 +1113,29 @@ fn config_map(name: &str, owners: Vec<Value>) -> k8s_openapi::api::core::v1::Con
     .expect("configmap")
 }
 
+/// An emulator with its scans and its ConfigMaps in `default`: owners and
+/// dependents for the garbage collector.
+async fn start_with_config_maps() -> (
+    Emulator,
+    Api<DynamicObject>,
+    Api<k8s_openapi::api::core::v1::ConfigMap>,
+) {
+    let (emu, scans) = start().await;
+    let cms = Api::namespaced(emu.client().expect("client"), "default");
+    (emu, scans, cms)
+}
+
+/// Creates the ConfigMap `name` with these owners.
+async fn create_config_map(
+    cms: &Api<k8s_openapi::api::core::v1::ConfigMap>,
+    name: &str,
+    owners: Vec<Value>,
+) -> k8s_openapi::api::core::v1::ConfigMap {
+    cms.create(&PostParams::default(), &config_map(name, owners))
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"))
+}
+
 /// Waits (bounded) until `name` is gone from `api`.
 async fn gone<K>(api: &Api<K>, name: &str)
 where
@@ -1243,17 +1150,9 @@ where
 
 #[tokio::test]
 async fn owners_take_their_dependents_with_them() {
-    let (emu, scans) = start().await;
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
-        Api::namespaced(emu.client().expect("client"), "default");
-    let owner = scans
-        .create(&PostParams::default(), &scan("owner", "example.org"))
-        .await
-        .expect("owner");
-    let other = scans
-        .create(&PostParams::default(), &scan("other", "example.org"))
-        .await
-        .expect("second owner");
+    let (emu, scans, cms) = start_with_config_maps().await;
+    let owner = create_scan(&scans, "owner").await;
+    let other = create_scan(&scans, "other").await;
     let mut child = scan("child", "example.org");
     child.metadata.owner_references = Some(vec![
         serde_json::from_value(owner_ref(&owner)).expect("ref"),
@@ -1262,24 +1161,9 @@ async fn owners_take_their_dependents_with_them() {
         .create(&PostParams::default(), &child)
         .await
         .expect("custom resource dependent");
-    cms.create(
-        &PostParams::default(),
-        &config_map("dep", vec![owner_ref(&owner)]),
-    )
-    .await
-    .expect("configmap dependent");
-    cms.create(
-        &PostParams::default(),
-        &config_map("grandchild", vec![owner_ref(&child)]),
-    )
-    .await
-    .expect("dependent of the dependent");
-    cms.create(
-        &PostParams::default(),
-        &config_map("shared", vec![owner_ref(&owner), owner_ref(&other)]),
-    )
-    .await
-    .expect("dependent of two owners");
+    create_config_map(&cms, "dep", vec![owner_ref(&owner)]).await;
+    create_config_map(&cms, "grandchild", vec![owner_ref(&child)]).await;
+    create_config_map(&cms, "shared", vec![owner_ref(&owner), owner_ref(&other)]).await;
 
     scans
         .delete("owner", &DeleteParams::default())
@@ -1318,65 +1202,35 @@ async fn owners_take_their_dependents_with_them() {
 
     // An owner of a kind the emulator does not serve is not taken for gone.
     let pod = json!({"apiVersion": "v1", "kind": "Pod", "name": "web-0", "uid": "0d6f3c1e-6a8e-4d2b-9d1a-3c3c2b1a0f00"});
-    cms.create(&PostParams::default(), &config_map("pod-owned", vec![pod]))
-        .await
-        .expect("create");
+    create_config_map(&cms, "pod-owned", vec![pod]).await;
     // A dependent whose owner no longer exists is collected as soon as it is
     // created (and, queued after it, the one above has been looked at).
-    cms.create(
-        &PostParams::default(),
-        &config_map("late", vec![owner_ref(&owner)]),
-    )
-    .await
-    .expect("create");
+    create_config_map(&cms, "late", vec![owner_ref(&owner)]).await;
     gone(&cms, "late").await;
     assert!(cms.get_opt("pod-owned").await.expect("get").is_some());
 }
 
 #[tokio::test]
 async fn orphan_and_foreground_propagation() {
-    let (emu, scans) = start().await;
-    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
-        Api::namespaced(emu.client().expect("client"), "default");
+    let (_emu, scans, cms) = start_with_config_maps().await;
 
     // Orphan: the owner goes, the dependent stays without its reference.
-    let owner = scans
-        .create(&PostParams::default(), &scan("orphaner", "example.org"))
-        .await
-        .expect("owner");
-    cms.create(
-        &PostParams::default(),
-        &config_map("kept", vec![owner_ref(&owner)]),
-    )
-    .await
-    .expect("dependent");
-    let marked = scans
-        .delete("orphaner", &DeleteParams::orphan())
-        .await
-        .expect("delete")
-        .left()
-        .expect("marked while the collector orphans");
+    let owner = create_scan(&scans, "orphaner").await;
+    create_config_map(&cms, "kept", vec![owner_ref(&owner)]).await;
+    let marked = delete_marked(&scans, "orphaner", &DeleteParams::orphan()).await;
     assert_eq!(marked.metadata.finalizers, Some(vec!["orphan".to_string()]));
     gone(&scans, "orphaner").await;
     let kept = cms.get("kept").await.expect("the dependent stays");
     assert_eq!(kept.metadata.owner_references, None);
 
     // Foreground: the owner waits for its dependents, held here by a finalizer.
-    let owner = scans
-        .create(&PostParams::default(), &scan("waiter", "example.org"))
-        .await
-        .expect("owner");
+    let owner = create_scan(&scans, "waiter").await;
     let mut held = config_map("held", vec![owner_ref(&owner)]);
     held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
     cms.create(&PostParams::default(), &held)
         .await
         .expect("dependent");
-    let marked = scans
-        .delete("waiter", &DeleteParams::foreground())
-        .await
-        .expect("delete")
-        .left()
-        .expect("marked");
+    let marked = delete_marked(&scans, "waiter", &DeleteParams::foreground()).await;
     assert_eq!(
         marked.metadata.finalizers,
         Some(vec!["foregroundDeletion".to_string()])
@@ -1396,13 +1250,9 @@ async fn orphan_and_foreground_propagation() {
         scans.get_opt("waiter").await.expect("get").is_some(),
         "the owner waits for its dependent"
     );
-    cms.patch(
-        "held",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-    )
-    .await
-    .expect("release the dependent");
+    merge_patch(&cms, "held", json!({"metadata": {"finalizers": null}}))
+        .await
+        .expect("release the dependent");
     gone(&cms, "held").await;
     gone(&scans, "waiter").await;
 }
@@ -1412,20 +1262,11 @@ async fn orphan_and_foreground_propagation() {
 #[tokio::test]
 async fn outage_refuses_requests_and_keeps_the_data() {
     let (emu, api) = start().await;
-    let before = api
-        .create(&PostParams::default(), &scan("kept", "example.org"))
-        .await
-        .expect("create");
+    let before = create_scan(&api, "kept").await;
     let old_version = before.metadata.resource_version.clone().expect("rv");
-    api.create(&PostParams::default(), &scan("later", "example.org"))
-        .await
-        .expect("create");
+    create_scan(&api, "later").await;
     let latest = emu.resource_version().to_string();
-    let mut watch = api
-        .watch(&WatchParams::default(), &latest)
-        .await
-        .expect("watch")
-        .boxed();
+    let mut watch = watch_scans(&api, &WatchParams::default(), &latest).await;
     wait_for_watches(&emu, 1).await;
     let answered = emu.requests().total();
 
@@ -1473,28 +1314,15 @@ async fn outage_refuses_requests_and_keeps_the_data() {
     );
 
     // As after a real restart: a watch resumes from the latest version…
-    let mut resumed = api
-        .watch(&WatchParams::default(), &latest)
-        .await
-        .expect("watch")
-        .boxed();
-    api.create(&PostParams::default(), &scan("new", "example.org"))
-        .await
-        .expect("create");
+    let mut resumed = watch_scans(&api, &WatchParams::default(), &latest).await;
+    create_scan(&api, "new").await;
     match next_event(&mut resumed).await {
         WatchEvent::Added(o) => assert_eq!(o.metadata.name.as_deref(), Some("new")),
         other => panic!("expected the new object, got {other:?}"),
     }
     // …but not from before it: the watch cache was rebuilt (410, re-list).
-    let mut stale = api
-        .watch(&WatchParams::default(), &old_version)
-        .await
-        .expect("watch")
-        .boxed();
-    match next_event(&mut stale).await {
-        WatchEvent::Error(e) => assert_eq!((e.code, e.reason.as_str()), (410, "Expired")),
-        other => panic!("expected 410, got {other:?}"),
-    }
+    let mut stale = watch_scans(&api, &WatchParams::default(), &old_version).await;
+    assert_expired(&mut stale).await;
     // Lists at an exact older version still come from etcd.
     let exact = api
         .list(
@@ -1547,20 +1375,15 @@ async fn outage_from_the_control_path_ends_by_itself() {
 #[tokio::test]
 async fn requests_are_counted_by_resource_verb_and_outcome() {
     let (emu, api) = start().await;
-    api.create(&PostParams::default(), &scan("c", "example.org"))
-        .await
-        .expect("create");
+    create_scan(&api, "c").await;
     api.list(&ListParams::default()).await.expect("list");
-    let status = merge(json!({"status": {"phase": "INIT"}}));
-    api.patch_status("c", &PatchParams::default(), &status)
+    let status = json!({"status": {"phase": "INIT"}});
+    merge_patch_status(&api, "c", status.clone())
         .await
         .expect("status");
     emu.faults()
         .inject("PATCH", "/assetscans/c/status", 1, Fault::Conflict);
-    api_error(
-        api.patch_status("c", &PatchParams::default(), &status)
-            .await,
-    );
+    api_error(merge_patch_status(&api, "c", status.clone()).await);
     api_error(api.get("missing").await);
     api.delete("c", &DeleteParams::default())
         .await

@@ -19,7 +19,7 @@
 //! | `resourceVersion=0` lists ignore `limit`                    | `lists_from_the_watch_cache_ignore_limit`        |
 //! | an events.k8s.io Event's `note` is immutable                | `event_notes_are_immutable`                      |
 
-use assetscan_testkit::emulator::{Emulator, EmulatorOptions, parse_manifests};
+use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
 use axum::http::{Method, Request};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
@@ -29,54 +29,45 @@ use kube::api::{
 use kube::core::Status;
 use serde_json::{Value, json};
 
-const CRD: &str = include_str!("fixtures/assetscans-crd.yaml");
-
-fn ar() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("example.com", "v1", "AssetScan"),
-        "assetscans",
-    )
-}
+mod common;
+use common::{
+    api_error, assert_refusal, create_scan, delete_marked, merge_patch, merge_patch_status, scan,
+    scan_event,
+};
 
 async fn start_with(extra_crds: Vec<Value>) -> (Emulator, Api<DynamicObject>) {
-    let mut crds = parse_manifests(CRD).expect("fixture CRD parses");
-    crds.extend(extra_crds);
-    let emu = Emulator::start(EmulatorOptions {
-        crds,
+    common::start(EmulatorOptions {
+        crds: extra_crds,
         ..Default::default()
     })
     .await
-    .expect("emulator starts");
-    let api = Api::namespaced_with(emu.client().expect("client"), "default", &ar());
-    (emu, api)
 }
 
 async fn start() -> (Emulator, Api<DynamicObject>) {
     start_with(Vec::new()).await
 }
 
-fn scan(name: &str) -> DynamicObject {
-    scan_with(name, json!({}))
-}
-
-fn scan_with(name: &str, metadata: Value) -> DynamicObject {
-    let mut obj = json!({
-        "apiVersion": "example.com/v1",
-        "kind": "AssetScan",
-        "metadata": {"name": name},
-        "spec": {"target": {"host": "example.org"}},
-    });
+/// Creates an AssetScan with more `metadata`.
+async fn create_scan_with(api: &Api<DynamicObject>, name: &str, metadata: Value) -> DynamicObject {
+    let mut obj = serde_json::to_value(scan(name, "example.org")).expect("json");
     if let (Some(meta), Some(extra)) = (obj["metadata"].as_object_mut(), metadata.as_object()) {
         meta.extend(extra.clone());
     }
-    serde_json::from_value(obj).expect("valid object")
+    let obj: DynamicObject = serde_json::from_value(obj).expect("valid object");
+    api.create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("create {name}: {e}"))
 }
 
-fn api_error(result: Result<impl std::fmt::Debug, kube::Error>) -> Box<Status> {
-    match result {
-        Err(kube::Error::Api(status)) => status,
-        other => panic!("expected an API error, got {other:?}"),
-    }
+/// Asserts a `422 Invalid`: its message, and the group and kind its
+/// details name (the options kind for refused options).
+fn assert_invalid(e: &Status, message: &str, (group, kind): (&str, &str)) {
+    assert_refusal(e, 422, "Invalid", message);
+    let details = e.details.as_ref().expect("details");
+    assert_eq!(
+        (details.group.as_str(), details.kind.as_str()),
+        (group, kind)
+    );
 }
 
 /// A request kube-rs' typed API would refuse to build.
@@ -96,6 +87,18 @@ async fn raw(
     api.clone().into_client().request::<Value>(request).await
 }
 
+/// A raw list of the scans in `default`, with `query`.
+async fn list_scans(api: &Api<DynamicObject>, query: &str) -> Result<Value, kube::Error> {
+    raw(
+        api,
+        Method::GET,
+        &format!("{SCANS}?{query}"),
+        "application/json",
+        "",
+    )
+    .await
+}
+
 const SCANS: &str = "/apis/example.com/v1/namespaces/default/assetscans";
 
 /// kube-runtime's `finalizer()` adds the first finalizer with this patch.
@@ -110,16 +113,12 @@ fn add_first_finalizer() -> Patch<()> {
 #[tokio::test]
 async fn empty_metadata_is_dropped() {
     let (_emu, api) = start().await;
-    let created = api
-        .create(
-            &PostParams::default(),
-            &scan_with(
-                "a",
-                json!({"finalizers": [], "labels": {}, "annotations": {}}),
-            ),
-        )
-        .await
-        .expect("create");
+    let created = create_scan_with(
+        &api,
+        "a",
+        json!({"finalizers": [], "labels": {}, "annotations": {}}),
+    )
+    .await;
     assert_eq!(created.metadata.finalizers, None);
     assert_eq!(created.metadata.labels, None);
     assert_eq!(created.metadata.annotations, None);
@@ -128,12 +127,7 @@ async fn empty_metadata_is_dropped() {
         .expect("kube-runtime's first add passes on a created `finalizers: []`");
 
     // A user removes the last finalizer: the list goes, and kube-runtime can add again.
-    let emptied = api
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": []}})),
-        )
+    let emptied = merge_patch(&api, "a", json!({"metadata": {"finalizers": []}}))
         .await
         .expect("remove the finalizers");
     assert_eq!(emptied.metadata.finalizers, None);
@@ -150,22 +144,14 @@ async fn empty_metadata_is_dropped() {
 #[tokio::test]
 async fn replace_without_resource_version_is_invalid() {
     let (emu, api) = start().await;
-    let mut obj = api
-        .create(&PostParams::default(), &scan("a"))
-        .await
-        .expect("create");
+    let mut obj = create_scan(&api, "a").await;
     obj.metadata.resource_version = None;
     obj.data["spec"]["target"]["port"] = json!(8443);
     let e = api_error(api.replace("a", &PostParams::default(), &obj).await);
-    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert_eq!(
-        e.message,
-        "assetscans.example.com \"a\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
-    );
-    let details = e.details.expect("details");
-    assert_eq!(
-        (details.group.as_str(), details.kind.as_str()),
-        ("example.com", "assetscans")
+    assert_invalid(
+        &e,
+        "assetscans.example.com \"a\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
+        ("example.com", "assetscans"),
     );
 
     // Built-in kinds allow the unconditional update.
@@ -188,10 +174,7 @@ async fn replace_without_resource_version_is_invalid() {
 #[tokio::test]
 async fn replace_of_a_deleted_object_conflicts() {
     let (_emu, api) = start().await;
-    let obj = api
-        .create(&PostParams::default(), &scan("a"))
-        .await
-        .expect("create");
+    let obj = create_scan(&api, "a").await;
     let uid = obj.metadata.uid.clone().expect("uid");
     api.delete("a", &DeleteParams::default())
         .await
@@ -214,9 +197,7 @@ async fn replace_of_a_deleted_object_conflicts() {
 #[tokio::test]
 async fn force_on_a_merge_patch_is_invalid() {
     let (_emu, api) = start().await;
-    api.create(&PostParams::default(), &scan("a"))
-        .await
-        .expect("create");
+    create_scan(&api, "a").await;
     let result = raw(
         &api,
         Method::PATCH,
@@ -226,10 +207,11 @@ async fn force_on_a_merge_patch_is_invalid() {
     )
     .await;
     let e = api_error(result);
-    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert_eq!(
-        e.message,
-        "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch"
+    assert_refusal(
+        &e,
+        422,
+        "Invalid",
+        "PatchOptions.meta.k8s.io \"\" is invalid: force: Forbidden: may not be specified for non-apply patch",
     );
     let unchanged = api.get("a").await.expect("get");
     assert_eq!(unchanged.data["spec"]["threatIntel"], "WhenNeeded");
@@ -249,10 +231,11 @@ async fn apply_without_field_manager_is_invalid() {
         )
         .await,
     );
-    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert_eq!(
-        e.message,
-        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch"
+    assert_refusal(
+        &e,
+        422,
+        "Invalid",
+        "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
     );
     assert!(api.get_opt("a").await.expect("get").is_none());
 }
@@ -260,17 +243,8 @@ async fn apply_without_field_manager_is_invalid() {
 #[tokio::test]
 async fn status_errors_name_the_field_below_status() {
     let (_emu, api) = start().await;
-    api.create(&PostParams::default(), &scan("a"))
-        .await
-        .expect("create");
-    let e = api_error(
-        api.patch_status(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"phase": "BOGUS"}})),
-        )
-        .await,
-    );
+    create_scan(&api, "a").await;
+    let e = api_error(merge_patch_status(&api, "a", json!({"status": {"phase": "BOGUS"}})).await);
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
     assert!(
         e.message
@@ -346,10 +320,7 @@ async fn null_fields_are_absent_for_cel() {
 #[tokio::test]
 async fn delete_without_finalizers_answers_a_status() {
     let (_emu, api) = start().await;
-    let created = api
-        .create(&PostParams::default(), &scan("a"))
-        .await
-        .expect("create");
+    let created = create_scan(&api, "a").await;
     let answer = api
         .delete("a", &DeleteParams::default())
         .await
@@ -369,29 +340,13 @@ async fn delete_without_finalizers_answers_a_status() {
 #[tokio::test]
 async fn marking_for_deletion_bumps_the_generation() {
     let (_emu, api) = start().await;
-    let created = api
-        .create(
-            &PostParams::default(),
-            &scan_with("a", json!({"finalizers": ["example.com/cleanup"]})),
-        )
-        .await
-        .expect("create");
+    let created = create_scan_with(&api, "a", json!({"finalizers": ["example.com/cleanup"]})).await;
     assert_eq!(created.metadata.generation, Some(1));
-    let marked = api
-        .delete("a", &DeleteParams::default())
-        .await
-        .expect("delete")
-        .left()
-        .expect("still there");
+    let marked = delete_marked(&api, "a", &DeleteParams::default()).await;
     assert!(marked.metadata.deletion_timestamp.is_some());
     assert_eq!(marked.metadata.generation, Some(2));
     // A second delete changes nothing.
-    let again = api
-        .delete("a", &DeleteParams::default())
-        .await
-        .expect("delete")
-        .left()
-        .expect("still there");
+    let again = delete_marked(&api, "a", &DeleteParams::default()).await;
     assert_eq!(again.metadata.generation, Some(2));
     assert_eq!(
         again.metadata.resource_version,
@@ -402,21 +357,11 @@ async fn marking_for_deletion_bumps_the_generation() {
 #[tokio::test]
 async fn removing_the_last_finalizer_answers_without_it() {
     let (_emu, api) = start().await;
-    api.create(
-        &PostParams::default(),
-        &scan_with("a", json!({"finalizers": ["example.com/cleanup"]})),
-    )
-    .await
-    .expect("create");
+    create_scan_with(&api, "a", json!({"finalizers": ["example.com/cleanup"]})).await;
     api.delete("a", &DeleteParams::default())
         .await
         .expect("mark");
-    let answered = api
-        .patch(
-            "a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
+    let answered = merge_patch(&api, "a", json!({"metadata": {"finalizers": null}}))
         .await
         .expect("remove the last finalizer");
     assert_eq!(answered.metadata.finalizers, None);
@@ -427,41 +372,21 @@ async fn removing_the_last_finalizer_answers_without_it() {
 #[tokio::test]
 async fn version_match_without_version_is_invalid() {
     let (_emu, api) = start().await;
-    let e = api_error(
-        raw(
-            &api,
-            Method::GET,
-            &format!("{SCANS}?resourceVersionMatch=NotOlderThan"),
-            "application/json",
-            "",
-        )
-        .await,
+    let e = api_error(list_scans(&api, "resourceVersionMatch=NotOlderThan").await);
+    assert_invalid(
+        &e,
+        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided",
+        ("meta.k8s.io", "ListOptions"),
     );
-    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert_eq!(
-        e.message,
-        "ListOptions.meta.k8s.io \"\" is invalid: resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided"
-    );
-    let details = e.details.expect("details");
-    assert_eq!(
-        (details.group.as_str(), details.kind.as_str()),
-        ("meta.k8s.io", "ListOptions")
-    );
-    raw(
-        &api,
-        Method::GET,
-        &format!("{SCANS}?resourceVersion=0&resourceVersionMatch=NotOlderThan"),
-        "application/json",
-        "",
-    )
-    .await
-    .expect("with a version it is fine");
+    list_scans(&api, "resourceVersion=0&resourceVersionMatch=NotOlderThan")
+        .await
+        .expect("with a version it is fine");
 }
 
 #[tokio::test]
 async fn dry_run_takes_only_all() {
     let (emu, api) = start().await;
-    let body = serde_json::to_string(&scan("a")).expect("json");
+    let body = serde_json::to_string(&scan("a", "example.org")).expect("json");
     let e = api_error(
         raw(
             &api,
@@ -472,10 +397,11 @@ async fn dry_run_takes_only_all() {
         )
         .await,
     );
-    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert_eq!(
-        e.message,
-        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Bogus\"}: supported values: \"All\""
+    assert_refusal(
+        &e,
+        422,
+        "Invalid",
+        "CreateOptions.meta.k8s.io \"\" is invalid: dryRun: Unsupported value: []string{\"Bogus\"}: supported values: \"All\"",
     );
     assert!(
         api.get_opt("a").await.expect("get").is_none(),
@@ -489,7 +415,7 @@ async fn dry_run_takes_only_all() {
                 dry_run: true,
                 ..Default::default()
             },
-            &scan("a"),
+            &scan("a", "example.org"),
         )
         .await
         .expect("dry run");
@@ -505,31 +431,15 @@ async fn dry_run_takes_only_all() {
 async fn lists_from_the_watch_cache_ignore_limit() {
     let (_emu, api) = start().await;
     for name in ["a", "b", "c"] {
-        api.create(&PostParams::default(), &scan(name))
-            .await
-            .expect("create");
+        create_scan(&api, name).await;
     }
-    let cached = raw(
-        &api,
-        Method::GET,
-        &format!("{SCANS}?resourceVersion=0&limit=1"),
-        "application/json",
-        "",
-    )
-    .await
-    .expect("list");
+    let cached = list_scans(&api, "resourceVersion=0&limit=1")
+        .await
+        .expect("list");
     assert_eq!(cached["items"].as_array().map(Vec::len), Some(3));
     assert!(cached["metadata"].get("continue").is_none());
     // Without resourceVersion=0 the limit pages, as etcd does.
-    let paged = raw(
-        &api,
-        Method::GET,
-        &format!("{SCANS}?limit=1"),
-        "application/json",
-        "",
-    )
-    .await
-    .expect("list");
+    let paged = list_scans(&api, "limit=1").await.expect("list");
     assert_eq!(paged["items"].as_array().map(Vec::len), Some(1));
     assert!(paged["metadata"]["continue"].is_string());
 }
@@ -538,36 +448,21 @@ async fn lists_from_the_watch_cache_ignore_limit() {
 async fn event_notes_are_immutable() {
     let (emu, _) = start().await;
     let events: Api<Event> = Api::namespaced(emu.client().expect("client"), "default");
-    let ev: Event = serde_json::from_value(json!({
-        "metadata": {"name": "scan.1"},
-        "eventTime": "2026-01-01T00:00:00.000000Z",
-        "reportingController": "example.com/assetscan", "reportingInstance": "pod-1",
-        "action": "Scan", "reason": "HighRiskFound", "type": "Warning", "note": "CVE-2026-0001",
-        "regarding": {"kind": "AssetScan", "name": "web", "namespace": "default"},
-    }))
-    .expect("event");
+    let ev = scan_event();
     events
         .create(&PostParams::default(), &ev)
         .await
         .expect("create");
-    let e = api_error(
-        events
-            .patch(
-                "scan.1",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"note": "changed"})),
-            )
-            .await,
-    );
-    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
-    assert_eq!(
-        e.message,
-        "Event \"scan.1\" is invalid: message: Invalid value: \"changed\": field is immutable"
+    let e = api_error(merge_patch(&events, "scan.1", json!({"note": "changed"})).await);
+    assert_refusal(
+        &e,
+        422,
+        "Invalid",
+        "Event \"scan.1\" is invalid: message: Invalid value: \"changed\": field is immutable",
     );
     // What recorders do update: the series.
     let series = json!({"series": {"count": 2, "lastObservedTime": "2026-01-01T00:00:05.000000Z"}});
-    let updated = events
-        .patch("scan.1", &PatchParams::default(), &Patch::Merge(series))
+    let updated = merge_patch(&events, "scan.1", series)
         .await
         .expect("series may change");
     assert_eq!(updated.note.as_deref(), Some("CVE-2026-0001"));

@@ -8,14 +8,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use assetscan_testkit::emulator::{
-    Emulator, EmulatorOptions, EventType, Fault, Operation, parse_manifests,
-};
+use assetscan_testkit::emulator::{Emulator, EmulatorOptions, EventType, Fault, Operation};
 use futures::StreamExt;
-use kube::api::{
-    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, Patch,
-    PatchParams, PostParams,
-};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType as KubeEventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as FinalizerEvent, finalizer};
@@ -23,16 +18,11 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 
-const CRD: &str = include_str!("fixtures/assetscans-crd.yaml");
+mod common;
+use common::{ar, create_scan, merge_patch, merge_patch_status};
+
 const FINALIZER: &str = "example.com/cleanup";
 const MANAGER: &str = "assetscan-test-controller";
-
-fn ar() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("example.com", "v1", "AssetScan"),
-        "assetscans",
-    )
-}
 
 struct Ctx {
     client: Client,
@@ -54,14 +44,7 @@ async fn reconcile(obj: Arc<DynamicObject>, ctx: Arc<Ctx>) -> Result<Action, Rec
         match event {
             FinalizerEvent::Apply(o) => apply(&o, &api, &ctx).await,
             FinalizerEvent::Cleanup(o) => {
-                let note = Event {
-                    type_: KubeEventType::Normal,
-                    reason: "CleanedUp".into(),
-                    note: Some("scan record removed".into()),
-                    action: "Delete".into(),
-                    secondary: None,
-                };
-                ctx.recorder.publish(&note, &o.object_ref(&ar())).await?;
+                publish(&ctx, &o, "CleanedUp", "scan record removed", "Delete").await?;
                 Ok(Action::await_change())
             }
         }
@@ -82,12 +65,10 @@ async fn apply(
     }
     let token = status["fencingToken"].as_i64().unwrap_or(0) + 1;
     let name = o.name_any();
-    api.patch_status(
+    merge_patch_status(
+        api,
         &name,
-        &PatchParams::default(),
-        &Patch::Merge(
-            json!({"status": {"phase": "ASSET_ONLINE", "fencingToken": token, "revision": 0}}),
-        ),
+        json!({"status": {"phase": "ASSET_ONLINE", "fencingToken": token, "revision": 0}}),
     )
     .await?;
     let applied = json!({
@@ -109,15 +90,26 @@ async fn apply(
         &Patch::Apply(&applied),
     )
     .await?;
+    publish(ctx, o, "ScanFinished", "scan finished", "Scan").await?;
+    Ok(Action::await_change())
+}
+
+/// Records a Normal event about `o`.
+async fn publish(
+    ctx: &Ctx,
+    o: &DynamicObject,
+    reason: &str,
+    note: &str,
+    action: &str,
+) -> Result<(), kube::Error> {
     let event = Event {
         type_: KubeEventType::Normal,
-        reason: "ScanFinished".into(),
-        note: Some("scan finished".into()),
-        action: "Scan".into(),
+        reason: reason.into(),
+        note: Some(note.into()),
+        action: action.into(),
         secondary: None,
     };
-    ctx.recorder.publish(&event, &o.object_ref(&ar())).await?;
-    Ok(Action::await_change())
+    ctx.recorder.publish(&event, &o.object_ref(&ar())).await
 }
 
 fn error_policy(_obj: Arc<DynamicObject>, _err: &ReconcileError, _ctx: Arc<Ctx>) -> Action {
@@ -125,14 +117,8 @@ fn error_policy(_obj: Arc<DynamicObject>, _err: &ReconcileError, _ctx: Arc<Ctx>)
 }
 
 async fn start() -> (Emulator, Api<DynamicObject>, tokio::task::JoinHandle<()>) {
-    let crds = parse_manifests(CRD).expect("fixture CRD parses");
-    let emu = Emulator::start(EmulatorOptions {
-        crds,
-        ..Default::default()
-    })
-    .await
-    .expect("emulator starts");
-    let client = emu.client().expect("client");
+    let (emu, api) = common::start(EmulatorOptions::default()).await;
+    let client = api.clone().into_client();
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -149,15 +135,7 @@ async fn start() -> (Emulator, Api<DynamicObject>, tokio::task::JoinHandle<()>) 
         .run(reconcile, error_policy, ctx)
         .for_each(|_| futures::future::ready(()));
     let task = tokio::spawn(controller);
-    (emu, Api::namespaced_with(client, "default", &ar()), task)
-}
-
-fn scan(name: &str) -> DynamicObject {
-    serde_json::from_value(json!({
-        "apiVersion": "example.com/v1", "kind": "AssetScan",
-        "metadata": {"name": name}, "spec": {"target": {"host": "example.org"}},
-    }))
-    .expect("valid object")
+    (emu, api, task)
 }
 
 /// Polls until `check` holds for the object (or its absence), for up to 8 s.
@@ -180,6 +158,22 @@ async fn eventually(
     }
 }
 
+/// The Events selected by `fields`, read through the API of `K` (both
+/// Event APIs serve the same objects).
+async fn events<K>(emu: &Emulator, fields: &str) -> Vec<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api: Api<K> = Api::namespaced(emu.client().expect("client"), "default");
+    api.list(&ListParams::default().fields(fields))
+        .await
+        .expect("events")
+        .items
+}
+
 fn observed(o: Option<&DynamicObject>, generation: i64) -> bool {
     o.is_some_and(|o| {
         o.data["status"]["observedGeneration"] == generation
@@ -190,9 +184,7 @@ fn observed(o: Option<&DynamicObject>, generation: i64) -> bool {
 #[tokio::test]
 async fn controller_reconciles_with_finalizer_status_and_events() {
     let (emu, api, task) = start().await;
-    api.create(&PostParams::default(), &scan("web"))
-        .await
-        .expect("create");
+    create_scan(&api, "web").await;
     let done = eventually(&api, "web", |o| observed(o, 1))
         .await
         .expect("reconciled");
@@ -215,13 +207,9 @@ async fn controller_reconciles_with_finalizer_status_and_events() {
         "{managers:?}"
     );
 
-    api.patch(
-        "web",
-        &PatchParams::default(),
-        &Patch::Merge(json!({"spec": {"threatIntel": "Always"}})),
-    )
-    .await
-    .expect("spec change");
+    merge_patch(&api, "web", json!({"spec": {"threatIntel": "Always"}}))
+        .await
+        .expect("spec change");
     eventually(&api, "web", |o| observed(o, 2)).await;
 
     // The invariant a chaos test would check: the status never went backwards.
@@ -255,14 +243,10 @@ async fn controller_reconciles_with_finalizer_status_and_events() {
     );
 
     // The recorder created one event and patched its series on the second publish.
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(emu.client().expect("client"), "default");
-    let listed = events
-        .list(&ListParams::default().fields("involvedObject.name=web,reason=ScanFinished"))
-        .await
-        .expect("events");
-    assert_eq!(listed.items.len(), 1);
-    let ev = &listed.items[0];
+    let listed: Vec<k8s_openapi::api::events::v1::Event> =
+        events(&emu, "involvedObject.name=web,reason=ScanFinished").await;
+    assert_eq!(listed.len(), 1);
+    let ev = &listed[0];
     assert_eq!(ev.reporting_controller.as_deref(), Some(MANAGER));
     assert_eq!(ev.series.as_ref().map(|s| s.count), Some(2));
     let writes: Vec<Operation> = emu
@@ -291,14 +275,10 @@ async fn controller_reconciles_with_finalizer_status_and_events() {
             (EventType::Deleted, Operation::JsonPatch)
         ]
     );
-    let core: Api<k8s_openapi::api::core::v1::Event> =
-        Api::namespaced(emu.client().expect("client"), "default");
-    let cleaned = core
-        .list(&ListParams::default().fields("involvedObject.name=web,reason=CleanedUp"))
-        .await
-        .expect("events");
+    let cleaned: Vec<k8s_openapi::api::core::v1::Event> =
+        events(&emu, "involvedObject.name=web,reason=CleanedUp").await;
     assert_eq!(
-        cleaned.items.len(),
+        cleaned.len(),
         1,
         "cleanup event visible through core/v1 too"
     );
@@ -309,9 +289,7 @@ async fn controller_reconciles_with_finalizer_status_and_events() {
 async fn controller_rides_out_conflicts_cut_watches_and_compaction() {
     let (emu, api, task) = start().await;
     emu.faults().inject("PATCH", "/status", 2, Fault::Conflict);
-    api.create(&PostParams::default(), &scan("a"))
-        .await
-        .expect("create");
+    create_scan(&api, "a").await;
     eventually(&api, "a", |o| observed(o, 1)).await;
     assert_eq!(
         emu.faults().pending(),
@@ -338,9 +316,7 @@ async fn controller_rides_out_conflicts_cut_watches_and_compaction() {
         .expect("create");
     emu.compact();
     assert!(emu.faults().abort_watches() >= 1);
-    api.create(&PostParams::default(), &scan("b"))
-        .await
-        .expect("create");
+    create_scan(&api, "b").await;
     eventually(&api, "b", |o| observed(o, 1)).await;
     assert!(
         emu.expired_watches() >= 1,

@@ -7,11 +7,12 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use assetscan_testkit::emulator::{Emulator, EmulatorOptions, parse_manifests};
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use assetscan_testkit::emulator::EmulatorOptions;
 use serde_json::{Value, json};
 
-const CRD: &str = include_str!("fixtures/assetscans-crd.yaml");
+mod common;
+use common::{CRD, merge_patch_status};
+
 const KUBECTL: &str = "/usr/bin/kubectl";
 
 struct Kubectl {
@@ -53,12 +54,30 @@ impl Kubectl {
         assert!(out.ok, "kubectl {args:?} failed: {}", out.stderr);
         out.stdout
     }
+
+    /// Runs a command that must fail; its error output.
+    async fn fails(&self, args: &[&str]) -> String {
+        let out = self.run(args).await;
+        assert!(!out.ok, "kubectl {args:?} succeeded: {}", out.stdout);
+        out.stderr
+    }
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, text).expect("write manifest");
     path.display().to_string()
+}
+
+/// The fixture scan as `<name>.yaml` in `dir`, named `name`, with `edits`
+/// (text replacements) made to its manifest.
+fn scan_manifest(dir: &Path, name: &str, edits: &[(&str, &str)]) -> String {
+    let text = edits
+        .iter()
+        .fold(SCAN.replace("web", name), |text, (from, to)| {
+            text.replace(from, to)
+        });
+    write(dir, &format!("{name}.yaml"), &text)
 }
 
 const SCAN: &str = "apiVersion: example.com/v1
@@ -76,13 +95,7 @@ async fn kubectl_get_yaml_and_apply() {
         println!("skipped: {KUBECTL} is not installed");
         return;
     }
-    let crds = parse_manifests(CRD).expect("fixture CRD parses");
-    let emu = Emulator::start(EmulatorOptions {
-        crds,
-        ..Default::default()
-    })
-    .await
-    .expect("emulator starts");
+    let (emu, api) = common::start(EmulatorOptions::default()).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = dir.path().join("kubeconfig");
     emu.write_kubeconfig(&kubeconfig).expect("kubeconfig");
@@ -108,16 +121,9 @@ async fn kubectl_get_yaml_and_apply() {
     );
 
     // Server-side table with the CRD's printer columns.
-    let api: Api<DynamicObject> = Api::default_namespaced_with(
-        emu.client().expect("client"),
-        &ApiResource::from_gvk_with_plural(
-            &GroupVersionKind::gvk("example.com", "v1", "AssetScan"),
-            "assetscans",
-        ),
-    );
     let status = json!({"status": {"phase": "FINISHED", "fencingToken": 3, "revision": 1,
         "conditions": [{"type": "Ready", "status": "True"}]}});
-    api.patch_status("web", &PatchParams::default(), &Patch::Merge(status))
+    merge_patch_status(&api, "web", status)
         .await
         .expect("status");
     let table = kubectl.ok(&["get", "assetscans"]).await;
@@ -153,41 +159,27 @@ async fn kubectl_get_yaml_and_apply() {
     );
 
     // Errors read the way they do against a real cluster.
-    let bad = write(
+    let bad = scan_manifest(
         dir.path(),
-        "bad.yaml",
-        &SCAN
-            .replace("web", "bad")
-            .replace("example.org", "example.org\n    port: 70000"),
+        "bad",
+        &[("example.org", "example.org\n    port: 70000")],
     );
-    let out = kubectl.run(&["apply", "-f", &bad]).await;
-    assert!(!out.ok);
+    let stderr = kubectl.fails(&["apply", "-f", &bad]).await;
     assert!(
-        out.stderr.contains(
+        stderr.contains(
             "The AssetScan \"bad\" is invalid: spec.target.port: Invalid value: 70000: spec.target.port in body should be less than or equal to 65535"
         ),
-        "{}",
-        out.stderr
+        "{stderr}"
     );
-    let unknown = write(
-        dir.path(),
-        "unknown.yaml",
-        &SCAN
-            .replace("web", "unknown")
-            .replace("spec:\n", "spec:\n  bogus: 1\n"),
-    );
-    let out = kubectl.run(&["apply", "-f", &unknown]).await;
+    let unknown = scan_manifest(dir.path(), "unknown", &[("spec:\n", "spec:\n  bogus: 1\n")]);
+    let stderr = kubectl.fails(&["apply", "-f", &unknown]).await;
     assert!(
-        !out.ok
-            && out
-                .stderr
-                .contains("strict decoding error: unknown field \"spec.bogus\""),
-        "{}",
-        out.stderr
+        stderr.contains("strict decoding error: unknown field \"spec.bogus\""),
+        "{stderr}"
     );
 
     // Server-side apply.
-    let ssa = write(dir.path(), "ssa.yaml", &SCAN.replace("web", "ssa"));
+    let ssa = scan_manifest(dir.path(), "ssa", &[]);
     assert_eq!(
         kubectl
             .ok(&["apply", "--server-side", "-f", &ssa])
@@ -256,14 +248,10 @@ spec:
         kubectl.ok(&["delete", "-f", &changed]).await.trim(),
         "assetscan.example.com \"web\" deleted"
     );
-    let out = kubectl.run(&["get", "assetscan", "web"]).await;
+    let stderr = kubectl.fails(&["get", "assetscan", "web"]).await;
     assert!(
-        !out.ok
-            && out
-                .stderr
-                .contains("assetscans.example.com \"web\" not found"),
-        "{}",
-        out.stderr
+        stderr.contains("assetscans.example.com \"web\" not found"),
+        "{stderr}"
     );
 }
 

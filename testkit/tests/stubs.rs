@@ -156,6 +156,11 @@ async fn faults_queue_then_stick_then_clear() {
     assert_eq!(stub.total_calls(), 5, "only stub routes are counted");
 }
 
+/// The inventory stub answers `GET /assets/a` normally (200): `why`.
+async fn assert_answers_asset_a(stub: &InventoryStub, why: &str) {
+    assert_eq!(get(stub.addr(), "/assets/a").await.status, 200, "{why}");
+}
+
 #[tokio::test]
 async fn latency_and_hang() {
     let stub = InventoryStub::start().await.unwrap();
@@ -170,11 +175,7 @@ async fn latency_and_hang() {
     let hung =
         tokio::time::timeout(Duration::from_millis(300), get(stub.addr(), "/assets/a")).await;
     assert!(hung.is_err(), "a hanging stub never answers");
-    assert_eq!(
-        get(stub.addr(), "/assets/a").await.status,
-        200,
-        "the next call is normal"
-    );
+    assert_answers_asset_a(&stub, "the next call is normal").await;
 }
 
 #[tokio::test]
@@ -207,11 +208,7 @@ async fn a_held_call_is_answered_only_after_the_release() {
         "answered after the release"
     );
     assert_eq!(stub.answers(route), 1);
-    assert_eq!(
-        get(stub.addr(), "/assets/a").await.status,
-        200,
-        "the gate stays open"
-    );
+    assert_answers_asset_a(&stub, "the gate stays open").await;
 }
 
 #[tokio::test]
@@ -262,27 +259,25 @@ async fn sink_checks_signatures_and_counts_distinct_keys() {
             .status,
         200
     );
-    assert_eq!(
-        post(b"{\"n\":3}", sign("k3y", b"{\"n\":2}"), Some("a/3"))
-            .await
-            .status,
-        401,
-        "signature of other bytes"
-    );
-    assert_eq!(
-        post(b"{\"n\":3}", sign("other", b"{\"n\":3}"), Some("a/3"))
-            .await
-            .status,
-        401,
-        "other secret"
-    );
-    assert_eq!(
-        post(b"{\"n\":3}", sign("k3y", b"{\"n\":3}"), None)
-            .await
-            .status,
-        400,
-        "no key"
-    );
+    // Refused: the same body, signed wrongly or sent without a key.
+    for (signature, key, status, why) in [
+        (
+            sign("k3y", b"{\"n\":2}"),
+            Some("a/3"),
+            401,
+            "signature of other bytes",
+        ),
+        (
+            sign("other", b"{\"n\":3}"),
+            Some("a/3"),
+            401,
+            "other secret",
+        ),
+        (sign("k3y", b"{\"n\":3}"), None, 400, "no key"),
+    ] {
+        let refused = post(b"{\"n\":3}", signature, key).await;
+        assert_eq!(refused.status, status, "{why}");
+    }
 
     assert_eq!(sink.deliveries().len(), 3);
     assert_eq!(sink.effects(), 2);

@@ -1,30 +1,39 @@
 //! What the controller tests share: a real redis-server, the provider stubs
 //! (loaded with the real fixtures), the Kubernetes API emulator with the
-//! checked-in CRD, a config file, and in-process controllers started and
-//! stopped per test. Plus the invariant checks on the emulator's write
-//! history that several tests apply.
+//! checked-in CRD, a config file, in-process controllers started and
+//! stopped per test, and operator processes against the same. Plus the
+//! invariant checks on the emulator's write history that several tests
+//! apply. The shared builders (`kit`) are re-exported.
 
 #![allow(dead_code)]
 
-pub mod process;
+#[path = "../kit/mod.rs"]
+pub mod kit;
+
+// Not every test file that includes the kit uses all of it.
+#[allow(unused_imports)]
+pub use kit::{scans::*, setup::*, tickets::*};
 
 use assetscan_operator::config::Config;
 use assetscan_operator::domain::AssetId;
-use assetscan_operator::domain::ticket::Ticket;
+use assetscan_operator::domain::ticket::{Status, Ticket};
 use assetscan_operator::kubernetes::controller::{self, Context, ControllerSettings};
-use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanSpec, Package, Target};
+use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::pipeline::Pipeline;
 use assetscan_operator::providers::{Providers, install_crypto_provider};
-use assetscan_operator::store::{RedisTarget, TicketStore};
+use assetscan_operator::store::{AssetKeys, RedisTarget, TicketStore};
 use assetscan_operator::telemetry::{LogFormat, Metrics};
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
+#[allow(unused_imports)]
+pub use assetscan_testkit::process::{OperatorCommand, OperatorProcess, free_port};
 use assetscan_testkit::redis::{RedisOptions, RedisServer};
 use assetscan_testkit::stubs::ProviderStubs;
-#[allow(unused_imports)] // Not every test file that includes the kit waits.
-pub use assetscan_testkit::wait::until;
-use kube::api::{Api, PostParams};
+use assetscan_testkit::wait;
+#[allow(unused_imports)]
+pub use assetscan_testkit::wait::{until, until_ok, until_some};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,6 +126,11 @@ impl Harness {
         Api::namespaced(self.client.clone(), NAMESPACE)
     }
 
+    /// The Redis keys of `asset`.
+    pub fn keys(&self, asset: &str) -> AssetKeys {
+        AssetKeys::new(&self.config.store().prefix, &asset_id(asset))
+    }
+
     /// The test's own view of the ticket store (not used by any controller).
     pub async fn store(&self) -> TicketStore {
         TicketStore::connect(
@@ -132,6 +146,17 @@ impl Harness {
     pub async fn controller(&self, instance: &str) -> Running {
         self.controller_on(instance, &RedisTarget::Standalone(self.redis.url()))
             .await
+    }
+
+    /// Controllers `instances`, started in that order.
+    pub async fn replicas<const N: usize>(&self, instances: [&str; N]) -> [Running; N] {
+        let mut running = Vec::with_capacity(N);
+        for instance in instances {
+            running.push(self.controller(instance).await);
+        }
+        running
+            .try_into()
+            .unwrap_or_else(|_| unreachable!("one controller per instance"))
     }
 
     /// [`Harness::controller`] against another Redis deployment (e.g. a
@@ -191,21 +216,85 @@ impl Harness {
         timeout: Duration,
         done: impl Fn(&AssetScan) -> bool,
     ) -> AssetScan {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let obj = self.api().get_opt(name).await.ok().flatten();
-            if let Some(obj) = &obj
-                && done(obj)
-            {
-                return obj.clone();
-            }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "timed out after {timeout:?} waiting for {name} to be {what}; last seen: {:#?}",
-                obj.map(|o| o.status)
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+        wait::object(&self.api(), name, what, timeout, done).await
+    }
+
+    /// Waits until the object's status shows `phase`.
+    pub async fn wait_phase(&self, name: &str, phase: Status) -> AssetScan {
+        let what = phase.to_string();
+        self.wait(name, &what, PATIENCE, |o| {
+            kit::scans::phase(o) == Some(phase)
+        })
+        .await
+    }
+
+    /// Waits until the object's status shows a terminal phase of its current
+    /// generation.
+    pub async fn wait_terminal(&self, name: &str, timeout: Duration) -> AssetScan {
+        self.wait(name, "terminal", timeout, is_terminal).await
+    }
+
+    /// Waits until the object is gone (its finalizer done).
+    pub async fn wait_gone(&self, name: &str) {
+        wait::gone(&self.api(), name, PATIENCE).await
+    }
+
+    /// Marks the scan's asset online in the inventory stub, and builds it.
+    pub fn online(&self, scan: ScanBuilder) -> AssetScan {
+        if let Some(id) = scan.inventory_ref() {
+            self.stubs.inventory.set_online(id, true);
         }
+        scan.build()
+    }
+
+    /// Controller `instance`, and `scan` (its asset online) created and
+    /// run under it until its status shows `phase`.
+    pub async fn run_until(
+        &self,
+        instance: &str,
+        scan: ScanBuilder,
+        phase: Status,
+    ) -> (Running, AssetScan) {
+        let (ctl, name) = self.launch(instance, scan).await;
+        (ctl, self.wait_phase(&name, phase).await)
+    }
+
+    /// Controller `instance`, and `scan` (its asset online) created and
+    /// run under it to its end.
+    pub async fn run_to_end(&self, instance: &str, scan: ScanBuilder) -> (Running, AssetScan) {
+        let (ctl, name) = self.launch(instance, scan).await;
+        (ctl, self.wait_terminal(&name, PATIENCE).await)
+    }
+
+    async fn launch(&self, instance: &str, scan: ScanBuilder) -> (Running, String) {
+        let scan = self.online(scan);
+        let ctl = self.controller(instance).await;
+        self.create(&scan).await;
+        (ctl, scan.name_any())
+    }
+
+    /// Merges `patch` into the object (its metadata or spec).
+    pub async fn merge(&self, name: &str, patch: Value) -> AssetScan {
+        self.api()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("patch {name} with {patch}: {e}"))
+    }
+
+    /// Merges `status` into the object's status, as an executor's mirror
+    /// would: the API server's answer (the fence's rule applies).
+    pub async fn try_merge_status(&self, name: &str, status: Value) -> kube::Result<AssetScan> {
+        let patch = json!({ "status": status });
+        self.api()
+            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+    }
+
+    /// [`Harness::try_merge_status`], accepted.
+    pub async fn merge_status(&self, name: &str, status: Value) -> AssetScan {
+        self.try_merge_status(name, status.clone())
+            .await
+            .unwrap_or_else(|e| panic!("status patch {name} with {status}: {e}"))
     }
 
     /// Changes an annotation of the object: a watch event the controller
@@ -213,29 +302,33 @@ impl Harness {
     /// Used where a test needs a reconcile now rather than at a requeue
     /// time.
     pub async fn poke(&self, name: &str) {
-        let patch = serde_json::json!({"metadata": {"annotations": {
-            "test.assetscan.io/poke": assetscan_operator::domain::ticket::now_ms().to_string()
-        }}});
-        self.api()
-            .patch(
-                name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&patch),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("poke {name}: {e}"));
+        let now = assetscan_operator::domain::ticket::now_ms().to_string();
+        self.annotate(name, json!({ "test.assetscan.io/poke": now }))
+            .await;
     }
 
-    /// Waits until the object's status shows a terminal phase of its current
-    /// generation.
-    pub async fn wait_terminal(&self, name: &str, timeout: Duration) -> AssetScan {
-        self.wait(name, "terminal", timeout, |o| {
-            o.status.as_ref().is_some_and(|s| {
-                s.phase.is_some_and(|p| p.is_terminal())
-                    && s.observed_generation == o.metadata.generation
-            })
-        })
-        .await
+    /// Sets the object's annotations (merged with what it has).
+    pub async fn annotate(&self, name: &str, annotations: Value) -> AssetScan {
+        self.merge(name, json!({ "metadata": { "annotations": annotations } }))
+            .await
+    }
+
+    /// `assetscan-operator run` as a process against this harness, as
+    /// replica `instance` with the config file `config`; `more` adds to the
+    /// command (a metrics port, a fault drill).
+    pub fn operator(
+        &self,
+        instance: &str,
+        config: &Path,
+        more: impl FnOnce(OperatorCommand<'_>) -> OperatorCommand<'_>,
+    ) -> OperatorProcess {
+        let kubeconfig = self.dir.path().join("kubeconfig");
+        self.emu.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+        let log = self.dir.path().join(format!("operator-{instance}.log"));
+        let url = self.redis.url();
+        let binary = Path::new(env!("CARGO_BIN_EXE_assetscan-operator"));
+        let command = OperatorCommand::new(binary, config, &url, &kubeconfig, instance, NAMESPACE);
+        more(command).spawn(&log).expect("operator starts")
     }
 
     /// The object's status writes (through `/status`), oldest first.
@@ -258,6 +351,39 @@ impl Harness {
                     r.object["status"].clone(),
                 )
             })
+            .collect()
+    }
+
+    /// The Redis key of the ticket of the run the object's status names.
+    pub fn ticket_key(&self, obj: &AssetScan) -> String {
+        let run = status(obj).run.as_deref().expect("status.run");
+        self.keys(&obj.spec.asset_id).ticket(run)
+    }
+
+    /// The ticket the object's status points at, checked to carry its
+    /// token and revision.
+    pub async fn mirrored_ticket(&self, obj: &AssetScan) -> Ticket {
+        let ticket = self.ticket_of(obj).await;
+        let s = status(obj);
+        assert_eq!(
+            (s.fencing_token, s.revision),
+            (
+                Some(ticket.fencing_token as i64),
+                Some(ticket.revision as i64)
+            ),
+            "{}: the status carries the ticket's token and revision",
+            obj.name_any()
+        );
+        ticket
+    }
+
+    /// The idempotency keys the webhook receiver was sent.
+    pub fn delivered_keys(&self) -> std::collections::BTreeSet<String> {
+        self.stubs
+            .sink
+            .deliveries()
+            .iter()
+            .map(|d| d.header("idempotency-key").unwrap().to_owned())
             .collect()
     }
 
@@ -292,10 +418,41 @@ impl Running {
             .expect("controller task did not panic");
     }
 
+    /// Killed: its reconciles (and their leases) are dropped mid-call,
+    /// nothing is released.
+    pub async fn kill(self) {
+        self.task.abort();
+        let _ = self.task.await;
+    }
+
     /// The value of one counter sample in the metrics text, 0 when absent.
     pub fn counter(&self, sample: &str) -> f64 {
         metric(&self.metrics.encode(), sample)
     }
+
+    /// Its reconciles so far, whatever their result.
+    pub fn reconciles(&self) -> f64 {
+        self.metrics
+            .encode()
+            .lines()
+            .filter(|l| l.starts_with("assetscan_reconciles_total{"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+}
+
+/// A lock holder id of a controller in this process: instance `instance`,
+/// eight hex digits of its own, the object `name`
+/// (`<instance>#<random>:<namespace>/<name>`).
+pub fn assert_holder_id(holder: &str, instance: &str, name: &str) {
+    let random = holder
+        .strip_prefix(&format!("{instance}#"))
+        .and_then(|rest| rest.strip_suffix(&format!(":{NAMESPACE}/{name}")))
+        .unwrap_or_else(|| panic!("holder id {holder:?}"));
+    assert!(
+        random.len() == 8 && random.chars().all(|c| c.is_ascii_hexdigit()),
+        "holder id {holder:?}"
+    );
 }
 
 /// `requeue_after` of an Action, from its Debug form.
@@ -331,17 +488,13 @@ pub fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> String {
             "online: {inventory:",
             "online: {tcp: {timeout: 1s}, inventory:",
         );
+    let steps = steps_yaml([("3s", 3), ("10s", 3), ("10s", 3), ("5s", 4)], "500ms");
     format!(
         "redis: {{timeout: 1s}}\n\
          lock: {{ttl: {LOCK_TTL_MS}ms}}\n\
          tickets: {{retention: 1h, auditCap: 10000}}\n\
          status: {{progressEvery: 0s}}\n\
-         steps:\n\
-         \x20 onlineCheck: {{timeout: 3s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 500ms}}\n\
-         \x20 vulnQuery: {{timeout: 10s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 500ms}}\n\
-         \x20 threatIntel: {{timeout: 10s, maxAttempts: 3, initialBackoff: 100ms, maxBackoff: 500ms}}\n\
-         \x20 notify: {{timeout: 5s, maxAttempts: 4, initialBackoff: 100ms, maxBackoff: 500ms}}\n\
-         {providers}"
+         {steps}{providers}"
     )
 }
 
@@ -357,41 +510,6 @@ pub fn examples() -> Vec<(String, AssetScan)> {
             (p.file_name().unwrap().to_string_lossy().into_owned(), scan)
         })
         .collect()
-}
-
-/// An AssetScan of `asset` checked through the inventory. With `high_risk`,
-/// it has the Debian 10 packages the OSV stub maps to critical findings
-/// and notifies `secops-webhook`; otherwise no packages (no findings).
-pub fn scan(name: &str, asset: &str, high_risk: bool) -> AssetScan {
-    let package = |name: &str, version: &str| Package {
-        name: Some(name.into()),
-        ecosystem: Some("Debian:10".into()),
-        version: Some(version.into()),
-        purl: None,
-    };
-    AssetScan::new(
-        name,
-        AssetScanSpec {
-            asset_id: asset.into(),
-            target: Target {
-                inventory_ref: Some(asset.into()),
-                ..Target::default()
-            },
-            software: if high_risk {
-                vec![
-                    package("openssh", "1:7.9p1-10+deb10u2"),
-                    package("xz-utils", "5.2.4-1+deb10u1"),
-                ]
-            } else {
-                vec![]
-            },
-            policy: Default::default(),
-            notify: vec!["secops-webhook".into()],
-            rescan_interval: None,
-            suspend: false,
-            report_history_limit: None,
-        },
-    )
 }
 
 /// `(fencingToken, revision)` of a status as JSON.
@@ -509,15 +627,6 @@ pub async fn check_transitions_mirrored_from(harness: &Harness, obj: &AssetScan,
         mirrored, accepted,
         "{name}: status writes (left) vs accepted ticket writes (right)"
     );
-}
-
-/// A free TCP port on the loopback interface.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// `GET http://<addr><path>` with optional extra headers: (status, body).

@@ -88,122 +88,187 @@ struct Reused {
     detail: String,
 }
 
+/// What one write breaks: at once, or (a number drawn again, with the
+/// token it drew) only if the claim that drew it acts.
+#[derive(Default)]
+struct Findings {
+    now: Vec<(Invariant, String)>,
+    if_it_acts: Vec<(Invariant, u64, String)>,
+}
+
+/// The ticket writes replayed in the order Redis applied them.
+#[derive(Default)]
+struct Replay {
+    tickets: HashMap<(String, String), Ticket>,
+    /// The highest token drawn per asset.
+    asset_tokens: HashMap<String, u64>,
+    claims: Claims,
+    reused: Vec<Reused>,
+    /// (asset, run, token, epoch) of every accepted advance: the claims that
+    /// acted.
+    acted: HashSet<(String, String, u64, u32)>,
+}
+
 pub(super) fn check(audit: &[AuditRecord], out: &mut Vec<Violation>) -> Claims {
-    let mut tickets: HashMap<(String, String), Ticket> = HashMap::new();
-    let mut asset_tokens: HashMap<String, u64> = HashMap::new();
-    let mut claims = Claims::default();
-    let mut reused: Vec<Reused> = Vec::new();
-    // (asset, run, token, epoch) of every accepted advance: the claims that
-    // acted.
-    let mut acted: HashSet<(String, String, u64, u32)> = HashSet::new();
+    let mut replay = Replay::default();
     for r in audit.iter().filter(|r| r.is_ticket_write()) {
+        replay.write(r, out);
+    }
+    replay.finish(out)
+}
+
+impl Replay {
+    /// Checks one accepted write against where its ticket stood, then
+    /// moves the ticket on.
+    fn write(&mut self, r: &AuditRecord, out: &mut Vec<Violation>) {
         let run = r.run().unwrap_or_default().to_owned();
-        let mut found: Vec<(Invariant, String)> = Vec::new();
-        let mut violation = |invariant, detail: String| found.push((invariant, detail));
-        let ticket = tickets.entry((r.asset.clone(), run.clone())).or_default();
-        if r.epoch != ticket.epoch {
-            // Redis lost the ticket: it starts again, its tokens do not.
-            *ticket = Ticket {
-                epoch: r.epoch,
-                token: ticket.token,
-                ..Ticket::default()
-            };
-        }
+        let ticket = ticket_of(&mut self.tickets, r, &run);
         let token = r.token();
-        let revision = r.revision();
         let claims_anew = r.op() != "advance";
         if !claims_anew && let Some(t) = token {
-            acted.insert((r.asset.clone(), run.clone(), t, r.epoch));
+            self.acted
+                .insert((r.asset.clone(), run.clone(), t, r.epoch));
         }
-        let mut reuse = |invariant, t: u64, detail: String| {
-            reused.push(Reused {
-                invariant,
-                asset: r.asset.clone(),
-                run: run.clone(),
-                token: t,
-                epoch: r.epoch,
-                subject: format!("ticket {}/{run}", r.asset),
-                detail: format!("{detail}: {}", excerpt(r)),
-            })
-        };
-
-        if let Some(ended) = ticket.status.filter(|s| s.is_terminal()) {
-            violation(Invariant::Terminal, format!("accepted after {ended}"));
-        }
-        match (revision, ticket.revision) {
-            (None, _) => violation(Invariant::Revisions, "no revision".into()),
-            (Some(now), Some(before)) if now <= before => violation(
-                Invariant::Revisions,
-                format!("revision {now} after revision {before}"),
-            ),
-            _ => {}
-        }
-        match (token, ticket.token) {
-            (None, _) => violation(Invariant::TicketTokens, "no token".into()),
-            (Some(t), Some(before)) if claims_anew && t <= before => reuse(
-                Invariant::TicketTokens,
-                t,
-                format!("claimed under token {t}, not above token {before}, and acted on it"),
-            ),
-            (Some(t), before) if !claims_anew && before != Some(t) => violation(
-                Invariant::TicketTokens,
-                format!("written under token {t} while the ticket's token is {before:?}"),
-            ),
-            _ => {}
-        }
+        let mut found = Findings::default();
+        ticket.check(r, claims_anew, &mut found);
         if claims_anew && let Some(t) = token {
-            let asset_max = asset_tokens.entry(r.asset.clone()).or_insert(0);
+            let asset_max = self.asset_tokens.entry(r.asset.clone()).or_insert(0);
             if t <= *asset_max {
-                reuse(
+                found.if_it_acts.push((
                     Invariant::Claims,
                     t,
                     format!(
                         "the asset's token {t} drawn after its token {asset_max}, and acted on"
                     ),
-                );
+                ));
             }
             *asset_max = (*asset_max).max(t);
         }
-        transition(r, ticket.status, &mut violation);
-        out.extend(found.into_iter().map(|(invariant, detail)| Violation {
+        transition(r, ticket.status, &mut |invariant, detail| {
+            found.now.push((invariant, detail))
+        });
+        let subject = format!("ticket {}/{run}", r.asset);
+        out.extend(found.now.into_iter().map(|(invariant, detail)| Violation {
             invariant,
-            subject: format!("ticket {}/{run}", r.asset),
+            subject: subject.clone(),
             detail: format!("{detail}: {}", excerpt(r)),
         }));
+        self.reused.extend(
+            found
+                .if_it_acts
+                .into_iter()
+                .map(|(invariant, token, detail)| Reused {
+                    invariant,
+                    asset: r.asset.clone(),
+                    run: run.clone(),
+                    token,
+                    epoch: r.epoch,
+                    subject: subject.clone(),
+                    detail: format!("{detail}: {}", excerpt(r)),
+                }),
+        );
+        self.claims.record(r, &run);
+        ticket.advance(r);
+    }
 
+    /// A number drawn again is a violation only if the claim that drew it
+    /// acted: an accepted write under it, in the same Redis epoch.
+    fn finish(self, out: &mut Vec<Violation>) -> Claims {
+        let acted = self.acted;
+        out.extend(
+            self.reused
+                .into_iter()
+                .filter(|c| acted.contains(&(c.asset.clone(), c.run.clone(), c.token, c.epoch)))
+                .map(|c| Violation {
+                    invariant: c.invariant,
+                    subject: c.subject,
+                    detail: c.detail,
+                }),
+        );
+        self.claims
+    }
+}
+
+/// The ticket `r` writes, as it stood; started again when Redis lost it
+/// (its tokens are not).
+fn ticket_of<'t>(
+    tickets: &'t mut HashMap<(String, String), Ticket>,
+    r: &AuditRecord,
+    run: &str,
+) -> &'t mut Ticket {
+    let ticket = tickets
+        .entry((r.asset.clone(), run.to_owned()))
+        .or_default();
+    if r.epoch != ticket.epoch {
+        *ticket = Ticket {
+            epoch: r.epoch,
+            token: ticket.token,
+            ..Ticket::default()
+        };
+    }
+    ticket
+}
+
+impl Ticket {
+    /// What `r` breaks against where the ticket stands: a write after its
+    /// end, a revision that does not grow, a token not its own (or, for a
+    /// claim, not above its last).
+    fn check(&self, r: &AuditRecord, claims_anew: bool, found: &mut Findings) {
+        if let Some(ended) = self.status.filter(|s| s.is_terminal()) {
+            found
+                .now
+                .push((Invariant::Terminal, format!("accepted after {ended}")));
+        }
+        match (r.revision(), self.revision) {
+            (None, _) => found.now.push((Invariant::Revisions, "no revision".into())),
+            (Some(now), Some(before)) if now <= before => found.now.push((
+                Invariant::Revisions,
+                format!("revision {now} after revision {before}"),
+            )),
+            _ => {}
+        }
+        match (r.token(), self.token) {
+            (None, _) => found.now.push((Invariant::TicketTokens, "no token".into())),
+            (Some(t), Some(before)) if claims_anew && t <= before => found.if_it_acts.push((
+                Invariant::TicketTokens,
+                t,
+                format!("claimed under token {t}, not above token {before}, and acted on it"),
+            )),
+            (Some(t), before) if !claims_anew && before != Some(t) => found.now.push((
+                Invariant::TicketTokens,
+                format!("written under token {t} while the ticket's token is {before:?}"),
+            )),
+            _ => {}
+        }
+    }
+
+    /// Where the ticket stands after `r`.
+    fn advance(&mut self, r: &AuditRecord) {
         let after = r.status_after().and_then(Status::parse);
-        if r.op() == "acquire"
-            && let Some(t) = token
-        {
-            claims
-                .claims
-                .insert((r.asset.clone(), run.clone(), t), r.epoch);
-        }
-        if let (Some(t), Some(rev), Some(status)) = (token, revision, r.status_after()) {
-            claims
-                .writes
-                .insert((r.asset.clone(), run.clone(), t, rev, status.to_owned()));
-        }
-        ticket.status = after.or(ticket.status);
-        ticket.revision = revision.or(ticket.revision);
-        ticket.token = match (token, ticket.token) {
+        self.status = after.or(self.status);
+        self.revision = r.revision().or(self.revision);
+        self.token = match (r.token(), self.token) {
             (Some(t), Some(before)) => Some(t.max(before)),
             (t, before) => t.or(before),
         };
     }
-    // A number drawn again is a violation only if the claim that drew it
-    // acted: an accepted write under it, in the same Redis epoch.
-    out.extend(
-        reused
-            .into_iter()
-            .filter(|c| acted.contains(&(c.asset.clone(), c.run.clone(), c.token, c.epoch)))
-            .map(|c| Violation {
-                invariant: c.invariant,
-                subject: c.subject,
-                detail: c.detail,
-            }),
-    );
-    claims
+}
+
+impl Claims {
+    /// Indexes `r` of `run`: its claim, if it is one, and the state it left.
+    fn record(&mut self, r: &AuditRecord, run: &str) {
+        let token = r.token();
+        if r.op() == "acquire"
+            && let Some(t) = token
+        {
+            self.claims
+                .insert((r.asset.clone(), run.to_owned(), t), r.epoch);
+        }
+        if let (Some(t), Some(rev), Some(status)) = (token, r.revision(), r.status_after()) {
+            self.writes
+                .insert((r.asset.clone(), run.to_owned(), t, rev, status.to_owned()));
+        }
+    }
 }
 
 /// The state machine, with the operator's own table: a claim finds the

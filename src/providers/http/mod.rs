@@ -14,4 +14,4 @@ pub use error::HttpError;
 pub(crate) use error::is_retryable_status;
 pub(crate) use settings::HttpProfile;
 pub use settings::HttpSettings;
-pub(crate) use url::{Exposure, SecretUrl, join_path, parse_http_url};
+pub(crate) use url::{SecretUrl, join_path, parse_http_url};

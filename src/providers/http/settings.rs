@@ -34,6 +34,35 @@ pub(crate) struct HttpProfile {
     pub exposure: Exposure,
 }
 
+impl HttpProfile {
+    /// An API or a feed: its URLs hold no secret, so errors may show their
+    /// path, and redirects are followed.
+    pub const fn api(
+        provider: &'static str,
+        timeout: Duration,
+        max_body_bytes: u64,
+    ) -> HttpProfile {
+        HttpProfile {
+            provider,
+            timeout,
+            max_body_bytes,
+            exposure: Exposure::Path,
+        }
+    }
+
+    /// A notification webhook: its URL is the credential, so errors show the
+    /// host alone and redirects are refused. Receivers answer with a short
+    /// acknowledgement (64 KiB is plenty) and should do so within 10 s.
+    pub const fn webhook(provider: &'static str) -> HttpProfile {
+        HttpProfile {
+            provider,
+            timeout: Duration::from_secs(10),
+            max_body_bytes: 64 * 1024,
+            exposure: Exposure::HostOnly,
+        }
+    }
+}
+
 /// Settings with the defaults filled in, checked, and the token read.
 pub(super) struct Resolved {
     pub timeout: Duration,
@@ -72,12 +101,7 @@ impl HttpSettings {
 mod tests {
     use super::*;
 
-    const PROFILE: HttpProfile = HttpProfile {
-        provider: "p",
-        timeout: Duration::from_secs(3),
-        max_body_bytes: 4096,
-        exposure: Exposure::Path,
-    };
+    const PROFILE: HttpProfile = HttpProfile::api("p", Duration::from_secs(3), 4096);
 
     #[test]
     fn absent_keys_take_the_providers_defaults() {

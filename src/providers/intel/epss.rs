@@ -8,9 +8,9 @@
 //! 100 rows by default, so CVEs go out in batches that respect both.
 
 use crate::providers::cve::is_cve_id;
-use crate::providers::error::ProviderConfigError;
+use crate::providers::error::{ProviderConfigError, check_at_least};
 use crate::providers::http::{
-    Exposure, HttpClient, HttpError, HttpProfile, HttpSettings, Reply, join_path, parse_http_url,
+    HttpClient, HttpError, HttpProfile, HttpSettings, Reply, join_path, parse_http_url,
 };
 use reqwest::Url;
 use serde::{Deserialize, Deserializer};
@@ -19,12 +19,7 @@ use std::time::Duration;
 
 const PROVIDER: &str = "epss";
 
-const PROFILE: HttpProfile = HttpProfile {
-    provider: PROVIDER,
-    timeout: Duration::from_secs(10),
-    max_body_bytes: 1024 * 1024,
-    exposure: Exposure::Path,
-};
+const PROFILE: HttpProfile = HttpProfile::api(PROVIDER, Duration::from_secs(10), 1024 * 1024);
 
 /// `threatIntel.epss` in the config. Every key is optional.
 #[derive(Clone, Debug, Deserialize)]
@@ -96,26 +91,20 @@ struct Row {
 impl EpssClient {
     pub fn new(config: &EpssConfig) -> Result<EpssClient, ProviderConfigError> {
         // The longest CVE id seen so far has 19 characters.
-        if config.max_cve_param_chars < 20 {
-            return Err(ProviderConfigError::invalid(
-                PROVIDER,
-                "maxCveParamChars",
-                "must be at least 20",
-            ));
-        }
-        if config.max_cves_per_request == 0 {
-            return Err(ProviderConfigError::invalid(
-                PROVIDER,
-                "maxCvesPerRequest",
-                "must be at least 1",
-            ));
-        }
+        let max_param_chars =
+            check_at_least(PROVIDER, "maxCveParamChars", config.max_cve_param_chars, 20)?;
+        let max_per_request = check_at_least(
+            PROVIDER,
+            "maxCvesPerRequest",
+            config.max_cves_per_request,
+            1,
+        )?;
         let base = parse_http_url(PROVIDER, "baseUrl", &config.base_url)?;
         Ok(EpssClient {
             http: HttpClient::new(&PROFILE, &config.http)?,
             url: join_path(&base, &["epss"]),
-            max_param_chars: config.max_cve_param_chars,
-            max_per_request: config.max_cves_per_request,
+            max_param_chars,
+            max_per_request,
         })
     }
 

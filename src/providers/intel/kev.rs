@@ -9,9 +9,7 @@
 
 use super::error::IntelError;
 use crate::providers::error::ProviderConfigError;
-use crate::providers::http::{
-    Exposure, HttpClient, HttpError, HttpProfile, HttpSettings, parse_http_url,
-};
+use crate::providers::http::{HttpClient, HttpError, HttpProfile, HttpSettings, parse_http_url};
 use reqwest::Url;
 use serde::Deserialize;
 use std::collections::HashMap;
@@ -22,12 +20,7 @@ use tokio::time::Instant;
 
 const PROVIDER: &str = "kev";
 
-const PROFILE: HttpProfile = HttpProfile {
-    provider: PROVIDER,
-    timeout: Duration::from_secs(30),
-    max_body_bytes: 16 * 1024 * 1024,
-    exposure: Exposure::Path,
-};
+const PROFILE: HttpProfile = HttpProfile::api(PROVIDER, Duration::from_secs(30), 16 * 1024 * 1024);
 
 /// `threatIntel.kev` in the config. Every key is optional.
 #[derive(Clone, Debug, Deserialize)]

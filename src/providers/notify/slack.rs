@@ -14,19 +14,13 @@ use super::error::{NotifyError, SlackError};
 use super::message::{finding_line, headline, known_exploited, ticket_line, top_findings};
 use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
-use crate::providers::http::{Exposure, HttpClient, HttpProfile, HttpSettings, SecretUrl};
+use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, SecretUrl};
 use crate::providers::secret::SecretFrom;
 use assetscan_domain::text::truncate_chars;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::time::Duration;
 
-const PROFILE: HttpProfile = HttpProfile {
-    provider: "slack",
-    timeout: Duration::from_secs(10),
-    max_body_bytes: 64 * 1024,
-    exposure: Exposure::HostOnly,
-};
+const PROFILE: HttpProfile = HttpProfile::webhook("slack");
 
 /// Block Kit limits, in characters.
 const HEADER_CHARS: usize = 150;

@@ -26,24 +26,16 @@
 use super::error::NotifyError;
 use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
-use crate::providers::http::{
-    Exposure, HttpClient, HttpError, HttpProfile, HttpSettings, SecretUrl,
-};
+use crate::providers::http::{HttpClient, HttpError, HttpProfile, HttpSettings, SecretUrl};
 use crate::providers::secret::{Secret, SecretFrom};
 use hmac::{Hmac, KeyInit, Mac};
 use reqwest::header::CONTENT_TYPE;
 use serde::Deserialize;
 use sha2::Sha256;
-use std::time::Duration;
 
 const PROVIDER: &str = "webhook";
 
-const PROFILE: HttpProfile = HttpProfile {
-    provider: PROVIDER,
-    timeout: Duration::from_secs(10),
-    max_body_bytes: 64 * 1024,
-    exposure: Exposure::HostOnly,
-};
+const PROFILE: HttpProfile = HttpProfile::webhook(PROVIDER);
 
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 pub const TICKET_HEADER: &str = "X-AssetScan-Ticket";

@@ -16,24 +16,16 @@ use super::error::NotifyError;
 use super::message::{finding_line, headline, known_exploited, ticket_line, top_findings};
 use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
-use crate::providers::http::{
-    Exposure, HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url,
-};
+use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url};
 use crate::providers::secret::{Secret, SecretFrom};
 use assetscan_domain::text::{excerpt, truncate_bytes};
 use reqwest::Url;
 use serde::Deserialize;
 use serde_json::json;
-use std::time::Duration;
 
 const PROVIDER: &str = "wecom";
 
-const PROFILE: HttpProfile = HttpProfile {
-    provider: PROVIDER,
-    timeout: Duration::from_secs(10),
-    max_body_bytes: 64 * 1024,
-    exposure: Exposure::HostOnly,
-};
+const PROFILE: HttpProfile = HttpProfile::webhook(PROVIDER);
 
 /// WeCom's limit for markdown `content`, in UTF-8 bytes.
 const MAX_CONTENT_BYTES: usize = 4096;

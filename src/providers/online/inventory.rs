@@ -2,19 +2,12 @@
 
 use super::error::OnlineError;
 use crate::providers::error::ProviderConfigError;
-use crate::providers::http::{
-    Exposure, HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url,
-};
+use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url};
 use reqwest::Url;
 use serde::Deserialize;
 use std::time::Duration;
 
-const PROFILE: HttpProfile = HttpProfile {
-    provider: "inventory",
-    timeout: Duration::from_secs(3),
-    max_body_bytes: 64 * 1024,
-    exposure: Exposure::Path,
-};
+const PROFILE: HttpProfile = HttpProfile::api("inventory", Duration::from_secs(3), 64 * 1024);
 
 /// `GET <baseUrl>/assets/<id>` answers `{"online": true|false}` (other keys
 /// are ignored). A 404 means the inventory does not know the asset: a

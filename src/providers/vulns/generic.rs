@@ -18,7 +18,7 @@
 use super::error::VulnError;
 use super::findings::{null_as_empty, round_score, summarize};
 use crate::providers::error::ProviderConfigError;
-use crate::providers::http::{Exposure, HttpClient, HttpProfile, HttpSettings, parse_http_url};
+use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, parse_http_url};
 use assetscan_domain::Package;
 use assetscan_domain::text::truncate_chars;
 use assetscan_domain::ticket::{Finding, Severity, VulnFacts};
@@ -27,12 +27,11 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-const PROFILE: HttpProfile = HttpProfile {
-    provider: "vulnerability endpoint",
-    timeout: Duration::from_secs(15),
-    max_body_bytes: 4 * 1024 * 1024,
-    exposure: Exposure::Path,
-};
+const PROFILE: HttpProfile = HttpProfile::api(
+    "vulnerability endpoint",
+    Duration::from_secs(15),
+    4 * 1024 * 1024,
+);
 
 /// `vulnerabilities: {kind: generic, url: ..., ...}`.
 #[derive(Clone, Debug, Deserialize)]

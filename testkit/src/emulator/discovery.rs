@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::resources::{Registry, ResourceType};
+use super::registry::Registry;
+use super::resources::ResourceType;
 
 /// Kubernetes version reported by `/version`.
 pub const KUBE_MINOR: &str = "32";

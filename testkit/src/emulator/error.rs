@@ -121,6 +121,20 @@ pub fn go_value(value: &Value) -> String {
     }
 }
 
+/// The JSON type name Go's decoder reports for a value.
+pub fn go_type_name(v: &Value) -> String {
+    let name = match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    format!("{name:?}")
+}
+
 /// One field-manager conflict of a server-side apply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ApplyConflict {

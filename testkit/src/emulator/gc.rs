@@ -24,121 +24,21 @@
 //! serve (a Pod, a Deployment) is never taken for absent, as the real
 //! collector cannot resolve such a kind either and deletes nothing.
 //!
-//! The ownership graph is an index the store keeps up to date on every
-//! commit, so the collector never scans all objects.
+//! It works from the ownership graph (`owner_graph`), an index the store
+//! keeps up to date on every commit, so it never scans all objects.
 
-use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use super::deletion::{self, FOREGROUND, ORPHAN, Propagation};
-use super::handlers::State;
+use super::keys::ObjKey;
 use super::meta;
-use super::store::{EventType, ObjKey, Operation, WriteMeta};
-
-/// Who owns whom, by uid, plus the objects the collector must look at.
-#[derive(Debug, Default)]
-pub struct Graph {
-    /// Live objects by uid.
-    uids: HashMap<String, ObjKey>,
-    /// Owner uid → live objects that reference it.
-    dependents: HashMap<String, BTreeSet<ObjKey>>,
-    /// Objects to look at: dependents of a removed owner, objects with
-    /// dangling references, owners waiting on the collector.
-    pending: BTreeSet<ObjKey>,
-    wake: Arc<Notify>,
-}
-
-fn uid(obj: &Value) -> Option<&str> {
-    meta::meta_str(obj, "uid").filter(|u| !u.is_empty())
-}
-
-fn owner_uids(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/ownerReferences")
-        .and_then(Value::as_array)
-        .map(|refs| {
-            refs.iter()
-                .filter_map(|r| r.get("uid").and_then(Value::as_str))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// Whether the object waits for the collector to release it.
-fn awaits_collector(obj: &Value) -> bool {
-    meta::is_deleting(obj)
-        && meta::finalizers(obj)
-            .iter()
-            .any(|f| f == ORPHAN || f == FOREGROUND)
-}
-
-impl Graph {
-    /// Keeps the index current for one committed change and queues what the
-    /// change gives the collector to do.
-    pub fn observe(&mut self, key: &ObjKey, previous: Option<&Value>, current: Option<&Value>) {
-        if let Some(prev) = previous {
-            if let Some(u) = uid(prev) {
-                self.uids.remove(u);
-            }
-            for owner in owner_uids(prev) {
-                if let Some(set) = self.dependents.get_mut(&owner) {
-                    set.remove(key);
-                    if set.is_empty() {
-                        self.dependents.remove(&owner);
-                    }
-                }
-            }
-        }
-        match (previous, current) {
-            (_, Some(cur)) => {
-                if let Some(u) = uid(cur) {
-                    self.uids.insert(u.to_string(), key.clone());
-                }
-                let owners = owner_uids(cur);
-                let dangling = owners.iter().any(|o| !self.uids.contains_key(o));
-                for owner in owners {
-                    self.dependents
-                        .entry(owner)
-                        .or_default()
-                        .insert(key.clone());
-                }
-                if dangling || awaits_collector(cur) {
-                    self.pending.insert(key.clone());
-                }
-            }
-            (Some(prev), None) => {
-                if let Some(set) = uid(prev).and_then(|u| self.dependents.get(u)) {
-                    self.pending.extend(set.iter().cloned());
-                }
-                // An owner deleting in the foreground may now be free to go.
-                for owner in owner_uids(prev) {
-                    if let Some(k) = self.uids.get(&owner) {
-                        self.pending.insert(k.clone());
-                    }
-                }
-            }
-            (None, None) => {}
-        }
-        if !self.pending.is_empty() {
-            self.wake.notify_one();
-        }
-    }
-
-    /// Woken whenever work is queued.
-    pub fn wake(&self) -> Arc<Notify> {
-        self.wake.clone()
-    }
-
-    fn dependents_of(&self, owner_uid: &str) -> Vec<ObjKey> {
-        self.dependents
-            .get(owner_uid)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default()
-    }
-}
+use super::owner_graph::{FOREGROUND, ORPHAN, uid};
+use super::removal::{self, Propagation};
+use super::shared::Shared;
+use super::state::State;
+use super::store::{EventType, Operation, WriteMeta};
 
 fn how(operation: Operation) -> WriteMeta {
     WriteMeta {
@@ -150,7 +50,7 @@ fn how(operation: Operation) -> WriteMeta {
 
 /// Does everything queued, cascades included.
 pub fn collect(state: &mut State) {
-    while let Some(key) = state.store.graph_mut().pending.pop_first() {
+    while let Some(key) = state.store.graph_mut().next_pending() {
         let Some(obj) = state.store.get(&key) else {
             continue;
         };
@@ -188,7 +88,7 @@ fn owners_alive(state: &State, obj: &Value) -> Vec<(String, bool)> {
         .filter_map(|r| {
             let uid = r.get("uid").and_then(Value::as_str)?;
             let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default();
-            let alive = state.store.graph().uids.contains_key(uid)
+            let alive = state.store.graph().is_live(uid)
                 || !state.registry.serves_kind(text("apiVersion"), text("kind"));
             Some((uid.to_string(), alive))
         })
@@ -207,7 +107,7 @@ fn drop_dangling(state: &mut State, key: &ObjKey, obj: &Value) {
         if !meta::is_deleting(obj)
             && let Some(rt) = state.registry.by_storage(&key.storage)
         {
-            deletion::delete_key(
+            removal::delete_key(
                 state,
                 &rt,
                 key,
@@ -241,7 +141,7 @@ fn delete_dependents(state: &mut State, owner_uid: &str) {
             continue;
         }
         if let Some(rt) = state.registry.by_storage(&dep.storage) {
-            deletion::delete_key(
+            removal::delete_key(
                 state,
                 &rt,
                 &dep,
@@ -290,7 +190,7 @@ fn release(state: &mut State, key: &ObjKey, finalizer: &str) {
         .collect();
     if rest.is_empty() {
         if let Some(rt) = state.registry.by_storage(&key.storage) {
-            deletion::remove(state, &rt, key, updated, how(Operation::MergePatch));
+            removal::remove(state, &rt, key, updated, how(Operation::MergePatch));
         }
         return;
     }
@@ -305,7 +205,7 @@ fn release(state: &mut State, key: &ObjKey, finalizer: &str) {
 
 /// The collector's task: wakes when work is queued, stops with the server.
 pub async fn run(
-    shared: Arc<super::routes::Shared>,
+    shared: Arc<Shared>,
     wake: Arc<Notify>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {

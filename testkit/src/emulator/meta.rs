@@ -63,16 +63,43 @@ pub fn drop_empty_metadata(obj: &mut Value) {
     });
 }
 
-pub fn finalizers(obj: &Value) -> Vec<String> {
-    obj.get("metadata")
-        .and_then(|m| m.get("finalizers"))
-        .and_then(Value::as_array)
+/// The metadata a write never changes: the object's identity and what the
+/// server sets, in the order an update copies them from the stored object.
+pub const SERVER_OWNED: &[&str] = &[
+    "name",
+    "namespace",
+    "uid",
+    "creationTimestamp",
+    "resourceVersion",
+    "generation",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+];
+
+/// The strings of a JSON array, other items skipped; empty when `v` is not
+/// an array (finalizers, list-map keys, `dryRun` values, CRD names).
+pub fn strings(v: Option<&Value>) -> Vec<String> {
+    v.and_then(Value::as_array)
         .map(|a| {
             a.iter()
                 .filter_map(|v| v.as_str().map(str::to_string))
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The string `field` of each object in a JSON array (`uid` of owner
+/// references, `jsonPath` of selectable fields); none when `v` is not an
+/// array.
+pub fn each_str<'a>(v: Option<&'a Value>, field: &'a str) -> impl Iterator<Item = &'a str> {
+    v.and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(move |item| item.get(field).and_then(Value::as_str))
+}
+
+pub fn finalizers(obj: &Value) -> Vec<String> {
+    strings(obj.get("metadata").and_then(|m| m.get("finalizers")))
 }
 
 pub fn is_deleting(obj: &Value) -> bool {

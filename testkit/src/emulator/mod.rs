@@ -34,7 +34,7 @@
 //!   `x-kubernetes-validations` CEL rules (transition rules with `oldSelf`
 //!   included) evaluated by `kube::core::cel`;
 //! * a history of every accepted write per object, request counters by
-//!   resource, verb and outcome (`requests`, also at `/emulator/requests`),
+//!   resource, verb and outcome (`counters`, also at `/emulator/requests`),
 //!   and fault injection, outages included (`faults`).
 //!
 //! ```no_run
@@ -86,46 +86,74 @@
 //!   for `resourceVersion=0`, as the cache ignores it); `Exact`, a legacy
 //!   version with `limit`, and `continue` use the change log.
 
-mod deletion;
-mod discovery;
+// The modules in layers, from the ground up: a module imports from its own
+// layer and the layers above it in this list, never from a later one, and
+// no two modules import each other.
+//
+// Foundations: errors, JSON metadata helpers, request options, faults.
+mod counters;
 mod error;
 mod faults;
-mod fieldmanager;
-mod gc;
-mod handlers;
 mod kubeconfig;
+mod manifests;
 mod meta;
 mod options;
-mod patch;
-mod requests;
+// What is served and how objects are checked: schemas, resource types,
+// built-ins, CRDs, the registry, selectors, tables, field ownership.
+mod builtins;
+mod crd;
+mod discovery;
+mod fieldmanager;
+mod fieldset;
+mod keys;
+mod registry;
 mod resources;
-mod routes;
 mod schema;
+mod schema_checks;
 mod selectors;
-mod store;
 mod table;
 mod validation;
+// Storage: the ownership graph, the store, the state behind its lock, and
+// deleting a stored object with what follows from it.
+mod owner_graph;
+mod removal;
+mod state;
+mod store;
+// The verbs, each over one parsed request.
+mod apply;
+mod body;
+mod create;
+mod deletion;
+mod patch;
+mod read;
+mod request;
+mod update;
 mod watch;
+// Serving: what the tasks share, the garbage collector, HTTP.
+mod gc;
+mod paths;
+mod respond;
+mod routes;
+mod server;
+mod shared;
 
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::Value;
 
+pub use counters::{CodeClass, RequestCounts, RequestKey, Verb};
 pub use error::{ApiError, EmulatorError, FieldError};
 pub use faults::{Availability, Fault, Faults, FiredFault};
-pub use requests::{CodeClass, RequestCounts, RequestKey, Verb};
+pub use manifests::{parse_manifests, read_crd_dir};
 pub use store::{EventType, Operation, WriteRecord};
 
-use faults::Outage;
-use handlers::State;
-use resources::Registry;
-use routes::Shared;
-use store::Store;
+use keys::ObjKey;
+use resources::ResourceType;
+use shared::Shared;
+use state::{Locked, State};
 use watch::WatchSettings;
 
 /// How to start an emulator. `Default` gives an ephemeral port, no CRDs and
@@ -162,8 +190,6 @@ impl Default for EmulatorOptions {
     }
 }
 
-const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
-
 /// A running emulator. Dropping it stops the server.
 pub struct Emulator {
     shared: Arc<Shared>,
@@ -181,98 +207,10 @@ impl std::fmt::Debug for Emulator {
     }
 }
 
-/// Reads CRD manifests from a directory, in file-name order.
-pub fn read_crd_dir(dir: &Path) -> Result<Vec<Value>, EmulatorError> {
-    let io = |source| EmulatorError::Io {
-        path: dir.display().to_string(),
-        source,
-    };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map_err(io)?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| {
-            p.extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
-        })
-        .collect();
-    files.sort();
-    let mut out = Vec::new();
-    for file in files {
-        let text = std::fs::read_to_string(&file).map_err(|source| EmulatorError::Io {
-            path: file.display().to_string(),
-            source,
-        })?;
-        out.extend(
-            parse_manifests(&text).map_err(|source| EmulatorError::Yaml {
-                path: file.display().to_string(),
-                source,
-            })?,
-        );
-    }
-    Ok(out)
-}
-
-/// Parses a multi-document YAML (or JSON) manifest, skipping empty documents.
-pub fn parse_manifests(text: &str) -> Result<Vec<Value>, serde_yaml::Error> {
-    let mut out = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(text) {
-        let v = Value::deserialize(doc)?;
-        if !v.is_null() {
-            out.push(v);
-        }
-    }
-    Ok(out)
-}
-
 impl Emulator {
     /// Starts serving on 127.0.0.1, with the given CRDs registered.
     pub async fn start(options: EmulatorOptions) -> Result<Self, EmulatorError> {
-        let mut state = State {
-            registry: Registry::default(),
-            store: Store::new(options.watch_history),
-            generation: 1,
-        };
-        let mut namespaces: Vec<String> =
-            INITIAL_NAMESPACES.iter().map(|s| s.to_string()).collect();
-        namespaces.extend(options.namespaces.iter().cloned());
-        namespaces.dedup();
-        let ns_type = state
-            .registry
-            .find("", "v1", "namespaces")
-            .ok_or_else(|| invalid_setup("namespaces"))?;
-        for ns in namespaces {
-            let obj = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
-            handlers::seed(&mut state, ns_type.clone(), obj).map_err(|e| {
-                EmulatorError::InvalidCrd {
-                    name: format!("namespace {ns}"),
-                    reason: e.to_string(),
-                }
-            })?;
-        }
-        let mut crds = match &options.crd_dir {
-            Some(dir) => read_crd_dir(dir)?,
-            None => Vec::new(),
-        };
-        crds.extend(options.crds.iter().cloned());
-        let crd_type = state
-            .registry
-            .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
-            .ok_or_else(|| invalid_setup("customresourcedefinitions"))?;
-        for crd in crds {
-            let name = crd
-                .pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("<unnamed>")
-                .to_string();
-            handlers::seed(&mut state, crd_type.clone(), crd).map_err(|e| {
-                EmulatorError::InvalidCrd {
-                    name,
-                    reason: e.to_string(),
-                }
-            })?;
-        }
-
+        let state = seeded_state(&options)?;
         let listener = tokio::net::TcpListener::bind(("127.0.0.1", options.port.unwrap_or(0)))
             .await
             .map_err(EmulatorError::Bind)?;
@@ -293,7 +231,7 @@ impl Emulator {
             requests: Default::default(),
         });
         tokio::spawn(gc::run(shared.clone(), gc_wake, stopped.clone()));
-        let task = tokio::spawn(serve(shared.clone(), listener, addr, stopped));
+        let task = tokio::spawn(server::serve(shared.clone(), listener, addr, stopped));
         Ok(Self {
             shared,
             url: format!("http://{addr}"),
@@ -350,18 +288,8 @@ impl Emulator {
     /// representation of `resource` — a kubectl-style name (`assetscans`,
     /// `AssetScan`, `events.events.k8s.io`, …). Empty when unknown.
     pub fn history(&self, resource: &str, namespace: Option<&str>, name: &str) -> Vec<WriteRecord> {
-        let state = self.shared.lock();
-        let Some(rt) = state.registry.resolve(resource) else {
+        let Some((state, rt, key)) = self.lookup(resource, namespace, name) else {
             return Vec::new();
-        };
-        let key = store::ObjKey {
-            storage: rt.storage.clone(),
-            namespace: if rt.namespaced {
-                namespace.unwrap_or("default").to_string()
-            } else {
-                String::new()
-            },
-            name: name.to_string(),
         };
         state
             .store
@@ -376,9 +304,22 @@ impl Emulator {
 
     /// The current object, read directly (no HTTP); None when absent.
     pub fn object(&self, resource: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        let (state, rt, key) = self.lookup(resource, namespace, name)?;
+        state.store.get(&key).map(|o| rt.to_view(&o))
+    }
+
+    /// The state, locked, with the resource a kubectl-style name resolves
+    /// to and the key of one of its objects (namespace `default` unless
+    /// given, none for cluster-scoped resources).
+    fn lookup(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<(Locked<'_>, Arc<ResourceType>, ObjKey)> {
         let state = self.shared.lock();
         let rt = state.registry.resolve(resource)?;
-        let key = store::ObjKey {
+        let key = ObjKey {
             storage: rt.storage.clone(),
             namespace: if rt.namespaced {
                 namespace.unwrap_or("default").to_string()
@@ -387,7 +328,7 @@ impl Emulator {
             },
             name: name.to_string(),
         };
-        state.store.get(&key).map(|o| rt.to_view(&o))
+        Some((state, rt, key))
     }
 
     /// Registers a CRD at runtime, as `kubectl apply -f crd.yaml` would.
@@ -397,7 +338,7 @@ impl Emulator {
             .registry
             .find("apiextensions.k8s.io", "v1", "customresourcedefinitions")
             .ok_or(ApiError::UnknownResource)?;
-        handlers::seed(&mut state, rt, crd).map(|_| ())
+        create::seed(&mut state, rt, crd).map(|_| ())
     }
 
     /// The latest resourceVersion issued.
@@ -439,100 +380,51 @@ impl Drop for Emulator {
     }
 }
 
-/// Serves until stopped, going down and coming back for outages.
-async fn serve(
-    shared: Arc<Shared>,
-    listener: tokio::net::TcpListener,
-    addr: SocketAddr,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let app = routes::router(shared.clone());
-    let faults = shared.faults.clone();
-    let mut listener = Some(listener);
-    loop {
-        let listener = match listener.take() {
-            Some(l) => l,
-            None => match rebind(addr, &mut stop).await {
-                Some(l) => l,
-                None => return,
-            },
-        };
-        faults.set_availability(Availability::Serving);
-        let mut outage = faults.outage_requests();
-        let mut stopping = stop.clone();
-        // Stops accepting at once (the port refuses connections), then waits
-        // for open connections: watches are cut by the outage, idle ones closed.
-        let ended = async move {
-            tokio::select! {
-                _ = outage.wait_for(|o| *o != Outage::None) => {}
-                _ = stopping.wait_for(|s| *s) => {}
-            }
-        };
-        if let Err(e) = axum::serve(listener, app.clone())
-            .with_graceful_shutdown(ended)
-            .await
-        {
-            tracing::error!(error = %e, "kube-emulator server failed");
-        }
-        if *stop.borrow() {
-            return;
-        }
-        faults.set_availability(Availability::Down);
-        if !outage_over(&faults, &mut stop).await {
-            return;
-        }
-        shared.lock().store.restart_watch_cache();
+const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// The state a new emulator starts with: the namespaces a new cluster has
+/// (and those asked for), then the CRDs of `options`.
+fn seeded_state(options: &EmulatorOptions) -> Result<State, EmulatorError> {
+    let mut state = State::new(options.watch_history);
+    let mut namespaces: Vec<String> = INITIAL_NAMESPACES.iter().map(|s| s.to_string()).collect();
+    namespaces.extend(options.namespaces.iter().cloned());
+    namespaces.dedup();
+    let ns_type = builtin(&state, "", "namespaces")?;
+    for ns in namespaces {
+        let obj =
+            serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
+        create::seed(&mut state, ns_type.clone(), obj).map_err(|e| EmulatorError::InvalidCrd {
+            name: format!("namespace {ns}"),
+            reason: e.to_string(),
+        })?;
     }
+    let mut crds = match &options.crd_dir {
+        Some(dir) => read_crd_dir(dir)?,
+        None => Vec::new(),
+    };
+    crds.extend(options.crds.iter().cloned());
+    let crd_type = builtin(&state, "apiextensions.k8s.io", "customresourcedefinitions")?;
+    for crd in crds {
+        let name = crd
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or("<unnamed>")
+            .to_string();
+        create::seed(&mut state, crd_type.clone(), crd).map_err(|e| EmulatorError::InvalidCrd {
+            name,
+            reason: e.to_string(),
+        })?;
+    }
+    Ok(state)
 }
 
-/// Waits for the outage to end (its time, or `end_outage`); false when the
-/// emulator stops meanwhile.
-async fn outage_over(faults: &Faults, stop: &mut tokio::sync::watch::Receiver<bool>) -> bool {
-    let mut requests = faults.outage_requests();
-    loop {
-        let current = *requests.borrow_and_update();
-        let deadline = match current {
-            Outage::None => return true,
-            Outage::Until(deadline) => deadline,
-        };
-        let timer = async {
-            match deadline {
-                Some(at) => tokio::time::sleep_until(at).await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = timer => {
-                faults.end_outage();
-                return true;
-            }
-            changed = requests.changed() => if changed.is_err() { return false },
-            _ = stop.wait_for(|s| *s) => return false,
-        }
-    }
-}
-
-/// Listens on the same address again after an outage. The port was ours a
-/// moment ago; should another process have taken it, keep trying.
-async fn rebind(
-    addr: SocketAddr,
-    stop: &mut tokio::sync::watch::Receiver<bool>,
-) -> Option<tokio::net::TcpListener> {
-    loop {
-        match tokio::net::TcpListener::bind(addr).await {
-            Ok(l) => return Some(l),
-            Err(e) => tracing::warn!(error = %e, %addr, "kube-emulator cannot listen again yet"),
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
-            _ = stop.wait_for(|s| *s) => return None,
-        }
-    }
-}
-
-fn invalid_setup(what: &str) -> EmulatorError {
-    EmulatorError::InvalidCrd {
-        name: what.to_string(),
-        reason: "built-in resource missing".into(),
-    }
+/// A built-in `v1` resource the emulator cannot start without.
+fn builtin(state: &State, group: &str, plural: &str) -> Result<Arc<ResourceType>, EmulatorError> {
+    state
+        .registry
+        .find(group, "v1", plural)
+        .ok_or_else(|| EmulatorError::InvalidCrd {
+            name: plural.to_string(),
+            reason: "built-in resource missing".into(),
+        })
 }

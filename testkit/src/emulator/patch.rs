@@ -1,15 +1,24 @@
-//! PATCH bodies: which media types are accepted for which resource, and how
-//! JSON merge patches and JSON patches (RFC 6902) apply.
+//! PATCH: which media types are accepted for which resource, how JSON
+//! merge patches and JSON patches (RFC 6902) apply, and the verb, which
+//! hands server-side apply to `apply` and finishes the others as every
+//! update does (`update`).
 //!
-//! Server-side apply is in `fieldmanager`. Strategic merge patch is what
-//! kube-apiserver rejects for custom resources (415); for the built-in kinds
-//! served here (none of which has list merge keys that matter to the
-//! operator) it is applied as a JSON merge patch.
+//! Strategic merge patch is what kube-apiserver rejects for custom
+//! resources (415); for the built-in kinds served here (none of which has
+//! list merge keys that matter to the operator) it is applied as a JSON
+//! merge patch.
 
 use json_patch::{Patch as JsonPatch, PatchOperation};
 use serde_json::Value;
 
-use super::error::ApiError;
+use super::apply::apply;
+use super::body;
+use super::error::{ApiError, go_type_name};
+use super::options::{self, OptionsKind};
+use super::request::{Reply, Request, parse_body};
+use super::state::Locked;
+use super::store::Operation;
+use super::update::{Proposed, finish_update};
 
 /// The PATCH flavours, by `Content-Type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,12 +51,47 @@ impl PatchType {
     }
 }
 
+pub fn patch(state: &mut Locked<'_>, req: &Request<'_>, raw: &[u8]) -> Result<Reply, ApiError> {
+    let patch_type = PatchType::from_content_type(req.content_type, req.rt.custom)?;
+    options::check_write(
+        OptionsKind::Patch,
+        req.query,
+        patch_type == PatchType::Apply,
+    )?;
+    let name = req.item_name()?.to_string();
+    let patch_body = parse_body(raw, req.content_type)?;
+    let operation = match patch_type {
+        PatchType::Apply => return apply(state, req, &name, patch_body),
+        PatchType::Json => Operation::JsonPatch,
+        PatchType::Merge => Operation::MergePatch,
+        // Applied as a JSON merge patch; only offered for built-ins.
+        PatchType::StrategicMerge => Operation::StrategicMergePatch,
+    };
+    let (key, stored) = req.current(state)?;
+    let old = req.rt.to_view(&stored);
+    let candidate = match operation {
+        Operation::JsonPatch => json_patch(&old, &patch_body)?,
+        _ => merge_patch(&old, &patch_body)?,
+    };
+    // A resourceVersion in the patch is a precondition, as with PUT.
+    body::check_resource_version(req, &name, &candidate, &old)?;
+    let proposed = Proposed {
+        key,
+        old: &old,
+        candidate,
+        operation,
+        manager: req.update_manager(),
+        managed_fields_done: false,
+    };
+    finish_update(state, req, proposed)
+}
+
 /// RFC 7386 JSON merge patch.
 pub fn merge_patch(target: &Value, patch: &Value) -> Result<Value, ApiError> {
     if !patch.is_object() {
         return Err(ApiError::BadRequest(format!(
             "error decoding patch: json: cannot unmarshal {} into Go value of type map[string]interface {{}}",
-            super::schema::go_type_name(patch).trim_matches('"')
+            go_type_name(patch).trim_matches('"')
         )));
     }
     let mut out = target.clone();

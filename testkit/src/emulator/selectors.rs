@@ -1,11 +1,15 @@
 //! Label selectors (`=`, `==`, `!=`, `in`, `notin`, exists, `!`exists) and
 //! field selectors (`=`, `==`, `!=` on the fields a resource supports), with
-//! kube-apiserver's parse errors.
+//! kube-apiserver's parse errors, and the `Filter` of a list, watch or
+//! deletecollection request that combines them.
+
+use std::collections::HashMap;
 
 use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use super::meta;
+use super::resources::ResourceType;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum LabelOp {
@@ -187,6 +191,49 @@ impl FieldSelector {
                 .unwrap_or_default();
             (actual == *expected) == *eq
         })
+    }
+}
+
+/// Selectors of a list or watch request.
+pub struct Filter {
+    labels: LabelSelector,
+    fields: FieldSelector,
+    has_selectors: bool,
+}
+
+impl Filter {
+    pub fn from_query(
+        rt: &ResourceType,
+        query: &HashMap<String, String>,
+    ) -> Result<Self, ApiError> {
+        let label_sel = query
+            .get("labelSelector")
+            .map(String::as_str)
+            .unwrap_or_default();
+        let field_sel = query
+            .get("fieldSelector")
+            .map(String::as_str)
+            .unwrap_or_default();
+        let mut supported = vec![
+            "metadata.name".to_string(),
+            "metadata.namespace".to_string(),
+        ];
+        supported.extend(rt.selectable_fields.iter().cloned());
+        Ok(Self {
+            labels: LabelSelector::parse(label_sel)?,
+            fields: FieldSelector::parse(field_sel, &supported)?,
+            has_selectors: !label_sel.is_empty() || !field_sel.is_empty(),
+        })
+    }
+
+    /// Matches a stored object.
+    pub fn matches(&self, stored: &Value) -> bool {
+        self.labels.matches(&meta::labels(stored)) && self.fields.matches(stored)
+    }
+
+    /// Whether any selector was given (lists then count no remaining items).
+    pub fn has_selectors(&self) -> bool {
+        self.has_selectors
     }
 }
 

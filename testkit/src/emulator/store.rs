@@ -21,17 +21,10 @@ use std::sync::Arc;
 use serde_json::Value;
 use tokio::sync::broadcast;
 
-use super::gc::Graph;
+use super::error::ApiError;
+use super::keys::{ObjKey, StorageId};
 use super::meta;
-use super::resources::StorageId;
-
-/// Storage key: resource storage, namespace (empty for cluster scope), name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjKey {
-    pub storage: StorageId,
-    pub namespace: String,
-    pub name: String,
-}
+use super::owner_graph::Graph;
 
 /// The watch event type a write produced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,6 +98,19 @@ pub struct WriteMeta {
 pub struct TooOld {
     pub requested: u64,
     pub oldest: u64,
+}
+
+impl TooOld {
+    /// The `410` a list or watch at this version answers with.
+    pub fn gone(self) -> ApiError {
+        ApiError::Gone {
+            message: format!(
+                "too old resource version: {} ({})",
+                self.requested, self.oldest
+            ),
+            continue_token: None,
+        }
+    }
 }
 
 #[derive(Debug)]

@@ -9,6 +9,7 @@
 
 use serde_json::{Value, json};
 
+use super::meta;
 use super::resources::{PrinterColumn, ResourceType};
 
 /// Whether the `Accept` header asks for a `meta.k8s.io` Table.
@@ -108,10 +109,7 @@ fn cell(col: &PrinterColumn, obj: &Value) -> Value {
             .unwrap_or(Value::Null),
         "integer" | "number" | "boolean" => (*first).clone(),
         _ => {
-            let parts: Vec<String> = values
-                .iter()
-                .map(|v| super::meta::scalar_string(v))
-                .collect();
+            let parts: Vec<String> = values.iter().map(|v| meta::scalar_string(v)).collect();
             Value::String(parts.join(","))
         }
     }
@@ -184,7 +182,7 @@ fn select<'a>(v: &'a Value, inner: &str) -> Vec<&'a Value> {
         .filter(|item| {
             json_path(item, field)
                 .first()
-                .is_some_and(|x| super::meta::scalar_string(x) == expected)
+                .is_some_and(|x| meta::scalar_string(x) == expected)
         })
         .collect()
 }
@@ -202,48 +200,37 @@ pub fn human_duration(seconds: i64) -> String {
     }
     let minutes = seconds / 60;
     if minutes < 10 {
-        let s = seconds % 60;
-        return if s == 0 {
-            format!("{minutes}m")
-        } else {
-            format!("{minutes}m{s}s")
-        };
+        return two_units(minutes, "m", seconds % 60, "s");
     }
     if minutes < 180 {
         return format!("{minutes}m");
     }
     let hours = minutes / 60;
     if hours < 8 {
-        let m = minutes % 60;
-        return if m == 0 {
-            format!("{hours}h")
-        } else {
-            format!("{hours}h{m}m")
-        };
+        return two_units(hours, "h", minutes % 60, "m");
     }
     if hours < 48 {
         return format!("{hours}h");
     }
     if hours < 24 * 8 {
-        let h = hours % 24;
-        return if h == 0 {
-            format!("{}d", hours / 24)
-        } else {
-            format!("{}d{h}h", hours / 24)
-        };
+        return two_units(hours / 24, "d", hours % 24, "h");
     }
     if hours < 24 * 365 * 2 {
         return format!("{}d", hours / 24);
     }
     if hours < 24 * 365 * 8 {
-        let d = (hours / 24) % 365;
-        return if d == 0 {
-            format!("{}y", hours / 24 / 365)
-        } else {
-            format!("{}y{d}d", hours / 24 / 365)
-        };
+        return two_units(hours / 24 / 365, "y", (hours / 24) % 365, "d");
     }
     format!("{}y", hours / 24 / 365)
+}
+
+/// `3h5m`, or `3h` when the smaller unit is 0.
+fn two_units(major: i64, major_unit: &str, minor: i64, minor_unit: &str) -> String {
+    if minor == 0 {
+        format!("{major}{major_unit}")
+    } else {
+        format!("{major}{major_unit}{minor}{minor_unit}")
+    }
 }
 
 #[cfg(test)]

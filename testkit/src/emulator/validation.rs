@@ -1,4 +1,4 @@
-//! Admission of a write: metadata checks, the structural schema and
+//! Admission of a write: metadata checks, CRD bodies, the structural schema and
 //! `x-kubernetes-validations` CEL rules of custom resources (transition
 //! rules get the stored object as `oldSelf`), and the few built-in
 //! validations the operator's writes depend on (events.k8s.io/v1 Events).
@@ -11,6 +11,7 @@
 
 use serde_json::Value;
 
+use super::crd;
 use super::error::{ApiError, FieldError, go_value};
 use super::meta;
 use super::resources::{Conversion, ResourceType};
@@ -115,6 +116,22 @@ pub fn invalid(rt: &ResourceType, name: &str, causes: Vec<FieldError>) -> ApiErr
         name: name.to_string(),
         causes,
     }
+}
+
+/// Validates a CRD body by parsing it the way the registry will.
+pub fn check_crd(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
+    crd::parse_crd(obj).map(|_| ()).map_err(|e| {
+        let name = meta::name(obj).unwrap_or_default();
+        invalid(
+            rt,
+            name,
+            vec![FieldError::invalid(
+                "spec",
+                &Value::String("object".into()),
+                &e.to_string(),
+            )],
+        )
+    })
 }
 
 thread_local! {

@@ -13,7 +13,6 @@
 //! * `timeoutSeconds` ends the stream cleanly; fault injection can end or
 //!   cut every open stream, and an outage cuts them all.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -24,10 +23,12 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::error::ApiError;
 use super::faults::{Outage, WatchSignal};
-use super::handlers::{Filter, State};
 use super::meta;
 use super::options;
+use super::request::Request;
 use super::resources::ResourceType;
+use super::selectors::Filter;
+use super::state::State;
 use super::store::{Change, EventType};
 use super::table;
 
@@ -75,49 +76,35 @@ fn bookmark(rt: &ResourceType, rv: u64, initial_end: bool) -> Value {
 /// Prepares a watch under the state lock (so no change is missed or doubled).
 pub fn plan(
     state: &State,
-    rt: Arc<ResourceType>,
-    namespace: Option<String>,
-    query: &HashMap<String, String>,
-    accept: &str,
+    req: &Request<'_>,
     settings: &WatchSettings,
 ) -> Result<WatchPlan, ApiError> {
-    options::check_list(query, true)?;
-    let q = |k: &str| query.get(k).map(String::as_str).filter(|v| !v.is_empty());
-    let truthy = |k: &str| matches!(q(k), Some("true" | "1"));
-    let filter = Filter::from_query(&rt, query)?;
-    let table = table::wants_table(accept);
-    let bookmarks = truthy("allowWatchBookmarks");
-    let timeout = q("timeoutSeconds")
-        .and_then(|t| t.parse::<u64>().ok())
-        .map(Duration::from_secs)
-        .unwrap_or(settings.default_timeout);
+    options::check_list(req.query, true)?;
+    let truthy = |k: &str| matches!(req.q(k), Some("true" | "1"));
     let current = state.store.current_rv();
-    let rx = state.store.subscribe();
     let mut plan = WatchPlan {
-        rt: rt.clone(),
-        namespace: namespace.clone(),
-        filter,
-        table,
-        metadata_only: table::wants_metadata(accept),
-        bookmarks,
-        timeout,
+        rt: req.rt.clone(),
+        namespace: req.namespace.clone(),
+        filter: Filter::from_query(&req.rt, req.query)?,
+        table: table::wants_table(req.accept),
+        metadata_only: table::wants_metadata(req.accept),
+        bookmarks: truthy("allowWatchBookmarks"),
+        timeout: req
+            .q("timeoutSeconds")
+            .and_then(|t| t.parse::<u64>().ok())
+            .map(Duration::from_secs)
+            .unwrap_or(settings.default_timeout),
         initial: Vec::new(),
-        rx,
+        rx: state.store.subscribe(),
         from_rv: current,
         expired: false,
     };
-    let requested = q("resourceVersion");
     let send_initial = truthy("sendInitialEvents");
-    match requested {
+    match req.q("resourceVersion") {
         None | Some("0") => {
-            for obj in state.store.list(&rt.storage, namespace.as_deref()) {
-                if plan.filter.matches(&obj) {
-                    let rendered = plan.render(&obj);
-                    plan.initial.push(event("ADDED", rendered));
-                }
-            }
+            plan.add_current(state);
             if send_initial {
-                plan.initial.push(bookmark(&rt, current, true));
+                plan.initial.push(bookmark(&plan.rt, current, true));
             }
         }
         Some(v) => {
@@ -125,35 +112,10 @@ pub fn plan(
                 .parse::<u64>()
                 .map_err(|_| ApiError::BadRequest(format!("invalid resource version {v:?}")))?;
             if send_initial {
-                for obj in state.store.list(&rt.storage, namespace.as_deref()) {
-                    if plan.filter.matches(&obj) {
-                        let rendered = plan.render(&obj);
-                        plan.initial.push(event("ADDED", rendered));
-                    }
-                }
-                plan.initial.push(bookmark(&rt, current, true));
+                plan.add_current(state);
+                plan.initial.push(bookmark(&plan.rt, current, true));
             } else {
-                match state.store.changes_since(rv) {
-                    Ok(changes) => {
-                        for change in changes {
-                            if let Some(ev) = plan.translate(&change) {
-                                plan.initial.push(ev);
-                            }
-                        }
-                    }
-                    Err(too_old) => {
-                        let gone = ApiError::Gone {
-                            message: format!(
-                                "too old resource version: {} ({})",
-                                too_old.requested, too_old.oldest
-                            ),
-                            continue_token: None,
-                        };
-                        plan.initial.push(event("ERROR", gone.to_status()));
-                        plan.timeout = Duration::ZERO;
-                        plan.expired = true;
-                    }
-                }
+                plan.replay(state, rv);
             }
         }
     }
@@ -161,6 +123,39 @@ pub fn plan(
 }
 
 impl WatchPlan {
+    /// `ADDED` events for the current objects the watcher selects.
+    fn add_current(&mut self, state: &State) {
+        for obj in state
+            .store
+            .list(&self.rt.storage, self.namespace.as_deref())
+        {
+            if self.filter.matches(&obj) {
+                let rendered = self.render(&obj);
+                self.initial.push(event("ADDED", rendered));
+            }
+        }
+    }
+
+    /// The changes after `rv` from the change log; when it was compacted
+    /// away, one `410 Expired` ERROR event that ends the stream.
+    fn replay(&mut self, state: &State, rv: u64) {
+        match state.store.changes_since(rv) {
+            Ok(changes) => {
+                for change in changes {
+                    if let Some(ev) = self.translate(&change) {
+                        self.initial.push(ev);
+                    }
+                }
+            }
+            Err(too_old) => {
+                self.initial
+                    .push(event("ERROR", too_old.gone().to_status()));
+                self.timeout = Duration::ZERO;
+                self.expired = true;
+            }
+        }
+    }
+
     fn render(&self, stored: &Value) -> Value {
         let view = self.rt.to_view(stored);
         if self.table {

@@ -3,7 +3,9 @@
 //! a failover (`SENTINEL FAILOVER`) or kill the master and wait for the
 //! sentinels to agree on the new one.
 
-use super::{FixtureError, RedisOptions, RedisServer, query};
+use super::error::FixtureError;
+use super::server::{RedisOptions, RedisServer};
+use super::wire::query;
 use std::time::{Duration, Instant};
 
 /// The name the sentinels monitor the master under.

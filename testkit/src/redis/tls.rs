@@ -3,7 +3,7 @@
 //! client certificate both signed by it, and a second CA that signed
 //! nothing here (what an operator trusting the wrong CA holds).
 
-use super::FixtureError;
+use super::error::FixtureError;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 

@@ -3,47 +3,36 @@
 //! 100 rows (with `total` saying how many matched), omits unknown CVEs, and
 //! records every `cve` parameter so tests can check the 2000-character split.
 
-use super::server::{StubServer, lock};
+use super::server::lock;
+use super::stub::{Shared, Stub};
+use axum::Json;
 use axum::extract::{Query, State};
 use axum::routing::get;
-use axum::{Json, Router};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, HashMap};
-use std::ops::Deref;
-use std::sync::{Arc, Mutex};
 
 pub const EPSS_ROUTE: &str = "/epss";
 
 /// Rows per answer, FIRST's default `limit`.
 const PAGE: usize = 100;
 
+/// What the EPSS stub serves and saw.
 #[derive(Debug, Default)]
-struct EpssState {
+pub struct EpssState {
     /// cve → (epss, percentile, date), as strings.
     scores: BTreeMap<String, (String, String, String)>,
     cve_params: Vec<String>,
 }
 
-#[derive(Debug)]
-pub struct EpssStub {
-    server: StubServer,
-    state: Arc<Mutex<EpssState>>,
-}
+pub type EpssStub = Stub<EpssState>;
 
 impl EpssStub {
     pub async fn start() -> std::io::Result<EpssStub> {
-        let state = Arc::new(Mutex::new(EpssState::default()));
-        let router = Router::new()
-            .route(EPSS_ROUTE, get(epss))
-            .with_state(Arc::clone(&state));
-        Ok(EpssStub {
-            server: StubServer::start(router, &[EPSS_ROUTE]).await?,
-            state,
-        })
+        Stub::serve(EpssState::default(), &[(EPSS_ROUTE, get(epss))]).await
     }
 
     pub fn set_score(&self, cve: &str, epss: &str, percentile: &str, date: &str) {
-        lock(&self.state).scores.insert(
+        self.state().scores.insert(
             cve.to_owned(),
             (epss.to_owned(), percentile.to_owned(), date.to_owned()),
         );
@@ -68,24 +57,16 @@ impl EpssStub {
 
     /// Every `cve` parameter received, in order.
     pub fn cve_params(&self) -> Vec<String> {
-        lock(&self.state).cve_params.clone()
+        self.state().cve_params.clone()
     }
 
     pub fn epss_calls(&self) -> u64 {
-        self.server.calls(EPSS_ROUTE)
-    }
-}
-
-impl Deref for EpssStub {
-    type Target = StubServer;
-
-    fn deref(&self) -> &StubServer {
-        &self.server
+        self.calls(EPSS_ROUTE)
     }
 }
 
 async fn epss(
-    State(state): State<Arc<Mutex<EpssState>>>,
+    State(state): State<Shared<EpssState>>,
     Query(query): Query<HashMap<String, String>>,
 ) -> Json<Value> {
     let mut state = lock(&state);

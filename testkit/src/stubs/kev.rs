@@ -3,21 +3,21 @@
 //! test derives), replaceable at runtime.
 
 use super::fixtures::{Fixtures, KEV_CATALOG};
-use super::server::{StubServer, lock};
-use axum::Router;
+use super::server::lock;
+use super::stub::{Shared, Stub};
 use axum::extract::State;
 use axum::response::IntoResponse;
 use axum::routing::get;
-use std::ops::Deref;
-use std::sync::{Arc, Mutex};
 
 pub const FEED_ROUTE: &str = "/known_exploited_vulnerabilities.json";
 
+/// The catalog the feed serves, replaced whole by the test.
 #[derive(Debug)]
-pub struct KevStub {
-    server: StubServer,
-    catalog: Arc<Mutex<Arc<Vec<u8>>>>,
+pub struct KevState {
+    catalog: Vec<u8>,
 }
+
+pub type KevStub = Stub<KevState>;
 
 impl KevStub {
     /// Serves the real catalog from the fixtures.
@@ -26,39 +26,24 @@ impl KevStub {
     }
 
     pub async fn start_with(catalog: Vec<u8>) -> std::io::Result<KevStub> {
-        let catalog = Arc::new(Mutex::new(Arc::new(catalog)));
-        let router = Router::new()
-            .route(FEED_ROUTE, get(feed))
-            .with_state(Arc::clone(&catalog));
-        Ok(KevStub {
-            server: StubServer::start(router, &[FEED_ROUTE]).await?,
-            catalog,
-        })
+        Stub::serve(KevState { catalog }, &[(FEED_ROUTE, get(feed))]).await
     }
 
     pub fn set_catalog(&self, catalog: Vec<u8>) {
-        *lock(&self.catalog) = Arc::new(catalog);
+        self.state().catalog = catalog;
     }
 
     /// The feed's full URL.
     pub fn feed_url(&self) -> String {
-        format!("{}{FEED_ROUTE}", self.server.url())
+        self.url_of(FEED_ROUTE)
     }
 
     pub fn feed_calls(&self) -> u64 {
-        self.server.calls(FEED_ROUTE)
+        self.calls(FEED_ROUTE)
     }
 }
 
-impl Deref for KevStub {
-    type Target = StubServer;
-
-    fn deref(&self) -> &StubServer {
-        &self.server
-    }
-}
-
-async fn feed(State(catalog): State<Arc<Mutex<Arc<Vec<u8>>>>>) -> impl IntoResponse {
-    let bytes = lock(&catalog).as_ref().clone();
+async fn feed(State(state): State<Shared<KevState>>) -> impl IntoResponse {
+    let bytes = lock(&state).catalog.clone();
     ([("content-type", "application/json")], bytes)
 }

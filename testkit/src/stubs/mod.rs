@@ -4,8 +4,9 @@
 //! on demand (latency, statuses, malformed or wrong-shape bodies, oversized
 //! streamed bodies, hangs) through [`Faults`].
 //!
-//! Each stub derefs to its [`StubServer`] for `url()`, `faults()` and
-//! `calls(route)`. They need a running tokio runtime and stop when dropped.
+//! Each stub is a [`Stub`] of its provider's state and derefs to its
+//! [`StubServer`] for `url()`, `faults()` and `calls(route)`. They need a
+//! running tokio runtime and stop when dropped.
 
 pub mod epss;
 pub mod fixtures;
@@ -15,6 +16,7 @@ pub mod osv;
 pub mod server;
 pub mod sink;
 pub mod slack;
+pub mod stub;
 pub mod wecom;
 
 pub use epss::EpssStub;
@@ -25,6 +27,7 @@ pub use osv::OsvStub;
 pub use server::{Fault, Faults, StubServer};
 pub use sink::{Delivery, WebhookSink};
 pub use slack::SlackStub;
+pub use stub::Stub;
 pub use wecom::WeComStub;
 
 use std::path::{Path, PathBuf};

@@ -8,23 +8,24 @@
 //! querybatch answer (e.g. a recorded cassette) can replace all of that.
 
 use super::fixtures::{FixtureDataError, json_files, read_file};
-use super::server::{StubServer, lock};
+use super::server::lock;
+use super::stub::{Shared, Stub};
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::{Json, Router};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::ops::Deref;
-use std::sync::{Arc, Mutex};
 
 pub const QUERYBATCH_ROUTE: &str = "/v1/querybatch";
 pub const VULN_ROUTE: &str = "/v1/vulns/{id}";
 
+/// The records the OSV stub serves, what it answers for which package, and
+/// the querybatch requests it saw.
 #[derive(Debug, Default)]
-struct OsvState {
+pub struct OsvState {
     records: HashMap<String, Vec<u8>>,
     /// `ecosystem/name` or an unversioned purl → vulnerability ids.
     packages: HashMap<String, Vec<String>>,
@@ -33,23 +34,15 @@ struct OsvState {
     requests: Vec<Value>,
 }
 
-#[derive(Debug)]
-pub struct OsvStub {
-    server: StubServer,
-    state: Arc<Mutex<OsvState>>,
-}
+pub type OsvStub = Stub<OsvState>;
 
 impl OsvStub {
     pub async fn start() -> std::io::Result<OsvStub> {
-        let state = Arc::new(Mutex::new(OsvState::default()));
-        let router = Router::new()
-            .route(QUERYBATCH_ROUTE, post(querybatch))
-            .route(VULN_ROUTE, get(vuln))
-            .with_state(Arc::clone(&state));
-        Ok(OsvStub {
-            server: StubServer::start(router, &[QUERYBATCH_ROUTE, VULN_ROUTE]).await?,
-            state,
-        })
+        let routes = [
+            (QUERYBATCH_ROUTE, post(querybatch)),
+            (VULN_ROUTE, get(vuln)),
+        ];
+        Stub::serve(OsvState::default(), &routes).await
     }
 
     /// Serves every `*.json` file of `dir` under its `id`. Returns how many.
@@ -71,7 +64,7 @@ impl OsvStub {
         let id = value["id"].as_str().ok_or_else(|| {
             std::io::Error::new(std::io::ErrorKind::InvalidData, "record without id")
         })?;
-        lock(&self.state).records.insert(id.to_owned(), json);
+        self.state().records.insert(id.to_owned(), json);
         Ok(())
     }
 
@@ -80,7 +73,7 @@ impl OsvStub {
     /// as on osv.dev (versions are still not evaluated). Returns the number
     /// of package entries.
     pub fn index_affected_packages(&self) -> usize {
-        let mut state = lock(&self.state);
+        let mut state = self.state();
         let mut index: HashMap<String, Vec<String>> = HashMap::new();
         for (id, raw) in &state.records {
             let Ok(record) = serde_json::from_slice::<Value>(raw) else {
@@ -118,38 +111,30 @@ impl OsvStub {
 
     fn set_vulns(&self, key: String, ids: &[&str]) {
         let ids = ids.iter().map(|s| s.to_string()).collect();
-        lock(&self.state).packages.insert(key, ids);
+        self.state().packages.insert(key, ids);
     }
 
     /// Page results longer than `size` (None: never page).
     pub fn set_page_size(&self, size: Option<usize>) {
-        lock(&self.state).page_size = size;
+        self.state().page_size = size;
     }
 
     /// Answer every querybatch with this body, whatever the queries.
     pub fn replay_querybatch(&self, response: Value) {
-        lock(&self.state).canned = Some(response);
+        self.state().canned = Some(response);
     }
 
     /// The querybatch request bodies received, in order.
     pub fn querybatch_requests(&self) -> Vec<Value> {
-        lock(&self.state).requests.clone()
+        self.state().requests.clone()
     }
 
     pub fn querybatch_calls(&self) -> u64 {
-        self.server.calls(QUERYBATCH_ROUTE)
+        self.calls(QUERYBATCH_ROUTE)
     }
 
     pub fn vuln_calls(&self) -> u64 {
-        self.server.calls(VULN_ROUTE)
-    }
-}
-
-impl Deref for OsvStub {
-    type Target = StubServer;
-
-    fn deref(&self) -> &StubServer {
-        &self.server
+        self.calls(VULN_ROUTE)
     }
 }
 
@@ -169,7 +154,7 @@ fn error(status: StatusCode, code: u16, message: &str) -> Response {
     (status, Json(json!({"code": code, "message": message}))).into_response()
 }
 
-async fn querybatch(State(state): State<Arc<Mutex<OsvState>>>, body: Bytes) -> Response {
+async fn querybatch(State(state): State<Shared<OsvState>>, body: Bytes) -> Response {
     let Ok(request) = serde_json::from_slice::<Value>(&body) else {
         return error(StatusCode::BAD_REQUEST, 3, "invalid JSON");
     };
@@ -235,7 +220,7 @@ fn modified(state: &OsvState, id: &str) -> Value {
         })
 }
 
-async fn vuln(State(state): State<Arc<Mutex<OsvState>>>, Path(id): Path<String>) -> Response {
+async fn vuln(State(state): State<Shared<OsvState>>, Path(id): Path<String>) -> Response {
     match lock(&state).records.get(&id) {
         Some(bytes) => ([("content-type", "application/json")], bytes.clone()).into_response(),
         None => error(StatusCode::NOT_FOUND, 5, "Vulnerability not found"),

@@ -8,19 +8,18 @@
 //! new effect. So `deliveries()` counts what arrived, `effects()` what a real
 //! idempotent receiver would have done.
 
-use super::server::{StubServer, lock};
+use super::server::lock;
+use super::stub::{Shared, Stub};
+use axum::Json;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use axum::{Json, Router};
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::json;
 use sha2::Sha256;
 use std::collections::{BTreeMap, BTreeSet};
-use std::ops::Deref;
-use std::sync::{Arc, Mutex};
 
 pub const HOOK_ROUTE: &str = "/hook";
 
@@ -46,64 +45,47 @@ impl Delivery {
     }
 }
 
+/// The sink's secret, and what it accepted and refused.
 #[derive(Debug)]
-struct SinkState {
+pub struct SinkState {
     secret: Vec<u8>,
     deliveries: Vec<Delivery>,
     keys: BTreeSet<String>,
     rejected: u64,
 }
 
-#[derive(Debug)]
-pub struct WebhookSink {
-    server: StubServer,
-    state: Arc<Mutex<SinkState>>,
-}
+pub type WebhookSink = Stub<SinkState>;
 
 impl WebhookSink {
     pub async fn start(secret: &str) -> std::io::Result<WebhookSink> {
-        let state = Arc::new(Mutex::new(SinkState {
+        let state = SinkState {
             secret: secret.as_bytes().to_vec(),
             deliveries: Vec::new(),
             keys: BTreeSet::new(),
             rejected: 0,
-        }));
-        let router = Router::new()
-            .route(HOOK_ROUTE, post(receive))
-            .with_state(Arc::clone(&state));
-        Ok(WebhookSink {
-            server: StubServer::start(router, &[HOOK_ROUTE]).await?,
-            state,
-        })
+        };
+        Stub::serve(state, &[(HOOK_ROUTE, post(receive))]).await
     }
 
     /// The URL to configure as the webhook.
     pub fn hook_url(&self) -> String {
-        format!("{}{HOOK_ROUTE}", self.server.url())
+        self.url_of(HOOK_ROUTE)
     }
 
     /// Accepted deliveries, repeats included, in order.
     pub fn deliveries(&self) -> Vec<Delivery> {
-        lock(&self.state).deliveries.clone()
+        self.state().deliveries.clone()
     }
 
     /// Distinct idempotency keys accepted: the effects an idempotent receiver
     /// would have had.
     pub fn effects(&self) -> usize {
-        lock(&self.state).keys.len()
+        self.state().keys.len()
     }
 
     /// Deliveries refused for a bad or missing signature or key.
     pub fn rejected(&self) -> u64 {
-        lock(&self.state).rejected
-    }
-}
-
-impl Deref for WebhookSink {
-    type Target = StubServer;
-
-    fn deref(&self) -> &StubServer {
-        &self.server
+        self.state().rejected
     }
 }
 
@@ -123,7 +105,7 @@ pub fn signature_is_valid(secret: &[u8], body: &[u8], header: Option<&str>) -> b
 }
 
 async fn receive(
-    State(state): State<Arc<Mutex<SinkState>>>,
+    State(state): State<Shared<SinkState>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {

@@ -5,44 +5,37 @@
 //! one with neither. `rate_limit_next` and `reject_next` queue Slack's
 //! failures: 429 with `Retry-After`, or a status with a plain-text code.
 
-use super::server::{Fault, StubServer, lock};
-use axum::Router;
+use super::server::{Fault, lock};
+use super::stub::{Shared, Stub};
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::Value;
-use std::ops::Deref;
-use std::sync::{Arc, Mutex};
 
 /// The webhook path; in real URLs the last three segments are the secret.
 pub const WEBHOOK_ROUTE: &str = "/services/T0000/B0000/XXXX";
 
-#[derive(Debug)]
-pub struct SlackStub {
-    server: StubServer,
-    messages: Arc<Mutex<Vec<Value>>>,
+/// The messages the Slack stub accepted.
+#[derive(Debug, Default)]
+pub struct SlackState {
+    messages: Vec<Value>,
 }
+
+pub type SlackStub = Stub<SlackState>;
 
 impl SlackStub {
     pub async fn start() -> std::io::Result<SlackStub> {
-        let messages = Arc::new(Mutex::new(Vec::new()));
-        let router = Router::new()
-            .route(WEBHOOK_ROUTE, post(receive))
-            .with_state(Arc::clone(&messages));
-        Ok(SlackStub {
-            server: StubServer::start(router, &[WEBHOOK_ROUTE]).await?,
-            messages,
-        })
+        Stub::serve(SlackState::default(), &[(WEBHOOK_ROUTE, post(receive))]).await
     }
 
     pub fn webhook_url(&self) -> String {
-        format!("{}{WEBHOOK_ROUTE}", self.server.url())
+        self.url_of(WEBHOOK_ROUTE)
     }
 
     /// The next `n` calls get 429 with `Retry-After: <seconds>`.
     pub fn rate_limit_next(&self, n: usize, retry_after_secs: u64) {
-        self.server.faults().fail_next(
+        self.faults().fail_next(
             n,
             Fault::Reply {
                 status: 429,
@@ -58,7 +51,7 @@ impl SlackStub {
     /// The next `n` calls get `status` with the plain-text `code`
     /// (e.g. 404 `channel_not_found`).
     pub fn reject_next(&self, n: usize, status: u16, code: &str) {
-        self.server.faults().fail_next(
+        self.faults().fail_next(
             n,
             Fault::Reply {
                 status,
@@ -70,26 +63,15 @@ impl SlackStub {
 
     /// JSON bodies accepted, in order.
     pub fn messages(&self) -> Vec<Value> {
-        lock(&self.messages).clone()
+        self.state().messages.clone()
     }
 
     pub fn webhook_calls(&self) -> u64 {
-        self.server.calls(WEBHOOK_ROUTE)
+        self.calls(WEBHOOK_ROUTE)
     }
 }
 
-impl Deref for SlackStub {
-    type Target = StubServer;
-
-    fn deref(&self) -> &StubServer {
-        &self.server
-    }
-}
-
-async fn receive(
-    State(messages): State<Arc<Mutex<Vec<Value>>>>,
-    body: axum::body::Bytes,
-) -> Response {
+async fn receive(State(state): State<Shared<SlackState>>, body: axum::body::Bytes) -> Response {
     let text = |status: StatusCode, body: &'static str| {
         (status, [("content-type", "text/plain")], body).into_response()
     };
@@ -99,6 +81,6 @@ async fn receive(
     if message.get("text").is_none() && message.get("blocks").is_none() {
         return text(StatusCode::BAD_REQUEST, "no_text");
     }
-    lock(&messages).push(message);
+    lock(&state).messages.push(message);
     text(StatusCode::OK, "ok")
 }

@@ -6,28 +6,24 @@
 //! a test wants (45009, -1, 93004…) are queued with `errcode_next`. The
 //! `errmsg` texts follow real bodies, hint and IP included.
 
-use super::server::{Fault, StubServer, lock};
+use super::server::{Fault, lock};
+use super::stub::{Shared, Stub};
+use axum::Json;
 use axum::extract::{Query, State};
 use axum::routing::post;
-use axum::{Json, Router};
 use serde_json::{Value, json};
 use std::collections::HashMap;
-use std::ops::Deref;
-use std::sync::{Arc, Mutex};
 
 pub const SEND_ROUTE: &str = "/cgi-bin/webhook/send";
 
+/// The robot's key, and the contents it accepted.
 #[derive(Debug)]
-struct WeComState {
+pub struct WeComState {
     key: String,
     messages: Vec<String>,
 }
 
-#[derive(Debug)]
-pub struct WeComStub {
-    server: StubServer,
-    state: Arc<Mutex<WeComState>>,
-}
+pub type WeComStub = Stub<WeComState>;
 
 /// The robot's answer for `errcode`, as HTTP 200 JSON.
 pub fn errcode_body(errcode: i64) -> Value {
@@ -47,23 +43,17 @@ pub fn errcode_body(errcode: i64) -> Value {
 
 impl WeComStub {
     pub async fn start(key: &str) -> std::io::Result<WeComStub> {
-        let state = Arc::new(Mutex::new(WeComState {
+        let state = WeComState {
             key: key.to_owned(),
             messages: Vec::new(),
-        }));
-        let router = Router::new()
-            .route(SEND_ROUTE, post(send))
-            .with_state(Arc::clone(&state));
-        Ok(WeComStub {
-            server: StubServer::start(router, &[SEND_ROUTE]).await?,
-            state,
-        })
+        };
+        Stub::serve(state, &[(SEND_ROUTE, post(send))]).await
     }
 
     /// The next `n` calls answer HTTP 200 with this `errcode`.
     pub fn errcode_next(&self, n: usize, errcode: i64) {
         let body = errcode_body(errcode).to_string().into_bytes();
-        self.server.faults().fail_next(
+        self.faults().fail_next(
             n,
             Fault::Reply {
                 status: 200,
@@ -75,24 +65,16 @@ impl WeComStub {
 
     /// Markdown or text contents accepted, in order.
     pub fn messages(&self) -> Vec<String> {
-        lock(&self.state).messages.clone()
+        self.state().messages.clone()
     }
 
     pub fn send_calls(&self) -> u64 {
-        self.server.calls(SEND_ROUTE)
-    }
-}
-
-impl Deref for WeComStub {
-    type Target = StubServer;
-
-    fn deref(&self) -> &StubServer {
-        &self.server
+        self.calls(SEND_ROUTE)
     }
 }
 
 async fn send(
-    State(state): State<Arc<Mutex<WeComState>>>,
+    State(state): State<Shared<WeComState>>,
     Query(query): Query<HashMap<String, String>>,
     body: axum::body::Bytes,
 ) -> Json<Value> {

@@ -1,0 +1,213 @@
+//! Vulnerabilities from an OSV-format API (<https://osv.dev>, or a mirror).
+//!
+//! `POST /v1/querybatch` finds which vulnerability ids affect the asset's
+//! packages (only `id` and `modified` come back; a query without hits comes
+//! back as `{}`), pages with `next_page_token` (re-sending only the queries
+//! that carried one), then `GET /v1/vulns/{id}` fetches each distinct record,
+//! a few at a time, to score it ([`record`]). Scored records are kept by id
+//! and `modified` ([`cache`]), so an unchanged record is fetched once.
+
+mod batch;
+mod cache;
+mod record;
+
+use super::error::VulnError;
+use super::findings::summarize;
+use crate::providers::error::{ProviderConfigError, check_at_least};
+use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url};
+use assetscan_domain::Package;
+use assetscan_domain::ticket::{Finding, VulnFacts};
+use batch::{BatchRequest, BatchResponse, Query};
+use cache::RecordCache;
+use futures::stream::{self, StreamExt, TryStreamExt};
+use record::{OsvRecord, Scored, score};
+use reqwest::Url;
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+const PROVIDER: &str = "osv";
+
+const PROFILE: HttpProfile = HttpProfile::api(PROVIDER, Duration::from_secs(15), 4 * 1024 * 1024);
+
+/// `vulnerabilities: {kind: osv, ...}`. Every key is optional.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, rename_all = "camelCase", deny_unknown_fields)]
+pub struct OsvConfig {
+    /// Default `https://api.osv.dev`.
+    pub base_url: String,
+    /// `timeout` per HTTP call (default `15s`), `maxBodyBytes` for each
+    /// answer, a batch or a record (default 4 MiB), `bearerTokenFrom`.
+    #[serde(flatten)]
+    pub http: HttpSettings,
+    /// Records fetched in parallel. Default 8.
+    pub concurrency: usize,
+    /// Findings kept in the facts, most severe first; counts cover all.
+    /// Default 50.
+    pub max_findings: usize,
+    /// Queries per `querybatch` call (OSV accepts at most 1000). Default 1000.
+    pub batch_size: usize,
+    /// Pages per batch before giving up. Default 20.
+    pub max_pages: u32,
+    /// Scored records kept in memory by id + `modified`; 0 disables. When
+    /// full, the cache starts over. Default 10000.
+    pub cache_capacity: usize,
+}
+
+impl Default for OsvConfig {
+    fn default() -> OsvConfig {
+        OsvConfig {
+            base_url: "https://api.osv.dev".to_owned(),
+            http: HttpSettings::default(),
+            concurrency: 8,
+            max_findings: 50,
+            batch_size: 1000,
+            max_pages: 20,
+            cache_capacity: 10_000,
+        }
+    }
+}
+
+/// OSV API client.
+#[derive(Debug)]
+pub struct OsvClient {
+    http: HttpClient,
+    base: Url,
+    concurrency: usize,
+    max_findings: usize,
+    batch_size: usize,
+    max_pages: u32,
+    cache: RecordCache,
+}
+
+impl OsvClient {
+    pub fn new(config: &OsvConfig) -> Result<OsvClient, ProviderConfigError> {
+        let in_range = |field, value: usize, max: usize| {
+            if (1..=max).contains(&value) {
+                Ok(value)
+            } else {
+                Err(ProviderConfigError::invalid(
+                    PROVIDER,
+                    field,
+                    format!("{value} is outside 1..={max}"),
+                ))
+            }
+        };
+        let max_pages = check_at_least(PROVIDER, "maxPages", config.max_pages, 1)?;
+        Ok(OsvClient {
+            http: HttpClient::new(&PROFILE, &config.http)?,
+            base: parse_http_url(PROVIDER, "baseUrl", &config.base_url)?,
+            concurrency: in_range("concurrency", config.concurrency, 64)?,
+            max_findings: config.max_findings,
+            batch_size: in_range("batchSize", config.batch_size, 1000)?,
+            max_pages,
+            cache: RecordCache::new(config.cache_capacity),
+        })
+    }
+
+    /// The asset's vulnerabilities. An empty software list is an empty
+    /// result, without a call.
+    pub async fn query(&self, software: &[Package]) -> Result<VulnFacts, VulnError> {
+        let hits = self.find_hits(software).await?;
+        let findings: Vec<Finding> = stream::iter(hits)
+            .map(|(id, hit)| self.finding(id, hit))
+            .buffer_unordered(self.concurrency)
+            .try_collect()
+            .await?;
+        Ok(summarize(findings, self.max_findings))
+    }
+
+    /// Distinct vulnerability ids over all packages, with the packages each
+    /// one matched.
+    async fn find_hits(&self, software: &[Package]) -> Result<BTreeMap<String, Hit>, VulnError> {
+        let url = join_path(&self.base, &["v1", "querybatch"]);
+        let mut hits: BTreeMap<String, Hit> = BTreeMap::new();
+        for batch in software.chunks(self.batch_size) {
+            // Queries still to send, with the page token each one carries.
+            let mut pending: Vec<(&Package, Option<String>)> =
+                batch.iter().map(|s| (s, None)).collect();
+            let mut pages = 0;
+            while !pending.is_empty() {
+                pages += 1;
+                if pages > self.max_pages {
+                    return Err(VulnError::TooManyPages {
+                        provider: PROVIDER,
+                        pages: self.max_pages,
+                    });
+                }
+                let request = BatchRequest {
+                    queries: pending
+                        .iter()
+                        .map(|(s, token)| Query::new(s, token.as_deref()))
+                        .collect(),
+                };
+                let reply = self
+                    .http
+                    .send(self.http.post(url.clone()).json(&request))
+                    .await?
+                    .success()?;
+                let response: BatchResponse = reply.json()?;
+                if response.results.len() != pending.len() {
+                    let reason = format!(
+                        "{} results for {} queries",
+                        response.results.len(),
+                        pending.len()
+                    );
+                    return Err(reply.malformed(reason).into());
+                }
+                let mut next = Vec::new();
+                for ((software, _), result) in pending.into_iter().zip(response.results) {
+                    for vuln in result.vulns {
+                        let hit = hits.entry(vuln.id).or_default();
+                        hit.packages.insert(software.to_string());
+                        hit.modified = vuln.modified;
+                    }
+                    if let Some(token) = result.next_page_token.filter(|t| !t.is_empty()) {
+                        next.push((software, Some(token)));
+                    }
+                }
+                pending = next;
+            }
+        }
+        Ok(hits)
+    }
+
+    async fn finding(&self, id: String, hit: Hit) -> Result<Finding, VulnError> {
+        let scored = match self.cache.get(&id, hit.modified.as_deref()) {
+            Some(scored) => scored,
+            None => {
+                let scored = Arc::new(self.fetch_scored(&id).await?);
+                self.cache
+                    .put(&id, hit.modified.as_deref(), Arc::clone(&scored));
+                scored
+            }
+        };
+        Ok(Finding {
+            id,
+            cves: scored.cves.clone(),
+            package: hit.packages.into_iter().collect::<Vec<_>>().join(", "),
+            cvss: scored.cvss,
+            severity: scored.severity,
+            summary: scored.summary.clone(),
+        })
+    }
+
+    async fn fetch_scored(&self, id: &str) -> Result<Scored, VulnError> {
+        let url = join_path(&self.base, &["v1", "vulns", id]);
+        let reply = self.http.send(self.http.get(url)).await?.success()?;
+        let record: OsvRecord = reply.json()?;
+        if record.id != id {
+            return Err(reply
+                .malformed(format!("asked for {id}, got {}", record.id))
+                .into());
+        }
+        Ok(score(&record))
+    }
+}
+
+#[derive(Default)]
+struct Hit {
+    modified: Option<String>,
+    packages: BTreeSet<String>,
+}
