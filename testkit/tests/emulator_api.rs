@@ -711,13 +711,10 @@ async fn fault_injection() {
 }
 
 async fn wait_for_watches(emu: &Emulator, n: usize) {
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while emu.open_watches() < n {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    assetscan_testkit::wait::until("the watches open", Duration::from_secs(5), async || {
+        emu.open_watches() >= n
     })
-    .await
-    .expect("watches open");
+    .await;
 }
 
 /// A raw HTTP/1.1 watch, read to EOF: shows whether the chunked body was
@@ -1351,13 +1348,10 @@ async fn outage_from_the_control_path_ends_by_itself() {
         .uri("/emulator/outage?seconds=0")
         .body(Vec::new())
         .expect("request");
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while emu.faults().outages() == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+    assetscan_testkit::wait::until("the outage to begin", Duration::from_secs(5), async || {
+        emu.faults().outages() > 0
     })
-    .await
-    .expect("the outage begins");
+    .await;
     tokio::time::timeout(
         Duration::from_secs(5),
         emu.faults().wait_until(Availability::Serving),

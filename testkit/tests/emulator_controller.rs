@@ -138,24 +138,18 @@ async fn start() -> (Emulator, Api<DynamicObject>, tokio::task::JoinHandle<()>) 
     (emu, api, task)
 }
 
-/// Polls until `check` holds for the object (or its absence), for up to 8 s.
+/// Waits until `check` holds for the object (or its absence).
 async fn eventually(
     api: &Api<DynamicObject>,
     name: &str,
     check: impl Fn(Option<&DynamicObject>) -> bool,
 ) -> Option<DynamicObject> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(8);
-    loop {
+    let what = format!("{name} to reach the awaited state");
+    assetscan_testkit::wait::until_some(&what, Duration::from_secs(8), async || {
         let obj = api.get_opt(name).await.expect("get");
-        if check(obj.as_ref()) {
-            return obj;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting on {name}: {obj:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        check(obj.as_ref()).then_some(obj)
+    })
+    .await
 }
 
 /// The Events selected by `fields`, read through the API of `K` (both
@@ -299,13 +293,12 @@ async fn controller_rides_out_conflicts_cut_watches_and_compaction() {
 
     // Cut the watch and make the old resourceVersion too old: the watcher
     // gets 410 on resume, re-lists, and still sees the next object.
-    tokio::time::timeout(Duration::from_secs(5), async {
-        while emu.open_watches() == 0 {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("controller watching");
+    assetscan_testkit::wait::until(
+        "the controller watching",
+        Duration::from_secs(5),
+        async || emu.open_watches() > 0,
+    )
+    .await;
     // A write the AssetScan watcher does not see moves the revision on.
     let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::default_namespaced(emu.client().expect("client"));
