@@ -113,10 +113,48 @@ pub struct Metrics {
     pub finalizer_races: Counter,
     /// Events the API server did not take (the run goes on without them).
     pub events_unpublished: Counter,
+    pub sharding: ShardMetrics,
     pub notifications_sent: Family<ChannelLabels, Counter>,
     pub watchdog_renewals: Gauge,
     pub watchdog_losses: Gauge,
     pub locks_held: Gauge,
+}
+
+/// What the sharding does: the objects a replica holds, labels, and
+/// mislabelled objects.
+pub struct ShardMetrics {
+    /// AssetScans in this replica's watch cache: the objects of its
+    /// buckets, what its memory follows.
+    pub watched_objects: Gauge,
+    /// Objects this replica labelled with their shard bucket.
+    pub labelled: Counter,
+    /// Objects whose shard label is not a bucket (scanned all the same).
+    pub label_invalid: Counter,
+}
+
+impl ShardMetrics {
+    fn register(r: &mut Registry) -> ShardMetrics {
+        ShardMetrics {
+            watched_objects: registered(
+                r,
+                "watched_objects",
+                "AssetScans in this replica's watch cache (the objects of its shard's buckets)",
+                Gauge::default(),
+            ),
+            labelled: registered(
+                r,
+                "shard_labelled",
+                "AssetScans this replica labelled with their shard bucket",
+                Counter::default(),
+            ),
+            label_invalid: registered(
+                r,
+                "shard_label_invalid",
+                "AssetScans whose shard label is not a bucket (scanned by the owner of their asset's bucket)",
+                Counter::default(),
+            ),
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -171,6 +209,7 @@ impl Metrics {
                 "Kubernetes Events that could not be published",
                 Counter::default(),
             ),
+            sharding: ShardMetrics::register(r),
             notifications_sent: registered(
                 r,
                 "notifications_sent",

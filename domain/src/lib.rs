@@ -20,6 +20,7 @@ mod policy;
 mod request;
 mod risk;
 pub mod run;
+pub mod shard;
 mod target;
 pub mod text;
 pub mod ticket;

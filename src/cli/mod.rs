@@ -12,6 +12,7 @@ use crate::providers::{Providers, install_crypto_provider};
 use crate::store::{Credentials, RedisSecurity, RedisTarget, StoreConfig, TicketStore};
 use crate::telemetry::{LogFormat, Metrics};
 use assetscan_domain::AssetId;
+use assetscan_domain::shard::Shard;
 use clap::{Args, Parser, Subcommand};
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -175,10 +176,11 @@ struct RunArgs {
     /// This replica's id (lock holder prefix, event reporter).
     #[arg(long, env = "POD_NAME")]
     instance: Option<String>,
-    /// With --shard-count: handle only assets whose id hashes to this index.
+    /// With --shard-count: this replica's shard. It asks the API server only
+    /// for the AssetScans of the buckets `b` with `b % count == index`.
     #[arg(long, env = "ASSETSCAN_SHARD_INDEX", requires = "shard_count")]
     shard_index: Option<u32>,
-    /// Number of shards the replicas split the assets into.
+    /// Number of shards the replicas split the 256 buckets into (1 to 256).
     #[arg(long, env = "ASSETSCAN_SHARD_COUNT", requires = "shard_index")]
     shard_count: Option<u32>,
 }
@@ -286,6 +288,12 @@ const REDIS_AT_START_BACKOFF: Backoff =
     Backoff::new(Duration::from_secs(1), Duration::from_secs(15));
 
 async fn run(args: RunArgs) -> Result<(), String> {
+    let shard = match args.shard_index.zip(args.shard_count) {
+        Some((index, count)) => {
+            Shard::new(index, count).map_err(|e| format!("--shard-index/--shard-count: {e}"))?
+        }
+        None => Shard::ALL,
+    };
     let shutdown = shutdown_on_signal();
     let metrics = Arc::new(Metrics::new());
     // Probes first: the process is alive (and not ready) while it waits.
@@ -305,7 +313,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         .map_err(|e| format!("cannot reach the Kubernetes API: {e}"))?;
     let settings = ControllerSettings {
         concurrency: args.concurrency,
-        shard: args.shard_index.zip(args.shard_count),
+        shard,
         namespace: args.namespace,
         instance: instance_id(args.instance),
         progress_every: config.status.progress_every,

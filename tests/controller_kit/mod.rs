@@ -16,6 +16,7 @@ pub use kit::{scans::*, setup::*, tickets::*};
 
 use assetscan_operator::config::Config;
 use assetscan_operator::domain::AssetId;
+use assetscan_operator::domain::shard::Shard;
 use assetscan_operator::domain::ticket::{Status, Ticket};
 use assetscan_operator::kubernetes::controller::{self, Context, ControllerSettings};
 use assetscan_operator::kubernetes::crd::AssetScan;
@@ -162,7 +163,16 @@ impl Harness {
     /// [`Harness::controller`] against another Redis deployment (e.g. a
     /// Sentinel group) than the harness's own server.
     pub async fn controller_on(&self, instance: &str, target: &RedisTarget) -> Running {
-        let ctx = self.context_on(instance, target).await;
+        Self::running(self.context_on(instance, target, Shard::ALL).await)
+    }
+
+    /// A controller of one shard of the buckets.
+    pub async fn sharded(&self, instance: &str, shard: Shard) -> Running {
+        let target = RedisTarget::Standalone(self.redis.url());
+        Self::running(self.context_on(instance, &target, shard).await)
+    }
+
+    fn running(ctx: Arc<Context<Providers>>) -> Running {
         let task = tokio::spawn(controller::run(ctx.clone()));
         Running {
             metrics: ctx.metrics.clone(),
@@ -177,11 +187,20 @@ impl Harness {
     /// controller loop: for tests that call `reconcile` or `error_policy`
     /// themselves.
     pub async fn context(&self, instance: &str) -> Arc<Context<Providers>> {
-        self.context_on(instance, &RedisTarget::Standalone(self.redis.url()))
-            .await
+        self.context_on(
+            instance,
+            &RedisTarget::Standalone(self.redis.url()),
+            Shard::ALL,
+        )
+        .await
     }
 
-    async fn context_on(&self, instance: &str, target: &RedisTarget) -> Arc<Context<Providers>> {
+    async fn context_on(
+        &self,
+        instance: &str,
+        target: &RedisTarget,
+        shard: Shard,
+    ) -> Arc<Context<Providers>> {
         let store = TicketStore::connect(target, self.config.store())
             .await
             .expect("controller store connects");
@@ -192,7 +211,7 @@ impl Harness {
             Arc::new(Metrics::new()),
             ControllerSettings {
                 concurrency: 8,
-                shard: None,
+                shard,
                 namespace: Some(NAMESPACE.into()),
                 instance: instance.into(),
                 progress_every: self.config.status.progress_every,

@@ -182,7 +182,7 @@ async fn read_stored<E: Effects + 'static>(
     match api.get(&cached.name_any()).await {
         Ok(stored) => Ok(Some(Arc::new(stored))),
         Err(kube::Error::Api(e)) if e.code == 404 => {
-            ctx.forget(cached);
+            ctx.forget_gone(cached);
             Ok(None)
         }
         Err(err) => Err(err.into()),

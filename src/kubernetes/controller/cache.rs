@@ -28,6 +28,7 @@ use futures::{Stream, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
+use prometheus_client::metrics::gauge::Gauge;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -144,9 +145,12 @@ impl WatchCache {
 
     /// The watch filling the store, as the stream of changed (trimmed)
     /// objects that triggers reconciles; `None` if it was taken already.
+    /// `held` follows the number of objects in the store.
     pub fn watch(
         &self,
         api: Api<AssetScan>,
+        config: watcher::Config,
+        held: Gauge,
     ) -> Option<impl Stream<Item = Result<AssetScan, watcher::Error>> + Send + 'static> {
         let writer = self
             .writer
@@ -154,14 +158,18 @@ impl WatchCache {
             .unwrap_or_else(|e| e.into_inner())
             .take()?;
         let own = self.own.clone();
+        let store = self.store.clone();
         Some(
-            watcher(api, watcher::Config::default().any_semantic())
+            watcher(api, config)
                 .default_backoff()
                 .modify(trim)
                 .reflect(writer)
                 // After the store took the event in: an own write counts as
                 // delivered only once a reconcile can read it.
-                .inspect_ok(move |event| lock(&own).observe(event))
+                .inspect_ok(move |event| {
+                    lock(&own).observe(event);
+                    held.set(i64::try_from(store.len()).unwrap_or(i64::MAX));
+                })
                 .applied_objects(),
         )
     }

@@ -38,7 +38,7 @@ pub(super) async fn cleanup<E: Effects + 'static>(
     }
     info!(object = %object_key(obj), removed, "runs retired");
     // Nothing kept per object may outlive it.
-    ctx.forget(obj);
+    ctx.forget_gone(obj);
     Ok(Action::await_change())
 }
 

@@ -9,6 +9,7 @@ use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::{Effects, Pipeline};
 use crate::store::StoreError;
 use crate::telemetry::Metrics;
+use assetscan_domain::shard::Shard;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::{Client, ResourceExt};
 use rand::RngExt;
@@ -22,30 +23,14 @@ use tokio_util::sync::CancellationToken;
 pub struct ControllerSettings {
     /// Reconciles in flight at once.
     pub concurrency: u16,
-    /// `(index, count)`: only assets whose id hashes to `index` are handled.
-    pub shard: Option<(u32, u32)>,
+    /// This replica's share of the buckets (see [`super::shard`]).
+    pub shard: Shard,
     /// Watch one namespace instead of all.
     pub namespace: Option<String>,
     /// This replica's id (pod name), the prefix of its lock holder ids.
     pub instance: String,
     /// See [`crate::config::StatusSection::progress_every`].
     pub progress_every: Duration,
-}
-
-impl ControllerSettings {
-    /// Whether this replica's shard owns the asset.
-    pub(super) fn owns(&self, asset: &str) -> bool {
-        match self.shard {
-            Some((index, count)) if count > 1 => {
-                // FNV-1a: stable across processes and versions, unlike std's hasher.
-                let hash = asset.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-                });
-                hash % u64::from(count) == u64::from(index)
-            }
-            _ => true,
-        }
-    }
 }
 
 /// What every reconcile shares.
@@ -59,6 +44,9 @@ pub struct Context<E> {
     pub shutdown: CancellationToken,
     /// Consecutive failures per object, for `error_policy`'s backoff.
     failures: Mutex<HashMap<String, u32>>,
+    /// The invalid shard label reported per object, so that it is reported
+    /// once, not at every reconcile.
+    invalid_labels: Mutex<HashMap<String, String>>,
     /// The watch's store, and this process's status writes it has not
     /// delivered yet.
     cache: WatchCache,
@@ -89,6 +77,7 @@ impl<E> Context<E> {
             settings,
             shutdown,
             failures: Mutex::new(HashMap::new()),
+            invalid_labels: Mutex::new(HashMap::new()),
             cache: WatchCache::default(),
         }
     }
@@ -116,6 +105,30 @@ impl<E> Context<E> {
     /// kept per object may outlive it).
     pub(super) fn forget(&self, obj: &AssetScan) {
         self.failures().remove(&object_key(obj));
+    }
+
+    /// Whether `value` is a new invalid shard label of the object `key`
+    /// (then it is remembered, and reported by the caller).
+    pub(super) fn first_invalid_label(&self, key: &str, value: &str) -> bool {
+        let mut reported = self
+            .invalid_labels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if reported.get(key).is_some_and(|v| v == value) {
+            return false;
+        }
+        reported.insert(key.to_owned(), value.to_owned());
+        true
+    }
+
+    /// Forgets everything kept of `obj`: it is gone.
+    pub(super) fn forget_gone(&self, obj: &AssetScan) {
+        self.forget(obj);
+        let mut reported = self
+            .invalid_labels
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        reported.remove(&object_key(obj));
     }
 
     fn failures(&self) -> MutexGuard<'_, HashMap<String, u32>> {
@@ -170,32 +183,5 @@ impl Error {
             Error::Kube(_) => "KubernetesApi",
             Error::Finalizer(_) => "Finalizer",
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn shards_split_assets_and_cover_them_all() {
-        let settings = |shard| ControllerSettings {
-            concurrency: 1,
-            shard,
-            namespace: None,
-            instance: "i".into(),
-            progress_every: Duration::ZERO,
-        };
-        let mut owners = vec![0; 3];
-        for n in 0..300 {
-            let asset = format!("asset-{n}");
-            let mine: Vec<u32> = (0..3)
-                .filter(|i| settings(Some((*i, 3))).owns(&asset))
-                .collect();
-            assert_eq!(mine.len(), 1, "{asset} owned by {mine:?}");
-            owners[mine[0] as usize] += 1;
-            assert!(settings(None).owns(&asset));
-        }
-        assert!(owners.iter().all(|n| *n > 50), "{owners:?}");
     }
 }

@@ -26,6 +26,7 @@ mod mirror;
 mod outcome;
 mod report;
 mod request;
+mod shard;
 mod status;
 mod status_plan;
 mod writer;
@@ -48,8 +49,9 @@ use crate::pipeline::Effects;
 use futures::StreamExt;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams};
-use kube::runtime::controller::{Action, Controller};
+use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::watcher;
 use rand::RngExt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,6 +62,11 @@ pub const FINALIZER: &str = "assetscan.io/tickets";
 
 /// Runs the controller until `shutdown` fires; in-flight runs then stop and
 /// release their locks before this returns.
+///
+/// Two controllers share the context: the main one, on the objects of this
+/// replica's buckets, cached; and a small one on the objects no bucket
+/// selects, which labels new objects and scans those whose label is not a
+/// bucket ([`shard`]).
 pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     let api: Api<AssetScan> = match &ctx.settings.namespace {
         Some(ns) => Api::namespaced(ctx.client.clone(), ns),
@@ -68,29 +75,48 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     if let Err(err) = api.list(&ListParams::default().limit(1)).await {
         warn!(error = %err, "cannot list AssetScans: is the CRD installed (assetscan-operator crd | kubectl apply -f -)?");
     }
-    let shutdown = ctx.shutdown.clone();
-    let config = kube::runtime::controller::Config::default().concurrency(ctx.settings.concurrency);
-    let Some(objects) = ctx.cache().watch(api) else {
+    let owned = watcher::Config::default()
+        .any_semantic()
+        .labels(&shard::owned_selector(ctx.settings.shard));
+    let held = ctx.metrics.sharding.watched_objects.clone();
+    let Some(objects) = ctx.cache().watch(api.clone(), owned, held) else {
         warn!("the controller of this context runs already");
         return;
     };
-    Controller::for_stream(objects, ctx.cache().store())
+    let config = controller::Config::default().concurrency(ctx.settings.concurrency);
+    let main = Controller::for_stream(objects, ctx.cache().store())
+        .with_config(config.clone())
+        .graceful_shutdown_on(shutdown_of(&ctx))
+        .run(reconcile, error_policy, ctx.clone())
+        .for_each(log_failure);
+    let unplaced = watcher::Config::default()
+        .any_semantic()
+        .labels(&shard::unplaced_selector());
+    let placing = Controller::new(api, unplaced)
         .with_config(config)
-        .graceful_shutdown_on(async move { shutdown.cancelled().await })
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| async move {
-            if let Err(err) = result {
-                warn!(error = %err, "reconcile failed");
-            }
-        })
-        .await;
+        .graceful_shutdown_on(shutdown_of(&ctx))
+        .run(shard::place, error_policy, ctx)
+        .for_each(log_failure);
+    futures::join!(main, placing);
+}
+
+fn shutdown_of<E>(ctx: &Context<E>) -> impl Future<Output = ()> + Send + 'static {
+    let shutdown = ctx.shutdown.clone();
+    async move { shutdown.cancelled().await }
+}
+
+async fn log_failure<T, E: std::fmt::Display>(result: Result<T, E>) {
+    if let Err(err) = result {
+        warn!(error = %err, "reconcile failed");
+    }
 }
 
 pub async fn reconcile<E: Effects + 'static>(
     obj: Arc<AssetScan>,
     ctx: Arc<Context<E>>,
 ) -> Result<Action, Error> {
-    if !ctx.settings.owns(&obj.spec.asset_id) {
+    if !ctx.settings.shard.owns(shard::Placement::of(&obj).bucket()) {
+        // Another replica's bucket (a label changed since the watch sent it).
         return Ok(Action::await_change());
     }
     let api: Api<AssetScan> =

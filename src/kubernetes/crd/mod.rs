@@ -36,6 +36,12 @@ pub use status::{
 };
 
 use assetscan_domain::ticket::{NotificationState, Status};
+
+/// The label that records an AssetScan's bucket ([`assetscan_domain::shard`]):
+/// set once by the operator when it first sees the object (or by the user,
+/// whose valid value is honoured), so that each replica asks the API server
+/// for its own buckets' objects only.
+pub const SHARD_LABEL: &str = "assetscan.io/shard-bucket";
 use kube::CustomResourceExt;
 use schemars::{Schema, SchemaGenerator, json_schema};
 
