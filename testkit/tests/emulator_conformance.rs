@@ -467,3 +467,79 @@ async fn event_notes_are_immutable() {
         .expect("series may change");
     assert_eq!(updated.note.as_deref(), Some("CVE-2026-0001"));
 }
+
+/// A CRD whose spec may only move forward: a transition rule that names
+/// the field it reports (`fieldPath`) and its reason.
+fn counters_crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "counters.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": "counters", "singular": "counter", "kind": "Counter", "listKind": "CounterList"},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {"spec": {
+                        "type": "object",
+                        "x-kubernetes-validations": [{
+                            "rule": "self.major > oldSelf.major || (self.major == oldSelf.major && self.minor >= oldSelf.minor)",
+                            "message": "may not go backwards",
+                            "fieldPath": ".major",
+                            "reason": "FieldValueForbidden",
+                        }],
+                        "properties": {
+                            "major": {"type": "integer"},
+                            "minor": {"type": "integer"},
+                        },
+                    }},
+                }},
+            }],
+        },
+    })
+}
+
+/// As kube-apiserver v1.28.7 answers: a transition rule is never
+/// ratcheted, not even when the field it names did not change, and its
+/// refusal carries the rule's reason at the named field.
+#[tokio::test]
+async fn a_transition_rule_is_not_ratcheted_and_reports_its_field_and_reason() {
+    let (emu, _) = start_with(vec![counters_crd()]).await;
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Counter");
+    let counters: Api<DynamicObject> = Api::namespaced_with(
+        emu.client().expect("client"),
+        "default",
+        &ApiResource::from_gvk_with_plural(&gvk, "counters"),
+    );
+    let counter: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "example.com/v1", "kind": "Counter",
+        "metadata": {"name": "c"}, "spec": {"major": 5, "minor": 3},
+    }))
+    .expect("counter");
+    counters
+        .create(&PostParams::default(), &counter)
+        .await
+        .expect("created");
+    let backwards = json!({"spec": {"minor": 2}});
+    let e = api_error(
+        counters
+            .patch("c", &PatchParams::default(), &Patch::Merge(&backwards))
+            .await,
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    let causes = e.details.expect("details").causes;
+    assert_eq!(causes.len(), 1, "{causes:?}");
+    assert_eq!(
+        (causes[0].reason.as_str(), causes[0].field.as_str()),
+        ("FieldValueForbidden", "spec.major")
+    );
+    assert_eq!(causes[0].message, "Forbidden: may not go backwards");
+    let forward = json!({"spec": {"minor": 4}});
+    counters
+        .patch("c", &PatchParams::default(), &Patch::Merge(&forward))
+        .await
+        .expect("forward passes");
+}
