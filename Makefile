@@ -13,6 +13,8 @@ deps:
 	@./scripts/ensure-promtool.sh
 
 test: deps
+	python3 scripts/source-shape.py
+	python3 scripts/import-cycles.py
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 	$(CARGO) test --workspace --all-features -- --test-threads=$(TEST_THREADS)

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 pub struct ControllerSettings {
     /// Reconciles in flight at once.
     pub concurrency: u16,
-    /// This replica's share of the buckets (see [`super::shard`]).
+    /// This replica's share of the buckets (see the `shard` module).
     pub shard: Shard,
     /// Watch one namespace instead of all.
     pub namespace: Option<String>,
