@@ -3,21 +3,50 @@ CARGO ?= cargo
 # Two cores: two test threads keep timing-sensitive tests honest.
 TEST_THREADS ?= 2
 
-.PHONY: test demo deps fmt lint crds model bench scale chaos
+.PHONY: test demo deps fmt lint crds model bench scale chaos policy sbom image pin-images
 
-# What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool.
+# What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool;
+# and under target/tools, cargo-deny and the SBOM validator.
 deps:
 	@./scripts/ensure-deps.sh
 	@./scripts/ensure-helm.sh
 	@./scripts/ensure-lua.sh
 	@./scripts/ensure-promtool.sh
+	@./scripts/ensure-supply-tools.sh
 
 test: deps
 	python3 scripts/source-shape.py
 	python3 scripts/import-cycles.py
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	@./scripts/policy.sh
 	$(CARGO) test --workspace --all-features -- --test-threads=$(TEST_THREADS)
+
+# The supply-chain checks (README, "Supply chain and releases"): the
+# dependency policy of deny.toml (licences, one version per crate, crates.io
+# only, yanked crates; advisories when the RustSec database is reachable),
+# the SBOM checked against Cargo.lock, one version across Cargo.toml, the
+# chart, CHANGELOG.md and the Dockerfile, the minimum Rust version.
+# POLICY_OFFLINE=1 skips what needs the network.
+policy: deps
+	@./scripts/policy.sh
+
+# The CycloneDX SBOM of the operator binary: target/sbom/assetscan-operator.cdx.json
+# (SBOM_OUT=path to write it elsewhere), then validated.
+SBOM_OUT ?= target/sbom/assetscan-operator.cdx.json
+sbom: deps
+	@python3 scripts/sbom.py --out $(SBOM_OUT)
+	@target/tools/py/bin/python scripts/check-sbom.py $(SBOM_OUT)
+
+# The operator image, IMAGE:VERSION (IMAGE defaults to the chart's
+# image.repository), with docker, podman or buildah; without one it says so
+# and fails. Base images must be pinned by digest: `make pin-images` pins
+# them (it needs the registries).
+image:
+	@./scripts/image.sh
+
+pin-images:
+	@./scripts/pin-base-images.sh
 
 # The real operator binary (with the fault-drill feature), then the demo
 # driver, which starts that binary from its own target directory: both go
