@@ -1,15 +1,18 @@
 //! One measured run: a fresh stack (kube-emulator process, counting proxy,
 //! redis-server, provider stubs, two operator replicas), `count` AssetScans
-//! created, all finished, then a restart of both replicas and an idle span.
+//! created, all finished (the provider stubs' request log gives the peak
+//! request rate), then a restart of both replicas and an idle span.
 
 use crate::procstat::{cpu_seconds, peak_rss_kib};
 use crate::proxy::{self, Counts, is_write};
-use crate::report::{Cost, Report};
+use crate::report::{Cost, ProviderRate, Report};
 use anyhow::{Context as _, Result, bail};
+use assetscan_operator::config::ScanStartsSection;
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanSpec, Target};
 use assetscan_testkit::process::OperatorCommand;
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::ProviderStubs;
+use assetscan_testkit::stubs::peak::peak;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -29,6 +32,8 @@ pub struct Settings {
     pub concurrency: u16,
     pub timeout: Duration,
     pub idle: Duration,
+    /// The replicas' start bound (`scanStarts`).
+    pub starts: ScanStartsSection,
 }
 
 /// A child process killed when dropped.
@@ -98,13 +103,15 @@ fn start_emulator(work: &Path, count: usize) -> Result<(Proc, String)> {
     Ok((proc, url))
 }
 
-fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> Result<String> {
+fn config_yaml(stubs: &ProviderStubs, dir: &Path, starts: &ScanStartsSection) -> Result<String> {
     let providers = stubs.write_providers_section(dir, "secops-")?;
     Ok(format!(
         "redis: {{timeout: 2s}}\n\
          lock: {{ttl: 10s}}\n\
          tickets: {{retention: 1h, auditCap: 100000}}\n\
-         {providers}"
+         scanStarts: {{perSecond: {}, burst: {}}}\n\
+         {providers}",
+        starts.per_second, starts.burst
     ))
 }
 
@@ -243,13 +250,14 @@ struct ScanPhase {
     requests: BTreeMap<String, u64>,
     redis_calls: BTreeMap<String, u64>,
     redis_processed: u64,
+    providers: ProviderRate,
 }
 
 /// Runs the stack through `settings`: creates the AssetScans, starts the
 /// replicas and waits until all finished, then restarts both replicas and
 /// stays idle.
 pub async fn measure(settings: &Settings) -> Result<Report> {
-    let stack = Stack::start(settings.count).await?;
+    let stack = Stack::start(settings).await?;
     stack.create_scans(settings.count).await?;
     let (replicas, scan) = stack.run_scans(settings).await?;
     drop(replicas);
@@ -261,6 +269,7 @@ pub async fn measure(settings: &Settings) -> Result<Report> {
         requests: scan.requests,
         redis_calls: scan.redis_calls,
         redis_processed: scan.redis_processed,
+        providers: scan.providers,
         restart_idle_writes,
         restart_idle_redis,
         idle: settings.idle,
@@ -268,10 +277,11 @@ pub async fn measure(settings: &Settings) -> Result<Report> {
 }
 
 impl Stack {
-    /// Starts Redis, the stubs, the emulator (sized for `count` objects)
-    /// and the counting proxy before it, and writes the replicas' config
-    /// and kubeconfig.
-    async fn start(count: usize) -> Result<Stack> {
+    /// Starts Redis, the stubs, the emulator (sized for the settings'
+    /// count of objects) and the counting proxy before it, and writes the
+    /// replicas' config and kubeconfig.
+    async fn start(settings: &Settings) -> Result<Stack> {
+        let count = settings.count;
         let work = tempfile::Builder::new()
             .prefix("assetscan-scale-")
             .tempdir()?;
@@ -285,7 +295,7 @@ impl Stack {
             work.path().join("operator.kubeconfig"),
             kubeconfig.replace(&url, &proxy_url),
         )?;
-        let config = config_yaml(&stubs, work.path())?;
+        let config = config_yaml(&stubs, work.path(), &settings.starts)?;
         std::fs::write(work.path().join("config.yaml"), config)?;
         let kc = Kubeconfig::read_from(work.path().join("emulator.kubeconfig"))?;
         let client = kube::Client::try_from(
@@ -348,12 +358,19 @@ impl Stack {
                 cpu_seconds: cpu_seconds(pid).unwrap_or(0.0),
             });
         }
+        let provider_calls = self.stubs.call_times();
         let phase = ScanPhase {
             elapsed,
             costs,
             requests: self.counts.snapshot(),
             redis_calls: redis_calls(&self.redis)?,
             redis_processed: redis_processed(&self.redis)?,
+            providers: ProviderRate {
+                requests: provider_calls.len(),
+                peak: peak(&provider_calls, Duration::from_secs(1)),
+                replicas: REPLICAS,
+                starts: settings.starts.clone(),
+            },
         };
         Ok((replicas, phase))
     }
