@@ -261,7 +261,7 @@ pub async fn measure(settings: &Settings) -> Result<Report> {
     stack.create_scans(settings.count).await?;
     let (replicas, scan) = stack.run_scans(settings).await?;
     drop(replicas);
-    let (restart_idle_writes, restart_idle_redis) = stack.restart_and_idle(settings, &scan).await?;
+    let (restart_idle_writes, restart_idle_redis) = stack.restart_and_idle(settings).await?;
     Ok(Report {
         count: settings.count,
         elapsed: scan.elapsed,
@@ -377,12 +377,16 @@ impl Stack {
 
     /// Starts both replicas again (the old ones stopped), waits until both
     /// watch, then stays idle: nothing may be written. The API writes and
-    /// the Redis calls since the end of the scan phase.
+    /// the Redis calls since the old replicas stopped (counted from then,
+    /// not from the end of the scan phase: the last run's Event is sent
+    /// after its status, and may reach the proxy after the phase's counts
+    /// were taken).
     async fn restart_and_idle(
         &self,
         settings: &Settings,
-        scan: &ScanPhase,
     ) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {
+        let requests_before = self.quiet_counts().await;
+        let redis_before = redis_calls(&self.redis)?;
         let watches_before = self.watches();
         let replicas = self.start_replicas(settings)?;
         let restart = Instant::now();
@@ -394,13 +398,27 @@ impl Stack {
         }
         tokio::time::sleep(settings.idle).await;
         let after = self.counts.snapshot();
-        let writes = delta(&after, &scan.requests)
+        let writes = delta(&after, &requests_before)
             .into_iter()
             .filter(|(k, _)| is_write(k))
             .collect();
-        let redis = delta(&redis_calls(&self.redis)?, &scan.redis_calls);
+        let redis = delta(&redis_calls(&self.redis)?, &redis_before);
         drop(replicas);
         Ok((writes, redis))
+    }
+
+    /// The proxy's counts once they stop moving (unchanged for 100 ms):
+    /// what the stopped replicas sent is all counted.
+    async fn quiet_counts(&self) -> BTreeMap<String, u64> {
+        let mut last = self.counts.snapshot();
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = self.counts.snapshot();
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
     }
 
     /// The watches of AssetScans opened through the proxy so far.
