@@ -6,7 +6,8 @@
 //! of objects.
 //!
 //! The bucket is [governor]'s GCRA: exact (no second sees more than
-//! `burst + perSecond` starts), lock-free, and testable on a fake clock.
+//! `burst + perSecond` starts), without a lock for the starts it grants,
+//! and testable on a fake clock.
 //! A reconcile that finds no start left is not kept waiting in its
 //! reconcile slot: it requeues, without an API call or a Redis command, for
 //! a slot of its own in a line of delayed starts, one start interval apart.
