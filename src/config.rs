@@ -1,5 +1,5 @@
 //! The operator's configuration file (YAML): Redis, the lock, step timeouts
-//! and retries, providers and notification channels. `examples/config.yaml`
+//! and retries, how fast runs start, providers and notification channels. `examples/config.yaml`
 //! is a complete, commented example; the README documents every key.
 
 use crate::pipeline::StepPolicies;
@@ -24,6 +24,8 @@ pub struct Config {
     pub providers: ProvidersConfig,
     #[serde(default)]
     pub status: StatusSection,
+    #[serde(default)]
+    pub scan_starts: ScanStartsSection,
 }
 
 /// How the AssetScan's status follows a run.
@@ -43,6 +45,58 @@ impl Default for StatusSection {
         StatusSection {
             progress_every: Duration::from_secs(5),
         }
+    }
+}
+
+/// How fast runs start, per replica, and how rescans spread over their
+/// interval: what keeps a first round of many AssetScans, or every replica
+/// restarting at once, from calling the providers and the API server for
+/// every object in the same second.
+///
+/// A run whose steps succeed at once makes one request to each provider it
+/// needs (the inventory, the vulnerability source's batch query, EPSS, each
+/// notified channel; the KEV catalog is cached), so no provider sees more
+/// requests than runs start. More only for retries, EPSS lookups of more
+/// than `maxCvesPerRequest` CVEs, and OSV records not cached yet.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ScanStartsSection {
+    /// Runs started (or resumed) per second, sustained: a reconcile about to
+    /// claim or continue a run takes one start, or waits for one.
+    pub per_second: u32,
+    /// Starts that may go at once after a quiet spell. Any one second sees
+    /// at most `burst + perSecond` starts.
+    pub burst: u32,
+    /// A finished run's next scan is due `rescanInterval` after it ended,
+    /// plus up to this fraction of the interval (0 to 1): each AssetScan's
+    /// own share, derived from its uid, so that AssetScans that finished
+    /// together are not all due again together.
+    pub rescan_spread: f64,
+}
+
+impl Default for ScanStartsSection {
+    /// 20 starts per second per replica, 20 at once. A run costs the API
+    /// server about five requests (a GET before its claim, two status
+    /// patches, an Event, its report; the finalizer's patch on an object's
+    /// first run): about 100 per second per replica, sustained. Each
+    /// provider sees at most 40 requests from a replica in any second, 20
+    /// per second sustained. 100 000 AssetScans get their first round from
+    /// two replicas in about 42 minutes, and their 6-hour rescans need 4.6
+    /// starts per second. Rescans spread over a tenth of their interval
+    /// (36 minutes of a 6-hour interval).
+    fn default() -> Self {
+        ScanStartsSection {
+            per_second: 20,
+            burst: 20,
+            rescan_spread: 0.1,
+        }
+    }
+}
+
+impl ScanStartsSection {
+    /// The most starts any one second sees, on one replica.
+    pub fn peak_per_second(&self) -> u64 {
+        u64::from(self.burst) + u64::from(self.per_second)
     }
 }
 
@@ -177,6 +231,18 @@ impl Config {
                 "redis.prefix must be non-empty, without braces or spaces".into(),
             ));
         }
+        let starts = &config.scan_starts;
+        if starts.per_second == 0 {
+            return Err(invalid("scanStarts.perSecond must be at least 1".into()));
+        }
+        if starts.burst == 0 {
+            return Err(invalid("scanStarts.burst must be at least 1".into()));
+        }
+        if !(0.0..=1.0).contains(&starts.rescan_spread) {
+            return Err(invalid(
+                "scanStarts.rescanSpread must be between 0 and 1".into(),
+            ));
+        }
         Ok(config)
     }
 
@@ -222,6 +288,15 @@ mod tests {
             err.to_string().contains("steps.notify.maxAttempts"),
             "{err}"
         );
+        for (section, key) in [
+            ("{perSecond: 0}", "scanStarts.perSecond"),
+            ("{burst: 0}", "scanStarts.burst"),
+            ("{rescanSpread: 1.5}", "scanStarts.rescanSpread"),
+            ("{rescanSpread: -0.1}", "scanStarts.rescanSpread"),
+        ] {
+            let err = Config::parse(&format!("{base}scanStarts: {section}"), path).unwrap_err();
+            assert!(err.to_string().contains(key), "{section}: {err}");
+        }
         let err = Config::parse(&format!("{base}lokc: {{}}"), path).unwrap_err();
         assert!(err.to_string().contains("lokc"), "{err}");
         assert!(Config::parse(base, path).is_ok());

@@ -115,6 +115,11 @@ pub struct Metrics {
     pub events_unpublished: Counter,
     pub sharding: ShardMetrics,
     pub notifications_sent: Family<ChannelLabels, Counter>,
+    /// Reconciles that took a start of the per-replica start bound: runs
+    /// started or resumed.
+    pub scan_starts: Counter,
+    /// Reconciles that found no start left and look again later.
+    pub scan_starts_delayed: Counter,
     pub watchdog_renewals: Gauge,
     pub watchdog_losses: Gauge,
     pub locks_held: Gauge,
@@ -215,6 +220,18 @@ impl Metrics {
                 "notifications_sent",
                 "Notifications delivered per channel",
                 Family::default(),
+            ),
+            scan_starts: registered(
+                r,
+                "scan_starts",
+                "Runs started or resumed under the per-replica start bound",
+                Counter::default(),
+            ),
+            scan_starts_delayed: registered(
+                r,
+                "scan_starts_delayed",
+                "Run starts delayed by the per-replica start bound",
+                Counter::default(),
             ),
             watchdog_renewals: registered(
                 r,

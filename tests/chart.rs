@@ -498,6 +498,35 @@ fn termination_grace_period_covers_the_lock_ttl() {
     render(&["--set", "config.lock.ttl=60000ms"]);
 }
 
+/// The start bound and the rescan spread are chart values, in the config
+/// the operator reads; the schema refuses what the operator would.
+#[test]
+fn the_start_bound_is_a_chart_value() {
+    let starts = render(&[]).config().scan_starts;
+    assert_eq!((starts.per_second, starts.burst), (20, 20));
+    assert_eq!(starts.rescan_spread, 0.1);
+    let r = render(&[
+        "--set",
+        "config.scanStarts.perSecond=5",
+        "--set",
+        "config.scanStarts.burst=1",
+        // `--set` reads 0.25 as a string; a values file or `--set-json`
+        // gives the number.
+        "--set-json",
+        "config.scanStarts.rescanSpread=0.25",
+    ]);
+    let starts = r.config().scan_starts;
+    assert_eq!((starts.per_second, starts.burst), (5, 1));
+    assert_eq!(starts.rescan_spread, 0.25);
+    refused(&["--set", "config.scanStarts.perSecond=0"], "perSecond");
+    refused(&["--set", "config.scanStarts.burst=0"], "burst");
+    refused(
+        &["--set-json", "config.scanStarts.rescanSpread=2"],
+        "rescanSpread",
+    );
+    refused(&["--set", "config.scanStarts.perSecnd=5"], "perSecnd");
+}
+
 #[test]
 fn rbac_grants_exactly_what_the_controller_uses() {
     // All namespaces: a ClusterRole bound to the operator's ServiceAccount.

@@ -13,7 +13,7 @@ mod controller_kit;
 use assetscan_operator::domain::ticket::{NotificationState, Status, Ticket};
 use assetscan_operator::duration;
 use assetscan_operator::kubernetes::controller::ConditionType;
-use assetscan_operator::kubernetes::controller::StatusMirror;
+use assetscan_operator::kubernetes::controller::{StatusMirror, rescan_after};
 use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::pipeline::Observer;
 use assetscan_operator::telemetry::Metrics;
@@ -182,16 +182,20 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
             ["assetscan.io/tickets".to_owned()],
             "{file}"
         );
-        // nextScanTime: an interval after the run ended, only with rescans.
-        match obj.spec.rescan_interval.as_deref() {
-            Some(every) => {
+        // nextScanTime: an interval and the object's share of the spread
+        // after the run ended, only with rescans.
+        match rescan_after(obj, h.config.scan_starts.rescan_spread) {
+            Some(after) => {
+                let every = obj.spec.rescan_interval.as_deref().unwrap();
                 let every = duration::parse(every, duration::SPEC_UNITS).unwrap();
+                assert!(after >= every && after <= every + every / 10, "{file}");
                 let ended = s.last_scan_time.as_ref().unwrap().0;
                 let next = s.next_scan_time.as_ref().expect("nextScanTime").0;
-                assert_eq!(
-                    next.as_second() - ended.as_second(),
-                    every.as_secs() as i64,
-                    "{file}: nextScanTime = lastScanTime + rescanInterval"
+                let due = next.as_second() - ended.as_second();
+                let after = after.as_secs() as i64;
+                assert!(
+                    due == after || due == after + 1,
+                    "{file}: nextScanTime = lastScanTime + {after}s (whole seconds), not {due}s"
                 );
             }
             None => assert_eq!(s.next_scan_time, None, "{file}"),

@@ -3,8 +3,10 @@
 //! CPU is measurable), a real redis-server and zero-latency provider stubs,
 //! with thousands of AssetScans. Prints, per object count: time to all
 //! finished, scans/s, peak RSS and CPU per process, API requests per scan by
-//! verb and resource, Redis commands per scan; then restarts both replicas
-//! and stays idle, printing every API write and Redis command in that time.
+//! verb and resource, Redis commands per scan, and the peak provider
+//! requests per second against the replicas' start bound; then restarts
+//! both replicas and stays idle, printing every API write and Redis command
+//! in that time.
 
 mod procstat;
 mod proxy;
@@ -12,6 +14,7 @@ mod report;
 mod stack;
 
 use anyhow::{Result, bail};
+use assetscan_operator::config::ScanStartsSection;
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -32,6 +35,14 @@ struct Args {
     /// Give up on a count after this many seconds without all finished.
     #[arg(long, default_value_t = 900)]
     timeout_seconds: u64,
+    /// Runs started per second per replica (`scanStarts.perSecond`;
+    /// default: the operator's).
+    #[arg(long, default_value_t = ScanStartsSection::default().per_second)]
+    starts_per_second: u32,
+    /// Runs started at once per replica (`scanStarts.burst`; default: the
+    /// operator's).
+    #[arg(long, default_value_t = ScanStartsSection::default().burst)]
+    starts_burst: u32,
     /// The operator binary to measure (default: the one built next to this
     /// driver), e.g. an older build for a before/after comparison.
     #[arg(long)]
@@ -65,6 +76,11 @@ async fn run(args: &Args) -> Result<()> {
             concurrency: args.concurrency,
             timeout: Duration::from_secs(args.timeout_seconds),
             idle: Duration::from_secs(args.idle_seconds),
+            starts: ScanStartsSection {
+                per_second: args.starts_per_second,
+                burst: args.starts_burst,
+                ..ScanStartsSection::default()
+            },
         };
         let report = stack::measure(&settings).await?;
         report.print();

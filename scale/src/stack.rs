@@ -1,15 +1,18 @@
 //! One measured run: a fresh stack (kube-emulator process, counting proxy,
 //! redis-server, provider stubs, two operator replicas), `count` AssetScans
-//! created, all finished, then a restart of both replicas and an idle span.
+//! created, all finished (the provider stubs' request log gives the peak
+//! request rate), then a restart of both replicas and an idle span.
 
 use crate::procstat::{cpu_seconds, peak_rss_kib};
 use crate::proxy::{self, Counts, is_write};
-use crate::report::{Cost, Report};
+use crate::report::{Cost, ProviderRate, Report};
 use anyhow::{Context as _, Result, bail};
+use assetscan_operator::config::ScanStartsSection;
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanSpec, Target};
 use assetscan_testkit::process::OperatorCommand;
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::ProviderStubs;
+use assetscan_testkit::stubs::peak::peak;
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -29,6 +32,8 @@ pub struct Settings {
     pub concurrency: u16,
     pub timeout: Duration,
     pub idle: Duration,
+    /// The replicas' start bound (`scanStarts`).
+    pub starts: ScanStartsSection,
 }
 
 /// A child process killed when dropped.
@@ -98,13 +103,15 @@ fn start_emulator(work: &Path, count: usize) -> Result<(Proc, String)> {
     Ok((proc, url))
 }
 
-fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> Result<String> {
+fn config_yaml(stubs: &ProviderStubs, dir: &Path, starts: &ScanStartsSection) -> Result<String> {
     let providers = stubs.write_providers_section(dir, "secops-")?;
     Ok(format!(
         "redis: {{timeout: 2s}}\n\
          lock: {{ttl: 10s}}\n\
          tickets: {{retention: 1h, auditCap: 100000}}\n\
-         {providers}"
+         scanStarts: {{perSecond: {}, burst: {}}}\n\
+         {providers}",
+        starts.per_second, starts.burst
     ))
 }
 
@@ -243,17 +250,18 @@ struct ScanPhase {
     requests: BTreeMap<String, u64>,
     redis_calls: BTreeMap<String, u64>,
     redis_processed: u64,
+    providers: ProviderRate,
 }
 
 /// Runs the stack through `settings`: creates the AssetScans, starts the
 /// replicas and waits until all finished, then restarts both replicas and
 /// stays idle.
 pub async fn measure(settings: &Settings) -> Result<Report> {
-    let stack = Stack::start(settings.count).await?;
+    let stack = Stack::start(settings).await?;
     stack.create_scans(settings.count).await?;
     let (replicas, scan) = stack.run_scans(settings).await?;
     drop(replicas);
-    let (restart_idle_writes, restart_idle_redis) = stack.restart_and_idle(settings, &scan).await?;
+    let (restart_idle_writes, restart_idle_redis) = stack.restart_and_idle(settings).await?;
     Ok(Report {
         count: settings.count,
         elapsed: scan.elapsed,
@@ -261,6 +269,7 @@ pub async fn measure(settings: &Settings) -> Result<Report> {
         requests: scan.requests,
         redis_calls: scan.redis_calls,
         redis_processed: scan.redis_processed,
+        providers: scan.providers,
         restart_idle_writes,
         restart_idle_redis,
         idle: settings.idle,
@@ -268,10 +277,11 @@ pub async fn measure(settings: &Settings) -> Result<Report> {
 }
 
 impl Stack {
-    /// Starts Redis, the stubs, the emulator (sized for `count` objects)
-    /// and the counting proxy before it, and writes the replicas' config
-    /// and kubeconfig.
-    async fn start(count: usize) -> Result<Stack> {
+    /// Starts Redis, the stubs, the emulator (sized for the settings'
+    /// count of objects) and the counting proxy before it, and writes the
+    /// replicas' config and kubeconfig.
+    async fn start(settings: &Settings) -> Result<Stack> {
+        let count = settings.count;
         let work = tempfile::Builder::new()
             .prefix("assetscan-scale-")
             .tempdir()?;
@@ -285,7 +295,7 @@ impl Stack {
             work.path().join("operator.kubeconfig"),
             kubeconfig.replace(&url, &proxy_url),
         )?;
-        let config = config_yaml(&stubs, work.path())?;
+        let config = config_yaml(&stubs, work.path(), &settings.starts)?;
         std::fs::write(work.path().join("config.yaml"), config)?;
         let kc = Kubeconfig::read_from(work.path().join("emulator.kubeconfig"))?;
         let client = kube::Client::try_from(
@@ -348,24 +358,35 @@ impl Stack {
                 cpu_seconds: cpu_seconds(pid).unwrap_or(0.0),
             });
         }
+        let provider_calls = self.stubs.call_times();
         let phase = ScanPhase {
             elapsed,
             costs,
             requests: self.counts.snapshot(),
             redis_calls: redis_calls(&self.redis)?,
             redis_processed: redis_processed(&self.redis)?,
+            providers: ProviderRate {
+                requests: provider_calls.len(),
+                peak: peak(&provider_calls, Duration::from_secs(1)),
+                replicas: REPLICAS,
+                starts: settings.starts.clone(),
+            },
         };
         Ok((replicas, phase))
     }
 
     /// Starts both replicas again (the old ones stopped), waits until both
     /// watch, then stays idle: nothing may be written. The API writes and
-    /// the Redis calls since the end of the scan phase.
+    /// the Redis calls since the old replicas stopped (counted from then,
+    /// not from the end of the scan phase: the last run's Event is sent
+    /// after its status, and may reach the proxy after the phase's counts
+    /// were taken).
     async fn restart_and_idle(
         &self,
         settings: &Settings,
-        scan: &ScanPhase,
     ) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {
+        let requests_before = self.quiet_counts().await;
+        let redis_before = redis_calls(&self.redis)?;
         let watches_before = self.watches();
         let replicas = self.start_replicas(settings)?;
         let restart = Instant::now();
@@ -377,13 +398,27 @@ impl Stack {
         }
         tokio::time::sleep(settings.idle).await;
         let after = self.counts.snapshot();
-        let writes = delta(&after, &scan.requests)
+        let writes = delta(&after, &requests_before)
             .into_iter()
             .filter(|(k, _)| is_write(k))
             .collect();
-        let redis = delta(&redis_calls(&self.redis)?, &scan.redis_calls);
+        let redis = delta(&redis_calls(&self.redis)?, &redis_before);
         drop(replicas);
         Ok((writes, redis))
+    }
+
+    /// The proxy's counts once they stop moving (unchanged for 100 ms):
+    /// what the stopped replicas sent is all counted.
+    async fn quiet_counts(&self) -> BTreeMap<String, u64> {
+        let mut last = self.counts.snapshot();
+        loop {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = self.counts.snapshot();
+            if now == last {
+                return now;
+            }
+            last = now;
+        }
     }
 
     /// The watches of AssetScans opened through the proxy so far.

@@ -317,6 +317,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         namespace: args.namespace,
         instance: instance_id(args.instance),
         progress_every: config.status.progress_every,
+        scan_starts: config.scan_starts.clone(),
     };
     info!(instance = %settings.instance, metrics = %args.metrics_addr, "starting controller");
     let pipeline = Pipeline::new(store.clone(), providers, config.steps.clone());

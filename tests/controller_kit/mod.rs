@@ -215,6 +215,7 @@ impl Harness {
                 namespace: Some(NAMESPACE.into()),
                 instance: instance.into(),
                 progress_every: self.config.status.progress_every,
+                scan_starts: self.config.scan_starts.clone(),
             },
             CancellationToken::new(),
         ))

@@ -1,5 +1,6 @@
 //! One reconcile of an object that is not being deleted: decide from the
-//! newest copy of it, drive its run through the pipeline (or say on the
+//! newest copy of it, take a start of the replica's start bound for a run
+//! (or look again later), drive the run through the pipeline (or say on the
 //! object why none goes on), and settle the pipeline's outcome.
 
 use super::cache::{DELIVERY_WAIT, Latest};
@@ -9,7 +10,9 @@ use super::mirror::StatusMirror;
 use super::outcome::settle;
 use super::report::report_name;
 use super::request::run_view;
-use super::request::{rescan_interval, scan_request};
+use super::request::scan_request;
+use super::spread::rescan_after;
+use super::starts::Admission;
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::{Effects, Outcome};
 use crate::store::{StoreError, TicketStore};
@@ -44,11 +47,11 @@ pub(super) async fn apply<E: Effects + 'static>(
         Decision::Answer(action) => return Ok(action),
     };
     let obj = fresh.as_ref();
-    let rescan = rescan_interval(&obj.spec);
+    let rescan = rescan_after(obj, ctx.settings.scan_starts.rescan_spread);
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan)
         .progress_every(ctx.settings.progress_every)
         .remembered_in(ctx.cache());
-    let result = act(obj, decision, ctx, &mirror).await;
+    let result = act(obj, decision, ctx, &mirror, rescan).await;
     if let Err(err) = &result {
         // An infrastructure failure: `Stalled=True`, `Ready=False`.
         let stalled = Halt::Stalled {
@@ -84,22 +87,25 @@ async fn decide_fresh<E: Effects + 'static>(
         return Ok(Decision::Answer(Action::await_change()));
     };
     let mut decision = run_view(&fresh).decide(Timestamp::now());
-    if !read
-        && matches!(
-            decision,
-            RunDecision::Run(_) | RunDecision::UnlessEarlierAlerts { .. }
-        )
-    {
-        // A run is about to be claimed in Redis: decide again from the
-        // object as stored. After Redis lost its data, the stored status is
-        // the only record that a run ended or that the object is gone, and
-        // a cached copy older than it would claim that run again (or
-        // recreate a deleted object's ticket). One GET per run started.
-        let Some(stored) = read_stored(cached, ctx, api).await? else {
-            return Ok(Decision::Answer(Action::await_change()));
-        };
-        fresh = stored;
-        decision = run_view(&fresh).decide(Timestamp::now());
+    if calls_providers(&decision) {
+        // A run is about to be claimed or continued: it needs a start of
+        // this replica's start bound. Without one, look again later, before
+        // any read, write or Redis command.
+        if let Admission::After(delay) = ctx.starts.admit() {
+            return Ok(Decision::Answer(Action::requeue(delay)));
+        }
+        if !read {
+            // Decide again from the object as stored. After Redis lost its
+            // data, the stored status is the only record that a run ended
+            // or that the object is gone, and a cached copy older than it
+            // would claim that run again (or recreate a deleted object's
+            // ticket). One GET per run started.
+            let Some(stored) = read_stored(cached, ctx, api).await? else {
+                return Ok(Decision::Answer(Action::await_change()));
+            };
+            fresh = stored;
+            decision = run_view(&fresh).decide(Timestamp::now());
+        }
     }
     if fresh.meta().deletion_timestamp.is_some() {
         // The finalizer's cleanup runs on the next reconcile.
@@ -110,13 +116,25 @@ async fn decide_fresh<E: Effects + 'static>(
     Ok(Decision::Act(fresh, decision))
 }
 
-/// Carries `decision` out on `obj`. Every error is the ticket store's (or
-/// the API server's) and stalls the object.
+/// Whether `decision` drives a run, which calls the providers: a new run
+/// or one to continue (resumed after a restart, a takeover, a deferred
+/// notification).
+fn calls_providers(decision: &RunDecision) -> bool {
+    matches!(
+        decision,
+        RunDecision::Run(_) | RunDecision::UnlessEarlierAlerts { .. }
+    )
+}
+
+/// Carries `decision` out on `obj`; a run that ended is looked at again
+/// `rescan` later. Every error is the ticket store's (or the API server's)
+/// and stalls the object.
 async fn act<E: Effects + 'static>(
     obj: &AssetScan,
     decision: RunDecision,
     ctx: &Context<E>,
     mirror: &StatusMirror<'_>,
+    rescan: Option<Duration>,
 ) -> Result<Action, Error> {
     let (run, supersedes) = match decision {
         RunDecision::Run(run) => (run, None),
@@ -148,7 +166,7 @@ async fn act<E: Effects + 'static>(
     let outcome = run_pipeline(request, ctx, mirror).await?;
     ctx.forget(obj);
     let key = object_key(obj);
-    let settled = settle(&outcome, rescan_interval(&obj.spec));
+    let settled = settle(&outcome, rescan);
     Ok(settled.carry_out(&key, &ctx.metrics, mirror).await)
 }
 

@@ -5,6 +5,8 @@
 //! error.
 
 use super::cache::WatchCache;
+use super::starts::StartGate;
+use crate::config::ScanStartsSection;
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::{Effects, Pipeline};
 use crate::store::StoreError;
@@ -31,6 +33,8 @@ pub struct ControllerSettings {
     pub instance: String,
     /// See [`crate::config::StatusSection::progress_every`].
     pub progress_every: Duration,
+    /// The start bound and the rescan spread ([`ScanStartsSection`]).
+    pub scan_starts: ScanStartsSection,
 }
 
 /// What every reconcile shares.
@@ -50,6 +54,9 @@ pub struct Context<E> {
     /// The watch's store, and this process's status writes it has not
     /// delivered yet.
     cache: WatchCache,
+    /// The bound on runs started per second, which every reconcile about to
+    /// claim or continue a run passes.
+    pub(super) starts: StartGate,
     /// `<instance>#<random>`: lock holder ids are unique to this process, so
     /// a replacement with the same pod name can never re-enter a lock that a
     /// still-running old process holds.
@@ -70,6 +77,7 @@ impl<E> Context<E> {
         };
         Context {
             recorder: Recorder::new(client.clone(), reporter),
+            starts: StartGate::new(&settings.scan_starts, &metrics),
             client,
             pipeline,
             metrics,

@@ -35,8 +35,8 @@ pub struct StatusMirror<'a> {
 }
 
 impl<'a> StatusMirror<'a> {
-    /// `rescan` is the rescan interval: a terminal status carries
-    /// `nextScanTime`.
+    /// `rescan` is how long after a run ended its next scan is due (see
+    /// [`super::rescan_after`]): a terminal status carries `nextScanTime`.
     pub fn new(
         api: Api<AssetScan>,
         obj: &'a AssetScan,

@@ -14,6 +14,8 @@
 //! - `cache`: the watch cache, aware of this process's own writes;
 //! - `request`: the object as the domain sees it: its run view (which run
 //!   it is on, decided in the domain) and its scan request.
+//! - `starts`, `spread`: no storms: the per-replica bound on runs started
+//!   per second, and rescans spread over their interval.
 
 mod apply;
 mod cache;
@@ -27,6 +29,8 @@ mod outcome;
 mod report;
 mod request;
 mod shard;
+mod spread;
+mod starts;
 mod status;
 mod status_plan;
 mod writer;
@@ -35,6 +39,7 @@ pub use conditions::ConditionType;
 pub use context::{Context, ControllerSettings, Error};
 pub use mirror::StatusMirror;
 pub use request::{owner_id, run_id, run_view};
+pub use spread::rescan_after;
 pub use status::status_from_ticket;
 pub use status_plan::merge_patch;
 pub use writer::FIELD_MANAGER;

@@ -43,8 +43,8 @@ fn jitter() -> Duration {
     Duration::from_millis(rand::rng().random_range(100..1000))
 }
 
-/// The table: what the controller does after `outcome`. `rescan` is the
-/// object's rescan interval.
+/// The table: what the controller does after `outcome`. `rescan` is how
+/// long after a run ended the object's next scan is due.
 pub fn settle(outcome: &Outcome, rescan: Option<Duration>) -> Settled<'_> {
     let (result, tell, then) = match outcome {
         Outcome::Terminal(ticket) => (

@@ -139,9 +139,13 @@ async fn label<E: Effects + 'static>(
             ctx.metrics.sharding.labelled.inc();
             Ok(Action::await_change())
         }
-        // Changed since this copy (its next version comes through the
-        // watch), or gone.
+        // Changed since this copy: another replica labelled it first (it
+        // added the finalizer too: a race lost, not a failure), or its next
+        // version comes through the watch; or it is gone.
         Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => {
+            if e.code == 409 {
+                ctx.metrics.finalizer_races.inc();
+            }
             debug!(object = %object_key(obj), code = e.code, "shard label not written");
             Ok(Action::requeue(Duration::from_secs(1)))
         }

@@ -121,7 +121,9 @@ pub enum NextWrite {
 pub struct StatusPlan {
     /// The `metadata.generation` the run acts on.
     generation: Option<i64>,
-    /// Rescan interval: a terminal status carries `nextScanTime`.
+    /// How long after a run ended its next scan is due (the rescan
+    /// interval and the object's share of the spread, see `spread.rs`): a
+    /// terminal status carries `nextScanTime`.
     rescan: Option<Duration>,
     /// The rescan request the object carries as read.
     rescan_request: Option<String>,
@@ -144,9 +146,10 @@ impl StatusPlan {
     /// The status mirroring `ticket`, on top of what is stored.
     fn status(&self, ticket: &Ticket, previous: Option<&AssetScanStatus>) -> AssetScanStatus {
         // Conditions change when the ticket did, and the next scan is due an
-        // interval after the run ended: both from the ticket, not the clock,
-        // so mirroring the same ticket again (a later reconcile, another
-        // replica) gives the same status and writes nothing.
+        // interval (and the object's spread) after the run ended: both from
+        // the ticket and the object, not the clock, so mirroring the same
+        // ticket again (a later reconcile, another replica) gives the same
+        // status and writes nothing.
         let changed_at = ticket_time(ticket);
         let next_scan = self
             .rescan
@@ -302,10 +305,11 @@ pub fn merge_patch(from: &Value, to: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kubernetes::controller::rescan_after;
     use crate::kubernetes::crd::AssetScanSpec;
     use assetscan_domain::ticket::Status;
     use serde_json::json;
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
 
     fn claimed(run: &str, token: u64) -> Ticket {
         Ticket {
@@ -441,6 +445,42 @@ mod tests {
         let again = plan.mirror(&ticket, Some(&first.status));
         assert!(!again.news);
         assert_eq!(again.status, first.status);
+    }
+
+    /// Objects whose runs ended at the same moment are due again at
+    /// different times (each its own share of the spread), and mirroring
+    /// the same ticket again gives each the same status: nothing to write.
+    #[test]
+    fn runs_that_ended_together_are_due_again_apart_and_mirror_the_same_each_time() {
+        let mut ticket = claimed("1234abcd-g2-s0", 5);
+        ticket.status = Status::Finished;
+        ticket.updated_at = 1_767_225_600_000;
+        let ended = 1_767_225_600;
+        let nexts: BTreeSet<i64> = (0..20)
+            .map(|n| {
+                let mut obj = object();
+                obj.metadata.uid = Some(format!("5d1e6f70-{n:04}-4c2b-9a8e-0f1e2d3c4b5a"));
+                obj.spec.rescan_interval = Some("1h".into());
+                let plan = StatusPlan::new(&obj, rescan_after(&obj, 0.1));
+                let first = plan.mirror(&ticket, None);
+                let again = plan.mirror(&ticket, Some(&first.status));
+                assert!(!again.news);
+                assert_eq!(again.status, first.status);
+                let stored = Stored {
+                    resource_version: Some("43".into()),
+                    status: Some(first.status.clone()),
+                };
+                assert_eq!(next_write(&stored, &again.status), NextWrite::Stored);
+                let next = first.status.next_scan_time.expect("next scan").0;
+                assert!((ended + 3600..ended + 3960).contains(&next.as_second()));
+                next.as_second()
+            })
+            .collect();
+        assert!(
+            nexts.len() >= 15,
+            "{} distinct of 20: {nexts:?}",
+            nexts.len()
+        );
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod fixtures;
 pub mod inventory;
 pub mod kev;
 pub mod osv;
+pub mod peak;
 pub mod server;
 pub mod sink;
 pub mod slack;
@@ -31,6 +32,7 @@ pub use stub::Stub;
 pub use wecom::WeComStub;
 
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 /// Provider calls so far, per stub route ([`ProviderStubs::counters`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -112,6 +114,26 @@ impl ProviderStubs {
             deliveries: self.sink.deliveries().len(),
             effects: self.sink.effects(),
         }
+    }
+
+    /// When each call so far to any of the stubs arrived, oldest first:
+    /// every provider request of the run, for its peak rate
+    /// ([`peak::peak`]).
+    pub fn call_times(&self) -> Vec<Instant> {
+        let mut times: Vec<Instant> = [
+            &*self.inventory,
+            &*self.osv,
+            &*self.kev,
+            &*self.epss,
+            &*self.sink,
+            &*self.wecom,
+            &*self.slack,
+        ]
+        .iter()
+        .flat_map(|stub| stub.call_times())
+        .collect();
+        times.sort_unstable();
+        times
     }
 
     /// Makes the OSV stub answer for the packages of the repository's

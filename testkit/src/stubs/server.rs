@@ -1,5 +1,6 @@
 //! What every stub shares: an axum server on a free loopback port, a call
-//! counter per route, and fault injection that tests change at runtime.
+//! counter per route, the time of every call, and fault injection that
+//! tests change at runtime.
 
 use axum::Router;
 use axum::body::Body;
@@ -12,7 +13,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 
 /// A misbehaviour a stub can be told to show instead of its normal answer.
@@ -210,6 +211,8 @@ struct Shared {
     calls: Calls,
     /// Answers handed to the connection (held and hanging calls are not).
     answers: Calls,
+    /// When each call to a counted route arrived, in arrival order.
+    times: Mutex<Vec<Instant>>,
 }
 
 /// A running stub server. Dropping it stops accepting connections.
@@ -231,6 +234,7 @@ impl StubServer {
             faults: Faults::default(),
             calls: Calls::new(routes),
             answers: Calls::new(routes),
+            times: Mutex::default(),
         });
         let router = router.route_layer(middleware::from_fn_with_state(
             Arc::clone(&shared),
@@ -270,6 +274,12 @@ impl StubServer {
         self.shared.answers.count(route)
     }
 
+    /// When each call so far to any route arrived, in arrival order: what
+    /// a provider sees of its callers' rate.
+    pub fn call_times(&self) -> Vec<Instant> {
+        lock(&self.shared.times).clone()
+    }
+
     /// Calls so far to all routes.
     pub fn total_calls(&self) -> u64 {
         self.shared
@@ -290,6 +300,7 @@ impl Drop for StubServer {
 async fn intercept(State(shared): State<Arc<Shared>>, request: Request, next: Next) -> Response {
     let route = request.extensions().get::<MatchedPath>().cloned();
     shared.calls.add(route.as_ref());
+    lock(&shared.times).push(Instant::now());
     let latency = shared.faults.latency();
     if !latency.is_zero() {
         tokio::time::sleep(latency).await;

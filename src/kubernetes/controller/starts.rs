@@ -1,0 +1,224 @@
+//! The per-replica bound on how many runs start per second
+//! (`scanStarts.perSecond`, `scanStarts.burst`): a token bucket that every
+//! reconcile about to claim or continue a run passes first, so that a first
+//! round of many AssetScans, or a restart with every run to resume, reaches
+//! the providers and the API server at a bounded rate, whatever the number
+//! of objects.
+//!
+//! The bucket is [governor]'s GCRA: exact (no second sees more than
+//! `burst + perSecond` starts), without a lock for the starts it grants,
+//! and testable on a fake clock.
+//! A reconcile that finds no start left is not kept waiting in its
+//! reconcile slot: it requeues, without an API call or a Redis command, for
+//! a slot of its own in a line of delayed starts, one start interval apart.
+//! Told merely "the next start is due in 50 ms", thousands of delayed
+//! objects would all come back then, and again, each time; with a slot of
+//! its own, each comes back about once, when a start is free for it.
+
+use crate::config::ScanStartsSection;
+use crate::telemetry::Metrics;
+use governor::clock::{Clock, DefaultClock, Reference};
+use governor::middleware::NoOpMiddleware;
+use governor::nanos::Nanos;
+use governor::state::{InMemoryState, NotKeyed};
+use governor::{Quota, RateLimiter};
+use prometheus_client::metrics::counter::Counter;
+use rand::RngExt;
+use std::num::NonZeroU32;
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Whether a run may start now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Admission {
+    /// Start it: one start is taken.
+    Now,
+    /// Look again after this long (the object's place in the line of
+    /// delayed starts, and a little jitter).
+    After(Duration),
+}
+
+type Bucket<C> = RateLimiter<NotKeyed, InMemoryState, C, NoOpMiddleware<<C as Clock>::Instant>>;
+
+/// The start bound of one replica, shared by all its reconciles.
+pub struct StartGate<C: Clock = DefaultClock> {
+    bucket: Bucket<C>,
+    /// Time between two starts once the burst is spent: `1 / perSecond`.
+    spacing: Duration,
+    /// When the line of delayed starts ends: the slot the next delayed
+    /// start gets, unless the bucket's next start is later.
+    line_end: Mutex<Option<C::Instant>>,
+    /// `assetscan_scan_starts_total`.
+    started: Counter,
+    /// `assetscan_scan_starts_delayed_total`.
+    delayed: Counter,
+}
+
+impl StartGate {
+    /// The bound `bound` on the real clock, counted in `metrics`.
+    pub fn new(bound: &ScanStartsSection, metrics: &Metrics) -> StartGate {
+        StartGate::with_clock(bound, metrics, DefaultClock::default())
+    }
+}
+
+impl<C: Clock> StartGate<C> {
+    fn with_clock(bound: &ScanStartsSection, metrics: &Metrics, clock: C) -> StartGate<C> {
+        // The config refuses zeros; a bound of at least one start stands in
+        // for them here.
+        let per_second = NonZeroU32::new(bound.per_second).unwrap_or(NonZeroU32::MIN);
+        let burst = NonZeroU32::new(bound.burst).unwrap_or(NonZeroU32::MIN);
+        let quota = Quota::per_second(per_second).allow_burst(burst);
+        StartGate {
+            bucket: RateLimiter::direct_with_clock(quota, clock),
+            spacing: quota.replenish_interval(),
+            line_end: Mutex::new(None),
+            started: metrics.scan_starts.clone(),
+            delayed: metrics.scan_starts_delayed.clone(),
+        }
+    }
+
+    /// Takes a start if one is left; else gives the delay until this
+    /// caller's slot in the line of delayed starts, and keeps that slot
+    /// for it (the line moves on by one start interval).
+    pub fn admit(&self) -> Admission {
+        let now = self.bucket.clock().now();
+        let Err(refused) = self.bucket.check() else {
+            self.started.inc();
+            return Admission::Now;
+        };
+        self.delayed.inc();
+        let next_start = refused.earliest_possible();
+        let mut line_end = self.line_end();
+        let slot = line_end.map_or(next_start, |end| end.max(next_start));
+        *line_end = Some(slot + Nanos::from(self.spacing));
+        Admission::After(Duration::from(slot.duration_since(now)) + self.jitter())
+    }
+
+    /// Up to a quarter of the start interval: callers whose slots are
+    /// adjacent do not come back at the same instant, and none comes back
+    /// before its slot or after the next one's.
+    fn jitter(&self) -> Duration {
+        let quarter = u64::try_from(self.spacing.as_nanos() / 4).unwrap_or(u64::MAX);
+        Duration::from_nanos(rand::rng().random_range(0..=quarter))
+    }
+
+    fn line_end(&self) -> MutexGuard<'_, Option<C::Instant>> {
+        self.line_end.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use governor::clock::FakeRelativeClock;
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+
+    fn gate(per_second: u32, burst: u32) -> (StartGate<FakeRelativeClock>, FakeRelativeClock) {
+        let clock = FakeRelativeClock::default();
+        let bound = ScanStartsSection {
+            per_second,
+            burst,
+            ..ScanStartsSection::default()
+        };
+        let gate = StartGate::with_clock(&bound, &Metrics::new(), clock.clone());
+        (gate, clock)
+    }
+
+    fn delay(admission: Admission) -> Duration {
+        match admission {
+            Admission::After(delay) => delay,
+            Admission::Now => panic!("started; a delay was expected"),
+        }
+    }
+
+    #[test]
+    fn a_burst_starts_at_once_then_each_delayed_start_gets_its_own_slot() {
+        let (gate, clock) = gate(5, 3);
+        for _ in 0..3 {
+            assert_eq!(gate.admit(), Admission::Now);
+        }
+        // 5 per second: slots 200 ms apart, each with at most 50 ms jitter.
+        let slots: Vec<Duration> = (0..4).map(|_| delay(gate.admit())).collect();
+        for (k, slot) in slots.iter().enumerate() {
+            let due = Duration::from_millis(200 * (k as u64 + 1));
+            assert!(
+                *slot >= due && *slot <= due + Duration::from_millis(50),
+                "slot {k}: {slot:?}, due {due:?}"
+            );
+        }
+        // Each delayed caller that comes back at its slot starts.
+        let mut at = Duration::ZERO;
+        for slot in slots {
+            clock.advance(slot - at);
+            at = slot;
+            assert_eq!(gate.admit(), Admission::Now, "at {at:?}");
+        }
+        assert_eq!(gate.started.get(), 7);
+        assert_eq!(gate.delayed.get(), 4);
+    }
+
+    /// Many objects at once, each reconcile doing what `apply` does with
+    /// the answer (start, or look again after the delay): all start, no
+    /// second sees more than `burst + perSecond` starts, and each delayed
+    /// object comes back about once, not at every start interval.
+    #[test]
+    fn a_storm_starts_at_the_bound_and_each_delayed_object_looks_again_about_once() {
+        let (per_second, burst, objects) = (20, 5, 300);
+        let (gate, clock) = gate(per_second, burst);
+        let mut due: BinaryHeap<Reverse<(Duration, usize)>> =
+            (0..objects).map(|o| Reverse((Duration::ZERO, o))).collect();
+        let (mut now, mut starts, mut looks) = (Duration::ZERO, Vec::new(), 0);
+        while let Some(Reverse((at, object))) = due.pop() {
+            clock.advance(at - now);
+            now = at;
+            looks += 1;
+            match gate.admit() {
+                Admission::Now => starts.push(now),
+                Admission::After(delay) => due.push(Reverse((now + delay, object))),
+            }
+        }
+        assert_eq!(starts.len(), objects);
+        let peak = starts
+            .iter()
+            .map(|t| {
+                starts
+                    .iter()
+                    .filter(|s| **s >= *t && **s - *t < Duration::from_secs(1))
+                    .count()
+            })
+            .max();
+        assert!(peak <= Some((burst + per_second) as usize), "peak {peak:?}");
+        let took = starts.last().copied().unwrap_or_default();
+        let paced =
+            Duration::from_millis(1000 * (objects as u64 - burst as u64) / per_second as u64);
+        assert!(
+            took >= paced - Duration::from_millis(50),
+            "all started after {took:?}"
+        );
+        assert!(
+            took <= paced + Duration::from_secs(1),
+            "all started after {took:?}"
+        );
+        assert!(
+            looks <= 2 * objects + objects / 10,
+            "{looks} looks for {objects} objects"
+        );
+    }
+
+    #[test]
+    fn the_line_is_forgotten_after_a_quiet_spell() {
+        let (gate, clock) = gate(10, 2);
+        assert_eq!(gate.admit(), Admission::Now);
+        assert_eq!(gate.admit(), Admission::Now);
+        let first = delay(gate.admit());
+        let second = delay(gate.admit());
+        assert!(second > first);
+        clock.advance(Duration::from_secs(10));
+        // The slots handed out are long past, the bucket full again.
+        assert_eq!(gate.admit(), Admission::Now);
+        assert_eq!(gate.admit(), Admission::Now);
+        let again = delay(gate.admit());
+        assert!(again <= Duration::from_millis(125), "{again:?}");
+    }
+}

@@ -1,0 +1,198 @@
+//! No storms (emulator + redis-server + provider stubs, the controller in
+//! this process): many AssetScans at once, or every run resumed after a
+//! restart, reach the providers no faster than the replica's start bound
+//! (`scanStarts.perSecond`, `scanStarts.burst`); runs that ended together
+//! are due again at different times (`scanStarts.rescanSpread`), and
+//! mirroring a run's ticket again writes nothing.
+
+mod controller_kit;
+
+use assetscan_operator::config::ScanStartsSection;
+use assetscan_operator::kubernetes::controller::{StatusMirror, rescan_after};
+use assetscan_operator::kubernetes::crd::AssetScan;
+use assetscan_operator::telemetry::Metrics;
+use assetscan_testkit::stubs::peak::peak;
+use controller_kit::*;
+use kube::ResourceExt;
+use kube::api::ListParams;
+use kube::runtime::events::{Recorder, Reporter};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+/// 5 starts per second, 5 at once: no second sees more than 10.
+const BOUND: ScanStartsSection = ScanStartsSection {
+    per_second: 5,
+    burst: 5,
+    rescan_spread: 0.1,
+};
+
+/// `count` AssetScans `<prefix>-NN`, their assets online in the inventory,
+/// nothing to notify: each run makes exactly one provider request (the
+/// inventory's online check).
+fn storm(h: &Harness, prefix: &str, count: usize) -> Vec<AssetScan> {
+    (0..count)
+        .map(|n| h.online(scan(&format!("{prefix}-{n:02}")).notify(&[])))
+        .collect()
+}
+
+/// Waits until every AssetScan shows a terminal phase; returns them.
+async fn all_terminal(h: &Harness, count: usize) -> Vec<AssetScan> {
+    until_some("every AssetScan ended", PATIENCE, async || {
+        let objects = h.api().list(&ListParams::default()).await.ok()?.items;
+        (objects.len() == count && objects.iter().all(is_terminal)).then_some(objects)
+    })
+    .await
+}
+
+/// The provider requests since `since`, and the most of them in any one
+/// second.
+fn provider_peak(h: &Harness, since: Instant) -> (usize, usize) {
+    let times: Vec<Instant> = h
+        .stubs
+        .call_times()
+        .into_iter()
+        .filter(|t| *t >= since)
+        .collect();
+    (times.len(), peak(&times, Duration::from_secs(1)))
+}
+
+/// 30 AssetScans created at once, then a replica with a bound of 5 starts
+/// per second (burst 5): all 30 finish, and no second of the provider
+/// stubs' request log holds more than 10 requests (one per run). Without
+/// the bound, the 30 runs reach the inventory within a second or two.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_round_of_many_assetscans_reaches_the_providers_at_the_bound() {
+    let mut h = Harness::start().await;
+    h.config.scan_starts = BOUND;
+    for obj in storm(&h, "storm", 30) {
+        h.create(&obj).await;
+    }
+    let started = Instant::now();
+    let ctl = h.controller("ctl-a").await;
+    all_terminal(&h, 30).await;
+
+    let (requests, most) = provider_peak(&h, started);
+    assert_eq!(requests, 30, "one inventory request per run");
+    let bound = BOUND.peak_per_second() as usize;
+    assert!(
+        most <= bound,
+        "{most} provider requests in one second, bound {bound}"
+    );
+    assert!(ctl.counter("assetscan_scan_starts_total") >= 30.0);
+    assert!(ctl.counter("assetscan_scan_starts_delayed_total") > 0.0);
+    ctl.stop().await;
+}
+
+/// 8 runs in flight (as many as a replica reconciles at once), held inside
+/// the inventory's answer, when their replica dies; its replacement, with a
+/// bound of 2 starts per second (burst 1), resumes all 8 (each a run to
+/// continue, not a new one) no faster than the bound allows: no second
+/// holds more than 3 of their requests. Without the bound, the 8 go within
+/// a second of the old locks' expiry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_resumed_after_a_restart_reach_the_providers_at_the_bound() {
+    let mut h = Harness::start().await;
+    h.stubs.inventory.faults().hold();
+    let first = h.controller("ctl-a").await;
+    for obj in storm(&h, "resume", 8) {
+        h.create(&obj).await;
+    }
+    until("8 runs wait for the inventory", PATIENCE, async || {
+        h.stubs.inventory.asset_calls() == 8
+    })
+    .await;
+    first.kill().await;
+    h.stubs.inventory.faults().release();
+
+    let bound = ScanStartsSection {
+        per_second: 2,
+        burst: 1,
+        ..BOUND
+    };
+    h.config.scan_starts = bound.clone();
+    let restarted = Instant::now();
+    let replacement = h.controller("ctl-b").await;
+    let done = all_terminal(&h, 8).await;
+    let resumed: BTreeSet<String> = done
+        .iter()
+        .filter_map(|o| status(o).run.clone())
+        .filter(|run| run.ends_with("-g1-s0"))
+        .collect();
+    assert_eq!(resumed.len(), 8, "the first scans, continued");
+
+    let (requests, most) = provider_peak(&h, restarted);
+    assert_eq!(requests, 8, "one inventory request per resumed run");
+    let bound = bound.peak_per_second() as usize;
+    assert!(
+        most <= bound,
+        "{most} provider requests in one second, bound {bound}"
+    );
+    replacement.stop().await;
+}
+
+/// AssetScans with the same rescan interval whose runs ended together are
+/// due again at different times, each `rescanInterval` plus its own share
+/// of the spread after its run ended; mirroring each run's ticket again
+/// gives the status it has, and writes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn runs_that_ended_together_are_due_again_apart() {
+    let h = Harness::start().await;
+    let spread = h.config.scan_starts.rescan_spread;
+    let ctl = h.controller("ctl-a").await;
+    for n in 0..12 {
+        h.create(&h.online(scan(&format!("spread-{n:02}")).rescan_every("1h")))
+            .await;
+    }
+    let done = all_terminal(&h, 12).await;
+    ctl.stop().await;
+
+    let hour = 3600;
+    let mut due_after = BTreeSet::new();
+    for obj in &done {
+        let s = status(obj);
+        let ended = s
+            .last_scan_time
+            .as_ref()
+            .expect("lastScanTime")
+            .0
+            .as_second();
+        let next = s
+            .next_scan_time
+            .as_ref()
+            .expect("nextScanTime")
+            .0
+            .as_second();
+        let after = rescan_after(obj, spread).expect("rescans").as_secs() as i64;
+        assert!(
+            next - ended == after || next - ended == after + 1,
+            "{}: due {}s after it ended, its share says {after}s",
+            obj.name_any(),
+            next - ended
+        );
+        assert!((hour..hour + hour / 10 + 1).contains(&(next - ended)));
+        due_after.insert(next - ended);
+    }
+    assert!(
+        due_after.len() >= 6,
+        "12 runs due again only {due_after:?} after they ended"
+    );
+
+    let recorder = Recorder::new(
+        h.client.clone(),
+        Reporter {
+            controller: "assetscan-operator".into(),
+            instance: Some("mirror-again".into()),
+        },
+    );
+    let metrics = Metrics::new();
+    for obj in &done {
+        let name = obj.name_any();
+        let ticket = h.ticket_of(obj).await;
+        let writes = h.status_writes(&name).len();
+        let mirror =
+            StatusMirror::new(h.api(), obj, &recorder, &metrics, rescan_after(obj, spread));
+        assert!(mirror.mirror(&ticket).await, "{name}: the status holds");
+        assert_eq!(h.status_writes(&name).len(), writes, "{name}: no write");
+        check_status_history(&h, &name, obj);
+    }
+}
