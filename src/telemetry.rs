@@ -115,14 +115,38 @@ pub struct Metrics {
     pub events_unpublished: Counter,
     pub sharding: ShardMetrics,
     pub notifications_sent: Family<ChannelLabels, Counter>,
-    /// Reconciles that took a start of the per-replica start bound: runs
-    /// started or resumed.
-    pub scan_starts: Counter,
-    /// Reconciles that found no start left and look again later.
-    pub scan_starts_delayed: Counter,
+    pub starts: StartMetrics,
     pub watchdog_renewals: Gauge,
     pub watchdog_losses: Gauge,
     pub locks_held: Gauge,
+}
+
+/// The per-replica start bound at work.
+pub struct StartMetrics {
+    /// Reconciles that took a start of the per-replica start bound: runs
+    /// started or resumed.
+    pub started: Counter,
+    /// Reconciles that found no start left and look again later.
+    pub delayed: Counter,
+}
+
+impl StartMetrics {
+    fn register(r: &mut Registry) -> StartMetrics {
+        StartMetrics {
+            started: registered(
+                r,
+                "scan_starts",
+                "Runs started or resumed under the per-replica start bound",
+                Counter::default(),
+            ),
+            delayed: registered(
+                r,
+                "scan_starts_delayed",
+                "Run starts delayed by the per-replica start bound",
+                Counter::default(),
+            ),
+        }
+    }
 }
 
 /// What the sharding does: the objects a replica holds, labels, and
@@ -221,18 +245,7 @@ impl Metrics {
                 "Notifications delivered per channel",
                 Family::default(),
             ),
-            scan_starts: registered(
-                r,
-                "scan_starts",
-                "Runs started or resumed under the per-replica start bound",
-                Counter::default(),
-            ),
-            scan_starts_delayed: registered(
-                r,
-                "scan_starts_delayed",
-                "Run starts delayed by the per-replica start bound",
-                Counter::default(),
-            ),
+            starts: StartMetrics::register(r),
             watchdog_renewals: registered(
                 r,
                 "watchdog_renewals",

@@ -72,8 +72,8 @@ impl<C: Clock> StartGate<C> {
             bucket: RateLimiter::direct_with_clock(quota, clock),
             spacing: quota.replenish_interval(),
             line_end: Mutex::new(None),
-            started: metrics.scan_starts.clone(),
-            delayed: metrics.scan_starts_delayed.clone(),
+            started: metrics.starts.started.clone(),
+            delayed: metrics.starts.delayed.clone(),
         }
     }
 
