@@ -160,34 +160,30 @@ async fn a_users_bucket_is_honoured_and_an_invalid_one_reported_and_scanned() {
     typo.metadata.labels = Some([(SHARD_LABEL.to_owned(), "web".to_owned())].into());
     h.create(&typo).await;
 
+    // Which replica scanned an object: the instance its lock holder names.
+    let scanned_by = async |obj: &AssetScan, bucket: u32| {
+        let owner = if shards[0].owns(bucket) {
+            "shard-a"
+        } else {
+            "shard-b"
+        };
+        let holder = h.mirrored_ticket(obj).await.holder.unwrap_or_default();
+        assert!(
+            holder.starts_with(owner),
+            "{holder} scanned {}, not {owner}",
+            obj.name_any()
+        );
+    };
     let pinned = h.wait_terminal("pinned", PATIENCE).await;
     assert_eq!(label(&pinned), Some(chosen));
-    let owner = if shards[0].owns(chosen) {
-        "shard-a"
-    } else {
-        "shard-b"
-    };
-    let holder = h.mirrored_ticket(&pinned).await.holder.unwrap_or_default();
-    assert!(
-        holder.starts_with(owner),
-        "{holder} scanned the pinned object, not {owner}"
-    );
+    scanned_by(&pinned, chosen).await;
 
     let typo = h.wait_terminal("typo", PATIENCE).await;
     assert_eq!(
         typo.labels().get(SHARD_LABEL).map(String::as_str),
         Some("web")
     );
-    let hash_owner = if shards[0].owns(shard::bucket(&typo.spec.asset_id)) {
-        "shard-a"
-    } else {
-        "shard-b"
-    };
-    let holder = h.mirrored_ticket(&typo).await.holder.unwrap_or_default();
-    assert!(
-        holder.starts_with(hash_owner),
-        "{holder} scanned the mislabelled object, not {hash_owner}"
-    );
+    scanned_by(&typo, shard::bucket(&typo.spec.asset_id)).await;
     let events: Api<Event> = Api::namespaced(h.client.clone(), NAMESPACE);
     let warned = wait::until_some("the InvalidShardLabel Event", PATIENCE, async || {
         let list = events.list(&ListParams::default()).await.ok()?;

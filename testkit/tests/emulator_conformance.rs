@@ -257,32 +257,43 @@ async fn status_errors_name_the_field_below_status() {
     assert_eq!(causes[0].field, "phase");
 }
 
-/// A CRD with a nullable field and a rule that reads it only when present.
-fn notes_crd() -> Value {
+/// A namespaced CRD of group example.com, version v1, whose spec has the
+/// schema `spec`.
+fn example_crd(plural: &str, kind: &str, spec: Value) -> Value {
+    let singular = plural.trim_end_matches('s');
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": "notes.example.com"},
+        "metadata": {"name": format!("{plural}.example.com")},
         "spec": {
             "group": "example.com",
             "scope": "Namespaced",
-            "names": {"plural": "notes", "singular": "note", "kind": "Note", "listKind": "NoteList"},
+            "names": {"plural": plural, "singular": singular, "kind": kind, "listKind": format!("{kind}List")},
             "versions": [{
                 "name": "v1", "served": true, "storage": true,
                 "schema": {"openAPIV3Schema": {
                     "type": "object",
-                    "properties": {"spec": {
-                        "type": "object",
-                        "x-kubernetes-validations": [{
-                            "rule": "!has(self.text) || self.text.size() > 0",
-                            "message": "text may not be empty",
-                        }],
-                        "properties": {"text": {"type": "string", "nullable": true}},
-                    }},
+                    "properties": {"spec": spec},
                 }},
             }],
         },
     })
+}
+
+/// A CRD with a nullable field and a rule that reads it only when present.
+fn notes_crd() -> Value {
+    example_crd(
+        "notes",
+        "Note",
+        json!({
+            "type": "object",
+            "x-kubernetes-validations": [{
+                "rule": "!has(self.text) || self.text.size() > 0",
+                "message": "text may not be empty",
+            }],
+            "properties": {"text": {"type": "string", "nullable": true}},
+        }),
+    )
 }
 
 #[tokio::test]
@@ -471,35 +482,23 @@ async fn event_notes_are_immutable() {
 /// A CRD whose spec may only move forward: a transition rule that names
 /// the field it reports (`fieldPath`) and its reason.
 fn counters_crd() -> Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": "counters.example.com"},
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": {"plural": "counters", "singular": "counter", "kind": "Counter", "listKind": "CounterList"},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {"spec": {
-                        "type": "object",
-                        "x-kubernetes-validations": [{
-                            "rule": "self.major > oldSelf.major || (self.major == oldSelf.major && self.minor >= oldSelf.minor)",
-                            "message": "may not go backwards",
-                            "fieldPath": ".major",
-                            "reason": "FieldValueForbidden",
-                        }],
-                        "properties": {
-                            "major": {"type": "integer"},
-                            "minor": {"type": "integer"},
-                        },
-                    }},
-                }},
+    example_crd(
+        "counters",
+        "Counter",
+        json!({
+            "type": "object",
+            "x-kubernetes-validations": [{
+                "rule": "self.major > oldSelf.major || (self.major == oldSelf.major && self.minor >= oldSelf.minor)",
+                "message": "may not go backwards",
+                "fieldPath": ".major",
+                "reason": "FieldValueForbidden",
             }],
-        },
-    })
+            "properties": {
+                "major": {"type": "integer"},
+                "minor": {"type": "integer"},
+            },
+        }),
+    )
 }
 
 /// As kube-apiserver v1.28.7 answers: a transition rule is never
