@@ -180,7 +180,7 @@ pub enum ConfigError {
     Parse {
         path: PathBuf,
         #[source]
-        source: serde_yaml::Error,
+        source: crate::yaml::YamlError,
     },
     #[error("config file {path}: {reason}")]
     Invalid { path: PathBuf, reason: String },
@@ -197,7 +197,7 @@ impl Config {
 
     /// Parses and checks the values the types cannot.
     pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
-        let config: Config = serde_yaml::from_str(text).map_err(|source| ConfigError::Parse {
+        let config: Config = crate::yaml::from_str(text).map_err(|source| ConfigError::Parse {
             path: path.to_owned(),
             source,
         })?;
@@ -299,6 +299,15 @@ mod tests {
         }
         let err = Config::parse(&format!("{base}lokc: {{}}"), path).unwrap_err();
         assert!(err.to_string().contains("lokc"), "{err}");
+        // A YAML error names the line and column, and quotes no line of
+        // the file (a Redis URL may hold a password).
+        let text = format!("{base}redis: {{url: 'redis://:hunter2@r:6379'}}\nlock: {{ttl: 10x}}");
+        let err = Config::parse(&text, path).unwrap_err().to_string();
+        assert!(
+            err.starts_with("config file test.yaml: line 3 column 13: invalid duration"),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2"), "{err}");
         assert!(Config::parse(base, path).is_ok());
     }
 }

@@ -11,7 +11,7 @@
 //! - [`domain`]: tickets, the fence, runs, requests and verdicts.
 //!
 //! Beside them, what every layer may use: [`config`], [`duration`],
-//! [`telemetry`] and [`probes`].
+//! [`telemetry`], [`probes`] and [`yaml`].
 
 /// The domain (tickets, the fence, scan requests, verdicts): its own crate,
 /// which knows neither Kubernetes nor Redis nor HTTP.
@@ -27,3 +27,4 @@ pub mod probes;
 pub mod providers;
 pub mod store;
 pub mod telemetry;
+pub mod yaml;

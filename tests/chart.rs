@@ -19,7 +19,7 @@ use assetscan_operator::config::Config;
 use assetscan_operator::providers::{Providers, install_crypto_provider};
 use assetscan_operator::store::RedisTarget;
 use assetscan_testkit::tools::{self, run_helm};
-use serde_yaml::{Mapping, Value};
+use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -121,7 +121,7 @@ impl Rendered {
 
     fn container(&self) -> &Value {
         let containers = self.pod()["spec"]["containers"]
-            .as_sequence()
+            .as_array()
             .expect("containers");
         assert_eq!(containers.len(), 1);
         &containers[0]
@@ -129,7 +129,7 @@ impl Rendered {
 
     fn env(&self) -> BTreeMap<String, Value> {
         self.container()["env"]
-            .as_sequence()
+            .as_array()
             .expect("env")
             .iter()
             .map(|e| (e["name"].as_str().unwrap().to_owned(), e.clone()))
@@ -162,7 +162,7 @@ fn s(v: &Value) -> &str {
 }
 
 fn strings(v: &Value) -> BTreeSet<String> {
-    v.as_sequence()
+    v.as_array()
         .unwrap_or_else(|| panic!("not a list: {v:?}"))
         .iter()
         .map(|x| s(x).to_owned())
@@ -170,13 +170,13 @@ fn strings(v: &Value) -> BTreeSet<String> {
 }
 
 fn yaml(text: &str) -> Value {
-    serde_yaml::from_str(text).unwrap()
+    assetscan_operator::yaml::from_str(text).unwrap()
 }
 
 /// (apiGroup, resource) -> verbs, from a Role's or ClusterRole's rules.
 fn grants(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
     let mut out: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
-    for rule in role["rules"].as_sequence().expect("rules") {
+    for rule in role["rules"].as_array().expect("rules") {
         assert!(rule["resourceNames"].is_null() && rule["nonResourceURLs"].is_null());
         for group in strings(&rule["apiGroups"]) {
             for resource in strings(&rule["resources"]) {
@@ -312,8 +312,8 @@ fn default_values_render_an_active_active_deployment() {
     assert_eq!(deploy["metadata"]["namespace"].as_str(), Some(NAMESPACE));
     assert_eq!(deploy["spec"]["replicas"].as_u64(), Some(2));
     let selector = &deploy["spec"]["selector"]["matchLabels"];
-    let pod_labels = r.pod()["metadata"]["labels"].as_mapping().unwrap();
-    for (k, v) in selector.as_mapping().unwrap() {
+    let pod_labels = r.pod()["metadata"]["labels"].as_object().unwrap();
+    for (k, v) in selector.as_object().unwrap() {
         assert_eq!(pod_labels.get(k), Some(v), "pod labels carry the selector");
     }
     let spec = &r.pod()["spec"];
@@ -387,7 +387,7 @@ fn environment_of_run_is_wired() {
 
     // The config file is the ConfigMap, mounted read-only where ASSETSCAN_CONFIG points.
     let mount = r.container()["volumeMounts"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .find(|m| m["name"].as_str() == Some("config"))
@@ -395,7 +395,7 @@ fn environment_of_run_is_wired() {
     assert_eq!(s(&mount["mountPath"]), "/etc/assetscan-operator");
     assert_eq!(mount["readOnly"].as_bool(), Some(true));
     let volume = r.pod()["spec"]["volumes"]
-        .as_sequence()
+        .as_array()
         .unwrap()
         .iter()
         .find(|v| v["name"].as_str() == Some("config"))
@@ -615,18 +615,18 @@ fn config_map_holds_a_config_the_operator_accepts() {
     // The default mirrors examples/config.yaml minus what needs a secret or
     // a site-specific endpoint (redis.url, the inventory, notification channels).
     let mut example = yaml(&std::fs::read_to_string(root().join("examples/config.yaml")).unwrap());
-    example["redis"].as_mapping_mut().unwrap().remove("url");
+    example["redis"].as_object_mut().unwrap().remove("url");
     example["providers"]["online"]
-        .as_mapping_mut()
+        .as_object_mut()
         .unwrap()
         .remove("inventory");
     example["providers"]
-        .as_mapping_mut()
+        .as_object_mut()
         .unwrap()
         .remove("notifications");
     let mut rendered = yaml(&r.config_text());
     rendered["providers"]
-        .as_mapping_mut()
+        .as_object_mut()
         .unwrap()
         .remove("notifications");
     assert_eq!(
@@ -780,8 +780,8 @@ fn redis_sentinel_acl_user_and_tls_come_from_values_and_secrets() {
         secret_ref(&r, "REDIS_PASSWORD"),
         yaml("{name: assetscan-redis, key: password}")
     );
-    let mounts = r.container()["volumeMounts"].as_sequence().unwrap().clone();
-    let volumes = r.pod()["spec"]["volumes"].as_sequence().unwrap().clone();
+    let mounts = r.container()["volumeMounts"].as_array().unwrap().clone();
+    let volumes = r.pod()["spec"]["volumes"].as_array().unwrap().clone();
     for (env, volume, secret, key) in [
         ("REDIS_CA_FILE", "redis-ca", "redis-ca", "ca.crt"),
         (
@@ -809,7 +809,7 @@ fn redis_sentinel_acl_user_and_tls_come_from_values_and_secrets() {
         assert_eq!(s(&source["secret"]["secretName"]), secret);
         assert!(
             source["secret"]["items"]
-                .as_sequence()
+                .as_array()
                 .unwrap()
                 .iter()
                 .any(|i| s(&i["key"]) == key && s(&i["path"]) == key),
@@ -906,13 +906,13 @@ fn notifier_secrets_reach_the_pod_as_env_and_files() {
         r.container()["envFrom"],
         yaml("[{secretRef: {name: wecom}}]")
     );
-    let volumes = r.pod()["spec"]["volumes"].as_sequence().unwrap();
+    let volumes = r.pod()["spec"]["volumes"].as_array().unwrap();
     assert!(
         volumes
             .iter()
             .any(|v| v["secret"]["secretName"].as_str() == Some("webhook"))
     );
-    let mounts = r.container()["volumeMounts"].as_sequence().unwrap();
+    let mounts = r.container()["volumeMounts"].as_array().unwrap();
     assert!(
         mounts
             .iter()
@@ -945,7 +945,7 @@ fn scheduling_knobs_reach_the_pod() {
     let spec = &r.pod()["spec"];
     assert_eq!(s(&spec["nodeSelector"]["pool"]), "ops");
     assert_eq!(s(&spec["tolerations"][0]["key"]), "dedicated");
-    assert!(spec["affinity"]["podAntiAffinity"].is_mapping());
+    assert!(spec["affinity"]["podAntiAffinity"].is_object());
     assert_eq!(
         spec["topologySpreadConstraints"][0]["labelSelector"],
         yaml("{matchLabels: {x: y}}")
@@ -983,9 +983,9 @@ fn service_monitor_is_optional_and_scrapes_the_metrics_service() {
     );
     // Its selector picks the metrics Service, not the headless one.
     let selects = |svc: &Value| {
-        let labels: &Mapping = svc["metadata"]["labels"].as_mapping().unwrap();
+        let labels: &Map<String, Value> = svc["metadata"]["labels"].as_object().unwrap();
         sm["spec"]["selector"]["matchLabels"]
-            .as_mapping()
+            .as_object()
             .unwrap()
             .iter()
             .all(|(k, v)| labels.get(k) == Some(v))
@@ -1038,8 +1038,9 @@ fn notes_show_a_valid_assetscan_and_how_to_watch_it() {
         .map(|l| l.strip_prefix("   ").unwrap_or(l))
         .collect::<Vec<_>>()
         .join("\n");
-    let scan: assetscan_operator::kubernetes::crd::AssetScan = serde_yaml::from_str(&example)
-        .unwrap_or_else(|e| panic!("the example AssetScan does not parse: {e}\n{example}"));
+    let scan: assetscan_operator::kubernetes::crd::AssetScan =
+        assetscan_operator::yaml::from_str(&example)
+            .unwrap_or_else(|e| panic!("the example AssetScan does not parse: {e}\n{example}"));
     kube::core::cel::validate_cel(&scan)
         .unwrap_or_else(|e| panic!("the example AssetScan is invalid: {e:?}"));
 

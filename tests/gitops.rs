@@ -653,7 +653,7 @@ fn prometheus_rule_alerts_fire_when_they_should() {
             String::from_utf8_lossy(&out.stderr)
         );
     };
-    std::fs::write(&rules, serde_yaml::to_string(&spec).unwrap()).unwrap();
+    std::fs::write(&rules, assetscan_operator::yaml::to_string(&spec).unwrap()).unwrap();
     promtool(&["check", "rules", "rules.yaml"]);
     // The unit tests compare labels; annotations are checked above.
     for group in spec["groups"].as_array_mut().unwrap() {
@@ -661,7 +661,7 @@ fn prometheus_rule_alerts_fire_when_they_should() {
             rule.as_object_mut().unwrap().remove("annotations");
         }
     }
-    std::fs::write(&rules, serde_yaml::to_string(&spec).unwrap()).unwrap();
+    std::fs::write(&rules, assetscan_operator::yaml::to_string(&spec).unwrap()).unwrap();
     std::fs::copy(
         root()
             .join("tests")

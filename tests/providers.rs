@@ -1197,7 +1197,7 @@ async fn the_whole_chain_through_effects() {
     let stubs = ProviderStubs::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config: ProvidersConfig =
-        serde_yaml::from_str(&stubs.write_config(dir.path()).unwrap()).unwrap();
+        assetscan_operator::yaml::from_str(&stubs.write_config(dir.path()).unwrap()).unwrap();
     let providers = Providers::from_config(&config).unwrap();
     let debug = format!("{providers:?}");
     for secret in [

@@ -100,7 +100,7 @@ pub fn read_examples() -> Result<Vec<AssetScan>> {
         .iter()
         .map(|p| {
             let text = std::fs::read_to_string(p)?;
-            serde_yaml::from_str(&text).with_context(|| format!("{}", p.display()))
+            assetscan_operator::yaml::from_str(&text).with_context(|| format!("{}", p.display()))
         })
         .collect()
 }

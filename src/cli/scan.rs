@@ -102,7 +102,7 @@ impl ScanArgs {
         if let Some(path) = &self.software {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            let listed: Vec<Package> = serde_yaml::from_str(&text)
+            let listed: Vec<Package> = crate::yaml::from_str(&text)
                 .map_err(|e| format!("{}: not a list of packages: {e}", path.display()))?;
             software.extend(listed);
         }

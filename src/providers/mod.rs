@@ -101,23 +101,23 @@ threatIntel:
   kev: {url: "http://127.0.0.1:9/kev.json", refreshInterval: 1h}
   epss: {enabled: false}
 "#;
-        let config: ProvidersConfig = serde_yaml::from_str(yaml).unwrap();
+        let config: ProvidersConfig = crate::yaml::from_str(yaml).unwrap();
         let providers = Providers::from_config(&config).unwrap();
         assert!(providers.notifiers.is_empty());
         assert!(
-            serde_yaml::from_str::<ProvidersConfig>("{vulnerabilities: {kind: osv}, extra: 1}")
+            crate::yaml::from_str::<ProvidersConfig>("{vulnerabilities: {kind: osv}, extra: 1}")
                 .is_err()
         );
         let bad_duration = "{vulnerabilities: {kind: osv, timeout: 15}}";
-        assert!(serde_yaml::from_str::<ProvidersConfig>(bad_duration).is_err());
+        assert!(crate::yaml::from_str::<ProvidersConfig>(bad_duration).is_err());
     }
 
     #[test]
     fn osv_config_rejects_bad_values() {
-        let bad: VulnSourceConfig = serde_yaml::from_str("{kind: osv, concurrency: 0}").unwrap();
+        let bad: VulnSourceConfig = crate::yaml::from_str("{kind: osv, concurrency: 0}").unwrap();
         let err = VulnSource::from_config(&bad).unwrap_err();
         assert!(err.to_string().contains("concurrency"), "{err}");
-        assert!(serde_yaml::from_str::<VulnSourceConfig>("{kind: osv, concurrancy: 2}").is_err());
+        assert!(crate::yaml::from_str::<VulnSourceConfig>("{kind: osv, concurrancy: 2}").is_err());
     }
 
     #[test]
@@ -144,15 +144,15 @@ threatIntel:
             };
             let sep = if head.ends_with('{') { "" } else { ", " };
             let good = format!("{base}{head}{sep}{shared}{tail}");
-            serde_yaml::from_str::<ProvidersConfig>(&good)
+            crate::yaml::from_str::<ProvidersConfig>(&good)
                 .unwrap_or_else(|e| panic!("{good}: {e}"));
             let typo = format!("{base}{head}{sep}{shared}, timeuot: 1s{tail}");
             assert!(
-                serde_yaml::from_str::<ProvidersConfig>(&typo).is_err(),
+                crate::yaml::from_str::<ProvidersConfig>(&typo).is_err(),
                 "{typo}"
             );
         }
-        let config: ProvidersConfig = serde_yaml::from_str(&format!("{osv}, {shared}}}")).unwrap();
+        let config: ProvidersConfig = crate::yaml::from_str(&format!("{osv}, {shared}}}")).unwrap();
         let VulnSourceConfig::Osv(osv) = config.vulnerabilities else {
             panic!("osv");
         };

@@ -51,8 +51,9 @@ pub enum SecretFrom {
     File(PathBuf),
 }
 
-/// The YAML shape of [`SecretFrom`]. serde_yaml 0.9 reads externally tagged
-/// enums only from YAML tags (`!env NAME`), so the map form goes through this.
+/// The YAML shape of [`SecretFrom`]: a map with one of two keys, checked
+/// here so that a wrong shape gets one message that says what is expected
+/// (and `!env NAME`, a YAML tag, is not a second way to write it).
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SecretFromKeys {
@@ -147,12 +148,18 @@ mod tests {
 
     #[test]
     fn yaml_shapes() {
-        let env: SecretFrom = serde_yaml::from_str("{env: SLACK_URL}").unwrap();
+        let env: SecretFrom = crate::yaml::from_str("{env: SLACK_URL}").unwrap();
         assert_eq!(env, SecretFrom::Env("SLACK_URL".into()));
-        let file: SecretFrom = serde_yaml::from_str("file: /run/secrets/key").unwrap();
+        let file: SecretFrom = crate::yaml::from_str("file: /run/secrets/key").unwrap();
         assert_eq!(file, SecretFrom::File("/run/secrets/key".into()));
-        for bad in ["{}", "{env: A, file: /b}", "{env: ''}", "{path: /x}"] {
-            assert!(serde_yaml::from_str::<SecretFrom>(bad).is_err(), "{bad}");
+        for bad in [
+            "{}",
+            "{env: A, file: /b}",
+            "{env: ''}",
+            "{path: /x}",
+            "!env A",
+        ] {
+            assert!(crate::yaml::from_str::<SecretFrom>(bad).is_err(), "{bad}");
         }
     }
 

@@ -4,3 +4,4 @@ pub mod redis;
 pub mod stubs;
 pub mod tools;
 pub mod wait;
+pub mod yaml;

@@ -3,7 +3,6 @@
 //! installed by their script in `scripts/`; and the chart rendered by the
 //! real `helm template`.
 
-use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -80,18 +79,11 @@ pub fn template(
     chart: &Path,
     namespace: &str,
     extra: &[&str],
-) -> Result<Vec<serde_yaml::Value>, String> {
+) -> Result<Vec<serde_json::Value>, String> {
     let chart = chart.to_string_lossy();
     let mut args = vec!["template", release, &chart, "--namespace", namespace];
     args.extend_from_slice(extra);
     let text = run_helm(&args)?;
-    let mut docs = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(&text) {
-        let value = serde_yaml::Value::deserialize(doc)
-            .map_err(|e| format!("helm rendered invalid YAML: {e}\n{text}"))?;
-        if !value.is_null() {
-            docs.push(value);
-        }
-    }
-    Ok(docs)
+    crate::yaml::from_multiple(&text)
+        .map_err(|e| format!("helm rendered invalid YAML: {e}\n{text}"))
 }

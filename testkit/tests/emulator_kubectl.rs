@@ -148,7 +148,7 @@ async fn kubectl_get_yaml_and_apply() {
 
     // -o yaml: the stored object with defaults, server fields and status.
     let yaml = kubectl.ok(&["get", "assetscan", "web", "-o", "yaml"]).await;
-    let obj: Value = serde_yaml::from_str(&yaml).expect("yaml");
+    let obj: Value = assetscan_testkit::yaml::from_str(&yaml).expect("yaml");
     assert_eq!(obj["spec"]["target"]["port"], 8443);
     assert_eq!(obj["spec"]["threatIntel"], "WhenNeeded", "schema default");
     assert_eq!(obj["metadata"]["generation"], 2);

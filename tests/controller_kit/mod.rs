@@ -525,8 +525,8 @@ pub fn examples() -> Vec<(String, AssetScan)> {
         .iter()
         .map(|p| {
             let text = std::fs::read_to_string(p).unwrap();
-            let scan: AssetScan =
-                serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+            let scan: AssetScan = assetscan_operator::yaml::from_str(&text)
+                .unwrap_or_else(|e| panic!("{}: {e}", p.display()));
             (p.file_name().unwrap().to_string_lossy().into_owned(), scan)
         })
         .collect()

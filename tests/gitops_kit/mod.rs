@@ -7,6 +7,7 @@ pub mod lua;
 pub mod process;
 pub mod promql;
 
+use assetscan_operator::yaml;
 pub use assetscan_testkit::tools::run_helm;
 use assetscan_testkit::tools::{self, tool};
 use serde_json::Value;
@@ -40,9 +41,7 @@ pub fn read(path: &Path) -> String {
 }
 
 pub fn yaml_file(path: &Path) -> Value {
-    let value: serde_yaml::Value = serde_yaml::from_str(&read(path))
-        .unwrap_or_else(|e| panic!("{} is not YAML: {e}", path.display()));
-    serde_json::to_value(value).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    yaml::from_str(&read(path)).unwrap_or_else(|e| panic!("{} is not YAML: {e}", path.display()))
 }
 
 // ---------------------------------------------------------------------------
@@ -69,12 +68,12 @@ pub fn promtool() -> &'static Path {
 
 /// `helm template` of the chart with `extra` flags: its documents.
 pub fn try_render(extra: &[&str]) -> Result<Rendered, String> {
-    let docs = tools::template(RELEASE, &chart(), NAMESPACE, extra)?;
-    Ok(Rendered(
-        docs.into_iter()
-            .map(|doc| serde_json::to_value(doc).unwrap_or_else(|e| panic!("{e}")))
-            .collect(),
-    ))
+    Ok(Rendered(tools::template(
+        RELEASE,
+        &chart(),
+        NAMESPACE,
+        extra,
+    )?))
 }
 
 pub fn render(extra: &[&str]) -> Rendered {

@@ -59,12 +59,12 @@ pub const DURATION_PATTERN: &str = "^([0-9]+[hms])+$";
 /// The YAML of every CRD the operator owns (today: `AssetScan`), as the `crd`
 /// subcommand prints it and as `crds/` stores it.
 pub fn crd_yaml() -> String {
-    serde_yaml::to_string(&AssetScan::crd()).expect("a CRD is plain data and serializes to YAML")
+    crate::yaml::to_string(&AssetScan::crd()).expect("a CRD is plain data and serializes to YAML")
 }
 
 /// The AssetScanReport CRD as YAML.
 pub fn report_crd_yaml() -> String {
-    serde_yaml::to_string(&AssetScanReport::crd())
+    crate::yaml::to_string(&AssetScanReport::crd())
         .expect("a CRD is plain data and serializes to YAML")
 }
 

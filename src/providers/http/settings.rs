@@ -111,7 +111,7 @@ mod tests {
             (Duration::from_secs(3), 4096, None)
         );
         let given: HttpSettings =
-            serde_yaml::from_str("{timeout: 500ms, maxBodyBytes: 2048}").unwrap();
+            crate::yaml::from_str("{timeout: 500ms, maxBodyBytes: 2048}").unwrap();
         let resolved = given.resolve(&PROFILE).unwrap();
         assert_eq!(
             (resolved.timeout, resolved.max_body_bytes),

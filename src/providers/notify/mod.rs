@@ -110,18 +110,20 @@ ops-webhook: {kind: webhook, urlFrom: {env: HOOK_URL}, secretFrom: {file: /s/hma
 sec-wecom: {kind: wecom, keyFrom: {env: WECOM_KEY}, timeout: 2s}
 sec-slack: {kind: slack, urlFrom: {file: /s/slack}}
 "#;
-        let configs: BTreeMap<String, NotifierConfig> = serde_yaml::from_str(yaml).unwrap();
+        let configs: BTreeMap<String, NotifierConfig> = crate::yaml::from_str(yaml).unwrap();
         assert!(matches!(configs["ops-webhook"], NotifierConfig::Webhook(_)));
         assert!(matches!(configs["sec-wecom"], NotifierConfig::Wecom(_)));
         assert!(matches!(configs["sec-slack"], NotifierConfig::Slack(_)));
-        assert!(serde_yaml::from_str::<NotifierConfig>("{kind: slack, url: 'https://x'}").is_err());
-        assert!(serde_yaml::from_str::<NotifierConfig>("{kind: email}").is_err());
+        assert!(
+            crate::yaml::from_str::<NotifierConfig>("{kind: slack, url: 'https://x'}").is_err()
+        );
+        assert!(crate::yaml::from_str::<NotifierConfig>("{kind: email}").is_err());
     }
 
     #[test]
     fn bad_channel_names_are_rejected() {
         let configs: BTreeMap<String, NotifierConfig> =
-            serde_yaml::from_str("'Bad Name': {kind: slack, urlFrom: {env: X}}").unwrap();
+            crate::yaml::from_str("'Bad Name': {kind: slack, urlFrom: {env: X}}").unwrap();
         let err = notifiers_from_config(&configs).unwrap_err();
         assert!(err.to_string().contains("Bad Name"), "{err}");
         for good in ["ops", "Sec.Slack_1", "a-b"] {

@@ -68,10 +68,10 @@ mod tests {
 
     #[test]
     fn config_shapes() {
-        let empty: OnlineConfig = serde_yaml::from_str("{}").unwrap();
+        let empty: OnlineConfig = crate::yaml::from_str("{}").unwrap();
         assert_eq!(empty.tcp.timeout, Duration::from_secs(3));
         assert!(empty.inventory.is_none());
-        let both: OnlineConfig = serde_yaml::from_str(
+        let both: OnlineConfig = crate::yaml::from_str(
             "{tcp: {timeout: 500ms}, inventory: {baseUrl: 'http://inv', timeout: 2s}}",
         )
         .unwrap();
@@ -80,10 +80,10 @@ mod tests {
             both.inventory.unwrap().http.timeout,
             Some(Duration::from_secs(2))
         );
-        assert!(serde_yaml::from_str::<OnlineConfig>("{tcp: {timeoutMs: 5}}").is_err());
-        assert!(serde_yaml::from_str::<OnlineConfig>("{ping: {}}").is_err());
+        assert!(crate::yaml::from_str::<OnlineConfig>("{tcp: {timeoutMs: 5}}").is_err());
+        assert!(crate::yaml::from_str::<OnlineConfig>("{ping: {}}").is_err());
         let typo = "{inventory: {baseUrl: 'http://inv', timeuot: 2s}}";
-        assert!(serde_yaml::from_str::<OnlineConfig>(typo).is_err());
+        assert!(crate::yaml::from_str::<OnlineConfig>(typo).is_err());
     }
 
     fn tcp(host: &str, ports: Vec<u16>) -> Target {

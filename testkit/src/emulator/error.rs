@@ -443,7 +443,7 @@ pub enum EmulatorError {
     #[error("parsing YAML in {path}: {source}")]
     Yaml {
         path: String,
-        source: serde_yaml::Error,
+        source: Box<serde_saphyr::Error>,
     },
     #[error("invalid CustomResourceDefinition {name}: {reason}")]
     InvalidCrd { name: String, reason: String },

@@ -21,7 +21,7 @@ pub fn render(server_url: &str, namespace: &str) -> String {
         "preferences": {},
     });
     // Serializing a json! literal to YAML cannot fail.
-    serde_yaml::to_string(&doc).unwrap_or_default()
+    serde_saphyr::to_string(&doc).unwrap_or_default()
 }
 
 /// Writes the kubeconfig file (creating parent directories).
@@ -43,7 +43,7 @@ mod tests {
     #[test]
     fn kube_rs_reads_it() {
         let yaml = render("http://127.0.0.1:1234", "default");
-        let kc: kube::config::Kubeconfig = serde_yaml::from_str(&yaml).expect("valid kubeconfig");
+        let kc: kube::config::Kubeconfig = crate::yaml::from_str(&yaml).expect("valid kubeconfig");
         assert_eq!(kc.current_context.as_deref(), Some(CONTEXT));
         assert_eq!(
             kc.clusters[0]

@@ -4,7 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::EmulatorError;
@@ -34,7 +33,7 @@ pub fn read_crd_dir(dir: &Path) -> Result<Vec<Value>, EmulatorError> {
         out.extend(
             parse_manifests(&text).map_err(|source| EmulatorError::Yaml {
                 path: file.display().to_string(),
-                source,
+                source: Box::new(source),
             })?,
         );
     }
@@ -42,13 +41,6 @@ pub fn read_crd_dir(dir: &Path) -> Result<Vec<Value>, EmulatorError> {
 }
 
 /// Parses a multi-document YAML (or JSON) manifest, skipping empty documents.
-pub fn parse_manifests(text: &str) -> Result<Vec<Value>, serde_yaml::Error> {
-    let mut out = Vec::new();
-    for doc in serde_yaml::Deserializer::from_str(text) {
-        let v = Value::deserialize(doc)?;
-        if !v.is_null() {
-            out.push(v);
-        }
-    }
-    Ok(out)
+pub fn parse_manifests(text: &str) -> Result<Vec<Value>, serde_saphyr::Error> {
+    crate::yaml::from_multiple(text)
 }

@@ -161,7 +161,7 @@ pub fn parse_body(body: &[u8], content_type: &str) -> Result<Value, ApiError> {
     }
     let yaml = media.contains("yaml");
     let parsed = if yaml {
-        serde_yaml::from_slice::<Value>(body).map_err(|e| e.to_string())
+        crate::yaml::from_slice::<Value>(body).map_err(|e| e.to_string())
     } else {
         serde_json::from_slice::<Value>(body).map_err(|e| e.to_string())
     };
