@@ -44,16 +44,28 @@ async fn all_terminal(h: &Harness, count: usize) -> Vec<AssetScan> {
     .await
 }
 
-/// The provider requests since `since`, and the most of them in any one
-/// second.
-fn provider_peak(h: &Harness, since: Instant) -> (usize, usize) {
+/// Asserts that the provider stubs had `expected` requests since `since`
+/// (one inventory request per run), and never more in one second than
+/// `bound` lets through.
+fn assert_requests_within_bound(
+    h: &Harness,
+    since: Instant,
+    expected: usize,
+    bound: &ScanStartsSection,
+) {
     let times: Vec<Instant> = h
         .stubs
         .call_times()
         .into_iter()
         .filter(|t| *t >= since)
         .collect();
-    (times.len(), peak(&times, Duration::from_secs(1)))
+    assert_eq!(times.len(), expected, "one inventory request per run");
+    let most = peak(&times, Duration::from_secs(1));
+    let bound = bound.peak_per_second() as usize;
+    assert!(
+        most <= bound,
+        "{most} provider requests in one second, bound {bound}"
+    );
 }
 
 /// 30 AssetScans created at once, then a replica with a bound of 5 starts
@@ -71,13 +83,7 @@ async fn a_first_round_of_many_assetscans_reaches_the_providers_at_the_bound() {
     let ctl = h.controller("ctl-a").await;
     all_terminal(&h, 30).await;
 
-    let (requests, most) = provider_peak(&h, started);
-    assert_eq!(requests, 30, "one inventory request per run");
-    let bound = BOUND.peak_per_second() as usize;
-    assert!(
-        most <= bound,
-        "{most} provider requests in one second, bound {bound}"
-    );
+    assert_requests_within_bound(&h, started, 30, &BOUND);
     assert!(ctl.counter("assetscan_scan_starts_total") >= 30.0);
     assert!(ctl.counter("assetscan_scan_starts_delayed_total") > 0.0);
     ctl.stop().await;
@@ -120,13 +126,7 @@ async fn runs_resumed_after_a_restart_reach_the_providers_at_the_bound() {
         .collect();
     assert_eq!(resumed.len(), 8, "the first scans, continued");
 
-    let (requests, most) = provider_peak(&h, restarted);
-    assert_eq!(requests, 8, "one inventory request per resumed run");
-    let bound = bound.peak_per_second() as usize;
-    assert!(
-        most <= bound,
-        "{most} provider requests in one second, bound {bound}"
-    );
+    assert_requests_within_bound(&h, restarted, 8, &bound);
     replacement.stop().await;
 }
 

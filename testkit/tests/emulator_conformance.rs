@@ -280,6 +280,16 @@ fn example_crd(plural: &str, kind: &str, spec: Value) -> Value {
     })
 }
 
+/// The objects of an example CRD, in the default namespace.
+fn example_api(emu: &Emulator, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("example.com", "v1", kind);
+    Api::namespaced_with(
+        emu.client().expect("client"),
+        "default",
+        &ApiResource::from_gvk_with_plural(&gvk, plural),
+    )
+}
+
 /// A CRD with a nullable field and a rule that reads it only when present.
 fn notes_crd() -> Value {
     example_crd(
@@ -299,12 +309,7 @@ fn notes_crd() -> Value {
 #[tokio::test]
 async fn null_fields_are_absent_for_cel() {
     let (emu, _) = start_with(vec![notes_crd()]).await;
-    let gvk = GroupVersionKind::gvk("example.com", "v1", "Note");
-    let notes: Api<DynamicObject> = Api::namespaced_with(
-        emu.client().expect("client"),
-        "default",
-        &ApiResource::from_gvk_with_plural(&gvk, "notes"),
-    );
+    let notes = example_api(&emu, "Note", "notes");
     let note = |name: &str, text: Value| -> DynamicObject {
         serde_json::from_value(json!({
             "apiVersion": "example.com/v1", "kind": "Note",
@@ -507,12 +512,7 @@ fn counters_crd() -> Value {
 #[tokio::test]
 async fn a_transition_rule_is_not_ratcheted_and_reports_its_field_and_reason() {
     let (emu, _) = start_with(vec![counters_crd()]).await;
-    let gvk = GroupVersionKind::gvk("example.com", "v1", "Counter");
-    let counters: Api<DynamicObject> = Api::namespaced_with(
-        emu.client().expect("client"),
-        "default",
-        &ApiResource::from_gvk_with_plural(&gvk, "counters"),
-    );
+    let counters = example_api(&emu, "Counter", "counters");
     let counter: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "example.com/v1", "kind": "Counter",
         "metadata": {"name": "c"}, "spec": {"major": 5, "minor": 3},
