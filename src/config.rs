@@ -26,6 +26,46 @@ pub struct Config {
     pub status: StatusSection,
     #[serde(default)]
     pub scan_starts: ScanStartsSection,
+    #[serde(default)]
+    pub reports: ReportsSection,
+    #[serde(default)]
+    pub events: EventsSection,
+}
+
+/// What a run leaves in the API server: its AssetScanReport, bounded so
+/// that the operator's bytes in etcd per asset do not grow with the
+/// findings (docs/scaling.md, "What the operator keeps in etcd").
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ReportsSection {
+    /// The most bytes of a report's content (its `spec`, as JSON). Past
+    /// it, the lowest EPSS scores, then the least severe findings, then
+    /// known-exploited CVEs, then reasons are left out, each counted in
+    /// the report (`omitted`, `epssOmitted`, `knownExploitedOmitted`,
+    /// `reasonsOmitted`); the run's ticket keeps them all for
+    /// `tickets.retention` (`assetscan-operator ticket show`).
+    pub max_bytes: usize,
+}
+
+impl Default for ReportsSection {
+    /// 1 536 bytes: about six findings beside a notification's receipt;
+    /// with the object's status, one report stays under 6 KB per asset.
+    fn default() -> Self {
+        ReportsSection { max_bytes: 1536 }
+    }
+}
+
+/// Which runs announce their end with an Event.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct EventsSection {
+    /// A `Normal` `ScanComplete` Event for every run that ends without a
+    /// high risk, too. Off by default: such a run is in the status
+    /// (`Ready`, `lastScanTime`) and its report, and an Event for each
+    /// would be one more write per scan and about 1 KB per asset in etcd
+    /// until it expires. Runs that end with a high risk or fail always get
+    /// one (`HighRiskFound`, `ScanFailed`).
+    pub scan_complete: bool,
 }
 
 /// How the AssetScan's status follows a run.

@@ -700,3 +700,81 @@ async fn reports_beyond_the_limit_are_pruned_and_go_with_their_scan() {
     .await;
     ctl.stop().await;
 }
+
+/// The size of `object` as the API server serves it (JSON, `managedFields`
+/// included): what etcd holds for a custom resource, and an upper bound of
+/// what it holds for an Event (protobuf).
+fn stored_bytes(object: &impl serde::Serialize) -> usize {
+    serde_json::to_vec(object).expect("serialise").len()
+}
+
+/// What the operator keeps in etcd for one asset stays under 6 KB with the
+/// defaults, whatever the number of findings (docs/scaling.md, "What the
+/// operator keeps in etcd"): the status and its `managedFields`, the label
+/// and the finalizer, and the report; the run's Event, about 1 KB, on top
+/// until it expires (the API server's `--event-ttl`). Three hundred
+/// critical findings, a notification sent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_assets_bytes_in_etcd_stay_bounded_whatever_the_findings() {
+    use assetscan_operator::kubernetes::crd::Package;
+    use k8s_openapi::api::events::v1::Event;
+    let h = Harness::start().await;
+    let ids: Vec<String> = (0..300).map(|i| format!("SYN-{i:04}")).collect();
+    for (i, id) in ids.iter().enumerate() {
+        let record = json!({
+            "id": id,
+            "modified": "2024-05-29T23:34:56Z",
+            "aliases": [format!("CVE-2024-{:05}", 3094 + i)],
+            "severity": [{"type": "CVSS_V3", "score": "CVSS:3.1/AV:N/AC:L/PR:N/UI:N/S:C/C:H/I:H/A:H"}],
+            "affected": [{"package": {"name": "bigpkg", "ecosystem": "Debian:10"}}],
+        });
+        h.stubs
+            .osv
+            .insert_record(serde_json::to_vec(&record).unwrap())
+            .unwrap();
+    }
+    let listed: Vec<&str> = ids.iter().map(String::as_str).collect();
+    h.stubs
+        .osv
+        .set_package_vulns("Debian:10", "bigpkg", &listed);
+    let mut obj = h.online(scan("crowded-01"));
+    obj.spec.software = vec![Package {
+        name: Some("bigpkg".into()),
+        ecosystem: Some("Debian:10".into()),
+        version: Some("1.0".into()),
+        purl: None,
+    }];
+    let created = stored_bytes(&h.create(&obj).await);
+    let ctl = h.controller("ctl-a").await;
+    let done = h.wait_terminal("crowded-01", PATIENCE).await;
+    let status = done.status.clone().unwrap();
+    assert_eq!(status.high_risk, Some(true));
+    assert_eq!(status.vulnerabilities.as_ref().unwrap().total, 300);
+    let events: kube::Api<Event> = kube::Api::namespaced(h.client.clone(), NAMESPACE);
+    let event = until_some("the run's Event", PATIENCE, async || {
+        let list = events.list(&Default::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("crowded-01"))
+    })
+    .await;
+    ctl.stop().await;
+    let reports: kube::Api<AssetScanReport> = kube::Api::namespaced(h.client.clone(), NAMESPACE);
+    let report = reports
+        .get(status.latest_report.as_deref().unwrap())
+        .await
+        .unwrap();
+    let findings = report.spec.findings.as_ref().unwrap();
+    assert_eq!(findings.items.len() + findings.omitted as usize, 300);
+    assert!(!findings.items.is_empty(), "the most severe is listed");
+    let stored = h.api().get("crowded-01").await.unwrap();
+    let (object, report, event) = (
+        stored_bytes(&stored) - created,
+        stored_bytes(&report),
+        stored_bytes(&event),
+    );
+    assert!(
+        object + report <= 6000 && event <= 1024,
+        "object +{object} B, report {report} B, Event {event} B"
+    );
+}

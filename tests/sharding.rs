@@ -11,7 +11,7 @@ use assetscan_testkit::wait;
 use controller_kit::*;
 use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 
 /// Objects per test: enough that both shards of two own some.
 const SCANS: usize = 16;
@@ -195,6 +195,43 @@ async fn a_users_bucket_is_honoured_and_an_invalid_one_reported_and_scanned() {
     .await;
     assert_eq!(warned.type_.as_deref(), Some("Warning"));
     assert!(warned.note.unwrap_or_default().contains("is not a bucket"));
+
+    // The status says so too, naming the bucket whose replica scans it, and
+    // stops saying it once the label is a bucket.
+    let hashed = shard::bucket(&typo.spec.asset_id);
+    let flagged = |o: &AssetScan| {
+        o.status.as_ref().and_then(|s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "ShardLabelInvalid")
+                .cloned()
+        })
+    };
+    let condition = wait::until_some("the ShardLabelInvalid condition", PATIENCE, async || {
+        flagged(&h.api().get("typo").await.ok()?)
+    })
+    .await;
+    assert_eq!(
+        (condition.status.as_str(), condition.reason.as_str()),
+        ("True", "NotABucket")
+    );
+    assert!(
+        condition
+            .message
+            .contains(&format!("owns bucket {hashed},")),
+        "{}",
+        condition.message
+    );
+    let fixed = serde_json::json!({"metadata": {"labels": {SHARD_LABEL: hashed.to_string()}}});
+    h.api()
+        .patch("typo", &PatchParams::default(), &Patch::Merge(&fixed))
+        .await
+        .expect("label fixed");
+    wait::until_some("the condition removed", PATIENCE, async || {
+        let obj = h.api().get("typo").await.ok()?;
+        (label(&obj) == Some(hashed) && flagged(&obj).is_none()).then_some(())
+    })
+    .await;
     a.stop().await;
     b.stop().await;
 }

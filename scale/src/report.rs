@@ -1,8 +1,10 @@
 //! What one measured run found, and how it is printed: time to all
-//! finished, cost per process, API requests and Redis commands per scan, the
-//! peak provider request rate against the start bound, and what the restart
-//! and the idle span after it wrote.
+//! finished, cost per process, API requests and Redis commands per scan,
+//! the etcd bytes the operator added, the peak provider request rates
+//! against the start bound, a rescale's figures, and what the restart and
+//! the idle span after it wrote.
 
+use crate::footprint::Footprint;
 use crate::proxy::is_write;
 use assetscan_operator::config::ScanStartsSection;
 use std::collections::BTreeMap;
@@ -15,72 +17,156 @@ pub struct Cost {
     pub cpu_seconds: f64,
 }
 
-/// The provider requests of the scan phase (every stub's), and the bound
-/// they stay under: each replica starts at most `burst + perSecond` runs in
-/// any second, and a run makes a fixed number of provider requests here.
-pub struct ProviderRate {
+/// One provider's requests in the scan phase and their peak rate. A run
+/// that needs a provider makes one request to it when its steps succeed at
+/// once (README, "No storms"): no provider sees more than
+/// `replicas × (burst + perSecond)` in any second.
+pub struct ProviderPeak {
+    pub name: &'static str,
     pub requests: usize,
     /// The most requests in any one second.
     pub peak: usize,
+}
+
+/// The start bound the replicas ran with.
+pub struct StartBound {
     pub replicas: u32,
     pub starts: ScanStartsSection,
 }
 
-impl ProviderRate {
-    fn per_scan(&self, count: usize) -> f64 {
-        self.requests as f64 / count.max(1) as f64
+impl StartBound {
+    /// The most starts (so provider requests per provider) in any second.
+    pub fn per_second(&self) -> u64 {
+        u64::from(self.replicas) * self.starts.peak_per_second()
     }
+}
 
-    /// replicas × (burst + perSecond) × requests per scan.
-    fn bound(&self, count: usize) -> f64 {
-        f64::from(self.replicas) * self.starts.peak_per_second() as f64 * self.per_scan(count)
-    }
+/// A rescale's figures: for each step, how long until every AssetScan had
+/// a live owner again, counted from the old replicas' SIGTERM.
+pub struct Rescale {
+    pub steps: Vec<(u32, u32, Duration)>,
+    /// Writes to AssetScans themselves (not their status) from the first
+    /// rescale on: any is a write the rescale caused.
+    pub object_writes: u64,
 }
 
 pub struct Report {
     pub count: usize,
+    pub shards: u32,
     /// From the replicas' start to all finished.
     pub elapsed: Duration,
+    /// The replicas (the last set, for a rescale), then the API server and
+    /// Redis.
     pub costs: Vec<Cost>,
+    /// The most any replica used (of every set, for a rescale).
+    pub replica_peak_rss_kib: u64,
     /// API requests by verb and resource, until all finished.
     pub requests: BTreeMap<String, u64>,
     /// Redis calls by command (inside scripts included), until all finished.
     pub redis_calls: BTreeMap<String, u64>,
     /// Commands Redis processed (round trips), until all finished.
     pub redis_processed: u64,
-    /// Provider requests until all finished, and their peak rate.
-    pub providers: ProviderRate,
-    /// API writes during the restart and the idle span after it.
-    pub restart_idle_writes: BTreeMap<String, u64>,
-    /// Redis calls during the restart and the idle span after it.
-    pub restart_idle_redis: BTreeMap<String, u64>,
+    pub providers: Vec<ProviderPeak>,
+    pub bound: StartBound,
+    pub footprint: Footprint,
+    /// AssetScans whose finished run is not the first of their generation.
+    pub second_runs: usize,
+    /// Assets whose online check was made twice.
+    pub checked_twice: usize,
+    pub rescale: Option<Rescale>,
+    /// API writes and Redis calls during the restart and the idle span after
+    /// it (none when the idle span is 0).
+    pub restart_idle: Option<(BTreeMap<String, u64>, BTreeMap<String, u64>)>,
     pub idle: Duration,
 }
 
 impl Report {
+    pub fn scans_per_second(&self) -> f64 {
+        self.count as f64 / self.elapsed.as_secs_f64().max(f64::EPSILON)
+    }
+
+    fn per_scan(&self, pick: impl Fn(&str) -> bool) -> f64 {
+        let n: u64 = self
+            .requests
+            .iter()
+            .filter(|(k, _)| pick(k))
+            .map(|(_, v)| v)
+            .sum();
+        n as f64 / self.count.max(1) as f64
+    }
+
+    /// API writes per scan, the reports' own (create and prune) apart.
+    pub fn writes_per_scan(&self) -> (f64, f64) {
+        let report = |k: &str| k.ends_with(" assetscanreports");
+        (
+            self.per_scan(|k| is_write(k) && !report(k)),
+            self.per_scan(|k| is_write(k) && report(k)),
+        )
+    }
+
+    pub fn gets_per_scan(&self) -> f64 {
+        self.per_scan(|k| k.starts_with("get "))
+    }
+
     pub fn print(&self) {
         let n = self.count as f64;
-        let secs = self.elapsed.as_secs_f64();
-        println!("all finished in {secs:.1} s: {:.1} scans/s", n / secs);
+        println!(
+            "all finished in {:.1} s: {:.1} scans/s",
+            self.elapsed.as_secs_f64(),
+            self.scans_per_second()
+        );
         let total_cpu: f64 = self.costs.iter().map(|c| c.cpu_seconds).sum();
         for c in &self.costs {
             println!(
-                "  {:<10} peak RSS {:>7.1} MiB  CPU {:>7.1} s ({:>4.1}% of the run's CPU)",
+                "  {:<18} peak RSS {:>7.1} MiB  CPU {:>7.1} s ({:>4.1}% of the run's CPU)",
                 c.name,
                 c.peak_rss_kib as f64 / 1024.0,
                 c.cpu_seconds,
                 100.0 * c.cpu_seconds / total_cpu.max(f64::EPSILON)
             );
         }
+        println!(
+            "peak RSS of any replica: {:.1} MiB",
+            self.replica_peak_rss_kib as f64 / 1024.0
+        );
         println!("API requests per scan (verb resource):");
-        let mut writes = 0;
         for (key, calls) in &self.requests {
-            if is_write(key) {
-                writes += calls;
-            }
             println!("  {key:<32} {:>8.2}  ({calls})", *calls as f64 / n);
         }
-        println!("  {:<32} {:>8.2}", "= writes", writes as f64 / n);
+        let (writes, report_writes) = self.writes_per_scan();
+        println!(
+            "  = writes {writes:.2} + {report_writes:.2} for the reports; GETs {:.2}",
+            self.gets_per_scan()
+        );
+        self.print_redis();
+        self.footprint.print();
+        self.print_providers();
+        println!(
+            "runs per generation: {} AssetScans ran twice; {} assets had their online check made twice",
+            self.second_runs, self.checked_twice
+        );
+        if let Some(rescale) = &self.rescale {
+            for (from, to, took) in &rescale.steps {
+                println!(
+                    "rescale {from} -> {to} shards: every AssetScan watched by a ready replica {:.2} s after the old replicas' SIGTERM",
+                    took.as_secs_f64()
+                );
+            }
+            println!(
+                "writes to AssetScans (not status) caused by the rescales: {}",
+                rescale.object_writes
+            );
+        }
+        if let Some((writes, redis)) = &self.restart_idle {
+            println!(
+                "restart of every replica + {} s idle: API writes {writes:?}, Redis calls {redis:?}",
+                self.idle.as_secs(),
+            );
+        }
+    }
+
+    fn print_redis(&self) {
+        let n = self.count as f64;
         let commands: u64 = self.redis_calls.values().sum();
         println!(
             "Redis per scan: {:.2} commands processed (round trips incl. scripts), {:.2} calls incl. inside scripts",
@@ -90,43 +176,53 @@ impl Report {
         for (cmd, calls) in &self.redis_calls {
             println!("  {cmd:<24} {:>8.2}", *calls as f64 / n);
         }
-        let p = &self.providers;
+    }
+
+    fn print_providers(&self) {
+        let b = &self.bound;
         println!(
-            "provider requests: {} ({:.2} per scan); peak {} per second, bound {:.0} \
-             ({} replicas × (burst {} + {}/s) × {:.2} per scan)",
-            p.requests,
-            p.per_scan(self.count),
-            p.peak,
-            p.bound(self.count),
-            p.replicas,
-            p.starts.burst,
-            p.starts.per_second,
-            p.per_scan(self.count)
+            "provider requests, peak per second against the bound {} ({} replicas × (burst {} + {}/s)):",
+            b.per_second(),
+            b.replicas,
+            b.starts.burst,
+            b.starts.per_second
         );
-        println!(
-            "restart of both replicas + {} s idle: API writes {:?}, Redis calls {:?}",
-            self.idle.as_secs(),
-            self.restart_idle_writes,
-            self.restart_idle_redis
-        );
+        for p in &self.providers {
+            println!(
+                "  {:<12} {:>8} requests, peak {:>5}/s",
+                p.name, p.requests, p.peak
+            );
+        }
     }
 
     /// Guarantees broken by this run (not targets: those are read from the
     /// figures).
     pub fn violations(&self) -> Vec<String> {
         let mut found = Vec::new();
-        let p = &self.providers;
-        if p.peak as f64 > p.bound(self.count) {
-            found.push(format!(
-                "{} provider requests in one second, above the bound of {:.0}",
-                p.peak,
-                p.bound(self.count)
-            ));
+        for p in &self.providers {
+            if p.peak as u64 > self.bound.per_second() {
+                found.push(format!(
+                    "{}: {} requests in one second, above the bound of {}",
+                    p.name,
+                    p.peak,
+                    self.bound.per_second()
+                ));
+            }
         }
-        if !self.restart_idle_writes.is_empty() {
+        if self.second_runs > 0 {
+            found.push(format!("{} AssetScans ran twice", self.second_runs));
+        }
+        if let Some((writes, _)) = &self.restart_idle
+            && !writes.is_empty()
+        {
+            found.push(format!("API writes after the restart: {writes:?}"));
+        }
+        if let Some(rescale) = &self.rescale
+            && rescale.object_writes > 0
+        {
             found.push(format!(
-                "API writes after the restart: {:?}",
-                self.restart_idle_writes
+                "{} writes to AssetScans caused by the rescales",
+                rescale.object_writes
             ));
         }
         found

@@ -1,50 +1,57 @@
-//! One measured run: a fresh stack (kube-emulator process, counting proxy,
-//! redis-server, provider stubs, two operator replicas), `count` AssetScans
-//! created, all finished (the provider stubs' request log gives the peak
-//! request rate), then a restart of both replicas and an idle span.
+//! A fresh stack for one measured run: an API server (the test kit's
+//! emulator in its own process, or a real cluster given by a kubeconfig),
+//! a counting proxy before it that the replicas talk to, a real
+//! redis-server and zero-latency provider stubs; and the AssetScans.
 
 use crate::procstat::{cpu_seconds, peak_rss_kib};
-use crate::proxy::{self, Counts, is_write};
-use crate::report::{Cost, ProviderRate, Report};
+use crate::proxy::{self, Counts};
+use crate::report::Cost;
 use anyhow::{Context as _, Result, bail};
 use assetscan_operator::config::ScanStartsSection;
-use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanSpec, Target};
-use assetscan_testkit::process::OperatorCommand;
+use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanSpec, Package, Target};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::ProviderStubs;
-use assetscan_testkit::stubs::peak::peak;
 use futures::{StreamExt, TryStreamExt};
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::runtime::{WatchStreamExt, watcher};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-const NAMESPACE: &str = "default";
-const REPLICAS: u32 = 2;
+/// Every this many assets, one has vulnerable packages and notifies a
+/// webhook (the rest are online and clean): reports and notifications of
+/// real size, at a rate a fleet might show.
+pub const HIGH_RISK_EVERY: usize = 50;
 
-pub struct Settings {
-    pub count: usize,
-    pub operator: PathBuf,
-    pub concurrency: u16,
-    pub timeout: Duration,
-    pub idle: Duration,
-    /// The replicas' start bound (`scanStarts`).
-    pub starts: ScanStartsSection,
-}
+/// The packages of `examples/assetscan-debian-openssl.yaml`: critical
+/// findings in the OSV stub's records.
+const VULNERABLE: [(&str, &str); 4] = [
+    ("openssl", "1.1.1n-0+deb10u3"),
+    ("openssh", "1:7.9p1-10+deb10u2"),
+    ("xz-utils", "5.2.4-1+deb10u1"),
+    ("glibc", "2.28-10+deb10u2"),
+];
 
 /// A child process killed when dropped.
-struct Proc {
-    name: String,
+pub struct Proc {
+    pub name: String,
     child: Child,
 }
 
 impl Proc {
-    fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    pub fn cost(&self) -> Cost {
+        Cost {
+            name: self.name.clone(),
+            peak_rss_kib: peak_rss_kib(self.pid()).unwrap_or(0),
+            cpu_seconds: cpu_seconds(self.pid()).unwrap_or(0.0),
+        }
     }
 }
 
@@ -74,33 +81,55 @@ fn repo() -> PathBuf {
         .unwrap_or_default()
 }
 
-/// Starts `kube-emulator` and returns it with the URL it printed.
-fn start_emulator(work: &Path, count: usize) -> Result<(Proc, String)> {
-    let mut child = Command::new(sibling_binary("kube-emulator")?)
-        .args(["--port", "0", "--watch-history"])
-        .arg((count * 20).max(10_000).to_string())
-        .arg("--crds")
-        .arg(repo().join("crds"))
-        .arg("--kubeconfig")
-        .arg(work.join("emulator.kubeconfig"))
+/// Starts `command` with a piped stdout and returns it with the first
+/// `http://` URL its first line names.
+fn start_serving(name: &str, mut command: Command, log: &Path) -> Result<(Proc, String)> {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(work.join("emulator.log"))?)
+        .stderr(std::fs::File::create(log)?)
         .spawn()
-        .context("starting kube-emulator")?;
-    let stdout = child.stdout.take().context("emulator stdout")?;
+        .with_context(|| format!("starting {name}"))?;
+    let stdout = child.stdout.take().context("stdout")?;
     let proc = Proc {
-        name: "emulator".into(),
+        name: name.to_owned(),
         child,
     };
     let mut line = String::new();
     BufReader::new(stdout).read_line(&mut line)?;
     let url = line
         .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .context("emulator printed no URL")?
-        .to_owned();
+        .find_map(|w| {
+            w.starts_with("http://")
+                .then(|| w.to_owned())
+                .or_else(|| w.starts_with("127.0.0.1:").then(|| format!("http://{w}")))
+        })
+        .with_context(|| format!("{name} printed no URL: {line:?}"))?;
     Ok((proc, url))
+}
+
+/// `kube-emulator` sized for `count` objects: a change log that outlasts a
+/// watch's reconnection at the run's write rate, no per-object write
+/// history (tests read it; here it would keep every old version).
+fn start_emulator(work: &Path, count: usize) -> Result<(Proc, String)> {
+    let mut command = Command::new(sibling_binary("kube-emulator")?);
+    command
+        .args(["--port", "0", "--no-write-history", "--watch-history"])
+        .arg((count * 2).max(10_000).to_string())
+        .arg("--crds")
+        .arg(repo().join("crds"))
+        .arg("--kubeconfig")
+        .arg(work.join("emulator.kubeconfig"));
+    let (proc, url) = start_serving("emulator", command, &work.join("emulator.log"))?;
+    Ok((proc, url))
+}
+
+/// Where the API is: the emulator this run started, or a real cluster
+/// reached through `kubectl proxy` (its credentials, plain HTTP on
+/// loopback), in a namespace of the run's own.
+pub enum Backend {
+    Emulator,
+    Cluster { kubeconfig: PathBuf },
 }
 
 fn config_yaml(stubs: &ProviderStubs, dir: &Path, starts: &ScanStartsSection) -> Result<String> {
@@ -115,29 +144,20 @@ fn config_yaml(stubs: &ProviderStubs, dir: &Path, starts: &ScanStartsSection) ->
     ))
 }
 
-fn start_replica(work: &Path, index: u32, redis: &str, settings: &Settings) -> Result<Proc> {
-    let name = format!("replica-{index}");
-    let (config, kubeconfig) = (work.join("config.yaml"), work.join("operator.kubeconfig"));
-    let child = OperatorCommand::new(
-        &settings.operator,
-        &config,
-        redis,
-        &kubeconfig,
-        &name,
-        NAMESPACE,
-    )
-    .log_filter("warn")
-    .command(&work.join(format!("{name}.log")))?
-    .args(["--shard-index", &index.to_string()])
-    .args(["--shard-count", &REPLICAS.to_string()])
-    .args(["--concurrency", &settings.concurrency.to_string()])
-    .spawn()
-    .with_context(|| format!("starting {name}"))?;
-    Ok(Proc { name, child })
-}
-
+/// The `index`th AssetScan of a run.
 fn scan(index: usize) -> AssetScan {
-    let asset = format!("asset-{index:06}");
+    let asset = asset(index);
+    let high_risk = index % HIGH_RISK_EVERY == HIGH_RISK_EVERY - 1;
+    let software = VULNERABLE
+        .iter()
+        .filter(|_| high_risk)
+        .map(|(name, version)| Package {
+            name: Some((*name).into()),
+            ecosystem: Some("Debian:10".into()),
+            version: Some((*version).into()),
+            purl: None,
+        })
+        .collect();
     AssetScan::new(
         &format!("scan-{index:06}"),
         AssetScanSpec {
@@ -146,9 +166,13 @@ fn scan(index: usize) -> AssetScan {
                 inventory_ref: Some(asset),
                 ..Target::default()
             },
-            software: vec![],
+            software,
             policy: Default::default(),
-            notify: vec![],
+            notify: if high_risk {
+                vec!["secops-webhook".into()]
+            } else {
+                vec![]
+            },
             rescan_interval: None,
             suspend: false,
             report_history_limit: None,
@@ -156,170 +180,100 @@ fn scan(index: usize) -> AssetScan {
     )
 }
 
-fn terminal(obj: &AssetScan) -> bool {
-    obj.status.as_ref().is_some_and(|s| {
-        s.phase.is_some_and(|p| p.is_terminal()) && s.observed_generation == obj.metadata.generation
-    })
+pub fn asset(index: usize) -> String {
+    format!("asset-{index:06}")
 }
 
-/// Watches (directly on the emulator, uncounted) until `count` objects
-/// show a terminal phase.
-async fn all_finished(api: Api<AssetScan>, count: usize, timeout: Duration) -> Result<()> {
-    let mut done = HashSet::new();
-    let mut objects = watcher(api, watcher::Config::default())
-        .applied_objects()
-        .boxed();
-    let wait = async {
-        while let Some(obj) = objects.try_next().await? {
-            if terminal(&obj) {
-                done.insert(obj.metadata.name.unwrap_or_default());
-                if done.len() == count {
-                    return Ok::<_, anyhow::Error>(());
-                }
-            }
-        }
-        bail!("watch ended")
-    };
-    tokio::time::timeout(timeout, wait)
-        .await
-        .with_context(|| format!("not all finished within {timeout:?}"))?
-}
-
-/// `cmdstat_<name>` calls from `INFO commandstats`.
-fn redis_calls(redis: &RedisServer) -> Result<BTreeMap<String, u64>> {
-    let info = redis.command(&["INFO", "commandstats"])?;
-    Ok(info
-        .lines()
-        .filter_map(|line| {
-            let (name, rest) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = rest
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .collect())
-}
-
-fn redis_processed(redis: &RedisServer) -> Result<u64> {
-    let info = redis.command(&["INFO", "stats"])?;
-    info.lines()
-        .find_map(|l| l.strip_prefix("total_commands_processed:"))
-        .and_then(|v| v.trim().parse().ok())
-        .context("total_commands_processed")
-}
-
-fn delta(after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
-    after
-        .iter()
-        .filter_map(|(k, v)| {
-            let d = v - before.get(k).copied().unwrap_or(0);
-            (d > 0).then(|| (k.clone(), d))
-        })
-        .collect()
-}
-
-fn cost(proc: &Proc) -> Cost {
-    Cost {
-        name: proc.name.clone(),
-        peak_rss_kib: peak_rss_kib(proc.pid()).unwrap_or(0),
-        cpu_seconds: cpu_seconds(proc.pid()).unwrap_or(0.0),
-    }
-}
-
-/// A fresh stack without its replicas. Its parts stop when it is dropped,
-/// in this order.
-struct Stack {
-    /// The driver's own client, straight to the emulator (uncounted).
-    api: Api<AssetScan>,
+/// A fresh stack. Its parts stop when it is dropped; a namespace it
+/// created on a real cluster is deleted by [`Stack::finish`].
+pub struct Stack {
+    /// The driver's own client (uncounted).
+    pub client: kube::Client,
+    pub namespace: String,
     /// The requests through the proxy, which the replicas' kubeconfig
     /// points at.
-    counts: Counts,
-    emulator: Proc,
-    stubs: ProviderStubs,
-    redis: RedisServer,
-    work: tempfile::TempDir,
-}
-
-/// What the scan phase measured (see [`Report`]).
-struct ScanPhase {
-    elapsed: Duration,
-    costs: Vec<Cost>,
-    requests: BTreeMap<String, u64>,
-    redis_calls: BTreeMap<String, u64>,
-    redis_processed: u64,
-    providers: ProviderRate,
-}
-
-/// Runs the stack through `settings`: creates the AssetScans, starts the
-/// replicas and waits until all finished, then restarts both replicas and
-/// stays idle.
-pub async fn measure(settings: &Settings) -> Result<Report> {
-    let stack = Stack::start(settings).await?;
-    stack.create_scans(settings.count).await?;
-    let (replicas, scan) = stack.run_scans(settings).await?;
-    drop(replicas);
-    let (restart_idle_writes, restart_idle_redis) = stack.restart_and_idle(settings).await?;
-    Ok(Report {
-        count: settings.count,
-        elapsed: scan.elapsed,
-        costs: scan.costs,
-        requests: scan.requests,
-        redis_calls: scan.redis_calls,
-        redis_processed: scan.redis_processed,
-        providers: scan.providers,
-        restart_idle_writes,
-        restart_idle_redis,
-        idle: settings.idle,
-    })
+    pub counts: Counts,
+    /// The emulator, or `kubectl proxy` before a real cluster.
+    pub server: Proc,
+    pub backend_is_emulator: bool,
+    pub stubs: ProviderStubs,
+    pub redis: RedisServer,
+    redis_url: String,
+    pub work: tempfile::TempDir,
 }
 
 impl Stack {
-    /// Starts Redis, the stubs, the emulator (sized for the settings'
-    /// count of objects) and the counting proxy before it, and writes the
-    /// replicas' config and kubeconfig.
-    async fn start(settings: &Settings) -> Result<Stack> {
-        let count = settings.count;
+    /// Starts Redis, the stubs, the API (sized for `count` objects) and the
+    /// counting proxy before it, and writes the replicas' config and
+    /// kubeconfig.
+    pub async fn start(
+        backend: &Backend,
+        count: usize,
+        starts: &ScanStartsSection,
+    ) -> Result<Stack> {
         let work = tempfile::Builder::new()
             .prefix("assetscan-scale-")
             .tempdir()?;
         let redis = RedisServer::start()?;
         let stubs = ProviderStubs::start().await?;
-        let (emulator, url) = start_emulator(work.path(), count)?;
+        stubs.serve_examples();
+        let (server, url, client, namespace) = match backend {
+            Backend::Emulator => {
+                let (server, url) = start_emulator(work.path(), count)?;
+                let kc = Kubeconfig::read_from(work.path().join("emulator.kubeconfig"))?;
+                (server, url, client_of(kc).await?, "default".to_owned())
+            }
+            Backend::Cluster { kubeconfig } => {
+                let (server, url) = kubectl_proxy(kubeconfig, work.path())?;
+                let client = client_of(Kubeconfig::read_from(kubeconfig)?).await?;
+                Api::<AssetScan>::all(client.clone())
+                    .list_metadata(&kube::api::ListParams::default().limit(1))
+                    .await
+                    .context(
+                        "listing AssetScans: are the CRDs installed? (kubectl apply -f crds/)",
+                    )?;
+                let namespace = own_namespace(&client).await?;
+                (server, url, client, namespace)
+            }
+        };
         let counts = Counts::default();
         let proxy_url = proxy::start(&url, counts.clone()).await?;
-        let kubeconfig = std::fs::read_to_string(work.path().join("emulator.kubeconfig"))?;
         std::fs::write(
             work.path().join("operator.kubeconfig"),
-            kubeconfig.replace(&url, &proxy_url),
+            plain_kubeconfig(&proxy_url, &namespace),
         )?;
-        let config = config_yaml(&stubs, work.path(), &settings.starts)?;
-        std::fs::write(work.path().join("config.yaml"), config)?;
-        let kc = Kubeconfig::read_from(work.path().join("emulator.kubeconfig"))?;
-        let client = kube::Client::try_from(
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?,
+        std::fs::write(
+            work.path().join("config.yaml"),
+            config_yaml(&stubs, work.path(), starts)?,
         )?;
         Ok(Stack {
-            api: Api::namespaced(client, NAMESPACE),
+            client,
+            namespace,
             counts,
-            emulator,
+            server,
+            backend_is_emulator: matches!(backend, Backend::Emulator),
             stubs,
+            redis_url: redis.url(),
             redis,
             work,
         })
     }
 
+    pub fn redis_url(&self) -> &str {
+        &self.redis_url
+    }
+
+    pub fn api(&self) -> Api<AssetScan> {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
     /// Creates `count` AssetScans, 16 at a time, their assets online.
-    async fn create_scans(&self, count: usize) -> Result<()> {
+    pub async fn create_scans(&self, count: usize) -> Result<()> {
         let created = Instant::now();
         futures::stream::iter(0..count)
             .map(|i| {
-                let api = self.api.clone();
-                self.stubs
-                    .inventory
-                    .set_online(&format!("asset-{i:06}"), true);
+                let api = self.api();
+                self.stubs.inventory.set_online(&asset(i), true);
                 async move { api.create(&PostParams::default(), &scan(i)).await }
             })
             .buffer_unordered(16)
@@ -333,100 +287,105 @@ impl Stack {
         Ok(())
     }
 
-    fn start_replicas(&self, settings: &Settings) -> Result<Vec<Proc>> {
-        (0..REPLICAS)
-            .map(|i| start_replica(self.work.path(), i, &self.redis.url(), settings))
-            .collect()
+    /// Deletes the namespace the run created on a real cluster (its
+    /// AssetScans with it, once the replicas are gone and cannot remove
+    /// their finalizers: those are removed here).
+    pub async fn finish(self) -> Result<()> {
+        if self.backend_is_emulator {
+            return Ok(());
+        }
+        remove_finalizers(&self.api()).await?;
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        namespaces
+            .delete(&self.namespace, &DeleteParams::default())
+            .await
+            .with_context(|| format!("deleting namespace {}", self.namespace))?;
+        Ok(())
     }
 
-    /// Starts the replicas and waits until every object finished: the
-    /// replicas, still running, and what the phase cost.
-    async fn run_scans(&self, settings: &Settings) -> Result<(Vec<Proc>, ScanPhase)> {
-        let emulator_cpu_before = cpu_seconds(self.emulator.pid()).unwrap_or(0.0);
-        let started = Instant::now();
-        let replicas = self.start_replicas(settings)?;
-        all_finished(self.api.clone(), settings.count, settings.timeout).await?;
-        let elapsed = started.elapsed();
-        let mut costs: Vec<Cost> = replicas.iter().map(cost).collect();
-        let mut emulator_cost = cost(&self.emulator);
-        emulator_cost.cpu_seconds -= emulator_cpu_before;
-        costs.push(emulator_cost);
-        if let Some(pid) = self.redis.pid() {
-            costs.push(Cost {
-                name: "redis".into(),
-                peak_rss_kib: peak_rss_kib(pid).unwrap_or(0),
-                cpu_seconds: cpu_seconds(pid).unwrap_or(0.0),
-            });
-        }
-        let provider_calls = self.stubs.call_times();
-        let phase = ScanPhase {
-            elapsed,
-            costs,
-            requests: self.counts.snapshot(),
-            redis_calls: redis_calls(&self.redis)?,
-            redis_processed: redis_processed(&self.redis)?,
-            providers: ProviderRate {
-                requests: provider_calls.len(),
-                peak: peak(&provider_calls, Duration::from_secs(1)),
-                replicas: REPLICAS,
-                starts: settings.starts.clone(),
+    /// API writes so far, by verb and resource.
+    pub fn requests(&self) -> BTreeMap<String, u64> {
+        self.counts.snapshot()
+    }
+}
+
+/// Removes every AssetScan's finalizers, 16 at a time: with the replicas
+/// gone, nobody else would, and their namespace would never go.
+async fn remove_finalizers(api: &Api<AssetScan>) -> Result<()> {
+    let names: Vec<String> = api
+        .list_metadata(&kube::api::ListParams::default())
+        .await
+        .context("listing the AssetScans")?
+        .items
+        .into_iter()
+        .filter_map(|o| o.metadata.name)
+        .collect();
+    let patch = serde_json::json!({"metadata": {"finalizers": null}});
+    futures::stream::iter(names)
+        .map(|name| {
+            let (api, patch) = (api.clone(), patch.clone());
+            async move {
+                api.patch(
+                    &name,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await
+            }
+        })
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await
+        .context("removing finalizers")?;
+    Ok(())
+}
+
+async fn client_of(kubeconfig: Kubeconfig) -> Result<kube::Client> {
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .context("reading the kubeconfig")?;
+    kube::Client::try_from(config).context("API client")
+}
+
+/// `kubectl proxy` on a free loopback port, with `kubeconfig`'s
+/// credentials.
+fn kubectl_proxy(kubeconfig: &Path, work: &Path) -> Result<(Proc, String)> {
+    let mut command = Command::new("kubectl");
+    command.arg("--kubeconfig").arg(kubeconfig).args([
+        "proxy",
+        "--port",
+        "0",
+        "--address",
+        "127.0.0.1",
+    ]);
+    start_serving("kubectl-proxy", command, &work.join("kubectl-proxy.log"))
+}
+
+/// A namespace of the run's own on a real cluster.
+async fn own_namespace(client: &kube::Client) -> Result<String> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let created = namespaces
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    generate_name: Some("assetscan-scale-".into()),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
             },
-        };
-        Ok((replicas, phase))
-    }
+        )
+        .await
+        .context("creating the run's namespace")?;
+    created.metadata.name.context("the namespace has no name")
+}
 
-    /// Starts both replicas again (the old ones stopped), waits until both
-    /// watch, then stays idle: nothing may be written. The API writes and
-    /// the Redis calls since the old replicas stopped (counted from then,
-    /// not from the end of the scan phase: the last run's Event is sent
-    /// after its status, and may reach the proxy after the phase's counts
-    /// were taken).
-    async fn restart_and_idle(
-        &self,
-        settings: &Settings,
-    ) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {
-        let requests_before = self.quiet_counts().await;
-        let redis_before = redis_calls(&self.redis)?;
-        let watches_before = self.watches();
-        let replicas = self.start_replicas(settings)?;
-        let restart = Instant::now();
-        while self.watches() < watches_before + u64::from(REPLICAS) {
-            if restart.elapsed() > settings.timeout {
-                bail!("restarted replicas never watched");
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        tokio::time::sleep(settings.idle).await;
-        let after = self.counts.snapshot();
-        let writes = delta(&after, &requests_before)
-            .into_iter()
-            .filter(|(k, _)| is_write(k))
-            .collect();
-        let redis = delta(&redis_calls(&self.redis)?, &redis_before);
-        drop(replicas);
-        Ok((writes, redis))
-    }
-
-    /// The proxy's counts once they stop moving (unchanged for 100 ms):
-    /// what the stopped replicas sent is all counted.
-    async fn quiet_counts(&self) -> BTreeMap<String, u64> {
-        let mut last = self.counts.snapshot();
-        loop {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let now = self.counts.snapshot();
-            if now == last {
-                return now;
-            }
-            last = now;
-        }
-    }
-
-    /// The watches of AssetScans opened through the proxy so far.
-    fn watches(&self) -> u64 {
-        self.counts
-            .snapshot()
-            .get("watch assetscans")
-            .copied()
-            .unwrap_or(0)
-    }
+/// A kubeconfig for `url`, plain HTTP on loopback, no credentials (the
+/// proxy, or `kubectl proxy` behind it, holds them).
+fn plain_kubeconfig(url: &str, namespace: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: scale\n  cluster: {{server: \"{url}\"}}\n\
+         users:\n- name: scale\n  user: {{}}\ncontexts:\n- name: scale\n  context: {{cluster: scale, user: scale, namespace: {namespace}}}\n\
+         current-context: scale\n"
+    )
 }

@@ -318,6 +318,8 @@ async fn run(args: RunArgs) -> Result<(), String> {
         instance: instance_id(args.instance),
         progress_every: config.status.progress_every,
         scan_starts: config.scan_starts.clone(),
+        reports: config.reports.clone(),
+        events: config.events.clone(),
     };
     info!(instance = %settings.instance, metrics = %args.metrics_addr, "starting controller");
     let pipeline = Pipeline::new(store.clone(), providers, config.steps.clone());

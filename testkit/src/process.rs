@@ -67,6 +67,12 @@ impl<'a> OperatorCommand<'a> {
         self
     }
 
+    /// More flags for `run` (e.g. `--shard-index 1`).
+    pub fn args<S: Into<OsString>>(mut self, args: impl IntoIterator<Item = S>) -> Self {
+        self.run.extend(args.into_iter().map(Into::into));
+        self
+    }
+
     /// `RUST_LOG` for the process.
     pub fn log_filter(mut self, filter: &'a str) -> Self {
         self.log_filter = filter;

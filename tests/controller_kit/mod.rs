@@ -216,6 +216,8 @@ impl Harness {
                 instance: instance.into(),
                 progress_every: self.config.status.progress_every,
                 scan_starts: self.config.scan_starts.clone(),
+                reports: self.config.reports.clone(),
+                events: self.config.events.clone(),
             },
             CancellationToken::new(),
         ))

@@ -11,6 +11,7 @@ use super::outcome::settle;
 use super::report::report_name;
 use super::request::run_view;
 use super::request::scan_request;
+use super::shard::Placement;
 use super::spread::rescan_after;
 use super::starts::Admission;
 use crate::kubernetes::crd::AssetScan;
@@ -50,8 +51,12 @@ pub(super) async fn apply<E: Effects + 'static>(
     let rescan = rescan_after(obj, ctx.settings.scan_starts.rescan_spread);
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan)
         .progress_every(ctx.settings.progress_every)
+        .records(&ctx.settings.reports, &ctx.settings.events)
         .remembered_in(ctx.cache());
     let result = act(obj, decision, ctx, &mirror, rescan).await;
+    if result.is_ok() {
+        mirror.shard_label(Placement::of(obj).invalid()).await;
+    }
     if let Err(err) = &result {
         // An infrastructure failure: `Stalled=True`, `Ready=False`.
         let stalled = Halt::Stalled {

@@ -25,6 +25,10 @@ pub enum ConditionType {
     /// A high-risk vulnerability was confirmed on the asset. About the
     /// asset, not the operator, so a finding never reads as a failure.
     HighRisk,
+    /// The object's shard label is not a bucket: it is ignored, and the
+    /// object is scanned by the replica its asset id hashes to. Present
+    /// only while that holds (absent means false).
+    ShardLabelInvalid,
 }
 
 impl ConditionType {
@@ -34,6 +38,7 @@ impl ConditionType {
             ConditionType::Reconciling => "Reconciling",
             ConditionType::Stalled => "Stalled",
             ConditionType::HighRisk => "HighRisk",
+            ConditionType::ShardLabelInvalid => "ShardLabelInvalid",
         }
     }
 

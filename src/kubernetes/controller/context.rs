@@ -6,7 +6,7 @@
 
 use super::cache::WatchCache;
 use super::starts::StartGate;
-use crate::config::ScanStartsSection;
+use crate::config::{EventsSection, ReportsSection, ScanStartsSection};
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::{Effects, Pipeline};
 use crate::store::StoreError;
@@ -35,6 +35,10 @@ pub struct ControllerSettings {
     pub progress_every: Duration,
     /// The start bound and the rescan spread ([`ScanStartsSection`]).
     pub scan_starts: ScanStartsSection,
+    /// The bound on a report's size ([`ReportsSection`]).
+    pub reports: ReportsSection,
+    /// Which runs get an Event at their end ([`EventsSection`]).
+    pub events: EventsSection,
 }
 
 /// What every reconcile shares.

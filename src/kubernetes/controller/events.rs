@@ -19,6 +19,9 @@ pub struct RunEvents<'a> {
     obj: &'a AssetScan,
     recorder: &'a Recorder,
     metrics: &'a Metrics,
+    /// Whether a run that ends without a high risk gets an Event
+    /// ([`crate::config::EventsSection::scan_complete`]).
+    scan_complete: bool,
 }
 
 impl<'a> RunEvents<'a> {
@@ -27,7 +30,14 @@ impl<'a> RunEvents<'a> {
             obj,
             recorder,
             metrics,
+            scan_complete: true,
         }
+    }
+
+    /// Whether runs that end without a high risk get an Event too.
+    pub fn scan_complete(mut self, announce: bool) -> Self {
+        self.scan_complete = announce;
+        self
     }
 
     fn object(&self) -> &'a str {
@@ -76,13 +86,14 @@ impl<'a> RunEvents<'a> {
                     .inc();
             }
         }
-        // One Event per run, at its end: what a person acts on is the
-        // verdict or the failure, not each step (the status shows those).
+        // At most one Event per run, at its end: what a person acts on is
+        // a high risk or a failure, not each step, nor (unless asked for)
+        // a clean end: the status and the report show those.
         let high_risk = ticket.facts.risk.as_ref().is_some_and(|r| r.high_risk);
         let (type_, reason) = match ticket.status {
             Status::Failed => (EventType::Warning, "ScanFailed"),
             Status::Finished if high_risk => (EventType::Warning, "HighRiskFound"),
-            Status::Finished => (EventType::Normal, "ScanComplete"),
+            Status::Finished if self.scan_complete => (EventType::Normal, "ScanComplete"),
             _ => return,
         };
         let note = format!(

@@ -1,10 +1,54 @@
 //! Why no run goes on for an object, as its status says it: the one place
 //! that sets the conditions a ticket does not (a suspended spec, an invalid
-//! spec, an operator that cannot go on).
+//! spec, an operator that cannot go on; and, while runs go on, a shard label
+//! that is not a bucket).
 
 use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType};
-use crate::kubernetes::crd::AssetScanStatus;
+use crate::kubernetes::crd::{AssetScanStatus, SHARD_LABEL};
+use assetscan_domain::shard::BUCKETS;
+use assetscan_domain::text::truncate_chars;
 use k8s_openapi::jiff::Timestamp;
+
+/// A shard label that is not a bucket: its value, and the bucket the
+/// object's asset id hashes into, whose replica scans it.
+#[derive(Clone, Copy, Debug)]
+pub struct InvalidShardLabel<'a> {
+    pub value: &'a str,
+    pub bucket: u32,
+}
+
+impl InvalidShardLabel<'_> {
+    /// What the condition and the Event say (the value bounded).
+    pub fn message(&self) -> String {
+        format!(
+            "label {SHARD_LABEL}={:?} is not a bucket (0 to {}): ignored; the replica that owns bucket {}, which the asset id hashes into, scans this object. Remove the label or set a bucket.",
+            truncate_chars(self.value, 63),
+            BUCKETS - 1,
+            self.bucket
+        )
+    }
+}
+
+/// Sets `ShardLabelInvalid` on `status` while `invalid` holds, and removes
+/// it once it does not (absent means false: a valid object carries no
+/// condition for it).
+pub fn shard_label_condition(
+    status: &mut AssetScanStatus,
+    invalid: Option<InvalidShardLabel>,
+    now: Timestamp,
+) {
+    let type_ = ConditionType::ShardLabelInvalid;
+    match invalid {
+        Some(label) => ConditionBuilder::new(status.observed_generation, now).set(
+            &mut status.conditions,
+            type_,
+            ConditionStatus::True,
+            "NotABucket",
+            &label.message(),
+        ),
+        None => status.conditions.retain(|c| c.type_ != type_.as_str()),
+    }
+}
 
 /// Why no run goes on.
 #[derive(Debug)]

@@ -4,11 +4,13 @@
 //! the report recorder (`report.rs`) and the run's Events (`events.rs`).
 
 use super::cache::WatchCache;
+use super::conditions::ConditionType;
 use super::events::RunEvents;
-use super::halt::Halt;
+use super::halt::{Halt, InvalidShardLabel, shard_label_condition};
 use super::report::ReportRecorder;
 use super::status_plan::{ClaimRefusal, Planned, StatusPlan};
 use super::writer::StatusWriter;
+use crate::config::{EventsSection, ReportsSection};
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::Metrics;
@@ -68,6 +70,14 @@ impl<'a> StatusMirror<'a> {
         self
     }
 
+    /// Bounds the reports by `reports`, and announces the runs `events`
+    /// asks for (default: reports of any size, every run's end).
+    pub fn records(mut self, reports: &ReportsSection, events: &EventsSection) -> Self {
+        self.reports = self.reports.max_bytes(reports.max_bytes);
+        self.events = self.events.scan_complete(events.scan_complete);
+        self
+    }
+
     /// The run's Events and metrics.
     pub(super) fn events(&self) -> &RunEvents<'a> {
         &self.events
@@ -87,6 +97,25 @@ impl<'a> StatusMirror<'a> {
         let generation = self.obj.metadata.generation;
         let status = halt.status(self.current(), generation, Timestamp::now());
         self.writer.write(status).await
+    }
+
+    /// Writes the shard label's condition ([`shard_label_condition`]) on
+    /// top of the status, when that changes it: the label is the object's,
+    /// not the run's, so it is checked after each reconcile, and costs a
+    /// write only when the label turns invalid or valid again.
+    pub(super) async fn shard_label(&self, invalid: Option<InvalidShardLabel<'_>>) {
+        let current = self.current();
+        let shown = current.as_ref().is_some_and(|s| {
+            ConditionType::ShardLabelInvalid
+                .find(&s.conditions)
+                .is_some()
+        });
+        if invalid.is_none() && !shown {
+            return;
+        }
+        let mut status = current.unwrap_or_default();
+        shard_label_condition(&mut status, invalid, Timestamp::now());
+        self.writer.write(status).await;
     }
 
     /// Mirrors a step of the run: its end always, a step in between only

@@ -86,6 +86,9 @@ fn build(obj: &AssetScan, ticket: &Ticket) -> AssetScanReport {
                 .iter()
                 .flat_map(|r| r.reasons.iter().take(MAX_REASONS).cloned())
                 .collect(),
+            reasons_omitted: facts.risk.as_ref().map_or(0, |r| {
+                u32::try_from(r.reasons.len().saturating_sub(MAX_REASONS)).unwrap_or(u32::MAX)
+            }),
             started_at: time_from_ms(ticket.created_at),
             ended_at: time_from_ms(ticket.updated_at),
             findings: facts.vulnerabilities.as_deref().map(findings),
@@ -141,6 +144,10 @@ fn threat_intel(t: &ThreatIntelFacts) -> ReportThreatIntel {
             .take(MAX_KNOWN_EXPLOITED)
             .cloned()
             .collect(),
+        known_exploited_omitted: u32::try_from(
+            t.known_exploited.len().saturating_sub(MAX_KNOWN_EXPLOITED),
+        )
+        .unwrap_or(u32::MAX),
         epss: scores
             .into_iter()
             .take(MAX_EPSS)
@@ -149,6 +156,50 @@ fn threat_intel(t: &ThreatIntelFacts) -> ReportThreatIntel {
         epss_omitted: t
             .epss_omitted
             .saturating_add(u32::try_from(t.epss.len() - kept).unwrap_or(u32::MAX)),
+    }
+}
+
+/// Leaves out of `spec`, least telling first, until it is at most
+/// `max_bytes` of JSON: the lowest EPSS scores, the least severe findings
+/// (all but the most severe), known-exploited CVEs, reasons, and the last
+/// finding; each left out is counted in the report. What is left (ids,
+/// times, the verdict, the notification's receipts, each bounded) is kept
+/// whatever its size: it is what the report is for.
+fn fit(spec: &mut AssetScanReportSpec, max_bytes: usize) {
+    fn bump(count: &mut u32) {
+        *count = count.saturating_add(1);
+    }
+    while serde_json::to_vec(spec).map_or(0, |json| json.len()) > max_bytes {
+        let threat_intel = spec.threat_intel.as_mut();
+        let findings = spec.findings.as_mut();
+        if let Some(t) = threat_intel.filter(|t| !t.epss.is_empty()) {
+            let lowest = t
+                .epss
+                .iter()
+                .min_by(|a, b| a.1.total_cmp(b.1))
+                .map(|(cve, _)| cve.clone());
+            if let Some(cve) = lowest {
+                t.epss.remove(&cve);
+            }
+            bump(&mut t.epss_omitted);
+        } else if let Some(f) = findings.filter(|f| f.items.len() > 1) {
+            f.items.pop();
+            bump(&mut f.omitted);
+        } else if let Some(t) = spec
+            .threat_intel
+            .as_mut()
+            .filter(|t| !t.known_exploited.is_empty())
+        {
+            t.known_exploited.pop();
+            bump(&mut t.known_exploited_omitted);
+        } else if spec.reasons.pop().is_some() {
+            bump(&mut spec.reasons_omitted);
+        } else if let Some(f) = spec.findings.as_mut().filter(|f| !f.items.is_empty()) {
+            f.items.pop();
+            bump(&mut f.omitted);
+        } else {
+            return;
+        }
     }
 }
 
@@ -166,6 +217,9 @@ pub struct ReportRecorder<'a> {
     api: Api<AssetScanReport>,
     obj: &'a AssetScan,
     metrics: &'a Metrics,
+    /// The bound on a report's spec, as JSON
+    /// ([`crate::config::ReportsSection::max_bytes`]).
+    max_bytes: usize,
 }
 
 impl<'a> ReportRecorder<'a> {
@@ -175,7 +229,14 @@ impl<'a> ReportRecorder<'a> {
             api: Api::namespaced(client, namespace),
             obj,
             metrics,
+            max_bytes: usize::MAX,
         }
+    }
+
+    /// Bounds each report's spec to `max_bytes` of JSON (see [`fit`]).
+    pub fn max_bytes(mut self, max_bytes: usize) -> Self {
+        self.max_bytes = max_bytes;
+        self
     }
 
     /// Writes the report of `ticket`'s run, which ended, unless `status`
@@ -189,7 +250,9 @@ impl<'a> ReportRecorder<'a> {
         if status.latest_report.as_deref() == Some(name.as_str()) {
             return;
         }
-        if let Err(err) = self.create(&build(self.obj, ticket)).await {
+        let mut report = build(self.obj, ticket);
+        fit(&mut report.spec, self.max_bytes);
+        if let Err(err) = self.create(&report).await {
             self.metrics.failed("ReportWrite");
             let object = self.obj.metadata.name.as_deref().unwrap_or_default();
             warn!(object, report = %name, error = %err, "report not written; written at the next reconcile");
@@ -265,6 +328,76 @@ mod tests {
         let name = report_name(&object(&long), "1234abcd-g12-s7");
         assert_eq!(name.len(), 253);
         assert!(name.ends_with("a-g12-s7"), "{name}");
+    }
+
+    /// A ticket of a run that found `n` findings (most severe first), each
+    /// with 16 CVEs, as many known-exploited CVEs and EPSS scores, and a
+    /// reason per finding.
+    fn crowded(n: usize) -> Ticket {
+        use assetscan_domain::ticket::{Finding, RiskFacts, Severity};
+        let mut ticket = Ticket::new("web-01", "1234abcd-g1-s0", 1_767_225_600_000);
+        ticket.status = Status::Finished;
+        let cve = |i: usize| format!("CVE-2024-{i:05}");
+        ticket.facts.vulnerabilities = Some(std::sync::Arc::new(VulnFacts {
+            total: u32::try_from(n).unwrap(),
+            max_cvss: Some(10.0),
+            findings: (0..n)
+                .map(|i| Finding {
+                    id: format!("OSV-{i:05}"),
+                    package: "Debian:10/openssl@1.1.1n-0+deb10u3".into(),
+                    severity: Severity::Critical,
+                    cvss: Some(10.0 - i as f64 / 100.0),
+                    cves: (0..16).map(|c| cve(i * 16 + c)).collect(),
+                    summary: String::new(),
+                })
+                .collect(),
+            ..VulnFacts::default()
+        }));
+        ticket.facts.threat_intel = Some(ThreatIntelFacts {
+            known_exploited: (0..n).map(cve).collect(),
+            epss: (0..n).map(|i| (cve(i), 0.5 + i as f64 / 1000.0)).collect(),
+            ..ThreatIntelFacts::default()
+        });
+        ticket.facts.risk = Some(RiskFacts {
+            high_risk: true,
+            reasons: (0..n)
+                .map(|i| format!("OSV-{i:05} CVSS 10.0 >= 7.0"))
+                .collect(),
+        });
+        ticket
+    }
+
+    #[test]
+    fn a_report_fits_its_bound_whatever_the_findings_and_counts_what_it_left_out() {
+        let obj = object("web-01");
+        for n in [0, 1, 6, 50, 500] {
+            let mut report = build(&obj, &crowded(n));
+            fit(&mut report.spec, 1536);
+            let spec = &report.spec;
+            let json = serde_json::to_vec(spec).unwrap();
+            assert!(json.len() <= 1536, "{n} findings: {} bytes", json.len());
+            let findings = spec.findings.as_ref().unwrap();
+            assert_eq!(
+                findings.items.len() + findings.omitted as usize,
+                n,
+                "every finding listed or counted"
+            );
+            if n > 0 {
+                assert_eq!(findings.items[0].id, "OSV-00000", "the most severe kept");
+                assert!(spec.threat_intel.as_ref().unwrap().epss.is_empty() || n < 6);
+            }
+            let intel = spec.threat_intel.as_ref().unwrap();
+            assert_eq!(
+                intel.known_exploited.len() + intel.known_exploited_omitted as usize,
+                n
+            );
+            assert_eq!(spec.reasons.len() + spec.reasons_omitted as usize, n);
+        }
+        // Within the bound: nothing is left out.
+        let mut small = build(&obj, &crowded(1));
+        let before = small.spec.clone();
+        fit(&mut small.spec, 4096);
+        assert_eq!(small.spec, before);
     }
 
     #[test]

@@ -17,7 +17,8 @@
 //! labelled (created by an earlier version) are cleaned up by that owner.
 
 use super::context::{Context, Error, object_key};
-use super::{FINALIZER, reconcile};
+use super::halt::InvalidShardLabel;
+use super::{FIELD_MANAGER, FINALIZER, reconcile};
 use crate::kubernetes::crd::{AssetScan, SHARD_LABEL};
 use crate::pipeline::Effects;
 use assetscan_domain::shard::{self, BUCKETS, Shard};
@@ -52,6 +53,17 @@ impl Placement {
                     bucket: hashed,
                 },
             },
+        }
+    }
+
+    /// The label's value, when it is not a bucket.
+    pub fn invalid(&self) -> Option<InvalidShardLabel<'_>> {
+        match self {
+            Placement::Invalid { value, bucket } => Some(InvalidShardLabel {
+                value,
+                bucket: *bucket,
+            }),
+            _ => None,
         }
     }
 
@@ -130,7 +142,10 @@ async fn label<E: Effects + 'static>(
     match api
         .patch(
             &obj.name_any(),
-            &PatchParams::default(),
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            },
             &Patch::Merge(&patch),
         )
         .await
@@ -169,10 +184,7 @@ async fn report_invalid<E: Effects + 'static>(
     let event = Event {
         type_: EventType::Warning,
         reason: "InvalidShardLabel".into(),
-        note: Some(format!(
-            "label {SHARD_LABEL}={shown:?} is not a bucket (0 to {}): ignored; the replica that owns bucket {bucket}, which the asset id hashes into, scans this object. Remove the label or set a bucket.",
-            BUCKETS - 1
-        )),
+        note: Some(InvalidShardLabel { value, bucket }.message()),
         action: "Shard".into(),
         secondary: None,
     };

@@ -157,11 +157,35 @@ struct RiskCondition {
     message: String,
 }
 
+/// Reasons named in the `HighRisk` condition's message; the report lists
+/// more, the ticket all.
+const MESSAGE_REASONS: usize = 3;
+
+/// The first reasons, and how many more there are: the condition is read in
+/// `kubectl get`/`describe`, and stored in every status write.
+fn high_risk_message(reasons: &[String]) -> String {
+    let mut message = reasons
+        .iter()
+        .take(MESSAGE_REASONS)
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join("; ");
+    if reasons.len() > MESSAGE_REASONS {
+        message.push_str(&format!(
+            "; and {} more (see the report)",
+            reasons.len() - MESSAGE_REASONS
+        ));
+    }
+    message
+}
+
 impl RiskCondition {
     fn of(facts: &Facts) -> RiskCondition {
         use ConditionStatus::{False, True, Unknown};
         let (status, reason, message) = match &facts.risk {
-            Some(risk) if risk.high_risk => (True, "HighRiskFound", risk.reasons.join("; ")),
+            Some(risk) if risk.high_risk => {
+                (True, "HighRiskFound", high_risk_message(&risk.reasons))
+            }
             Some(_) => (
                 False,
                 "NoHighRisk",
@@ -364,6 +388,25 @@ mod tests {
                 .message
                 .contains("CVE-2024-3094")
         );
+
+        // Many reasons: the first few, and a count of the rest.
+        t.facts.risk = Some(RiskFacts {
+            high_risk: true,
+            reasons: (0..40)
+                .map(|i| format!("CVE-2024-{i:04} CVSS 9.8 >= 7.0"))
+                .collect(),
+        });
+        let s = status_from_ticket(&t, None, Some(1), at(1_000), None);
+        let message = &HighRisk.find(&s.conditions).unwrap().message;
+        assert!(
+            message.starts_with("CVE-2024-0000 CVSS 9.8 >= 7.0; CVE-2024-0001"),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("; and 37 more (see the report)"),
+            "{message}"
+        );
+        assert!(!message.contains("CVE-2024-0003"), "{message}");
 
         t.facts.risk = Some(RiskFacts {
             high_risk: false,

@@ -6,8 +6,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-/// Reports kept per AssetScan unless `reportHistoryLimit` says otherwise.
-pub const DEFAULT_REPORT_HISTORY_LIMIT: u32 = 5;
+/// Reports kept per AssetScan unless `reportHistoryLimit` says otherwise:
+/// the latest run's. Earlier runs stay in their tickets for
+/// `tickets.retention` (`assetscan-operator ticket history`); each report
+/// kept adds up to about 2.7 KB per asset in etcd (docs/scaling.md).
+pub const DEFAULT_REPORT_HISTORY_LIMIT: u32 = 1;
 
 const REPORT_IMMUTABLE_RULE: &str = "self == oldSelf";
 const REPORT_IMMUTABLE_MESSAGE: &str =
@@ -74,6 +77,9 @@ pub struct AssetScanReportSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 32))]
     pub reasons: Vec<String>,
+    /// Reasons not listed in `reasons` (the report's size bound).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reasons_omitted: u32,
     pub started_at: Time,
     pub ended_at: Time,
     /// What the vulnerability query found; absent when it did not run.
@@ -123,6 +129,9 @@ pub struct ReportThreatIntel {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 100))]
     pub known_exploited: Vec<String>,
+    /// Known-exploited CVEs not listed (the report's size bound).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub known_exploited_omitted: u32,
     /// The highest EPSS scores (bounded), by CVE.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub epss: std::collections::BTreeMap<String, f64>,
@@ -141,4 +150,8 @@ pub struct ReportNotification {
     /// What each channel's receiver answered.
     #[serde(default)]
     pub receipts: std::collections::BTreeMap<String, String>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }

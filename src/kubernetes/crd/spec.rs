@@ -84,7 +84,9 @@ pub struct AssetScanSpec {
     pub suspend: bool,
 
     /// How many AssetScanReports (one per finished run) are kept; older
-    /// ones are deleted. Default 5.
+    /// ones are deleted. Default 1: earlier runs stay in their tickets for
+    /// the operator's `tickets.retention`; each report kept adds up to
+    /// about 2.7 KB per asset in etcd.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 100))]
     pub report_history_limit: Option<u32>,

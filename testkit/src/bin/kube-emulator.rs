@@ -48,6 +48,10 @@ struct Args {
     /// Changes kept for watch resumption; older resourceVersions answer 410.
     #[arg(long, default_value_t = 10_000)]
     watch_history: usize,
+    /// Keep no write history per object (what tests read in-process):
+    /// for runs with very many objects.
+    #[arg(long)]
+    no_write_history: bool,
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 5)]
     bookmark_seconds: u64,
@@ -108,6 +112,7 @@ async fn main() -> anyhow::Result<()> {
         port: Some(args.port),
         namespaces: args.namespaces.clone(),
         watch_history: args.watch_history,
+        write_history: !args.no_write_history,
         bookmark_interval: Duration::from_secs(args.bookmark_seconds.max(1)),
         ..Default::default()
     })

@@ -170,6 +170,10 @@ pub struct EmulatorOptions {
     pub namespaces: Vec<String>,
     /// How many changes the watch/list change log keeps; older resourceVersions answer 410.
     pub watch_history: usize,
+    /// Keep every accepted write of every object for [`Emulator::history`]
+    /// (tests read it); off for runs with very many objects, whose old
+    /// versions would otherwise all stay in memory.
+    pub write_history: bool,
     /// Interval of watch bookmarks (for clients that allow them).
     pub bookmark_interval: Duration,
     /// Watch duration when the client sends no `timeoutSeconds`.
@@ -184,6 +188,7 @@ impl Default for EmulatorOptions {
             port: None,
             namespaces: Vec::new(),
             watch_history: 10_000,
+            write_history: true,
             bookmark_interval: Duration::from_secs(5),
             default_watch_timeout: Duration::from_secs(1800),
         }
@@ -385,7 +390,7 @@ const INITIAL_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "
 /// The state a new emulator starts with: the namespaces a new cluster has
 /// (and those asked for), then the CRDs of `options`.
 fn seeded_state(options: &EmulatorOptions) -> Result<State, EmulatorError> {
-    let mut state = State::new(options.watch_history);
+    let mut state = State::new(options.watch_history, options.write_history);
     let mut namespaces: Vec<String> = INITIAL_NAMESPACES.iter().map(|s| s.to_string()).collect();
     namespaces.extend(options.namespaces.iter().cloned());
     namespaces.dedup();

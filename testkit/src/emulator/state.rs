@@ -23,11 +23,12 @@ pub struct State {
 
 impl State {
     /// The built-in resources, no objects; the change log keeps
-    /// `watch_history` changes.
-    pub fn new(watch_history: usize) -> Self {
+    /// `watch_history` changes, and every object's writes when
+    /// `write_history`.
+    pub fn new(watch_history: usize, write_history: bool) -> Self {
         Self {
             registry: Registry::default(),
-            store: Store::new(watch_history),
+            store: Store::new(watch_history, write_history),
             generation: 1,
         }
     }

@@ -126,6 +126,8 @@ pub struct Store {
     /// lists at exact versions are still served (by etcd, which kept them).
     watch_floor: u64,
     history: HashMap<ObjKey, Vec<WriteRecord>>,
+    /// Whether `history` is kept.
+    keep_history: bool,
     tx: broadcast::Sender<Arc<Change>>,
     /// Objects per namespace, so that a terminating namespace knows at once
     /// whether it is empty.
@@ -134,7 +136,7 @@ pub struct Store {
 }
 
 impl Store {
-    pub fn new(window: usize) -> Self {
+    pub fn new(window: usize, keep_history: bool) -> Self {
         let (tx, _) = broadcast::channel(16 * 1024);
         Self {
             rv: 1,
@@ -144,6 +146,7 @@ impl Store {
             compacted: 1,
             watch_floor: 1,
             history: HashMap::new(),
+            keep_history,
             tx,
             per_namespace: HashMap::new(),
             graph: Graph::default(),
@@ -279,17 +282,19 @@ impl Store {
             _ => {}
         }
         self.graph.observe(&key, previous.as_deref(), current);
-        self.history
-            .entry(key.clone())
-            .or_default()
-            .push(WriteRecord {
-                resource_version: rv,
-                event,
-                operation: how.operation,
-                subresource: how.subresource,
-                field_manager: how.field_manager,
-                object: object.clone(),
-            });
+        if self.keep_history {
+            self.history
+                .entry(key.clone())
+                .or_default()
+                .push(WriteRecord {
+                    resource_version: rv,
+                    event,
+                    operation: how.operation,
+                    subresource: how.subresource,
+                    field_manager: how.field_manager,
+                    object: object.clone(),
+                });
+        }
         let change = Arc::new(Change {
             rv,
             key,
@@ -390,7 +395,7 @@ mod tests {
 
     #[test]
     fn snapshots_and_compaction() {
-        let mut s = Store::new(100);
+        let mut s = Store::new(100, true);
         let storage = key("a").storage;
         s.commit(
             key("a"),

@@ -17,6 +17,8 @@ pub const ASSET_ROUTE: &str = "/assets/{id}";
 #[derive(Debug, Default)]
 pub struct InventoryState {
     online: HashMap<String, bool>,
+    /// Requests per asset.
+    asked: HashMap<String, u32>,
 }
 
 pub type InventoryStub = Stub<InventoryState>;
@@ -33,10 +35,18 @@ impl InventoryStub {
     pub fn asset_calls(&self) -> u64 {
         self.calls(ASSET_ROUTE)
     }
+
+    /// Assets asked about more than once: each is an online check made
+    /// twice (a run repeated, or one step of it).
+    pub fn assets_asked_twice(&self) -> usize {
+        self.state().asked.values().filter(|n| **n > 1).count()
+    }
 }
 
 async fn asset(State(state): State<Shared<InventoryState>>, Path(id): Path<String>) -> Response {
-    match lock(&state).online.get(&id) {
+    let mut state = lock(&state);
+    *state.asked.entry(id.clone()).or_default() += 1;
+    match state.online.get(&id) {
         Some(online) => Json(json!({"assetId": id, "online": online})).into_response(),
         None => (
             StatusCode::NOT_FOUND,

@@ -1,0 +1,77 @@
+//! How many AssetScans have finished: a watch of the driver's own
+//! (uncounted) in the background, which a run waits on.
+
+use anyhow::{Result, bail};
+use assetscan_operator::kubernetes::crd::AssetScan;
+use futures::StreamExt;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+fn terminal(obj: &AssetScan) -> bool {
+    obj.status.as_ref().is_some_and(|s| {
+        s.phase.is_some_and(|p| p.is_terminal()) && s.observed_generation == obj.metadata.generation
+    })
+}
+
+/// The count of AssetScans seen with a terminal phase for their
+/// generation; the watch stops when dropped.
+pub struct Progress {
+    finished: watch::Receiver<usize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Progress {
+    pub fn watch(api: Api<AssetScan>) -> Progress {
+        let (tx, finished) = watch::channel(0);
+        let tx = Arc::new(tx);
+        let task = tokio::spawn(async move {
+            let mut done = HashSet::new();
+            let mut objects = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+                .boxed();
+            // An error (a watch that expired, the API away for a moment) is
+            // retried by the watcher after its backoff.
+            while let Some(item) = objects.next().await {
+                if let Ok(obj) = item
+                    && terminal(&obj)
+                    && done.insert(obj.metadata.name.unwrap_or_default())
+                {
+                    tx.send_replace(done.len());
+                }
+            }
+        });
+        Progress { finished, task }
+    }
+
+    pub fn finished(&self) -> usize {
+        *self.finished.borrow()
+    }
+
+    /// Waits until at least `count` finished; fails after `timeout`.
+    pub async fn wait(&mut self, count: usize, timeout: Duration) -> Result<()> {
+        let started = Instant::now();
+        let reached = tokio::time::timeout(timeout, self.finished.wait_for(|n| *n >= count))
+            .await
+            .map(|r| r.map(|_| ()));
+        match reached {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(_)) => bail!("the progress watch ended"),
+            Err(_) => bail!(
+                "{} of {count} finished after {:?}",
+                self.finished(),
+                started.elapsed()
+            ),
+        }
+    }
+}
+
+impl Drop for Progress {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

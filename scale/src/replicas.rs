@@ -1,0 +1,143 @@
+//! A set of operator replicas sharding the AssetScans between them, as the
+//! chart's StatefulSet runs them: replica `i` of `n` runs with
+//! `--shard-index i --shard-count n`, and serves `/metrics` on its own port,
+//! where the harness reads what it watches.
+
+use crate::procstat::{cpu_seconds, peak_rss_kib};
+use crate::report::Cost;
+use anyhow::{Context as _, Result, bail};
+use assetscan_testkit::process::{OperatorCommand, OperatorProcess, free_port};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// How the replicas are started.
+pub struct Launch<'a> {
+    pub operator: &'a Path,
+    pub work: &'a Path,
+    pub redis: &'a str,
+    pub namespace: &'a str,
+    pub concurrency: u16,
+}
+
+/// Running replicas; dropping them kills them.
+pub struct Replicas {
+    pub shards: u32,
+    processes: Vec<OperatorProcess>,
+}
+
+impl Replicas {
+    /// Starts `shards` replicas, one per shard. `generation` tells the
+    /// replicas of a rescale from those before it, in names and logs.
+    pub fn start(launch: &Launch, shards: u32, generation: u32) -> Result<Replicas> {
+        let (config, kubeconfig) = (
+            launch.work.join("config.yaml"),
+            launch.work.join("operator.kubeconfig"),
+        );
+        let processes = (0..shards)
+            .map(|index| {
+                let name = format!("replica-{index}of{shards}-{generation}");
+                OperatorCommand::new(
+                    launch.operator,
+                    &config,
+                    launch.redis,
+                    &kubeconfig,
+                    &name,
+                    launch.namespace,
+                )
+                .metrics_port(free_port())
+                .log_filter("warn")
+                .args(["--shard-index", &index.to_string()])
+                .args(["--shard-count", &shards.to_string()])
+                .args(["--concurrency", &launch.concurrency.to_string()])
+                .spawn(&launch.work.join(format!("{name}.log")))
+                .with_context(|| format!("starting replica {index} of {shards}"))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Replicas { shards, processes })
+    }
+
+    /// Peak RSS and CPU of each replica so far.
+    pub fn costs(&self) -> Vec<Cost> {
+        self.processes
+            .iter()
+            .map(|p| Cost {
+                name: p.instance().to_owned(),
+                peak_rss_kib: peak_rss_kib(p.pid()).unwrap_or(0),
+                cpu_seconds: cpu_seconds(p.pid()).unwrap_or(0.0),
+            })
+            .collect()
+    }
+
+    /// AssetScans in the replicas' watch caches together
+    /// (`assetscan_watched_objects`), once every replica answers `/readyz`;
+    /// `None` while one is not ready or not answering.
+    pub async fn watched_when_ready(&self) -> Option<u64> {
+        let mut total = 0;
+        for replica in &self.processes {
+            let (ready, _) = replica.get("/readyz").await.ok()?;
+            if ready != 200 {
+                return None;
+            }
+            let (code, metrics) = replica.get("/metrics").await.ok()?;
+            if code != 200 {
+                return None;
+            }
+            total += gauge(&metrics, "assetscan_watched_objects")?;
+        }
+        Some(total)
+    }
+
+    /// Waits until every replica is ready and their watch caches hold
+    /// `count` AssetScans together (each AssetScan has a live owner: the
+    /// shards' selectors are disjoint): how long that took.
+    pub async fn wait_covering(&self, count: u64, timeout: Duration) -> Result<Duration> {
+        let started = Instant::now();
+        loop {
+            if self.watched_when_ready().await == Some(count) {
+                return Ok(started.elapsed());
+            }
+            if started.elapsed() > timeout {
+                bail!(
+                    "{} replicas never watched all {count} AssetScans together within {timeout:?}",
+                    self.shards
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// SIGTERM to every replica, then waits until all exited (killed after
+    /// `timeout`), as a rolling update stops pods.
+    pub async fn stop(mut self, timeout: Duration) {
+        self.processes.iter().for_each(OperatorProcess::terminate);
+        let started = Instant::now();
+        while started.elapsed() < timeout {
+            if self.processes.iter_mut().all(|p| p.exited().is_some()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// The value of an unlabelled gauge in a Prometheus text exposition.
+fn gauge(exposition: &str, name: &str) -> Option<u64> {
+    exposition.lines().find_map(|line| {
+        let value = line.strip_prefix(name)?.strip_prefix(' ')?;
+        value.trim().parse::<f64>().ok().map(|v| v as u64)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_an_unlabelled_gauge() {
+        let text = "# HELP assetscan_watched_objects x\n\
+                    assetscan_watched_objects_total 9\n\
+                    assetscan_watched_objects 1234\n";
+        assert_eq!(gauge(text, "assetscan_watched_objects"), Some(1234));
+        assert_eq!(gauge(text, "assetscan_missing"), None);
+    }
+}
