@@ -60,6 +60,12 @@ e2e:
 	@./scripts/ensure-helm.sh
 	$(CARGO) test --all-features --test e2e -- --kubeconfig "$(KUBECONFIG)" $(E2E_FLAGS)
 
+# The emulator's conformance requests sent to the cluster KUBECONFIG names
+# as well, the answers compared field by field, every difference listed;
+# fails on a difference tests/conformance/main.rs does not explain.
+conformance:
+	$(CARGO) test --all-features --test conformance -- --kubeconfig "$(KUBECONFIG)"
+
 # The real operator binary (with the fault-drill feature), then the demo
 # driver, which starts that binary from its own target directory: both go
 # through cargo, so CARGO_TARGET_DIR is honoured.

@@ -78,14 +78,14 @@ fn local<E: std::fmt::Display>(what: &'static str) -> impl FnOnce(E) -> E2eError
 struct Ledger {
     crds: Vec<String>,
     crds_found: Vec<String>,
-    namespace: Option<String>,
-    /// `(kind, name)` of the chart's objects, inside the namespace.
+    namespaces: Vec<String>,
+    /// `(kind, name)` of the chart's objects, inside the first namespace.
     rbac: Vec<(String, String)>,
 }
 
 /// The cluster the run was given, through the caller's (admin) kubeconfig.
 pub struct Cluster {
-    admin: Client,
+    pub admin: Client,
     kubeconfig: Kubeconfig,
     pub server: String,
     pub version: String,
@@ -156,18 +156,10 @@ impl Cluster {
     /// CRDs, namespace, the chart's RBAC and the operator's token; then a
     /// check that the token may make every call the operator makes.
     pub async fn prepare(&mut self, gc: GarbageCollector) -> Result<Prepared, E2eError> {
-        self.install_crds().await?;
-        let namespace = format!("assetscan-e2e-{:08x}", rand::random::<u32>());
-        let ns: Namespace = serde_json::from_value(json!({"metadata": {
-            "name": namespace,
-            "labels": {"app.kubernetes.io/managed-by": "assetscan-e2e"},
-        }}))
-        .map_err(local("the namespace object"))?;
-        Api::<Namespace>::all(self.admin.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-            .map_err(install(format!("create namespace {namespace}")))?;
-        self.ledger.namespace = Some(namespace.clone());
+        let dir = assetscan_testkit::tools::repo().join("crds");
+        self.install_crds(read_crd_dir(&dir).map_err(local("read crds/"))?)
+            .await?;
+        let namespace = self.create_namespace().await?;
         let account = self.install_chart_rbac(&namespace).await?;
         let dir = tempfile::Builder::new()
             .prefix("asc-e2e-")
@@ -188,13 +180,29 @@ impl Cluster {
         })
     }
 
-    async fn install_crds(&mut self) -> Result<(), E2eError> {
-        let dir = assetscan_testkit::tools::repo().join("crds");
-        let crds = read_crd_dir(&dir).map_err(local("read crds/"))?;
+    /// A namespace of the run's own, `assetscan-e2e-<random>`.
+    pub async fn create_namespace(&mut self) -> Result<String, E2eError> {
+        let namespace = format!("assetscan-e2e-{:08x}", rand::random::<u32>());
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {
+            "name": namespace,
+            "labels": {"app.kubernetes.io/managed-by": "assetscan-e2e"},
+        }}))
+        .map_err(local("the namespace object"))?;
+        Api::<Namespace>::all(self.admin.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .map_err(install(format!("create namespace {namespace}")))?;
+        self.ledger.namespaces.push(namespace.clone());
+        Ok(namespace)
+    }
+
+    /// Creates those of `crds` the cluster does not have, and waits until
+    /// they are served; the others are left as found.
+    pub async fn install_crds(&mut self, crds: Vec<Value>) -> Result<(), E2eError> {
         let api = Api::<CustomResourceDefinition>::all(self.admin.clone());
         for crd in crds {
             let crd: CustomResourceDefinition =
-                serde_json::from_value(crd).map_err(local("read crds/"))?;
+                serde_json::from_value(crd).map_err(local("read a CRD"))?;
             let name = crd.name_any();
             if api
                 .get_opt(&name)
@@ -341,13 +349,17 @@ impl Cluster {
     /// cluster, what is left of it and what it found there.
     pub async fn clean_up(&self) -> Vec<String> {
         let mut lines = Vec::new();
-        if let Some(ns) = &self.ledger.namespace {
+        let namespaces = Api::<Namespace>::all(self.admin.clone());
+        for ns in &self.ledger.namespaces {
+            // The scenarios' objects; a run without the operator's CRDs has none.
             let _ = self.sweep(ns).await;
-            let api = Api::<Namespace>::all(self.admin.clone());
-            let _ = api.delete(ns, &DeleteParams::default()).await;
-            let left = gone_within(&api, ns).await;
+            let _ = namespaces.delete(ns, &DeleteParams::default()).await;
+        }
+        for (i, ns) in self.ledger.namespaces.iter().enumerate() {
+            let left = gone_within(&namespaces, ns).await;
             lines.push(format!("namespace {ns}: {}", said(left)));
-            for (kind, name) in &self.ledger.rbac {
+            let rbac = if i == 0 { &self.ledger.rbac[..] } else { &[] };
+            for (kind, name) in rbac {
                 let doc = json!({"apiVersion": rbac_api_version(kind), "kind": kind});
                 let left = dynamic(&self.admin, ns, &doc).get_opt(name).await;
                 let state = match left {

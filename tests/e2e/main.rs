@@ -16,6 +16,7 @@
 //! scenarios itself (no libtest harness) so that the cluster is cleaned up
 //! after every outcome, and a failure before the scenarios is one line.
 
+mod args;
 mod backend;
 mod cluster;
 #[path = "../controller_kit/mod.rs"]
@@ -23,6 +24,7 @@ mod controller_kit;
 mod scenarios;
 mod stack;
 
+use args::Args;
 use backend::{Backend, GarbageCollector};
 use cluster::{Cluster, E2eError};
 use futures::{FutureExt, StreamExt};
@@ -34,51 +36,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-struct Args {
-    /// `--kubeconfig` given (empty when the caller had none to give).
-    kubeconfig: Option<String>,
-    garbage_collector: bool,
-    filters: Vec<String>,
-    list: bool,
-}
-
-impl Args {
-    fn parse() -> Args {
-        let mut args = Args {
-            kubeconfig: None,
-            garbage_collector: true,
-            filters: Vec::new(),
-            list: false,
-        };
-        let mut given = std::env::args().skip(1);
-        while let Some(arg) = given.next() {
-            match arg.as_str() {
-                "--kubeconfig" => args.kubeconfig = Some(given.next().unwrap_or_default()),
-                "--no-garbage-collector" => args.garbage_collector = false,
-                "--list" => args.list = true,
-                // libtest's options that take a value, as a separate word.
-                "--test-threads" | "--skip" | "--format" | "--color" | "-Z" => {
-                    given.next();
-                }
-                flag if flag.starts_with('-') => {
-                    if let Some(path) = flag.strip_prefix("--kubeconfig=") {
-                        args.kubeconfig = Some(path.to_owned());
-                    }
-                }
-                filter => args.filters.push(filter.to_owned()),
-            }
-        }
-        args
-    }
-}
-
 fn main() -> ExitCode {
     let args = Args::parse();
     let selected: Vec<(&'static str, Scenario)> = SCENARIOS
         .iter()
-        .filter(|(name, _)| {
-            args.filters.is_empty() || args.filters.iter().any(|f| name.contains(f.as_str()))
-        })
+        .filter(|(name, _)| args.selects(name))
         .copied()
         .collect();
     if args.list {
