@@ -228,7 +228,7 @@ async fn deletion_runs_the_finalizer(s: &Stack, last: &AssetScan) {
         .expect("GET fence");
     assert_eq!(fence, Some(last_token.to_string()), "the fence stays");
     s.create(&scan("life-02").asset(&asset).build()).await;
-    let again = s.wait("life-02", "ended", |o| status_ended(o)).await;
+    let again = s.wait("life-02", "ended", status_ended).await;
     assert!(
         status(&again).fencing_token.unwrap() as u64 > last_token,
         "tokens never repeat: {:?} after {last_token}",
