@@ -136,8 +136,10 @@ async fn rescan_annotation_runs_once_per_value(
         run_of(owner, 2, 1),
     ]);
     // Touched otherwise: reconciles follow, and start nothing.
+    let all_reconciles = "assetscan_reconciles_total{";
+    let before = counts(replicas, all_reconciles).await;
     let touched = s.annotate("life-01", json!({ "team": "secops" })).await;
-    reconciles_after(s, replicas, "life-01", "assetscan_reconciles_total{").await;
+    reconciled_since(s, replicas, "life-01", all_reconciles, &before).await;
     assert_eq!(
         s.runs(&asset).await,
         expected,
@@ -153,27 +155,42 @@ async fn rescan_annotation_runs_once_per_value(
     assert_eq!(s.runs(&asset).await, with_t2, "one run per value");
 }
 
-/// Waits until `sample` grew twice, summed over the replicas, after this
-/// call: the first reconcile counted may have begun before the change
-/// that led here, the second began after it (a poke makes sure there is
-/// one).
-async fn reconciles_after(s: &Stack, replicas: &[OperatorProcess], name: &str, sample: &str) {
-    let count = async || {
-        let mut sum = 0.0;
-        for op in replicas {
-            sum += metric_of(op, sample).await;
-        }
-        sum
+/// Each replica's `sample` (summed over its label sets when it ends in `{`).
+async fn counts(replicas: &[OperatorProcess], sample: &str) -> Vec<f64> {
+    let mut counts = Vec::with_capacity(replicas.len());
+    for op in replicas {
+        counts.push(metric_of(op, sample).await);
+    }
+    counts
+}
+
+/// Waits until every replica's `sample` grew twice since `before` (read
+/// before a change to the object): the first reconcile counted may have
+/// begun before the change; a poke once it ended makes sure of one that
+/// began after.
+async fn reconciled_since(
+    s: &Stack,
+    replicas: &[OperatorProcess],
+    name: &str,
+    sample: &str,
+    before: &[f64],
+) {
+    let grew_by = async |n: f64| {
+        let now = counts(replicas, sample).await;
+        now.iter().zip(before).all(|(now, was)| *now >= was + n)
     };
-    let before = count().await;
-    until("a reconcile after the change", s.patience(), async || {
-        count().await > before
-    })
+    until(
+        "every replica reconciled after the change",
+        s.patience(),
+        async || grew_by(1.0).await,
+    )
     .await;
     s.poke(name).await;
-    until("a second one", s.patience(), async || {
-        count().await > before + 1.0
-    })
+    until(
+        "every replica reconciled after the poke",
+        s.patience(),
+        async || grew_by(2.0).await,
+    )
     .await;
 }
 
@@ -202,10 +219,11 @@ async fn suspend_stops_runs(s: &Stack, replicas: &[OperatorProcess], runs: &BTre
     // A rescan falls due (time travel, under the same fence): still nothing.
     let due = Timestamp::from_second((Timestamp::now() - SignedDuration::from_secs(5)).as_second())
         .unwrap();
+    let suspended_reconciles = "assetscan_reconciles_total{result=\"suspended\"}";
+    let before = counts(replicas, suspended_reconciles).await;
     s.merge_status_as_user("life-01", json!({"nextScanTime": due.to_string()}))
         .await;
-    let suspended_reconciles = "assetscan_reconciles_total{result=\"suspended\"}";
-    reconciles_after(s, replicas, "life-01", suspended_reconciles).await;
+    reconciled_since(s, replicas, "life-01", suspended_reconciles, &before).await;
     let asset = seen.spec.asset_id.clone();
     assert_eq!(&s.runs(&asset).await, runs, "no run while suspended");
 }
