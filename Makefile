@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Two cores: two test threads keep timing-sensitive tests honest.
 TEST_THREADS ?= 2
 
-.PHONY: test demo deps fmt lint crds model bench scale chaos policy sbom image pin-images
+.PHONY: test demo deps fmt lint crds model bench scale chaos policy sbom image pin-images e2e conformance
 
 # What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool;
 # and under target/tools, cargo-deny and the SBOM validator.
@@ -47,6 +47,24 @@ image:
 
 pin-images:
 	@./scripts/pin-base-images.sh
+
+# The end-to-end scenarios (tests/e2e) on the cluster KUBECONFIG names
+# (`make e2e KUBECONFIG=~/.kube/config`): CRDs installed when absent, the
+# chart's RBAC in a namespace of the run's own, the operator as processes
+# with that RBAC's ServiceAccount token; everything it created is removed
+# at the end and listed. E2E_FLAGS=--no-garbage-collector for an API server
+# without kube-controller-manager. `make test` runs the same scenarios on
+# the API emulator.
+e2e:
+	@./scripts/ensure-deps.sh
+	@./scripts/ensure-helm.sh
+	$(CARGO) test --all-features --test e2e -- --kubeconfig "$(KUBECONFIG)" $(E2E_FLAGS)
+
+# The emulator's conformance requests sent to the cluster KUBECONFIG names
+# as well, the answers compared field by field, every difference listed;
+# fails on a difference tests/conformance/main.rs does not explain.
+conformance:
+	$(CARGO) test --all-features --test conformance -- --kubeconfig "$(KUBECONFIG)"
 
 # The real operator binary (with the fault-drill feature), then the demo
 # driver, which starts that binary from its own target directory: both go

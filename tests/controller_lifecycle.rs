@@ -1,13 +1,16 @@
 //! An AssetScan's life under the real controller (emulator + redis-server +
-//! provider stubs): a spec change starts a new run, `suspend` stops new
-//! runs, deletion runs the finalizer and removes the tickets (never the
-//! fence), and `rescanInterval` schedules the next run.
+//! provider stubs), where a test needs the controller in this process or
+//! the emulator's write history: deletion fences a run in progress,
+//! `rescanInterval` schedules the next run, a spec edit never abandons a
+//! confirmed risk, and a finished run leaves one report. The lifecycle
+//! itself (create, spec edit, rescan annotation, suspend, deletion, report
+//! pruning and collection, a stalled executor) is the end-to-end suite's,
+//! tests/e2e, which runs on the emulator and on a real cluster.
 
 mod controller_kit;
 
 use assetscan_operator::domain::ticket::Status;
 use assetscan_operator::kubernetes::controller;
-use assetscan_operator::kubernetes::controller::ConditionType;
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanReport};
 use assetscan_operator::store::StoreError;
 use controller_kit::*;
@@ -46,165 +49,6 @@ async fn set_next_scan(h: &Harness, name: &str, at: Timestamp) {
     let at = Timestamp::from_second(at.as_second()).unwrap();
     h.merge_status(name, json!({"nextScanTime": at.to_string()}))
         .await;
-}
-
-/// A spec change starts a new run (new run id and ticket, the new
-/// generation observed); `suspend: true` starts no run, not even a rescan
-/// that is due, and says so; deleting the object runs the finalizer, which
-/// removes its tickets from Redis but keeps the fence, so tokens never repeat.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn spec_change_suspend_and_deletion() {
-    let h = Harness::start().await;
-    let life = h.online(scan("life-01").high_risk().rescan_every("1m"));
-    let asset = life.spec.asset_id.as_str();
-    let ctl = h.controller("ctl-a").await;
-    let created = h.create(&life).await;
-    let uid8: String = created
-        .uid()
-        .unwrap()
-        .chars()
-        .filter(char::is_ascii_alphanumeric)
-        .take(8)
-        .collect();
-
-    let first = h.wait_terminal("life-01", Duration::from_secs(30)).await;
-    let s1 = status(&first).clone();
-    assert_eq!(s1.run.as_deref(), Some(format!("{uid8}-g1-s0").as_str()));
-    assert_eq!(s1.vulnerabilities.as_ref().unwrap().total, 2);
-
-    // Spec change: one more package. A new run of generation 2.
-    let changed = patch_spec(
-        &h,
-        "life-01",
-        json!({"software": [
-            {"name": "openssh", "ecosystem": "Debian:10", "version": "1:7.9p1-10+deb10u2"},
-            {"name": "xz-utils", "ecosystem": "Debian:10", "version": "5.2.4-1+deb10u1"},
-            {"name": "glibc", "ecosystem": "Debian:10", "version": "2.28-10+deb10u2"},
-        ]}),
-    )
-    .await;
-    assert_eq!(changed.metadata.generation, Some(2));
-    let second = h.wait_terminal("life-01", Duration::from_secs(30)).await;
-    let s2 = status(&second).clone();
-    assert_eq!(s2.observed_generation, Some(2));
-    assert_eq!(s2.run.as_deref(), Some(format!("{uid8}-g2-s0").as_str()));
-    assert_ne!(s2.ticket_id, s1.ticket_id);
-    assert!(
-        s2.fencing_token > s1.fencing_token,
-        "{:?} > {:?}",
-        s2.fencing_token,
-        s1.fencing_token
-    );
-    assert_eq!(
-        s2.vulnerabilities.as_ref().unwrap().total,
-        3,
-        "the new spec was scanned"
-    );
-    for c in &s2.conditions {
-        assert_eq!(c.observed_generation, Some(2), "{c:?}");
-    }
-    assert_eq!(
-        runs(&h, asset).await,
-        BTreeSet::from([format!("{uid8}-g1-s0"), format!("{uid8}-g2-s0")]),
-        "a new ticket; the old one stays until its retention ends"
-    );
-    // Each run is its own notification: its own idempotency key.
-    assert_eq!(
-        h.delivered_keys(),
-        BTreeSet::from([s1.ticket_id.clone().unwrap(), s2.ticket_id.clone().unwrap()])
-    );
-    check_status_history(&h, "life-01", &second);
-
-    // Suspend: generation 3 is observed, nothing runs.
-    let suspended = patch_spec(&h, "life-01", json!({"suspend": true})).await;
-    assert_eq!(suspended.metadata.generation, Some(3));
-    let seen = h
-        .wait("life-01", "suspended", Duration::from_secs(15), |o| {
-            o.status.as_ref().is_some_and(|s| {
-                s.observed_generation == Some(3)
-                    && ConditionType::Reconciling
-                        .find(&s.conditions)
-                        .is_some_and(|c| c.reason == "Suspended" && c.status == "False")
-            })
-        })
-        .await;
-    let s3 = status(&seen).clone();
-    assert_eq!(
-        (s3.run.as_ref(), s3.phase, s3.fencing_token),
-        (s2.run.as_ref(), Some(Status::Finished), s2.fencing_token),
-        "the last run's result stays"
-    );
-    assert_eq!(
-        ConditionType::Ready
-            .find(&s3.conditions)
-            .map(|c| c.status.as_str()),
-        Some("True")
-    );
-    // A rescan falls due while suspended: it does not start. The status
-    // patch is a watch event; a reconcile may already be under way when it
-    // lands, so the check waits for two suspended reconciles after it (the
-    // second one surely began after the patch, a poke makes sure there is
-    // one).
-    let suspended_reconciles = || ctl.counter("assetscan_reconciles_total{result=\"suspended\"}");
-    let before = suspended_reconciles();
-    set_next_scan(
-        &h,
-        "life-01",
-        Timestamp::now() - SignedDuration::from_secs(5),
-    )
-    .await;
-    until(
-        "a reconcile after the rescan fell due",
-        PATIENCE,
-        async || suspended_reconciles() > before,
-    )
-    .await;
-    h.poke("life-01").await;
-    until("a second reconcile after it", PATIENCE, async || {
-        suspended_reconciles() > before + 1.0
-    })
-    .await;
-    assert_eq!(runs(&h, asset).await.len(), 2, "no run while suspended");
-    assert_eq!(
-        status(&h.api().get("life-01").await.unwrap()).run,
-        s2.run,
-        "no run while suspended"
-    );
-    // Resumed: generation 4 runs at once.
-    patch_spec(&h, "life-01", json!({"suspend": false})).await;
-    let resumed = h.wait_terminal("life-01", Duration::from_secs(30)).await;
-    let s4 = status(&resumed).clone();
-    assert_eq!(s4.run.as_deref(), Some(format!("{uid8}-g4-s0").as_str()));
-    assert_eq!(
-        ConditionType::Reconciling
-            .find(&s4.conditions)
-            .unwrap()
-            .reason,
-        "ScanComplete"
-    );
-    check_status_history(&h, "life-01", &resumed);
-    let last_token = s4.fencing_token.unwrap() as u64;
-
-    // Delete: the finalizer removes this object's tickets, not the fence.
-    h.api()
-        .delete("life-01", &DeleteParams::default())
-        .await
-        .expect("delete");
-    h.wait_gone("life-01").await;
-    assert_eq!(runs(&h, asset).await, BTreeSet::new(), "tickets deleted");
-    assert_eq!(fence_value(&h, asset), Some(last_token), "the fence stays");
-
-    // The same asset under a new object: tokens go on from the fence.
-    h.create(&scan("life-01-again").asset(asset).build()).await;
-    let again = h
-        .wait_terminal("life-01-again", Duration::from_secs(30))
-        .await;
-    assert!(
-        status(&again).fencing_token.unwrap() as u64 > last_token,
-        "tokens never repeat: {:?} after {last_token}",
-        status(&again).fencing_token
-    );
-    ctl.stop().await;
 }
 
 /// Deleting an AssetScan whose run is in progress under another live
@@ -483,76 +327,6 @@ async fn a_stalled_earlier_run_cannot_confirm_a_risk_after_the_next_generation_i
     b.stop().await;
 }
 
-/// Asks for a rescan: `assetscan.io/rescan` set to `value`.
-async fn request_rescan(h: &Harness, name: &str, value: &str) {
-    h.annotate(
-        name,
-        json!({ assetscan_operator::domain::RESCAN_ANNOTATION: value }),
-    )
-    .await;
-}
-
-/// `assetscan.io/rescan` set to a new value starts exactly one new run,
-/// recorded as handled with its claim; the same value again (the object
-/// touched otherwise) starts none, and a new value one more. Two replicas
-/// watch the object: they agree, since the value handled is in the status.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_rescan_annotation_starts_exactly_one_run_per_value() {
-    let h = Harness::start().await;
-    let ondemand = h.online(scan("ondemand-01"));
-    let asset = ondemand.spec.asset_id.as_str();
-    let [a, b] = h.replicas(["ctl-a", "ctl-b"]).await;
-    h.create(&ondemand).await;
-    let first = h.wait_terminal("ondemand-01", PATIENCE).await;
-    let owner = controller::owner_id(&first);
-    let run = |scan: u64| format!("{owner}-g1-s{scan}");
-    let shows = |scan: u64, handled: &'static str| {
-        let want = run(scan);
-        move |o: &AssetScan| {
-            let s = o.status.as_ref();
-            s.and_then(|s| s.run.as_deref()) == Some(want.as_str())
-                && s.and_then(|s| s.phase) == Some(Status::Finished)
-                && s.and_then(|s| s.last_handled_rescan.as_deref()) == Some(handled)
-        }
-    };
-    assert_eq!(status(&first).run.as_deref(), Some(run(0).as_str()));
-
-    request_rescan(&h, "ondemand-01", "t1").await;
-    h.wait(
-        "ondemand-01",
-        "rescan t1 finished",
-        PATIENCE,
-        shows(1, "t1"),
-    )
-    .await;
-    // The same value, the object touched otherwise: a reconcile of it (run
-    // here, to the end, rather than hoped for) starts nothing.
-    h.annotate("ondemand-01", json!({ "team": "secops" })).await;
-    let touched = h.api().get("ondemand-01").await.unwrap();
-    let action = controller::reconcile(Arc::new(touched.clone()), a.ctx.clone())
-        .await
-        .expect("reconcile");
-    assert_eq!(requeue_after(&action), None, "{action:?}");
-    assert_eq!(runs(&h, asset).await, BTreeSet::from([run(0), run(1)]));
-    let again = h.api().get("ondemand-01").await.unwrap();
-    assert_eq!(again.status, touched.status, "nothing written");
-    request_rescan(&h, "ondemand-01", "t2").await;
-    h.wait(
-        "ondemand-01",
-        "rescan t2 finished",
-        PATIENCE,
-        shows(2, "t2"),
-    )
-    .await;
-    assert_eq!(
-        runs(&h, asset).await,
-        BTreeSet::from([run(0), run(1), run(2)]),
-        "one run per value"
-    );
-    a.stop().await;
-    b.stop().await;
-}
-
 fn reports_api(h: &Harness) -> kube::Api<AssetScanReport> {
     kube::Api::namespaced(h.client.clone(), NAMESPACE)
 }
@@ -652,53 +426,6 @@ async fn a_finished_run_leaves_exactly_one_report_even_when_replicas_race() {
     assert_eq!(unchanged.spec, report.spec, "written once, never changed");
     a.stop().await;
     b.stop().await;
-}
-
-/// `reportHistoryLimit` keeps the newest reports; deleting the AssetScan
-/// deletes the rest (the garbage collector follows the owner references).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn reports_beyond_the_limit_are_pruned_and_go_with_their_scan() {
-    let h = Harness::start().await;
-    let limited = scan("report-02").report_history_limit(2);
-    let (ctl, first) = h.run_to_end("ctl-a", limited).await;
-    for value in ["t1", "t2", "t3"] {
-        request_rescan(&h, "report-02", value).await;
-        h.wait("report-02", "the rescan's report", PATIENCE, |o| {
-            o.status.as_ref().is_some_and(|s| {
-                s.last_handled_rescan.as_deref() == Some(value)
-                    && s.phase == Some(Status::Finished)
-                    && s.latest_report.as_deref()
-                        == s.run
-                            .as_deref()
-                            .map(|r| {
-                                let (_, scan) = r.rsplit_once("-s").unwrap();
-                                format!("report-02-g1-s{scan}")
-                            })
-                            .as_deref()
-            })
-        })
-        .await;
-    }
-    assert_eq!(
-        reports_of(&h, &first).await,
-        ["report-02-g1-s2", "report-02-g1-s3"],
-        "the two newest of four"
-    );
-    let kept = h.api().get("report-02").await.unwrap();
-    assert_eq!(
-        status(&kept).reports,
-        ["report-02-g1-s3", "report-02-g1-s2"]
-    );
-
-    h.api()
-        .delete("report-02", &DeleteParams::default())
-        .await
-        .unwrap();
-    until("reports deleted with their scan", PATIENCE, async || {
-        reports_of(&h, &first).await.is_empty()
-    })
-    .await;
-    ctl.stop().await;
 }
 
 /// The size of `object` as the API server serves it (JSON, `managedFields`

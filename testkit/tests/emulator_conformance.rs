@@ -31,8 +31,8 @@ use serde_json::{Value, json};
 
 mod common;
 use common::{
-    api_error, assert_refusal, create_scan, delete_marked, merge_patch, merge_patch_status, scan,
-    scan_event,
+    api_error, assert_refusal, counters_crd, create_scan, delete_marked, merge_patch,
+    merge_patch_status, notes_crd, scan, scan_event,
 };
 
 async fn start_with(extra_crds: Vec<Value>) -> (Emulator, Api<DynamicObject>) {
@@ -257,29 +257,6 @@ async fn status_errors_name_the_field_below_status() {
     assert_eq!(causes[0].field, "phase");
 }
 
-/// A namespaced CRD of group example.com, version v1, whose spec has the
-/// schema `spec`.
-fn example_crd(plural: &str, kind: &str, spec: Value) -> Value {
-    let singular = plural.trim_end_matches('s');
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.example.com")},
-        "spec": {
-            "group": "example.com",
-            "scope": "Namespaced",
-            "names": {"plural": plural, "singular": singular, "kind": kind, "listKind": format!("{kind}List")},
-            "versions": [{
-                "name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {
-                    "type": "object",
-                    "properties": {"spec": spec},
-                }},
-            }],
-        },
-    })
-}
-
 /// The objects of an example CRD, in the default namespace.
 fn example_api(emu: &Emulator, kind: &str, plural: &str) -> Api<DynamicObject> {
     let gvk = GroupVersionKind::gvk("example.com", "v1", kind);
@@ -287,22 +264,6 @@ fn example_api(emu: &Emulator, kind: &str, plural: &str) -> Api<DynamicObject> {
         emu.client().expect("client"),
         "default",
         &ApiResource::from_gvk_with_plural(&gvk, plural),
-    )
-}
-
-/// A CRD with a nullable field and a rule that reads it only when present.
-fn notes_crd() -> Value {
-    example_crd(
-        "notes",
-        "Note",
-        json!({
-            "type": "object",
-            "x-kubernetes-validations": [{
-                "rule": "!has(self.text) || self.text.size() > 0",
-                "message": "text may not be empty",
-            }],
-            "properties": {"text": {"type": "string", "nullable": true}},
-        }),
     )
 }
 
@@ -482,28 +443,6 @@ async fn event_notes_are_immutable() {
         .await
         .expect("series may change");
     assert_eq!(updated.note.as_deref(), Some("CVE-2026-0001"));
-}
-
-/// A CRD whose spec may only move forward: a transition rule that names
-/// the field it reports (`fieldPath`) and its reason.
-fn counters_crd() -> Value {
-    example_crd(
-        "counters",
-        "Counter",
-        json!({
-            "type": "object",
-            "x-kubernetes-validations": [{
-                "rule": "self.major > oldSelf.major || (self.major == oldSelf.major && self.minor >= oldSelf.minor)",
-                "message": "may not go backwards",
-                "fieldPath": ".major",
-                "reason": "FieldValueForbidden",
-            }],
-            "properties": {
-                "major": {"type": "integer"},
-                "minor": {"type": "integer"},
-            },
-        }),
-    )
 }
 
 /// As kube-apiserver v1.28.7 answers: a transition rule is never

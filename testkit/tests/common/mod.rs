@@ -116,3 +116,64 @@ where
         .left()
         .unwrap_or_else(|| panic!("{name} was removed, not marked"))
 }
+
+/// A namespaced CRD of group example.com, version v1, whose spec has the
+/// schema `spec`.
+pub fn example_crd(plural: &str, kind: &str, spec: Value) -> Value {
+    let singular = plural.trim_end_matches('s');
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.example.com")},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"plural": plural, "singular": singular, "kind": kind, "listKind": format!("{kind}List")},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {"spec": spec},
+                }},
+            }],
+        },
+    })
+}
+
+/// A CRD with a nullable field and a rule that reads it only when present.
+pub fn notes_crd() -> Value {
+    example_crd(
+        "notes",
+        "Note",
+        json!({
+            "type": "object",
+            "x-kubernetes-validations": [{
+                "rule": "!has(self.text) || self.text.size() > 0",
+                "message": "text may not be empty",
+            }],
+            "properties": {"text": {"type": "string", "nullable": true}},
+        }),
+    )
+}
+
+/// A CRD whose spec may only move forward: a transition rule that names
+/// the field it reports (`fieldPath`) and its reason.
+pub fn counters_crd() -> Value {
+    example_crd(
+        "counters",
+        "Counter",
+        json!({
+            "type": "object",
+            "x-kubernetes-validations": [{
+                "rule": "self.major > oldSelf.major || (self.major == oldSelf.major && self.minor >= oldSelf.minor)",
+                "message": "may not go backwards",
+                "fieldPath": ".major",
+                "reason": "FieldValueForbidden",
+            }],
+            "properties": {
+                "major": {"type": "integer"},
+                "minor": {"type": "integer"},
+            },
+        }),
+    )
+}

@@ -1,0 +1,48 @@
+//! The command line of the suites that run on the emulator or a cluster
+//! (e2e, conformance): `--kubeconfig PATH` (empty: the caller had none to
+//! give), `--no-garbage-collector`, `--list`, and names to filter by;
+//! libtest's own flags (`--test-threads=2`, ...) are accepted and ignored,
+//! since `cargo test` passes them to every test binary.
+
+pub struct Args {
+    /// `--kubeconfig` given (empty when the caller had none to give).
+    pub kubeconfig: Option<String>,
+    pub garbage_collector: bool,
+    pub filters: Vec<String>,
+    pub list: bool,
+}
+
+impl Args {
+    pub fn parse() -> Args {
+        let mut args = Args {
+            kubeconfig: None,
+            garbage_collector: true,
+            filters: Vec::new(),
+            list: false,
+        };
+        let mut given = std::env::args().skip(1);
+        while let Some(arg) = given.next() {
+            match arg.as_str() {
+                "--kubeconfig" => args.kubeconfig = Some(given.next().unwrap_or_default()),
+                "--no-garbage-collector" => args.garbage_collector = false,
+                "--list" => args.list = true,
+                // libtest's options that take a value, as a separate word.
+                "--test-threads" | "--skip" | "--format" | "--color" | "-Z" => {
+                    given.next();
+                }
+                flag if flag.starts_with('-') => {
+                    if let Some(path) = flag.strip_prefix("--kubeconfig=") {
+                        args.kubeconfig = Some(path.to_owned());
+                    }
+                }
+                filter => args.filters.push(filter.to_owned()),
+            }
+        }
+        args
+    }
+
+    /// Whether `name` passes the filters.
+    pub fn selects(&self, name: &str) -> bool {
+        self.filters.is_empty() || self.filters.iter().any(|f| name.contains(f.as_str()))
+    }
+}
