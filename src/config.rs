@@ -242,7 +242,10 @@ impl Config {
             ));
         }
         let ack = &config.redis.replica_ack;
-        if ack.timeout.is_zero() || ack.timeout >= config.redis.timeout {
+        if ack
+            .timeout
+            .is_some_and(|t| t.is_zero() || t >= config.redis.timeout)
+        {
             return Err(invalid(
                 "redis.replicaAck.timeout must be positive and below redis.timeout (other commands queue behind the wait)".into(),
             ));

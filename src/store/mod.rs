@@ -116,7 +116,7 @@ impl TicketStore {
     ) -> Result<TicketStore, StoreError> {
         let conn = RedisConn::connect(target, &config).await?;
         let watchdog = Watchdog::start(conn.clone(), config.lock_ttl);
-        let replica_ack = config.replica_ack.resolve(target);
+        let replica_ack = config.replica_ack.resolve(target, config.timeout);
         Ok(TicketStore {
             conn,
             config,

@@ -46,35 +46,32 @@ pub enum ReplicaAckMode {
 }
 
 /// The replica acknowledgement setting (`redis.replicaAck`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ReplicaAck {
     pub mode: ReplicaAckMode,
     /// How long a write waits for a replica before it counts as possibly
     /// lost. The connection is shared: other commands queue behind the wait,
-    /// so it is kept short, and below the Redis response timeout.
-    #[serde(deserialize_with = "crate::duration::config")]
-    pub timeout: Duration,
+    /// so it is kept short, and below the Redis response timeout. Unset:
+    /// [`DEFAULT_TIMEOUT`], or half the response timeout when that is less.
+    #[serde(deserialize_with = "crate::duration::config_optional")]
+    pub timeout: Option<Duration>,
 }
 
-impl Default for ReplicaAck {
-    fn default() -> Self {
-        ReplicaAck {
-            mode: ReplicaAckMode::Auto,
-            timeout: Duration::from_secs(1),
-        }
-    }
-}
+/// The wait's bound unless set: a replica on the same network answers in
+/// about a millisecond, so a second means it is not there.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
 
 impl ReplicaAck {
-    /// The wait's timeout for `target`, or `None` when writes do not wait.
-    pub(super) fn resolve(&self, target: &RedisTarget) -> Option<Duration> {
+    /// The wait's timeout for `target` under the response timeout
+    /// `response`, or `None` when writes do not wait.
+    pub(super) fn resolve(&self, target: &RedisTarget, response: Duration) -> Option<Duration> {
         let replicated = match self.mode {
             ReplicaAckMode::Auto => !matches!(target, RedisTarget::Standalone(_)),
             ReplicaAckMode::Always => true,
             ReplicaAckMode::Never => false,
         };
-        replicated.then_some(self.timeout)
+        replicated.then(|| self.timeout.unwrap_or(DEFAULT_TIMEOUT.min(response / 2)))
     }
 }
 
@@ -157,21 +154,27 @@ mod tests {
     #[test]
     fn auto_waits_behind_sentinel_and_cluster_only() {
         let ack = ReplicaAck::default();
+        let five = Duration::from_secs(5);
         let standalone = RedisTarget::parse("redis://127.0.0.1:6379").unwrap();
         let sentinel = RedisTarget::parse("redis+sentinel://s1/m").unwrap();
         let cluster = RedisTarget::parse("cluster:redis://a:1").unwrap();
-        assert_eq!(ack.resolve(&standalone), None);
-        assert_eq!(ack.resolve(&sentinel), Some(ack.timeout));
-        assert_eq!(ack.resolve(&cluster), Some(ack.timeout));
+        assert_eq!(ack.resolve(&standalone, five), None);
+        assert_eq!(ack.resolve(&sentinel, five), Some(DEFAULT_TIMEOUT));
+        assert_eq!(ack.resolve(&cluster, five), Some(DEFAULT_TIMEOUT));
+        let short = Duration::from_millis(800);
+        assert_eq!(ack.resolve(&sentinel, short), Some(short / 2));
         let always = ReplicaAck {
             mode: ReplicaAckMode::Always,
-            ..ack
+            timeout: Some(Duration::from_millis(300)),
         };
-        assert_eq!(always.resolve(&standalone), Some(ack.timeout));
+        assert_eq!(
+            always.resolve(&standalone, five),
+            Some(Duration::from_millis(300))
+        );
         let never = ReplicaAck {
             mode: ReplicaAckMode::Never,
             ..ack
         };
-        assert_eq!(never.resolve(&sentinel), None);
+        assert_eq!(never.resolve(&sentinel, five), None);
     }
 }
