@@ -4,7 +4,7 @@
 
 use crate::pipeline::StepPolicies;
 use crate::providers::ProvidersConfig;
-use crate::store::StoreConfig;
+use crate::store::{ReplicaAck, StoreConfig};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -153,14 +153,24 @@ pub struct RedisSection {
     /// Bound on connecting and on each Redis reply.
     #[serde(deserialize_with = "crate::duration::config")]
     pub timeout: Duration,
+    /// Whether the writes around a notification (its intent, its receipts)
+    /// wait until a replica has them before the run acts on them.
+    pub replica_ack: ReplicaAck,
+    /// Behind Sentinel: how long a command whose master went away keeps
+    /// asking the sentinels for the new master and resending.
+    #[serde(deserialize_with = "crate::duration::config")]
+    pub failover_wait: Duration,
 }
 
 impl Default for RedisSection {
     fn default() -> Self {
+        let store = StoreConfig::default();
         RedisSection {
             url: None,
-            prefix: "asc".into(),
-            timeout: Duration::from_secs(5),
+            prefix: store.prefix,
+            timeout: store.timeout,
+            replica_ack: store.replica_ack,
+            failover_wait: store.failover_wait,
         }
     }
 }
@@ -271,6 +281,15 @@ impl Config {
                 "redis.prefix must be non-empty, without braces or spaces".into(),
             ));
         }
+        let ack = &config.redis.replica_ack;
+        if ack
+            .timeout
+            .is_some_and(|t| t.is_zero() || t >= config.redis.timeout)
+        {
+            return Err(invalid(
+                "redis.replicaAck.timeout must be positive and below redis.timeout (other commands queue behind the wait)".into(),
+            ));
+        }
         let starts = &config.scan_starts;
         if starts.per_second == 0 {
             return Err(invalid("scanStarts.perSecond must be at least 1".into()));
@@ -294,6 +313,8 @@ impl Config {
             terminal_retention: self.tickets.retention,
             abandon_after: self.tickets.abandon_after,
             timeout: self.redis.timeout,
+            replica_ack: self.redis.replica_ack,
+            failover_wait: self.redis.failover_wait,
             // Credentials and TLS files come from the command line
             // (environment), never from this file.
             security: Default::default(),
@@ -336,6 +357,14 @@ mod tests {
         ] {
             let err = Config::parse(&format!("{base}scanStarts: {section}"), path).unwrap_err();
             assert!(err.to_string().contains(key), "{section}: {err}");
+        }
+        for ack in ["{timeout: 0s}", "{timeout: 5s}", "{mode: sometimes}"] {
+            let err =
+                Config::parse(&format!("{base}redis: {{replicaAck: {ack}}}"), path).unwrap_err();
+            assert!(
+                err.to_string().contains("replicaAck") || err.to_string().contains("sometimes"),
+                "{ack}: {err}"
+            );
         }
         let err = Config::parse(&format!("{base}lokc: {{}}"), path).unwrap_err();
         assert!(err.to_string().contains("lokc"), "{err}");

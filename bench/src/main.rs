@@ -10,6 +10,7 @@ mod cpu;
 mod effects;
 mod lock;
 mod paths;
+mod replica;
 mod server;
 mod size;
 mod stats;
@@ -26,6 +27,7 @@ enum Section {
     Lock,
     Size,
     Watchdog,
+    Replica,
     Throughput,
 }
 
@@ -93,6 +95,9 @@ async fn run(only: &[Section]) -> Result<(), BenchError> {
     }
     if runs(Section::Watchdog) {
         watchdog::report(&bed).await?;
+    }
+    if runs(Section::Replica) {
+        replica::report(&bed).await?;
     }
     if runs(Section::Throughput) {
         let ratio = throughput::report(&bed).await?;

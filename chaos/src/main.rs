@@ -29,7 +29,7 @@ enum ScaleName {
 )]
 struct Args {
     /// Seed of the schedule: the same seed replays the same schedule.
-    #[arg(long, env = "CHAOS_SEED", default_value_t = DEFAULT_SEED)]
+    #[arg(long, env = "CHAOS_SEED", default_value_t = DEFAULT_SEED, value_parser = parse_seed)]
     seed: u64,
     #[arg(long, env = "CHAOS_SCALE", value_enum, default_value_t = ScaleName::Full)]
     scale: ScaleName,
@@ -39,6 +39,24 @@ struct Args {
     /// Check the history a run recorded (its `history.json`) instead of running.
     #[arg(long)]
     recheck: Option<PathBuf>,
+}
+
+/// A seed as `CHAOS_SEED` or `--seed` gives it. Set but empty (`CHAOS_SEED=`)
+/// is a mistake worth naming: it is not the default seed.
+fn parse_seed(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(format!(
+            "the seed is empty (CHAOS_SEED= set to nothing?): give a number, e.g. CHAOS_SEED={DEFAULT_SEED}, or unset CHAOS_SEED for that default"
+        ));
+    }
+    text.parse().map_err(|_| {
+        let shown: String = text.chars().take(40).collect();
+        format!(
+            "the seed {shown:?} is not a whole number from 0 to {}",
+            u64::MAX
+        )
+    })
 }
 
 /// Violations printed in full; the rest are counted.
@@ -172,4 +190,23 @@ fn sibling_operator() -> Option<PathBuf> {
             .parent()?
             .join("chaos-operator"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_or_malformed_seed_is_named() {
+        let err = Args::try_parse_from(["assetscan-chaos", "--seed", ""]).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("the seed is empty"), "{text}");
+        assert!(text.contains("unset CHAOS_SEED"), "{text}");
+        let err = parse_seed(&"x".repeat(500)).unwrap_err();
+        assert!(err.contains("not a whole number"), "{err}");
+        assert!(err.len() < 200, "the quoted input is bounded: {err}");
+        assert_eq!(parse_seed(" 7 "), Ok(7));
+        let args = Args::try_parse_from(["assetscan-chaos", "--seed", "4"]).unwrap();
+        assert_eq!(args.seed, 4);
+    }
 }

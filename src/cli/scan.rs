@@ -5,6 +5,7 @@
 use super::{Common, shutdown_on_signal};
 use crate::pipeline::{Outcome, Pipeline};
 use crate::providers::Providers;
+use crate::store::StoreError;
 use assetscan_domain::AssetId;
 use assetscan_domain::ScanRequest;
 use assetscan_domain::ticket::{Status, Ticket, now_ms};
@@ -154,7 +155,7 @@ pub async fn run(args: ScanArgs) -> Result<ExitCode, String> {
     let outcome = pipeline
         .run(&request, &(), &shutdown)
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| resumable(&e, &request.run))?;
     let (code, ticket): (u8, Option<Ticket>) = match outcome {
         Outcome::Terminal(ticket) => (terminal_code(&ticket), Some(ticket)),
         Outcome::Locked {
@@ -206,6 +207,17 @@ pub async fn run(args: ScanArgs) -> Result<ExitCode, String> {
     Ok(ExitCode::from(code))
 }
 
+/// The message of a run that Redis interrupted (unreachable, its master
+/// gone past the failover wait, a write no replica acknowledged): the
+/// ticket keeps what was confirmed, so it says how to go on.
+fn resumable(err: &StoreError, run: &str) -> String {
+    if err.is_unavailable() {
+        format!("{err}; the run is kept: resume it by running the same scan with --run {run}")
+    } else {
+        err.to_string()
+    }
+}
+
 fn terminal_code(ticket: &Ticket) -> u8 {
     match ticket.status {
         Status::Failed => exit::FAILED,
@@ -216,8 +228,28 @@ fn terminal_code(ticket: &Ticket) -> u8 {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_package;
+    use super::{parse_package, resumable};
+    use crate::store::StoreError;
     use assetscan_domain::Package;
+
+    #[test]
+    fn a_run_redis_interrupted_names_its_resume_command() {
+        let lost = StoreError::Redis {
+            op: "advance",
+            source: std::io::Error::from(std::io::ErrorKind::BrokenPipe).into(),
+        };
+        let text = resumable(&lost, "cli-7");
+        assert!(text.starts_with("redis error during advance"), "{text}");
+        assert!(
+            text.ends_with("running the same scan with --run cli-7"),
+            "{text}"
+        );
+        let verdict = StoreError::IllegalTransition {
+            from: "FINISHED".into(),
+            to: "INIT".into(),
+        };
+        assert!(!resumable(&verdict, "cli-7").contains("--run"));
+    }
 
     #[test]
     fn parses_package_specs() {

@@ -13,22 +13,19 @@
 
 mod managed;
 mod sentinel;
+mod tls_files;
 
-use super::StoreError;
+use super::{StoreConfig, StoreError};
 use managed::{Endpoint, Managed};
 pub use redis::TlsCertificates;
 use redis::aio::ConnectionLike;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
-use redis::{
-    Client, ClientTlsConfig, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value,
-};
+use redis::{Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 pub use sentinel::SentinelTarget;
 use std::fmt;
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
 
 /// Where Redis is: one URL (`redis://`, `rediss://` for TLS), the sentinels
 /// that know the master, or the seed nodes of a Cluster.
@@ -131,46 +128,6 @@ pub struct RedisSecurity {
     pub tls: Option<TlsCertificates>,
 }
 
-impl RedisSecurity {
-    /// Reads the TLS files (PEM): a CA bundle, and a client certificate with
-    /// its key. Either may be absent; a certificate needs its key.
-    pub fn tls_files(
-        ca: Option<&Path>,
-        cert: Option<&Path>,
-        key: Option<&Path>,
-    ) -> Result<Option<TlsCertificates>, StoreError> {
-        let read = |path: &Path| {
-            std::fs::read(path).map_err(|source| StoreError::TlsFile {
-                path: path.to_owned(),
-                source,
-            })
-        };
-        let client_tls = match (cert, key) {
-            (Some(cert), Some(key)) => Some(ClientTlsConfig {
-                client_cert: read(cert)?,
-                client_key: read(key)?,
-            }),
-            (None, None) => None,
-            (Some(path), None) | (None, Some(path)) => {
-                return Err(StoreError::TlsFile {
-                    path: path.to_owned(),
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::InvalidInput,
-                        "a client certificate and its key come together",
-                    ),
-                });
-            }
-        };
-        let root_cert = ca.map(read).transpose()?;
-        Ok(
-            (client_tls.is_some() || root_cert.is_some()).then_some(TlsCertificates {
-                client_tls,
-                root_cert,
-            }),
-        )
-    }
-}
-
 /// A connection to any kind of deployment. Clones share the connection
 /// and the round-trip count.
 #[derive(Clone)]
@@ -188,15 +145,17 @@ pub(crate) enum Link {
 }
 
 impl RedisConn {
-    /// Connects once, now; `timeout` bounds each connection attempt and each
-    /// response, so an unreachable Redis surfaces as an error instead of a
-    /// hang. A wrong password or an untrusted certificate fails here, once,
-    /// with the server's or the TLS library's reason.
+    /// Connects once, now; the config's `timeout` bounds each connection
+    /// attempt and each response, so an unreachable Redis surfaces as an
+    /// error instead of a hang. A wrong password or an untrusted certificate
+    /// fails here, once, with the server's or the TLS library's reason.
+    /// Behind Sentinel, a command that loses its master is retried on the
+    /// new one for up to `failover_wait` (see [`managed`]).
     pub async fn connect(
         target: &RedisTarget,
-        security: &RedisSecurity,
-        timeout: Duration,
+        config: &StoreConfig,
     ) -> Result<RedisConn, StoreError> {
+        let (security, timeout) = (&config.security, config.timeout);
         let connect_err = |source| StoreError::Connect {
             target: target.redacted(),
             source,
@@ -204,13 +163,17 @@ impl RedisConn {
         match target {
             RedisTarget::Standalone(url) => {
                 let (client, db) = standalone_client(url, security).map_err(connect_err)?;
-                let managed = Managed::new(Endpoint::Fixed(client), timeout, target.redacted(), db);
+                let endpoint = Endpoint::Fixed(client);
+                let managed = Managed::new(endpoint, timeout, target.redacted(), db);
                 managed.connect_now().await.map_err(connect_err)?;
                 Ok(RedisConn::new(Link::Primary(managed)))
             }
             RedisTarget::Sentinel(sentinels) => {
                 let client = sentinels.client(security).map_err(connect_err)?;
-                let endpoint = Endpoint::Sentinel(tokio::sync::Mutex::new(client));
+                let endpoint = Endpoint::Sentinel {
+                    sentinels: tokio::sync::Mutex::new(client),
+                    failover_wait: config.failover_wait,
+                };
                 let managed = Managed::new(endpoint, timeout, target.redacted(), sentinels.db());
                 managed.connect_now().await.map_err(connect_err)?;
                 Ok(RedisConn::new(Link::Primary(managed)))

@@ -47,6 +47,15 @@ pub enum StoreError {
         #[source]
         source: redis::RedisError,
     },
+    /// No replica acknowledged a write that must survive a failover within
+    /// the wait: the write may be lost, so nothing depending on it is done.
+    #[error(
+        "no redis replica acknowledged the write to {key} within {timeout:?}: it may not survive a failover, so the run does not act on it"
+    )]
+    NotReplicated {
+        key: String,
+        timeout: std::time::Duration,
+    },
     #[error("cannot connect to redis at {target}: {source}")]
     Connect {
         target: String,
@@ -57,6 +66,13 @@ pub enum StoreError {
     InvalidTarget {
         target: String,
         reason: &'static str,
+    },
+    /// A TLS file that reads but does not hold what its flag needs.
+    #[error("redis TLS file {path} ({flag}) holds {expected}")]
+    TlsFileContent {
+        path: std::path::PathBuf,
+        flag: &'static str,
+        expected: &'static str,
     },
     #[error("cannot read redis TLS file {path}: {source}")]
     TlsFile {
@@ -128,7 +144,7 @@ impl StoreError {
     pub fn is_unavailable(&self) -> bool {
         match self {
             StoreError::Redis { source, .. } => !is_acl_refusal(source),
-            StoreError::Connect { .. } => true,
+            StoreError::Connect { .. } | StoreError::NotReplicated { .. } => true,
             _ => false,
         }
     }
@@ -150,7 +166,10 @@ impl StoreError {
             StoreError::Redis { source, .. } if is_acl_refusal(source) => "RedisPermissionDenied",
             StoreError::Redis { .. } => "RedisUnavailable",
             StoreError::Connect { .. } => "RedisUnavailable",
-            StoreError::InvalidTarget { .. } | StoreError::TlsFile { .. } => "RedisConfig",
+            StoreError::NotReplicated { .. } => "RedisNotReplicated",
+            StoreError::InvalidTarget { .. }
+            | StoreError::TlsFile { .. }
+            | StoreError::TlsFileContent { .. } => "RedisConfig",
         }
     }
 }

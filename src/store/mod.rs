@@ -33,6 +33,7 @@ mod conn;
 mod end;
 mod error;
 mod keys;
+mod replica_ack;
 mod scripts;
 mod watchdog;
 mod write;
@@ -44,6 +45,7 @@ pub use conn::{
 };
 pub use error::StoreError;
 pub use keys::AssetKeys;
+pub use replica_ack::{ReplicaAck, ReplicaAckMode};
 pub use watchdog::{LeaseGuard, Watchdog, WatchdogStats};
 pub use write::Patch;
 
@@ -72,6 +74,12 @@ pub struct StoreConfig {
     pub timeout: Duration,
     /// Credentials and TLS settings applied to every connection.
     pub security: RedisSecurity,
+    /// Whether the writes around a side effect wait for a replica
+    /// ([`replica_ack`]).
+    pub replica_ack: ReplicaAck,
+    /// Behind Sentinel: how long a command whose master went away keeps
+    /// asking the sentinels for the new one and retrying (see `conn`).
+    pub failover_wait: Duration,
 }
 
 impl Default for StoreConfig {
@@ -84,6 +92,8 @@ impl Default for StoreConfig {
             abandon_after: Duration::from_secs(24 * 3600),
             timeout: Duration::from_secs(5),
             security: RedisSecurity::default(),
+            replica_ack: ReplicaAck::default(),
+            failover_wait: Duration::from_secs(10),
         }
     }
 }
@@ -94,6 +104,8 @@ pub struct TicketStore {
     conn: RedisConn,
     config: StoreConfig,
     watchdog: Watchdog,
+    /// The replica wait's timeout, when writes around side effects wait.
+    replica_ack: Option<Duration>,
 }
 
 impl TicketStore {
@@ -102,12 +114,14 @@ impl TicketStore {
         target: &RedisTarget,
         config: StoreConfig,
     ) -> Result<TicketStore, StoreError> {
-        let conn = RedisConn::connect(target, &config.security, config.timeout).await?;
+        let conn = RedisConn::connect(target, &config).await?;
         let watchdog = Watchdog::start(conn.clone(), config.lock_ttl);
+        let replica_ack = config.replica_ack.resolve(target, config.timeout);
         Ok(TicketStore {
             conn,
             config,
             watchdog,
+            replica_ack,
         })
     }
 

@@ -2,6 +2,7 @@
 //! its claim, accepted only under the ticket's own token and along the
 //! state machine's table.
 
+use super::replica_ack::{guards_side_effect, invoke_acknowledged};
 use super::scripts::ADVANCE;
 use super::{StoreError, TicketStore, assemble, corrupt, millis};
 use assetscan_domain::AssetId;
@@ -79,9 +80,18 @@ impl TicketStore {
         patch: &Patch,
     ) -> Result<Ticket, StoreError> {
         let key = self.keys(asset).ticket(&base.run);
-        let raw: String = self
+        let raw: String = match self
             .send_advance(asset, &base.run, token, to, patch, false)
-            .await?;
+            .await
+        {
+            Ok(raw) => raw,
+            Err(refused @ StoreError::IllegalTransition { .. }) if to.is_terminal() => {
+                return self
+                    .applied_before(asset, &base.run, token, to, refused)
+                    .await;
+            }
+            Err(err) => return Err(err),
+        };
         let mut ticket = assemble(&key, &raw, &[])?;
         if ticket.revision != base.revision + 1 {
             return self
@@ -99,8 +109,28 @@ impl TicketStore {
         Ok(ticket)
     }
 
+    /// The answer to a write to terminal `to` that was `refused` as illegal:
+    /// the ticket, if it is already at `to` under `token`. A request resent
+    /// after its connection broke (`conn`) meets its own first attempt that
+    /// way; only the holder of `token` writes under it, so that write was
+    /// this one. Anything else stays refused.
+    async fn applied_before(
+        &self,
+        asset: &AssetId,
+        run: &str,
+        token: u64,
+        to: Status,
+        refused: StoreError,
+    ) -> Result<Ticket, StoreError> {
+        match self.get_ticket(asset, run).await? {
+            Some(ticket) if ticket.status == to && ticket.fencing_token == token => Ok(ticket),
+            _ => Err(refused),
+        }
+    }
+
     /// One `advance.lua` call; with `with_facts`, the reply also carries
-    /// the facts hash.
+    /// the facts hash. A write that records a side effect's intent or
+    /// receipt waits for a replica, when so configured (`replica_ack`).
     async fn send_advance<T: redis::FromRedisValue>(
         &self,
         asset: &AssetId,
@@ -134,9 +164,23 @@ impl TicketStore {
                 .arg(name)
                 .arg(serde_json::to_string(value).map_err(protocol)?);
         }
-        invocation
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(|e| StoreError::from_redis("advance", &ticket_key, e))
+        let mut conn = self.conn.clone();
+        match self.replica_ack {
+            Some(timeout) if guards_side_effect(to) => {
+                invoke_acknowledged(
+                    &mut conn,
+                    &ADVANCE,
+                    &invocation,
+                    "advance",
+                    &ticket_key,
+                    timeout,
+                )
+                .await
+            }
+            _ => invocation
+                .invoke_async(&mut conn)
+                .await
+                .map_err(|e| StoreError::from_redis("advance", &ticket_key, e)),
+        }
     }
 }

@@ -14,7 +14,25 @@
 //! attempt after the backoff decides again. A connection is replaced when a
 //! command on it shows it is unusable: dropped, timed out, or talking to a
 //! node that no longer takes writes (`READONLY`: a demoted master).
+//!
+//! Behind Sentinel, a request that met a lost master (its connection
+//! dropped or refused, a node answering `READONLY`, no master the sentinels
+//! can name yet) is sent again on a new connection, which asks the sentinels
+//! where the master is now, with backoff, for up to the failover wait: a
+//! master killed mid-run is replaced within seconds, and the run goes on
+//! instead of failing on the first `broken pipe`. A resend cannot apply
+//! twice in effect, whether or not the first one reached the old master and
+//! its replica: every write is a fenced script. `advance.lua` accepts a write
+//! only under the ticket's token and along the state machine, so a resent
+//! advance that already applied is `X → X` under the same token (it rewrites
+//! the same facts) or, at a terminal status, is refused and the store reads
+//! the ticket back (`write.rs`); a resent `acquire.lua` by the same holder
+//! re-enters its lock and draws a new, higher token (the first one never
+//! acts: its claim was never returned); renewing, releasing and retiring are
+//! idempotent; reads change nothing. A timeout is not resent: the first
+//! request may still be running.
 
+use crate::backoff::Backoff;
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::sentinel::SentinelClient;
 use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture};
@@ -22,20 +40,28 @@ use redis::{RedisResult, ServerErrorKind, Value};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// Wait after the first failed attempt; doubled after each further failure.
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 /// Longest wait between attempts: a Redis that comes back is used within it.
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
+/// Between resends of a request that lost its master: short, since the new
+/// master is named within the sentinels' `down-after-milliseconds` plus an
+/// election.
+const FAILOVER_BACKOFF: Backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(1));
 
 /// Where a new connection goes.
 pub(super) enum Endpoint {
     /// Always the same server.
     Fixed(Client),
     /// Whichever node the sentinels name as master at the time of the attempt
-    /// (the client checks that the node agrees it is the master).
-    Sentinel(tokio::sync::Mutex<SentinelClient>),
+    /// (the client checks that the node agrees it is the master). A request
+    /// that lost its master is resent for up to `failover_wait`.
+    Sentinel {
+        sentinels: tokio::sync::Mutex<SentinelClient>,
+        failover_wait: Duration,
+    },
 }
 
 impl Endpoint {
@@ -46,7 +72,7 @@ impl Endpoint {
                     .get_multiplexed_async_connection_with_config(config)
                     .await
             }
-            Endpoint::Sentinel(sentinels) => {
+            Endpoint::Sentinel { sentinels, .. } => {
                 sentinels
                     .lock()
                     .await
@@ -201,6 +227,38 @@ impl Managed {
         }
     }
 
+    /// Sends one request with `send` on the live connection (or a new one);
+    /// behind Sentinel, resends it while it meets a lost master, within the
+    /// failover wait (see the module documentation for why that is safe).
+    async fn request<T, F>(&self, send: impl Fn(MultiplexedConnection) -> F) -> RedisResult<T>
+    where
+        F: Future<Output = RedisResult<T>>,
+    {
+        let once = async || {
+            let Current { id, conn } = self.connection().await?;
+            let result = send(conn).await;
+            self.check(id, &result);
+            result
+        };
+        let Endpoint::Sentinel { failover_wait, .. } = &self.shared.endpoint else {
+            return once().await;
+        };
+        let deadline = Instant::now() + *failover_wait;
+        let mut delays = FAILOVER_BACKOFF.delays();
+        loop {
+            let result = once().await;
+            let now = Instant::now();
+            match result {
+                Err(error) if master_lost(&error) && now < deadline => {
+                    let delay = delays.next().unwrap_or(MAX_BACKOFF).min(deadline - now);
+                    debug!(redis = %self.shared.target, %error, ?delay, "master lost: asking the sentinels again");
+                    tokio::time::sleep(delay).await;
+                }
+                result => return result,
+            }
+        }
+    }
+
     /// Drops connection `id` if `result` shows it unusable.
     fn check<T>(&self, id: u64, result: &RedisResult<T>) {
         let Err(error) = result else {
@@ -224,13 +282,24 @@ fn breaks_connection(error: &RedisError) -> bool {
         || matches!(error.kind(), ErrorKind::Server(ServerErrorKind::ReadOnly))
 }
 
+/// Whether a request met a master that is gone (so that a new connection,
+/// to the master the sentinels name now, may succeed) and was not run: its
+/// connection broke or was refused, the node was demoted, or no sentinel
+/// names a reachable master yet.
+fn master_lost(error: &RedisError) -> bool {
+    error.is_connection_dropped()
+        || error.is_connection_refusal()
+        || matches!(
+            error.kind(),
+            ErrorKind::Server(ServerErrorKind::ReadOnly) | ErrorKind::MasterNameNotFoundBySentinel
+        )
+}
+
 impl ConnectionLike for Managed {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         Box::pin(async move {
-            let Current { id, mut conn } = self.connection().await?;
-            let result = conn.send_packed_command(cmd).await;
-            self.check(id, &result);
-            result
+            self.request(move |mut conn| async move { conn.send_packed_command(cmd).await })
+                .await
         })
     }
 
@@ -241,10 +310,10 @@ impl ConnectionLike for Managed {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         Box::pin(async move {
-            let Current { id, mut conn } = self.connection().await?;
-            let result = conn.send_packed_commands(pipeline, offset, count).await;
-            self.check(id, &result);
-            result
+            self.request(move |mut conn| async move {
+                conn.send_packed_commands(pipeline, offset, count).await
+            })
+            .await
         })
     }
 

@@ -1,0 +1,180 @@
+//! Waiting for a replica to hold a write before acting on it.
+//!
+//! Redis replicates asynchronously: a write the master acknowledged can be
+//! lost when a replica is promoted before it got the write. For most writes
+//! that only repeats work. Not for the writes around an external side
+//! effect: the notification's intent (a write to `NOTIFYING`, which records
+//! the idempotency key before the send) and its receipts (`NOTIFYING` with
+//! channels confirmed, `NOTIFIED`). Lose the intent and a run that notified
+//! goes back to before `NOTIFYING` on the new master, and notifies again.
+//!
+//! So those writes are followed by `WAIT 1 <timeout>` **in the same request,
+//! on the same connection** (a pipeline): `WAIT` counts the replicas that
+//! acknowledged this connection's writes, so on another connection (one
+//! replaced after a failover) it would answer for writes it never sent. No
+//! replica within the timeout is [`StoreError::NotReplicated`]: the write
+//! may be lost, so the caller does not act on it (the pipeline sends
+//! nothing and the run is retried like any Redis outage). The scripts are
+//! untouched: the wait is the client's, so operators of an older version
+//! running beside this one are unaffected.
+//!
+//! `WAITAOF` (Redis 7.2+) would also wait for the append-only file to be
+//! written; Redis 7.0 does not have it, and `WAIT` is what protects against a
+//! failover, so the store uses `WAIT` everywhere.
+
+use super::conn::{Link, RedisConn, RedisTarget};
+use super::{StoreError, millis};
+use assetscan_domain::ticket::Status;
+use redis::aio::ConnectionLike;
+use redis::cluster_routing::{Route, SingleNodeRoutingInfo, Slot, SlotAddr};
+use redis::{FromRedisValue, Pipeline, RedisResult, Script, ScriptInvocation, Value};
+use serde::Deserialize;
+use std::time::Duration;
+
+/// When the writes around a side effect wait for a replica.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ReplicaAckMode {
+    /// Behind Sentinel and on a Cluster, where replicas exist by design;
+    /// not with a single URL (often a server without replicas).
+    #[default]
+    Auto,
+    /// Always: a single URL whose server has replicas.
+    Always,
+    /// Never: the asynchronous replication's window stays open.
+    Never,
+}
+
+/// The replica acknowledgement setting (`redis.replicaAck`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct ReplicaAck {
+    pub mode: ReplicaAckMode,
+    /// How long a write waits for a replica before it counts as possibly
+    /// lost. The connection is shared: other commands queue behind the wait,
+    /// so it is kept short, and below the Redis response timeout. Unset:
+    /// [`DEFAULT_TIMEOUT`], or half the response timeout when that is less.
+    #[serde(deserialize_with = "crate::duration::config_optional")]
+    pub timeout: Option<Duration>,
+}
+
+/// The wait's bound unless set: a replica on the same network answers in
+/// about a millisecond, so a second means it is not there.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(1);
+
+impl ReplicaAck {
+    /// The wait's timeout for `target` under the response timeout
+    /// `response`, or `None` when writes do not wait.
+    pub(super) fn resolve(&self, target: &RedisTarget, response: Duration) -> Option<Duration> {
+        let replicated = match self.mode {
+            ReplicaAckMode::Auto => !matches!(target, RedisTarget::Standalone(_)),
+            ReplicaAckMode::Always => true,
+            ReplicaAckMode::Never => false,
+        };
+        replicated.then(|| self.timeout.unwrap_or(DEFAULT_TIMEOUT.min(response / 2)))
+    }
+}
+
+/// Whether a write to `to` records a side effect's intent or receipt: the
+/// writes that must survive a failover.
+pub(super) fn guards_side_effect(to: Status) -> bool {
+    matches!(to, Status::Notifying | Status::Notified)
+}
+
+/// Runs `invocation` of `script` and `WAIT 1 <timeout>` in one request on one
+/// connection (routed to the master of `key`'s slot on a Cluster), loading
+/// the script once if the node lost it. The script's error replies come
+/// first; then a write no replica acknowledged is
+/// [`StoreError::NotReplicated`].
+pub(super) async fn invoke_acknowledged<T: FromRedisValue>(
+    conn: &mut RedisConn,
+    script: &Script,
+    invocation: &ScriptInvocation<'_>,
+    op: &'static str,
+    key: &str,
+    timeout: Duration,
+) -> Result<T, StoreError> {
+    let mut pipe = redis::pipe();
+    pipe.invoke_script(invocation)
+        .cmd("WAIT")
+        .arg(1)
+        .arg(millis(timeout));
+    let redis_err = |source| StoreError::Redis { op, source };
+    let mut replies = send(conn, &pipe, key).await.map_err(redis_err)?;
+    if is_noscript(replies.first()) {
+        script.load_async(conn).await.map_err(redis_err)?;
+        replies = send(conn, &pipe, key).await.map_err(redis_err)?;
+    }
+    let mut replies = replies.into_iter();
+    let (Some(reply), Some(acked)) = (replies.next(), replies.next()) else {
+        return Err(StoreError::Protocol {
+            script: op,
+            reason: "a script call and WAIT answered with fewer than two replies".into(),
+        });
+    };
+    let reply = reply
+        .extract_error()
+        .map_err(|e| StoreError::from_redis(op, key, e))?;
+    let acked: i64 =
+        redis::from_redis_value(acked).map_err(|e| redis_err(redis::RedisError::from(e)))?;
+    if acked < 1 {
+        return Err(StoreError::NotReplicated {
+            key: key.to_owned(),
+            timeout,
+        });
+    }
+    redis::from_redis_value(reply).map_err(|e| StoreError::from_redis(op, key, e.into()))
+}
+
+/// One request of the whole pipeline, on the connection that serves `key`.
+async fn send(conn: &mut RedisConn, pipe: &Pipeline, key: &str) -> RedisResult<Vec<Value>> {
+    let count = 2;
+    let tally = conn.clone();
+    match &mut conn.link {
+        Link::Cluster(cluster) => {
+            tally.count_round_trip();
+            let route = SingleNodeRoutingInfo::SpecificNode(Route::with_slot(
+                Slot::for_key(key),
+                SlotAddr::Master,
+            ));
+            cluster.route_pipeline(pipe.clone(), 0, count, route).await
+        }
+        Link::Primary(_) => conn.req_packed_commands(pipe, 0, count).await,
+    }
+}
+
+fn is_noscript(reply: Option<&Value>) -> bool {
+    matches!(reply, Some(Value::ServerError(e)) if e.code() == "NOSCRIPT")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_waits_behind_sentinel_and_cluster_only() {
+        let ack = ReplicaAck::default();
+        let five = Duration::from_secs(5);
+        let standalone = RedisTarget::parse("redis://127.0.0.1:6379").unwrap();
+        let sentinel = RedisTarget::parse("redis+sentinel://s1/m").unwrap();
+        let cluster = RedisTarget::parse("cluster:redis://a:1").unwrap();
+        assert_eq!(ack.resolve(&standalone, five), None);
+        assert_eq!(ack.resolve(&sentinel, five), Some(DEFAULT_TIMEOUT));
+        assert_eq!(ack.resolve(&cluster, five), Some(DEFAULT_TIMEOUT));
+        let short = Duration::from_millis(800);
+        assert_eq!(ack.resolve(&sentinel, short), Some(short / 2));
+        let always = ReplicaAck {
+            mode: ReplicaAckMode::Always,
+            timeout: Some(Duration::from_millis(300)),
+        };
+        assert_eq!(
+            always.resolve(&standalone, five),
+            Some(Duration::from_millis(300))
+        );
+        let never = ReplicaAck {
+            mode: ReplicaAckMode::Never,
+            ..ack
+        };
+        assert_eq!(never.resolve(&sentinel, five), None);
+    }
+}
