@@ -157,6 +157,7 @@ fn asset_scan_health_follows_the_mirror_for_every_phase() {
     ticket.facts.risk = Some(RiskFacts {
         high_risk: true,
         reasons: vec!["CVE-2024-3094 CVSS 10.0 >= 7.0".into()],
+        confirmed_at: None,
     });
     for lua in luas() {
         let verdict = health(lua, &script, &mirrored(&ticket, 3, 3, false));

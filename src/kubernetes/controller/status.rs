@@ -38,12 +38,19 @@ pub fn status_from_ticket(
         &run.message,
     );
     let risk = RiskCondition::of(&ticket.facts);
-    conditions.set(
+    // A high risk turns the condition True at its confirmation, as the
+    // ticket records it: how long it waits for its notification is read
+    // from here (the `high_risk_unnotified_oldest_age_seconds` gauge).
+    let confirmed = (ticket.facts.risk.as_ref())
+        .and_then(|r| r.confirmed_at)
+        .and_then(|ms| Timestamp::from_millisecond(i64::try_from(ms).ok()?).ok());
+    conditions.set_since(
         &mut status.conditions,
         ConditionType::HighRisk,
         risk.status,
         risk.reason,
         &risk.message,
+        confirmed,
     );
     status
 }
@@ -254,6 +261,7 @@ mod tests {
         RiskFacts {
             high_risk: true,
             reasons: vec!["CVE-2024-3094 CVSS 10.0 >= 7.0".into()],
+            confirmed_at: None,
         }
     }
 
@@ -368,6 +376,7 @@ mod tests {
         t.facts.risk = Some(RiskFacts {
             high_risk: false,
             reasons: vec![],
+            confirmed_at: None,
         });
         let s = status_from_ticket(&t, None, Some(1), at(1_000), None);
         assert_eq!(s.high_risk, Some(false));
