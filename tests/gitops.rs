@@ -589,8 +589,10 @@ fn prometheus_rule_alerts_on_exported_metrics() {
         alerts.keys().map(String::as_str).collect::<Vec<_>>(),
         [
             "AssetScanHighRiskNotNotified",
+            "AssetScanNoReplicaScraped",
             "AssetScanRedisUnavailable",
             "AssetScanRunsFailed",
+            "AssetScanRunsOverdue",
             "AssetScanStepErrors"
         ]
     );
@@ -600,7 +602,15 @@ fn prometheus_rule_alerts_on_exported_metrics() {
         ("AssetScanRunsFailed", r#"result="failed""#),
         (
             "AssetScanHighRiskNotNotified",
-            r#"result="notify_deferred""#,
+            "max by (namespace) (assetscan_high_risk_unnotified_oldest_age_seconds) > 900",
+        ),
+        (
+            "AssetScanRunsOverdue",
+            "max by (namespace) (assetscan_overdue_oldest_age_seconds) > 1800",
+        ),
+        (
+            "AssetScanNoReplicaScraped",
+            r#"absent(assetscan_shards{namespace="secops"})"#,
         ),
     ] {
         let expr = text(&alerts[alert]["expr"]);
@@ -623,7 +633,7 @@ fn prometheus_rule_alerts_on_exported_metrics() {
         "prometheusRule.alerts.stepErrors.enabled=false",
     ]);
     let rules = r.one("PrometheusRule")["spec"]["groups"][0]["rules"].clone();
-    assert_eq!(rules.as_array().unwrap().len(), 3);
+    assert_eq!(rules.as_array().unwrap().len(), 5);
     assert!(!rules.to_string().contains("AssetScanStepErrors"));
 }
 
