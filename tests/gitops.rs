@@ -702,6 +702,11 @@ fn grafana_dashboard_queries_exported_metrics() {
         "assetscan_lock_contention_total",
         "assetscan_notifications_sent_total",
         "assetscan_reconcile_failures_total",
+        "assetscan_detection_to_notification_seconds_bucket",
+        "assetscan_high_risk_unnotified_oldest_age_seconds",
+        "assetscan_overdue_oldest_age_seconds",
+        "assetscan_scans",
+        "assetscan_reconcile_duration_seconds_bucket",
     ] {
         assert!(all.contains(metric), "no panel shows {metric}");
     }
