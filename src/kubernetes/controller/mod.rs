@@ -41,6 +41,7 @@ mod writer;
 
 pub use conditions::ConditionType;
 pub use context::{Context, ControllerSettings, Error};
+pub use gauges::{Waiting, install as install_status_gauges};
 pub use mirror::StatusMirror;
 pub use request::{owner_id, run_id, run_view};
 pub use spread::rescan_after;
