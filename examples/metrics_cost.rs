@@ -9,10 +9,10 @@
 //! still waiting for their notification), some in progress; every
 //! histogram and counter family has the children a busy replica has.
 
+use assetscan_operator::domain::shard::Shard;
 use assetscan_operator::kubernetes::controller::{Waiting, install_status_gauges};
 use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::telemetry::Metrics;
-use assetscan_operator::domain::shard::Shard;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher::Event;
@@ -67,12 +67,18 @@ fn main() {
     let status_series = text
         .lines()
         .filter(|l| {
-            ["assetscan_scans{", "assetscan_shards{", "_oldest_age_seconds{"]
-                .iter()
-                .any(|m| l.contains(m))
+            [
+                "assetscan_scans{",
+                "assetscan_shards{",
+                "_oldest_age_seconds{",
+            ]
+            .iter()
+            .any(|m| l.contains(m))
         })
         .count();
-    println!("  of which status-derived gauges: {status_series} series (bounded: no object in a label)");
+    println!(
+        "  of which status-derived gauges: {status_series} series (bounded: no object in a label)"
+    );
 }
 
 /// AssetScan `i` of the cache: 90 % finished clean, 5 % finished with a
@@ -85,7 +91,10 @@ fn object(i: usize, now: Timestamp) -> AssetScan {
         "notify": ["secops-webhook"],
         "rescanInterval": "6h",
     });
-    let mut obj = AssetScan::new(&name, serde_json::from_value(spec).unwrap_or_else(|e| panic!("{e}")));
+    let mut obj = AssetScan::new(
+        &name,
+        serde_json::from_value(spec).unwrap_or_else(|e| panic!("{e}")),
+    );
     obj.metadata.namespace = Some("secops".into());
     obj.metadata.uid = Some(format!("{i:08x}-0000-0000-0000-000000000000"));
     obj.metadata.generation = Some(1);
@@ -122,7 +131,14 @@ fn object(i: usize, now: Timestamp) -> AssetScan {
 
 /// Every labelled family with the children a busy replica has.
 fn busy(metrics: &Metrics) {
-    for result in ["finished", "failed", "locked", "superseded", "notify_deferred", "up_to_date"] {
+    for result in [
+        "finished",
+        "failed",
+        "locked",
+        "superseded",
+        "notify_deferred",
+        "up_to_date",
+    ] {
         metrics.reconciled(result);
     }
     for reason in ["RedisUnavailable", "KubernetesApi"] {

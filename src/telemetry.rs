@@ -391,6 +391,9 @@ impl PromiseMetrics {
 
 type SecondsGauge = Gauge<f64, AtomicU64>;
 
+/// What sets the status-derived gauges before a scrape.
+type ComputeGauges = dyn Fn(&StatusGauges) + Send + Sync;
+
 /// What the watch cache says, computed at each scrape by the function the
 /// controller installs ([`StatusGauges::computed_by`]). Every series has the
 /// replica's `shard` label, so the alerts can take the `max` over a
@@ -407,7 +410,7 @@ pub struct StatusGauges {
     /// The number of shards, from each replica: a shard none of whose
     /// replicas is scraped has no series.
     pub shards: Family<ShardLabels, Gauge>,
-    compute: OnceLock<Box<dyn Fn(&StatusGauges) + Send + Sync>>,
+    compute: OnceLock<Box<ComputeGauges>>,
     scrape: Mutex<()>,
 }
 

@@ -18,7 +18,8 @@ use nix::sys::signal::Signal;
 
 const UNNOTIFIED: &str = "assetscan_high_risk_unnotified_oldest_age_seconds{shard=\"0\"}";
 const OVERDUE: &str = "assetscan_overdue_oldest_age_seconds{shard=\"0\"}";
-const NOTIFIED: &str = "assetscan_detection_to_notification_seconds_count{channel=\"secops-webhook\"}";
+const NOTIFIED: &str =
+    "assetscan_detection_to_notification_seconds_count{channel=\"secops-webhook\"}";
 const NOTIFIED_SUM: &str =
     "assetscan_detection_to_notification_seconds_sum{channel=\"secops-webhook\"}";
 
@@ -38,7 +39,10 @@ fn config_with(h: &Harness, from: &str, to: &str) -> std::path::PathBuf {
     let text = std::fs::read_to_string(&h.config_path).expect("config");
     let patched = text.replace(from, to);
     assert_ne!(patched, text, "the test config has {from}");
-    let path = h.dir.path().join(format!("config-{}.yaml", to.replace([' ', ':'], "")));
+    let path = h
+        .dir
+        .path()
+        .join(format!("config-{}.yaml", to.replace([' ', ':'], "")));
     std::fs::write(&path, patched).expect("write config");
     path
 }
@@ -75,7 +79,10 @@ async fn check_notified_once(h: &Harness, op: &OperatorProcess, name: &str, wait
     let text = wait_metric(op, "the gauge back to 0", UNNOTIFIED, |v| v == 0.0).await;
     assert_eq!(metric(&text, NOTIFIED), 1.0, "{text}");
     let latency = metric(&text, NOTIFIED_SUM);
-    assert!(latency > waited - 1.0, "{latency} s < the {waited} s waited");
+    assert!(
+        latency > waited - 1.0,
+        "{latency} s < the {waited} s waited"
+    );
     assert_eq!(h.stubs.sink.effects(), 1);
 }
 
@@ -91,7 +98,10 @@ async fn a_high_risk_whose_channel_fails_ages_until_it_goes_out() {
     .await;
     assert_eq!(metric(&text, NOTIFIED), 0.0, "{text}");
     assert!(
-        metric(&text, "assetscan_reconciles_total{result=\"notify_deferred\"}") >= 1.0,
+        metric(
+            &text,
+            "assetscan_reconciles_total{result=\"notify_deferred\"}"
+        ) >= 1.0,
         "the channel failed: {text}"
     );
     let waited = metric(&text, UNNOTIFIED);
@@ -181,7 +191,10 @@ async fn a_stopped_replicas_runs_are_overdue_on_the_other_until_taken_over() {
     for name in names {
         h.create(&h.online(scan(name))).await;
     }
-    wait_metric(&a, "A holds both runs", "assetscan_locks_held", |v| v == 2.0).await;
+    wait_metric(&a, "A holds both runs", "assetscan_locks_held", |v| {
+        v == 2.0
+    })
+    .await;
     a.signal(Signal::SIGSTOP);
     a.wait_stopped(PATIENCE).await;
     h.stubs.osv.faults().release();
@@ -200,6 +213,9 @@ async fn a_stopped_replicas_runs_are_overdue_on_the_other_until_taken_over() {
         assert_eq!(status(&done).phase, Some(Status::Finished));
         assert!(status(&done).fencing_token > Some(token), "taken over");
     }
-    wait_metric(&b, "nothing overdue after the takeover", OVERDUE, |v| v == 0.0).await;
+    wait_metric(&b, "nothing overdue after the takeover", OVERDUE, |v| {
+        v == 0.0
+    })
+    .await;
     assert!(a.is_stopped(), "A stayed stopped throughout");
 }

@@ -46,7 +46,10 @@ pub fn exported() -> &'static Exported {
             channel: "x".into(),
         };
         let promise = &m.promise;
-        promise.detection_to_notification.get_or_create(&channel).observe(0.1);
+        promise
+            .detection_to_notification
+            .get_or_create(&channel)
+            .observe(0.1);
         promise.reconcile_duration.observe(0.1);
         let shard = ShardLabels { shard: "0".into() };
         let status = &promise.status;
@@ -56,7 +59,10 @@ pub fn exported() -> &'static Exported {
             verdict: "x".into(),
         };
         status.scans.get_or_create(&scan).set(1);
-        status.unnotified_high_risk_age.get_or_create(&shard).set(1.0);
+        status
+            .unnotified_high_risk_age
+            .get_or_create(&shard)
+            .set(1.0);
         status.overdue_age.get_or_create(&shard).set(1.0);
         status.shards.get_or_create(&shard).set(1);
         let text = m.encode();

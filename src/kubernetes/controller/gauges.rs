@@ -23,7 +23,6 @@
 //! alerts notice that by `assetscan_shards` (see README, "Monitoring").
 
 use super::conditions::ConditionType;
-use super::context::object_key;
 use super::request::run_view;
 use crate::kubernetes::crd::AssetScan;
 use crate::telemetry::{Metrics, ScanLabels, ShardLabels, StatusGauges};
@@ -31,41 +30,41 @@ use assetscan_domain::RunDecision;
 use assetscan_domain::shard::Shard;
 use assetscan_domain::ticket::Status;
 use k8s_openapi::jiff::Timestamp;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The objects whose run this replica found due and could not start, and
-/// since when (`<namespace>/<name>` → first time). An entry goes with the
+/// since when (the first time). An entry goes with the
 /// next reconcile of its object that does not find it so, or with the
 /// object.
 #[derive(Default)]
 pub struct Waiting {
-    since: Mutex<HashMap<String, Timestamp>>,
+    since: Mutex<HashMap<ObjectRef<AssetScan>, Timestamp>>,
 }
 
 impl Waiting {
     /// The run of `obj` is due and could not start now.
     pub fn blocked(&self, obj: &AssetScan) {
         self.lock()
-            .entry(object_key(obj))
+            .entry(ObjectRef::from_obj(obj))
             .or_insert_with(Timestamp::now);
     }
 
     /// The run of `obj` started, or is not due.
     pub fn cleared(&self, obj: &AssetScan) {
-        self.lock().remove(&object_key(obj));
+        self.lock().remove(&ObjectRef::from_obj(obj));
     }
 
     /// The oldest entry among the objects in `present`; entries of objects
     /// no longer cached are dropped.
-    fn oldest(&self, present: &HashSet<String>) -> Option<Timestamp> {
+    fn oldest(&self, present: &HashSet<ObjectRef<AssetScan>>) -> Option<Timestamp> {
         let mut since = self.lock();
         since.retain(|key, _| present.contains(key));
         since.values().min().copied()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Timestamp>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectRef<AssetScan>, Timestamp>> {
         self.since.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -104,7 +103,7 @@ pub fn install(metrics: &Metrics, store: Store<AssetScan>, waiting: Arc<Waiting>
         let mut present = HashSet::new();
         for obj in store.state() {
             summary.add(&obj, now);
-            present.insert(object_key(&obj));
+            present.insert(ObjectRef::from_obj(&*obj));
         }
         earliest(&mut summary.overdue_since, waiting.oldest(&present));
         set(gauges, shard, &summary, now);
@@ -299,13 +298,19 @@ mod tests {
     #[test]
     fn a_run_is_overdue_from_its_due_time_until_it_starts() {
         // Never run: due since its creation.
-        assert_eq!(summary(&[object("new", None)], 100).overdue_since, Some(at(0)));
+        assert_eq!(
+            summary(&[object("new", None)], 100).overdue_since,
+            Some(at(0))
+        );
         // A finished run's next scan: overdue once its time has passed.
         let mut done = run_status("FINISHED", Some(false));
         done["nextScanTime"] = serde_json::json!("1970-01-01T00:01:00Z");
         let done = object("a", Some(done));
         assert_eq!(summary(std::slice::from_ref(&done), 30).overdue_since, None);
-        assert_eq!(summary(std::slice::from_ref(&done), 90).overdue_since, Some(at(60)));
+        assert_eq!(
+            summary(std::slice::from_ref(&done), 90).overdue_since,
+            Some(at(60))
+        );
         // A run in progress has started.
         let running = object("b", Some(run_status("VULN_CHECK_DONE", None)));
         assert_eq!(summary(&[running], 100).overdue_since, None);
@@ -320,16 +325,19 @@ mod tests {
         let waiting = Waiting::default();
         let obj = object("a", Some(run_status("NOTIFYING", Some(true))));
         waiting.blocked(&obj);
-        let first = waiting.oldest(&HashSet::from([object_key(&obj)]));
+        let first = waiting.oldest(&HashSet::from([ObjectRef::from_obj(&obj)]));
         assert!(first.is_some());
         waiting.blocked(&obj);
         assert_eq!(
-            waiting.oldest(&HashSet::from([object_key(&obj)])),
+            waiting.oldest(&HashSet::from([ObjectRef::from_obj(&obj)])),
             first,
             "since the first time"
         );
         waiting.cleared(&obj);
-        assert_eq!(waiting.oldest(&HashSet::from([object_key(&obj)])), None);
+        assert_eq!(
+            waiting.oldest(&HashSet::from([ObjectRef::from_obj(&obj)])),
+            None
+        );
         waiting.blocked(&obj);
         assert_eq!(waiting.oldest(&HashSet::new()), None, "no longer cached");
         assert!(waiting.lock().is_empty(), "and forgotten");
