@@ -89,27 +89,13 @@ impl ConditionBuilder {
         reason: &str,
         message: &str,
     ) {
-        self.set_since(conditions, type_, status, reason, message, None);
-    }
-
-    /// [`ConditionBuilder::set`], for a change that happened at `since`
-    /// rather than now (a fact whose time the ticket records).
-    pub fn set_since(
-        &self,
-        conditions: &mut Vec<Condition>,
-        type_: ConditionType,
-        status: ConditionStatus,
-        reason: &str,
-        message: &str,
-        since: Option<Timestamp>,
-    ) {
         let mut condition = Condition {
             type_: type_.as_str().to_owned(),
             status: status.as_str().to_owned(),
             reason: reason.to_owned(),
             message: bounded(message),
             observed_generation: self.observed_generation,
-            last_transition_time: since.map_or_else(|| self.now.clone(), whole_seconds),
+            last_transition_time: self.now.clone(),
         };
         match conditions.iter_mut().find(|c| c.type_ == condition.type_) {
             Some(existing) => {
