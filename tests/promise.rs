@@ -176,7 +176,7 @@ async fn reconcile_failures(h: &Harness, name: &str) -> Vec<Event> {
 }
 
 /// Two replicas without sharding (both watch every object). Replica A holds
-/// two runs (their vulnerability queries answer slowly) and is stopped
+/// two runs (their online checks wait for the inventory) and is stopped
 /// (SIGSTOP): replica B finds their locks held, and its overdue gauge rises
 /// until the locks expire and it takes the runs over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,7 +185,7 @@ async fn a_stopped_replicas_runs_are_overdue_on_the_other_until_taken_over() {
     // A lock ttl long enough for the gauge to be seen rising.
     let config = config_with(&h, &format!("ttl: {LOCK_TTL_MS}ms"), "ttl: 6s");
 
-    h.stubs.osv.faults().hold();
+    h.stubs.inventory.faults().hold();
     let a = spawn_operator(&h, "promise-a", &config);
     let names = ["held-1", "held-2"];
     for name in names {
@@ -195,14 +195,18 @@ async fn a_stopped_replicas_runs_are_overdue_on_the_other_until_taken_over() {
         v == 2.0
     })
     .await;
-    a.signal(Signal::SIGSTOP);
-    a.wait_stopped(PATIENCE).await;
-    h.stubs.osv.faults().release();
     let mut tokens = Vec::new();
     for name in names {
-        let obj = h.api().get(name).await.expect("get");
-        tokens.push(status(&obj).fencing_token.expect("A's claim"));
+        let claimed = h
+            .wait(name, "A's claim recorded", PATIENCE, |o| {
+                o.status.as_ref().is_some_and(|s| s.fencing_token.is_some())
+            })
+            .await;
+        tokens.push(status(&claimed).fencing_token.unwrap_or_default());
     }
+    a.signal(Signal::SIGSTOP);
+    a.wait_stopped(PATIENCE).await;
+    h.stubs.inventory.faults().release();
 
     let b = spawn_operator(&h, "promise-b", &config);
     let rising = wait_metric(&b, "overdue on B", OVERDUE, |v| v > 0.0).await;
@@ -211,7 +215,12 @@ async fn a_stopped_replicas_runs_are_overdue_on_the_other_until_taken_over() {
     for (name, token) in names.into_iter().zip(tokens) {
         let done = h.wait_terminal(name, PATIENCE).await;
         assert_eq!(status(&done).phase, Some(Status::Finished));
-        assert!(status(&done).fencing_token > Some(token), "taken over");
+        assert!(
+            status(&done).fencing_token > Some(token),
+            "taken over from token {token}: {:#?}\n{}",
+            done.status,
+            b.log()
+        );
     }
     wait_metric(&b, "nothing overdue after the takeover", OVERDUE, |v| {
         v == 0.0
