@@ -113,3 +113,11 @@ chaos:
 	@./scripts/ensure-deps.sh
 	$(CARGO) build -p assetscan-chaos --bins
 	$(CARGO) run --quiet -p assetscan-chaos --bin assetscan-chaos
+
+# What /metrics costs at 10 000 AssetScans in a replica's watch cache: one
+# scrape's time (the status-derived gauges computed, everything encoded)
+# and its size. METRICS_COST_OBJECTS changes the count.
+.PHONY: metrics-cost
+METRICS_COST_OBJECTS ?= 10000
+metrics-cost:
+	$(CARGO) run --quiet --release --example metrics_cost -- $(METRICS_COST_OBJECTS)

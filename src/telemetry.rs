@@ -6,8 +6,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Metric, Registry};
-use std::sync::Mutex;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tracing_subscriber::EnvFilter;
 
@@ -119,6 +119,7 @@ pub struct Metrics {
     pub watchdog_renewals: Gauge,
     pub watchdog_losses: Gauge,
     pub locks_held: Gauge,
+    pub promise: PromiseMetrics,
 }
 
 /// The per-replica start bound at work.
@@ -264,6 +265,7 @@ impl Metrics {
                 "Locks held by this process",
                 Gauge::default(),
             ),
+            promise: PromiseMetrics::register(r),
             registry,
         }
     }
@@ -293,12 +295,169 @@ impl Metrics {
         self.locks_held.set(held as i64);
     }
 
-    /// The text exposition format.
+    /// The text exposition format. The status-derived gauges are computed
+    /// first, from the watch cache ([`StatusGauges::computed_by`]).
     pub fn encode(&self) -> String {
+        // One scrape at a time: the gauges are reset and set anew for each.
+        let _scrape = self
+            .promise
+            .status
+            .scrape
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        self.promise.status.refresh();
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The promise as numbers: how long a confirmed high risk waits for its
+// notification, what the watch cache says is waiting now, and how long
+// reconciles take.
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardLabels {
+    /// This replica's shard index (`0` without sharding): a shard's
+    /// replicas see the same objects, different shards different ones.
+    pub shard: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ScanLabels {
+    pub shard: String,
+    /// The status's phase (a ticket status), or `NONE` before the first run.
+    pub phase: String,
+    /// `HighRisk`, `NoHighRisk`, `Offline` or `NotAssessed`.
+    pub verdict: String,
+}
+
+/// Detection-to-notification buckets, in seconds: fine below a second
+/// (0.25 is the bound `make scale` checks the p99 against), then up to an
+/// hour, past which the alert on the oldest unnotified risk has long fired.
+const NOTIFY_BUCKETS: [f64; 17] = [
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+    1800.0, 3600.0,
+];
+
+/// Reconcile duration buckets, in seconds: a reconcile that waits is a few
+/// milliseconds; one that drives a run lasts as long as its provider calls.
+const RECONCILE_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// The promise as numbers.
+pub struct PromiseMetrics {
+    /// Seconds from the accepted `HIGH_RISK_FOUND` write to the accepted
+    /// `NOTIFIED` write of the same run, per channel notified, from the
+    /// ticket's own timestamps (an executor that took the run over measures
+    /// from the confirmation the first one recorded).
+    pub detection_to_notification: Family<ChannelLabels, Histogram>,
+    /// Seconds per reconcile, whatever its outcome.
+    pub reconcile_duration: Histogram,
+    pub status: StatusGauges,
+}
+
+impl PromiseMetrics {
+    fn register(r: &mut Registry) -> PromiseMetrics {
+        PromiseMetrics {
+            detection_to_notification: registered(
+                r,
+                "detection_to_notification_seconds",
+                "Seconds from the accepted HIGH_RISK_FOUND write to the accepted NOTIFIED write of the same run, per channel",
+                Family::new_with_constructor(|| Histogram::new(NOTIFY_BUCKETS)),
+            ),
+            reconcile_duration: registered(
+                r,
+                "reconcile_duration_seconds",
+                "Seconds per reconcile of an AssetScan",
+                Histogram::new(RECONCILE_BUCKETS),
+            ),
+            status: StatusGauges::register(r),
+        }
+    }
+
+    /// Observes the time to notification of `channel` (in ms).
+    pub fn notified(&self, channel: &str, latency_ms: u64) {
+        self.detection_to_notification
+            .get_or_create(&ChannelLabels {
+                channel: channel.to_owned(),
+            })
+            .observe(latency_ms as f64 / 1000.0);
+    }
+}
+
+type SecondsGauge = Gauge<f64, AtomicU64>;
+
+/// What sets the status-derived gauges before a scrape.
+type ComputeGauges = dyn Fn(&StatusGauges) + Send + Sync;
+
+/// What the watch cache says, computed at each scrape by the function the
+/// controller installs ([`StatusGauges::computed_by`]). Every series has the
+/// replica's `shard` label, so the alerts can take the `max` over a
+/// shard's replicas (which see the same objects) and the `sum` over shards.
+pub struct StatusGauges {
+    /// AssetScans by phase and verdict.
+    pub scans: Family<ScanLabels, Gauge>,
+    /// Age in seconds of the oldest high risk confirmed and not notified
+    /// yet (0 when there is none).
+    pub unnotified_high_risk_age: Family<ShardLabels, SecondsGauge>,
+    /// Age in seconds of the oldest AssetScan whose run is due and has not
+    /// started (0 when there is none).
+    pub overdue_age: Family<ShardLabels, SecondsGauge>,
+    /// The number of shards, from each replica: a shard none of whose
+    /// replicas is scraped has no series.
+    pub shards: Family<ShardLabels, Gauge>,
+    compute: OnceLock<Box<ComputeGauges>>,
+    scrape: Mutex<()>,
+}
+
+impl StatusGauges {
+    fn register(r: &mut Registry) -> StatusGauges {
+        StatusGauges {
+            scans: registered(
+                r,
+                "scans",
+                "AssetScans in this replica's watch cache by phase and verdict",
+                Family::default(),
+            ),
+            unnotified_high_risk_age: registered(
+                r,
+                "high_risk_unnotified_oldest_age_seconds",
+                "Age of the oldest confirmed high risk not notified yet (0: none)",
+                Family::default(),
+            ),
+            overdue_age: registered(
+                r,
+                "overdue_oldest_age_seconds",
+                "Age of the oldest AssetScan whose run is due and has not started (0: none)",
+                Family::default(),
+            ),
+            shards: registered(
+                r,
+                "shards",
+                "The number of shards; the label shard is this replica's",
+                Family::default(),
+            ),
+            compute: OnceLock::new(),
+            scrape: Mutex::new(()),
+        }
+    }
+
+    /// Installs what sets the gauges before each scrape; the first one
+    /// installed stays (one controller per process).
+    pub fn computed_by(&self, compute: impl Fn(&StatusGauges) + Send + Sync + 'static) -> bool {
+        self.compute.set(Box::new(compute)).is_ok()
+    }
+
+    fn refresh(&self) {
+        if let Some(compute) = self.compute.get() {
+            // Phases and verdicts no longer held drop out.
+            self.scans.clear();
+            compute(self);
+        }
     }
 }
 

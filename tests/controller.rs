@@ -928,11 +928,12 @@ async fn a_finalizer_race_another_replica_won_is_no_failure() {
 }
 
 /// With the default progress interval, a scan that takes less than it costs
-/// the API server four writes: the finalizer, the claim's status, the end's
-/// status (with the report's name) and one Event; the run's report is one
-/// more, counted apart. No write for the steps in between.
+/// the API server five writes: the finalizer, the claim's status, the
+/// confirmed high risk's status (written at once, whatever the interval),
+/// the end's status (with the report's name) and one Event; the run's report
+/// is one more, counted apart. No write for the other steps in between.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_fast_scan_costs_four_api_writes_and_its_report() {
+async fn a_fast_scan_costs_five_api_writes_and_its_report() {
     use assetscan_testkit::emulator::Verb;
     let mut h = Harness::start().await;
     h.config.status = assetscan_operator::config::StatusSection::default();
@@ -976,15 +977,15 @@ async fn a_fast_scan_costs_four_api_writes_and_its_report() {
     );
     assert_eq!(
         (object, status, events, reports),
-        (1, 2, 1, 1),
-        "finalizer, claim + end, one Event; the report apart"
+        (1, 3, 1, 1),
+        "finalizer, claim + confirmed risk + end, one Event; the report apart"
     );
     let phases: Vec<String> = h
         .status_writes("quiet-01")
         .iter()
         .filter_map(|s| s["phase"].as_str().map(str::to_owned))
         .collect();
-    assert_eq!(phases, ["INIT", "FINISHED"]);
+    assert_eq!(phases, ["INIT", "HIGH_RISK_FOUND", "FINISHED"]);
     assert_eq!(
         done.status
             .as_ref()

@@ -350,12 +350,16 @@ async fn events_the_api_server_refuses_are_counted_and_the_scan_goes_on() {
         (s.phase, s.notification.as_ref().map(|n| n.state)),
         (Some(Status::Finished), Some(NotificationState::Sent))
     );
-    let refused = faults
-        .fired()
-        .iter()
-        .filter(|f| f.path.contains("/events"))
-        .count();
-    assert!(refused > 0, "the run published Events");
+    // The end's Event follows the end's status write.
+    let refused = || {
+        faults
+            .fired()
+            .iter()
+            .filter(|f| f.path.contains("/events"))
+            .count()
+    };
+    until("the run published Events", PATIENCE, async || refused() > 0).await;
+    let refused = refused();
     assert_eq!(
         ctl.counter("assetscan_events_unpublished_total"),
         refused as f64,

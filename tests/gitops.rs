@@ -157,6 +157,7 @@ fn asset_scan_health_follows_the_mirror_for_every_phase() {
     ticket.facts.risk = Some(RiskFacts {
         high_risk: true,
         reasons: vec!["CVE-2024-3094 CVSS 10.0 >= 7.0".into()],
+        confirmed_at: None,
     });
     for lua in luas() {
         let verdict = health(lua, &script, &mirrored(&ticket, 3, 3, false));
@@ -588,8 +589,10 @@ fn prometheus_rule_alerts_on_exported_metrics() {
         alerts.keys().map(String::as_str).collect::<Vec<_>>(),
         [
             "AssetScanHighRiskNotNotified",
+            "AssetScanNoReplicaScraped",
             "AssetScanRedisUnavailable",
             "AssetScanRunsFailed",
+            "AssetScanRunsOverdue",
             "AssetScanStepErrors"
         ]
     );
@@ -599,7 +602,15 @@ fn prometheus_rule_alerts_on_exported_metrics() {
         ("AssetScanRunsFailed", r#"result="failed""#),
         (
             "AssetScanHighRiskNotNotified",
-            r#"result="notify_deferred""#,
+            "max by (namespace) (assetscan_high_risk_unnotified_oldest_age_seconds) > 900",
+        ),
+        (
+            "AssetScanRunsOverdue",
+            "max by (namespace) (assetscan_overdue_oldest_age_seconds) > 1800",
+        ),
+        (
+            "AssetScanNoReplicaScraped",
+            r#"absent(assetscan_shards{namespace="secops"})"#,
         ),
     ] {
         let expr = text(&alerts[alert]["expr"]);
@@ -622,7 +633,7 @@ fn prometheus_rule_alerts_on_exported_metrics() {
         "prometheusRule.alerts.stepErrors.enabled=false",
     ]);
     let rules = r.one("PrometheusRule")["spec"]["groups"][0]["rules"].clone();
-    assert_eq!(rules.as_array().unwrap().len(), 3);
+    assert_eq!(rules.as_array().unwrap().len(), 5);
     assert!(!rules.to_string().contains("AssetScanStepErrors"));
 }
 
@@ -691,6 +702,11 @@ fn grafana_dashboard_queries_exported_metrics() {
         "assetscan_lock_contention_total",
         "assetscan_notifications_sent_total",
         "assetscan_reconcile_failures_total",
+        "assetscan_detection_to_notification_seconds_bucket",
+        "assetscan_high_risk_unnotified_oldest_age_seconds",
+        "assetscan_overdue_oldest_age_seconds",
+        "assetscan_scans",
+        "assetscan_reconcile_duration_seconds_bucket",
     ] {
         assert!(all.contains(metric), "no panel shows {metric}");
     }

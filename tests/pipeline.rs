@@ -425,7 +425,8 @@ mod paths {
             ticket.facts.risk,
             Some(RiskFacts {
                 high_risk: false,
-                reasons: vec![]
+                reasons: vec![],
+                confirmed_at: None,
             })
         );
         assert_eq!(ticket.facts.notification, None);

@@ -928,6 +928,7 @@ mod notify {
             risk: RiskFacts {
                 high_risk: true,
                 reasons: vec!["UBUNTU-CVE-2024-3094 (CVE-2024-3094) CVSS 10.0 >= 7.0".into()],
+                confirmed_at: None,
             },
             vulnerabilities: VulnFacts {
                 total: findings.len() as u32,

@@ -717,6 +717,7 @@ async fn earlier_layout_tickets_are_read_claimed_and_advanced() {
     let risk = RiskFacts {
         high_risk: true,
         reasons: vec!["CVSS 7.5 >= 7.0".into()],
+        confirmed_at: None,
     };
     let verdict = Patch::default().fact("risk", &risk);
     let decided = got.advance_from_copy(Status::HighRiskFound, &verdict).await;

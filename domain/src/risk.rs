@@ -77,7 +77,13 @@ pub fn assess(policy: &Policy, vulns: &VulnFacts, intel: Option<&ThreatIntelFact
         reasons.truncate(MAX_REASONS - 1);
         reasons.push(format!("… and {more} more"));
     }
-    RiskFacts { high_risk, reasons }
+    // The time of the confirmation is the executor's to record: the
+    // verdict itself is pure.
+    RiskFacts {
+        high_risk,
+        reasons,
+        confirmed_at: None,
+    }
 }
 
 /// `GHSA-jfh8-c2jp-5v3q (CVE-2021-44228)`, or just the id when it is the CVE.

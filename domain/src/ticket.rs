@@ -310,6 +310,13 @@ pub struct RiskFacts {
     /// Human-readable reasons, e.g. `CVE-2024-3094 CVSS 10.0 >= 7.0`.
     #[serde(default, deserialize_with = "lenient_vec")]
     pub reasons: Vec<String>,
+    /// Unix ms of the write that confirmed the high risk (recorded with the
+    /// verdict in the `HIGH_RISK_FOUND` write, by the executor that made
+    /// it). The start of the time to notification: kept in the ticket, so
+    /// an executor that takes the run over measures from the same instant.
+    /// Absent for no high risk, and in tickets written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirmed_at: Option<u64>,
 }
 
 /// Confirmed facts. Each field is written once by the step that learns it.
@@ -440,6 +447,17 @@ impl Ticket {
         self.completed_steps.contains(&step)
     }
 
+    /// Milliseconds from the write that confirmed the high risk to this
+    /// ticket's `NOTIFIED` write, both as the ticket records them; `None`
+    /// unless the ticket is `NOTIFIED` and its risk carries its time.
+    pub fn detection_to_notification_ms(&self) -> Option<u64> {
+        if self.status != Status::Notified {
+            return None;
+        }
+        let confirmed = self.facts.risk.as_ref()?.confirmed_at?;
+        Some(self.updated_at.saturating_sub(confirmed))
+    }
+
     pub fn attempts_of(&self, step: Step) -> u32 {
         self.attempts.get(&step).copied().unwrap_or(0)
     }
@@ -489,6 +507,28 @@ mod tests {
             assert!(!Status::Finished.allows(to));
             assert!(!Status::Failed.allows(to));
         }
+    }
+
+    #[test]
+    fn detection_to_notification_is_read_from_the_notified_ticket() {
+        let mut ticket = Ticket::new("a", "r", 1_000);
+        ticket.facts.risk = Some(RiskFacts {
+            high_risk: true,
+            reasons: Vec::new(),
+            confirmed_at: Some(5_000),
+        });
+        ticket.updated_at = 7_250;
+        for status in Status::ALL {
+            ticket.status = status;
+            let expected = (status == Status::Notified).then_some(2_250);
+            assert_eq!(ticket.detection_to_notification_ms(), expected, "{status}");
+        }
+        // A ticket written before the time was recorded has none.
+        ticket.status = Status::Notified;
+        ticket.facts.risk.as_mut().unwrap().confirmed_at = None;
+        assert_eq!(ticket.detection_to_notification_ms(), None);
+        let json = serde_json::to_value(ticket.facts.risk.as_ref().unwrap()).unwrap();
+        assert_eq!(json, serde_json::json!({"high_risk": true, "reasons": []}));
     }
 
     #[test]

@@ -100,10 +100,13 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         plan(ticket, intel_needed)
     }
 
-    /// The verdict at `VULN_CHECK_DONE`, from confirmed facts only.
+    /// The verdict at `VULN_CHECK_DONE`, from confirmed facts only. A high
+    /// risk carries the time of the write that confirms it (made at once),
+    /// where the time to its notification starts.
     fn decide(&self, ticket: &Ticket) -> (Status, Patch) {
         let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
-        let risk = assess(&self.req.policy, &vulns, ticket.facts.threat_intel.as_ref());
+        let mut risk = assess(&self.req.policy, &vulns, ticket.facts.threat_intel.as_ref());
+        risk.confirmed_at = risk.high_risk.then(now_ms);
         let to = if risk.high_risk {
             Status::HighRiskFound
         } else {
@@ -337,6 +340,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
             risk: ticket.facts.risk.clone().unwrap_or(RiskFacts {
                 high_risk: true,
                 reasons: Vec::new(),
+                confirmed_at: None,
             }),
             vulnerabilities: ticket.facts.vulnerabilities.clone().unwrap_or_default(),
             threat_intel: ticket.facts.threat_intel.clone(),

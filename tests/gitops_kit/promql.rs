@@ -2,7 +2,7 @@
 //! registry, and a checker for the PromQL queries that use them.
 
 use super::{read, root};
-use assetscan_operator::telemetry::{ChannelLabels, Metrics, StepLabels};
+use assetscan_operator::telemetry::{ChannelLabels, Metrics, ScanLabels, ShardLabels, StepLabels};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
@@ -42,6 +42,29 @@ pub fn exported() -> &'static Exported {
                 channel: "x".into(),
             })
             .inc();
+        let channel = ChannelLabels {
+            channel: "x".into(),
+        };
+        let promise = &m.promise;
+        promise
+            .detection_to_notification
+            .get_or_create(&channel)
+            .observe(0.1);
+        promise.reconcile_duration.observe(0.1);
+        let shard = ShardLabels { shard: "0".into() };
+        let status = &promise.status;
+        let scan = ScanLabels {
+            shard: "0".into(),
+            phase: "x".into(),
+            verdict: "x".into(),
+        };
+        status.scans.get_or_create(&scan).set(1);
+        status
+            .unnotified_high_risk_age
+            .get_or_create(&shard)
+            .set(1.0);
+        status.overdue_age.get_or_create(&shard).set(1.0);
+        status.shards.get_or_create(&shard).set(1);
         let text = m.encode();
         let mut names = BTreeSet::new();
         let mut labels: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();

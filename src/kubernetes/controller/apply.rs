@@ -97,6 +97,7 @@ async fn decide_fresh<E: Effects + 'static>(
         // this replica's start bound. Without one, look again later, before
         // any read, write or Redis command.
         if let Admission::After(delay) = ctx.starts.admit() {
+            ctx.waiting.blocked(&fresh);
             return Ok(Decision::Answer(Action::requeue(delay)));
         }
         if !read {
@@ -147,12 +148,14 @@ async fn act<E: Effects + 'static>(
         RunDecision::Wait(delay) => {
             ctx.metrics.reconciled("up_to_date");
             ctx.forget(obj);
+            ctx.waiting.cleared(obj);
             write_missing_report(obj, ctx.pipeline.store(), mirror).await?;
             return Ok(delay.map_or_else(Action::await_change, Action::requeue));
         }
         RunDecision::Suspended => {
             ctx.metrics.reconciled("suspended");
             ctx.forget(obj);
+            ctx.waiting.cleared(obj);
             mirror.halt(&Halt::Suspended).await;
             return Ok(Action::await_change());
         }
@@ -170,6 +173,13 @@ async fn act<E: Effects + 'static>(
     ctx.redis_ready_after_failure(obj).await?;
     let outcome = run_pipeline(request, ctx, mirror).await?;
     ctx.forget(obj);
+    // Due and not started: another executor holds the lock (for as long as
+    // it lives, and its lock's ttl after).
+    if matches!(outcome, Outcome::Locked { .. }) {
+        ctx.waiting.blocked(obj);
+    } else {
+        ctx.waiting.cleared(obj);
+    }
     let key = object_key(obj);
     let settled = settle(&outcome, rescan);
     Ok(settled.carry_out(&key, &ctx.metrics, mirror).await)

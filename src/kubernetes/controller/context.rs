@@ -5,6 +5,7 @@
 //! error.
 
 use super::cache::WatchCache;
+use super::gauges::{self, Waiting};
 use super::starts::StartGate;
 use crate::config::{EventsSection, ReportsSection, ScanStartsSection};
 use crate::kubernetes::crd::AssetScan;
@@ -50,8 +51,12 @@ pub struct Context<E> {
     pub settings: ControllerSettings,
     /// Fires on shutdown: runs in flight stop and release their locks.
     pub shutdown: CancellationToken,
-    /// Consecutive failures per object, for `error_policy`'s backoff.
-    failures: Mutex<HashMap<String, u32>>,
+    /// Consecutive failures per object, for `error_policy`'s backoff and
+    /// its Events.
+    failures: Mutex<HashMap<String, Streak>>,
+    /// The objects whose run this replica could not start, for the overdue
+    /// gauge.
+    pub(super) waiting: Arc<Waiting>,
     /// The invalid shard label reported per object, so that it is reported
     /// once, not at every reconcile.
     invalid_labels: Mutex<HashMap<String, String>>,
@@ -75,6 +80,9 @@ impl<E> Context<E> {
         settings: ControllerSettings,
         shutdown: CancellationToken,
     ) -> Context<E> {
+        let cache = WatchCache::default();
+        let waiting = Arc::new(Waiting::default());
+        gauges::install(&metrics, cache.store(), waiting.clone(), settings.shard);
         let reporter = Reporter {
             controller: "assetscan-operator".into(),
             instance: Some(settings.instance.clone()),
@@ -90,7 +98,8 @@ impl<E> Context<E> {
             shutdown,
             failures: Mutex::new(HashMap::new()),
             invalid_labels: Mutex::new(HashMap::new()),
-            cache: WatchCache::default(),
+            waiting,
+            cache,
         }
     }
 
@@ -105,12 +114,18 @@ impl<E> Context<E> {
         format!("{}:{}", self.holder_prefix, object_key(obj))
     }
 
-    /// Counts a failed reconcile of `obj`; returns how many in a row.
-    pub(super) fn failed(&self, obj: &AssetScan) -> u32 {
+    /// Counts a failed reconcile of `obj` for `reason`; returns how many
+    /// in a row, and whether `reason` is new to the streak (its first
+    /// failure, or another reason than the last one).
+    pub(super) fn failed(&self, obj: &AssetScan, reason: &'static str) -> (u32, bool) {
         let mut failures = self.failures();
-        let n = failures.entry(object_key(obj)).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
+        let streak = failures.entry(object_key(obj)).or_insert(Streak {
+            count: 0,
+            reason: "",
+        });
+        streak.count = streak.count.saturating_add(1);
+        let new = std::mem::replace(&mut streak.reason, reason) != reason;
+        (streak.count, new)
     }
 
     /// Forgets the failures of `obj`: it reconciled, or it is gone (nothing
@@ -136,6 +151,7 @@ impl<E> Context<E> {
     /// Forgets everything kept of `obj`: it is gone.
     pub(super) fn forget_gone(&self, obj: &AssetScan) {
         self.forget(obj);
+        self.waiting.cleared(obj);
         let mut reported = self
             .invalid_labels
             .lock()
@@ -143,7 +159,7 @@ impl<E> Context<E> {
         reported.remove(&object_key(obj));
     }
 
-    fn failures(&self) -> MutexGuard<'_, HashMap<String, u32>> {
+    fn failures(&self) -> MutexGuard<'_, HashMap<String, Streak>> {
         self.failures.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -169,6 +185,12 @@ impl<E: Effects> Context<E> {
             Err(err) => Err(err),
         }
     }
+}
+
+/// An object's consecutive failed reconciles, and the last one's reason.
+struct Streak {
+    count: u32,
+    reason: &'static str,
 }
 
 /// `<namespace>/<name>`: the key of what is kept per object.

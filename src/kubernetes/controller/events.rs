@@ -1,6 +1,7 @@
 //! What a run tells outside its status: Events on the object, and the
 //! metrics of its steps, notifications and refused writes.
 
+use super::conditions::bounded;
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::StepError;
 use crate::telemetry::{ChannelLabels, Metrics, StepLabels, Throttle};
@@ -143,6 +144,33 @@ impl<'a> RunEvents<'a> {
             "InvalidStatus",
             "MirrorStatus",
             format!("the status could not be written: {message}"),
+        )
+        .await;
+    }
+
+    /// At an accepted `NOTIFIED` write: the time since the run's high risk
+    /// was confirmed, per channel notified (once per run: the pipeline
+    /// writes `NOTIFIED` once, and a takeover after it does not again).
+    pub fn time_to_notification(&self, ticket: &Ticket) {
+        let Some(ms) = ticket.detection_to_notification_ms() else {
+            return;
+        };
+        let receipts = (ticket.facts.notification.iter()).flat_map(|n| n.receipt.keys());
+        for channel in receipts {
+            self.metrics.promise.notified(channel, ms);
+        }
+    }
+
+    /// A reconcile failed (the first failure of a streak, or another
+    /// reason than the last): said once on the object, so that `kubectl
+    /// describe` shows it. The message is the error's, as the `Stalled`
+    /// condition carries it (bounded; Redis targets are redacted).
+    pub async fn reconcile_failed(&self, reason: &str, message: &str) {
+        self.publish(
+            EventType::Warning,
+            "ReconcileFailed",
+            reason,
+            bounded(&format!("reconcile failed ({reason}): {message}")),
         )
         .await;
     }

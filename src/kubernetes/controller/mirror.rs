@@ -14,7 +14,7 @@ use crate::config::{EventsSection, ReportsSection};
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::Metrics;
-use assetscan_domain::ticket::{Step, Ticket};
+use assetscan_domain::ticket::{Status, Step, Ticket};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::events::Recorder;
@@ -118,14 +118,16 @@ impl<'a> StatusMirror<'a> {
         self.writer.write(status).await;
     }
 
-    /// Mirrors a step of the run: its end always, a step in between only
-    /// when progress is due (a fast run's steps are not written one by one).
+    /// Mirrors a step of the run: its end and a confirmed high risk always
+    /// (the gauge of high risks waiting for their notification reads the
+    /// status), a step in between only when progress is due (a fast run's
+    /// steps are not written one by one).
     async fn follow(&self, ticket: &Ticket) {
         let due = self
             .writer
             .written_at()
             .is_none_or(|at| at.elapsed() >= self.progress_every);
-        if ticket.status.is_terminal() || due {
+        if ticket.status.is_terminal() || ticket.status == Status::HighRiskFound || due {
             self.mirror(ticket).await;
         }
     }
@@ -186,6 +188,7 @@ impl<'a> StatusMirror<'a> {
 
 impl Observer for StatusMirror<'_> {
     async fn on_ticket(&self, ticket: &Ticket) {
+        self.events.time_to_notification(ticket);
         self.follow(ticket).await;
     }
 

@@ -12,6 +12,9 @@
 //!   (`report`) and the run's Events and metrics (`events`);
 //! - `status`, `conditions`: the ticket → status mapping, and the conditions;
 //! - `cache`: the watch cache, aware of this process's own writes;
+//! - `gauges`: the status-derived gauges, computed from the cache at each
+//!   scrape (scans by phase and verdict, the oldest unnotified high risk,
+//!   the oldest overdue run);
 //! - `request`: the object as the domain sees it: its run view (which run
 //!   it is on, decided in the domain) and its scan request.
 //! - `starts`, `spread`: no storms: the per-replica bound on runs started
@@ -23,6 +26,7 @@ mod cleanup;
 mod conditions;
 mod context;
 mod events;
+mod gauges;
 mod halt;
 mod mirror;
 mod outcome;
@@ -37,6 +41,7 @@ mod writer;
 
 pub use conditions::ConditionType;
 pub use context::{Context, ControllerSettings, Error};
+pub use gauges::{Waiting, install as install_status_gauges};
 pub use mirror::StatusMirror;
 pub use request::{owner_id, run_id, run_view};
 pub use spread::rescan_after;
@@ -47,6 +52,7 @@ pub use writer::FIELD_MANAGER;
 use apply::apply;
 use cleanup::cleanup;
 use context::object_key;
+use events::RunEvents;
 
 use crate::backoff::Backoff;
 use crate::kubernetes::crd::AssetScan;
@@ -59,7 +65,7 @@ use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::watcher;
 use rand::RngExt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 
 /// Finalizer that releases locks and deletes tickets before the object goes.
@@ -116,9 +122,23 @@ async fn log_failure<T, E: std::fmt::Display>(result: Result<T, E>) {
     }
 }
 
+/// Reconciles `obj`, timed (`assetscan_reconcile_duration_seconds`).
 pub async fn reconcile<E: Effects + 'static>(
     obj: Arc<AssetScan>,
     ctx: Arc<Context<E>>,
+) -> Result<Action, Error> {
+    let started = Instant::now();
+    let result = reconcile_object(obj, &ctx).await;
+    ctx.metrics
+        .promise
+        .reconcile_duration
+        .observe(started.elapsed().as_secs_f64());
+    result
+}
+
+async fn reconcile_object<E: Effects + 'static>(
+    obj: Arc<AssetScan>,
+    ctx: &Arc<Context<E>>,
 ) -> Result<Action, Error> {
     if !ctx.settings.shard.owns(shard::Placement::of(&obj).bucket()) {
         // Another replica's bucket (a label changed since the watch sent it).
@@ -128,8 +148,8 @@ pub async fn reconcile<E: Effects + 'static>(
         Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let result = finalizer(&api, FINALIZER, obj, |event| async {
         match event {
-            Finalizer::Apply(obj) => apply(&obj, &ctx, &api).await,
-            Finalizer::Cleanup(obj) => cleanup(&obj, &ctx).await,
+            Finalizer::Apply(obj) => apply(&obj, ctx, &api).await,
+            Finalizer::Cleanup(obj) => cleanup(&obj, ctx).await,
         }
     })
     .await;
@@ -176,14 +196,28 @@ const RECONCILE_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration
 /// objects resume within seconds once it is back.
 const REDIS_DOWN_BACKOFF: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(15));
 
-/// Backoff per object, reset by the next successful reconcile.
+/// Backoff per object, reset by the next successful reconcile. The first
+/// failure of a streak, and each change of its reason, is also said on the
+/// object as a Warning Event (`ReconcileFailed`): one per streak and
+/// reason, however long the streak, so an outage costs the API server one
+/// Event per object.
 pub fn error_policy<E: Effects + 'static>(
     obj: Arc<AssetScan>,
     err: &Error,
     ctx: Arc<Context<E>>,
 ) -> Action {
-    ctx.metrics.failed(err.reason());
-    let failures = ctx.failed(&obj);
+    let reason = err.reason();
+    ctx.metrics.failed(reason);
+    let (failures, new_reason) = ctx.failed(&obj, reason);
+    if new_reason {
+        let message = err.to_string();
+        let (obj, ctx) = (obj.clone(), ctx.clone());
+        tokio::spawn(async move {
+            RunEvents::new(&obj, &ctx.recorder, &ctx.metrics)
+                .reconcile_failed(reason, &message)
+                .await;
+        });
+    }
     let backoff = match err {
         Error::Store(e) if e.is_unavailable() => REDIS_DOWN_BACKOFF,
         _ => RECONCILE_BACKOFF,

@@ -38,7 +38,14 @@ pub fn status_from_ticket(
         &run.message,
     );
     let risk = RiskCondition::of(&ticket.facts);
-    conditions.set(
+    // A high risk turns the condition True at its confirmation, as the
+    // ticket records it: how long it waits for its notification is read
+    // from here (the `high_risk_unnotified_oldest_age_seconds` gauge).
+    let confirmed = (ticket.facts.risk.as_ref())
+        .and_then(|r| r.confirmed_at)
+        .and_then(|ms| Timestamp::from_millisecond(i64::try_from(ms).ok()?).ok());
+    let risk_conditions = confirmed.map(|at| ConditionBuilder::new(generation, at));
+    risk_conditions.as_ref().unwrap_or(&conditions).set(
         &mut status.conditions,
         ConditionType::HighRisk,
         risk.status,
@@ -278,6 +285,7 @@ mod tests {
         RiskFacts {
             high_risk: true,
             reasons: vec!["CVE-2024-3094 CVSS 10.0 >= 7.0".into()],
+            confirmed_at: None,
         }
     }
 
@@ -411,10 +419,35 @@ mod tests {
         t.facts.risk = Some(RiskFacts {
             high_risk: false,
             reasons: vec![],
+            confirmed_at: None,
         });
         let s = status_from_ticket(&t, None, Some(1), at(1_000), None);
         assert_eq!(s.high_risk, Some(false));
         assert_conditions(&s, &[(HighRisk, "False", "NoHighRisk")]);
+    }
+
+    #[test]
+    fn a_high_risk_turns_true_at_its_confirmation_as_the_ticket_records_it() {
+        use ConditionType::{HighRisk, Ready};
+        let mut t = ticket(Status::HighRiskFound);
+        t.facts.risk = Some(RiskFacts {
+            confirmed_at: Some(700_900),
+            ..high_risk()
+        });
+        let before =
+            status_from_ticket(&ticket(Status::VulnCheckDone), None, Some(1), at(600), None);
+        let s = status_from_ticket(&t, Some(&before), Some(1), at(1_000), None);
+        let risk = HighRisk.find(&s.conditions).unwrap();
+        assert_eq!(
+            (risk.status.as_str(), risk.last_transition_time.0),
+            ("True", at(700))
+        );
+        // The run's own conditions change now.
+        let ready = Ready.find(&s.conditions).unwrap();
+        assert_eq!(ready.last_transition_time.0, at(600));
+        // Mirrored again later: unchanged.
+        let again = status_from_ticket(&t, Some(&s), Some(1), at(2_000), None);
+        assert_eq!(HighRisk.find(&again.conditions), Some(risk));
     }
 
     #[test]

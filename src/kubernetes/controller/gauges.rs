@@ -1,0 +1,345 @@
+//! The status-derived gauges: what the watch cache says about the promise
+//! at the moment of a scrape. AssetScans by phase and verdict, the oldest
+//! confirmed high risk not notified yet, and the oldest AssetScan whose run
+//! is due and has not started.
+//!
+//! They are computed from the cache (this replica's shard's objects) when
+//! `/metrics` is scraped, not kept up to date on every watch event: a scrape
+//! costs one pass over the cached objects, and nothing is counted twice or
+//! missed when an event is. Each series carries the replica's shard, so the
+//! alerts take the `max` over a shard's replicas (they watch the same
+//! objects) and the `sum` (counts) or `max` (ages) over shards.
+//!
+//! An AssetScan's run is overdue when it is due and has not started:
+//! - as its status tells: no run yet (due since its creation), or the next
+//!   scan's time has passed (due since then);
+//! - as this replica found it ([`Waiting`]): its run could not be started
+//!   or continued because another executor holds its lock, or the start
+//!   bound delayed it, since the first time that happened. A replica that
+//!   stopped while holding runs shows here on the replicas that find its
+//!   locks, until one of them takes the runs over after the lock's ttl.
+//!
+//! A shard none of whose replicas is scraped has no series at all: the
+//! alerts notice that by `assetscan_shards` (see README, "Monitoring").
+
+use super::conditions::ConditionType;
+use super::request::run_view;
+use crate::kubernetes::crd::AssetScan;
+use crate::telemetry::{Metrics, ScanLabels, ShardLabels, StatusGauges};
+use assetscan_domain::RunDecision;
+use assetscan_domain::shard::Shard;
+use assetscan_domain::ticket::Status;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::reflector::{ObjectRef, Store};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The objects whose run this replica found due and could not start, and
+/// since when (the first time). An entry goes with the
+/// next reconcile of its object that does not find it so, or with the
+/// object.
+#[derive(Default)]
+pub struct Waiting {
+    since: Mutex<HashMap<ObjectRef<AssetScan>, Timestamp>>,
+}
+
+impl Waiting {
+    /// The run of `obj` is due and could not start now.
+    pub fn blocked(&self, obj: &AssetScan) {
+        self.lock()
+            .entry(ObjectRef::from_obj(obj))
+            .or_insert_with(Timestamp::now);
+    }
+
+    /// The run of `obj` started, or is not due.
+    pub fn cleared(&self, obj: &AssetScan) {
+        self.lock().remove(&ObjectRef::from_obj(obj));
+    }
+
+    /// The oldest entry among the objects in `present`; entries of objects
+    /// no longer cached are dropped.
+    fn oldest(&self, present: &HashSet<ObjectRef<AssetScan>>) -> Option<Timestamp> {
+        let mut since = self.lock();
+        since.retain(|key, _| present.contains(key));
+        since.values().min().copied()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectRef<AssetScan>, Timestamp>> {
+        self.since.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// What one pass over the cached objects found.
+#[derive(Debug, Default, PartialEq)]
+pub struct Summary {
+    /// `(phase, verdict)` → AssetScans.
+    pub scans: BTreeMap<(&'static str, &'static str), i64>,
+    /// When the oldest high risk not notified yet was confirmed.
+    pub unnotified_since: Option<Timestamp>,
+    /// Since when the oldest overdue run is due (by the statuses alone).
+    pub overdue_since: Option<Timestamp>,
+}
+
+impl Summary {
+    /// Takes in one object, at `now`.
+    pub fn add(&mut self, obj: &AssetScan, now: Timestamp) {
+        *self.scans.entry((phase(obj), verdict(obj))).or_default() += 1;
+        earliest(&mut self.unnotified_since, unnotified_since(obj));
+        earliest(&mut self.overdue_since, due_since(obj, now));
+    }
+}
+
+fn earliest(slot: &mut Option<Timestamp>, candidate: Option<Timestamp>) {
+    if let Some(at) = candidate {
+        *slot = Some(slot.map_or(at, |old| old.min(at)));
+    }
+}
+
+/// Sets the gauges from the cache at each scrape.
+pub fn install(metrics: &Metrics, store: Store<AssetScan>, waiting: Arc<Waiting>, shard: Shard) {
+    metrics.promise.status.computed_by(move |gauges| {
+        let now = Timestamp::now();
+        let mut summary = Summary::default();
+        let mut present = HashSet::new();
+        for obj in store.state() {
+            summary.add(&obj, now);
+            present.insert(ObjectRef::from_obj(&*obj));
+        }
+        earliest(&mut summary.overdue_since, waiting.oldest(&present));
+        set(gauges, shard, &summary, now);
+    });
+}
+
+fn set(gauges: &StatusGauges, shard: Shard, summary: &Summary, now: Timestamp) {
+    let index = shard.index().to_string();
+    for (&(phase, verdict), &count) in &summary.scans {
+        let labels = ScanLabels {
+            shard: index.clone(),
+            phase: phase.to_owned(),
+            verdict: verdict.to_owned(),
+        };
+        gauges.scans.get_or_create(&labels).set(count);
+    }
+    let labels = ShardLabels { shard: index };
+    let age = |since: Option<Timestamp>| {
+        since.map_or(0.0, |at| now.duration_since(at).as_secs_f64().max(0.0))
+    };
+    gauges
+        .unnotified_high_risk_age
+        .get_or_create(&labels)
+        .set(age(summary.unnotified_since));
+    gauges
+        .overdue_age
+        .get_or_create(&labels)
+        .set(age(summary.overdue_since));
+    gauges
+        .shards
+        .get_or_create(&labels)
+        .set(i64::from(shard.count()));
+}
+
+/// The `phase` label: the status's, or `NONE` before the first run.
+fn phase(obj: &AssetScan) -> &'static str {
+    obj.status
+        .as_ref()
+        .and_then(|s| s.phase)
+        .map_or("NONE", Status::as_str)
+}
+
+/// The `verdict` label, from the status's verdict and its `HighRisk`
+/// condition (which says when the asset was offline).
+fn verdict(obj: &AssetScan) -> &'static str {
+    let Some(status) = obj.status.as_ref() else {
+        return "NotAssessed";
+    };
+    match status.high_risk {
+        Some(true) => "HighRisk",
+        Some(false) => "NoHighRisk",
+        None if ConditionType::HighRisk
+            .find(&status.conditions)
+            .is_some_and(|c| c.reason == "AssetOffline") =>
+        {
+            "Offline"
+        }
+        None => "NotAssessed",
+    }
+}
+
+/// When the high risk of the object's run was confirmed, while it is not
+/// notified: the `HighRisk` condition turned `True` at the confirmation
+/// (the status takes its time from the ticket).
+fn unnotified_since(obj: &AssetScan) -> Option<Timestamp> {
+    if obj.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let status = obj.status.as_ref()?;
+    let waiting = matches!(
+        status.phase,
+        Some(Status::HighRiskFound | Status::Notifying)
+    );
+    let risk = ConditionType::HighRisk.find(&status.conditions)?;
+    (waiting && risk.status == "True").then_some(risk.last_transition_time.0)
+}
+
+/// Since when the object's next run is due and not started, as its status
+/// tells: its next scan's time, or its creation when it never ran. A run
+/// in progress has started; a run due by a spec change or a rescan request
+/// has no recorded time ([`Waiting`] covers those it could not start).
+fn due_since(obj: &AssetScan, now: Timestamp) -> Option<Timestamp> {
+    if obj.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let next = match run_view(obj).decide(now) {
+        RunDecision::Run(run) | RunDecision::UnlessEarlierAlerts { next: run, .. } => run,
+        RunDecision::Wait(_) | RunDecision::Suspended => return None,
+    };
+    let status = obj.status.as_ref();
+    let recorded = status.and_then(|s| s.run.as_deref());
+    if recorded == Some(next.as_str()) {
+        return None;
+    }
+    match status.and_then(|s| s.next_scan_time.as_ref()) {
+        Some(due) if due.0 <= now => Some(due.0),
+        _ if recorded.is_none() => obj.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kubernetes::crd::AssetScanStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+    fn at(secs: i64) -> Timestamp {
+        Timestamp::from_second(secs).unwrap()
+    }
+
+    /// An object created at second 0, with `status` (JSON) if given.
+    fn object(name: &str, status: Option<serde_json::Value>) -> AssetScan {
+        let spec = serde_json::json!({"assetId": name, "target": {}, "rescanInterval": "1h"});
+        let mut obj = AssetScan::new(name, serde_json::from_value(spec).unwrap());
+        obj.metadata.namespace = Some("ns".into());
+        obj.metadata.uid = Some("1234abcd-5678".into());
+        obj.metadata.generation = Some(1);
+        obj.metadata.creation_timestamp = Some(Time(at(0)));
+        obj.status = status.map(|s| serde_json::from_value::<AssetScanStatus>(s).unwrap());
+        obj
+    }
+
+    fn high_risk_since(secs: i64) -> Condition {
+        Condition {
+            type_: "HighRisk".into(),
+            status: "True".into(),
+            reason: "HighRiskFound".into(),
+            message: String::new(),
+            observed_generation: Some(1),
+            last_transition_time: Time(at(secs)),
+        }
+    }
+
+    fn run_status(phase: &str, high_risk: Option<bool>) -> serde_json::Value {
+        serde_json::json!({
+            "phase": phase, "run": "1234abcd-g1-s0", "fencingToken": 1, "revision": 1,
+            "observedGeneration": 1, "highRisk": high_risk,
+        })
+    }
+
+    fn summary(objects: &[AssetScan], now: i64) -> Summary {
+        let mut summary = Summary::default();
+        for obj in objects {
+            summary.add(obj, at(now));
+        }
+        summary
+    }
+
+    #[test]
+    fn scans_are_counted_by_phase_and_verdict() {
+        let mut notifying = object("a", Some(run_status("NOTIFYING", Some(true))));
+        notifying.status.as_mut().unwrap().conditions = vec![high_risk_since(50)];
+        let objects = [
+            object("new", None),
+            notifying,
+            object("b", Some(run_status("FINISHED", Some(false)))),
+            object("c", Some(run_status("FINISHED", Some(false)))),
+        ];
+        let s = summary(&objects, 100);
+        assert_eq!(
+            s.scans,
+            BTreeMap::from([
+                (("FINISHED", "NoHighRisk"), 2),
+                (("NONE", "NotAssessed"), 1),
+                (("NOTIFYING", "HighRisk"), 1),
+            ])
+        );
+        assert_eq!(s.unnotified_since, Some(at(50)));
+    }
+
+    #[test]
+    fn a_high_risk_waits_until_notified_or_deleted() {
+        for (phase, waits) in [
+            ("HIGH_RISK_FOUND", true),
+            ("NOTIFYING", true),
+            ("NOTIFIED", false),
+            ("FINISHED", false),
+        ] {
+            let mut obj = object("a", Some(run_status(phase, Some(true))));
+            obj.status.as_mut().unwrap().conditions = vec![high_risk_since(10)];
+            assert_eq!(
+                summary(std::slice::from_ref(&obj), 100).unnotified_since,
+                waits.then_some(at(10)),
+                "{phase}"
+            );
+            obj.metadata.deletion_timestamp = Some(Time(at(20)));
+            assert_eq!(summary(&[obj], 100).unnotified_since, None, "{phase}");
+        }
+    }
+
+    #[test]
+    fn a_run_is_overdue_from_its_due_time_until_it_starts() {
+        // Never run: due since its creation.
+        assert_eq!(
+            summary(&[object("new", None)], 100).overdue_since,
+            Some(at(0))
+        );
+        // A finished run's next scan: overdue once its time has passed.
+        let mut done = run_status("FINISHED", Some(false));
+        done["nextScanTime"] = serde_json::json!("1970-01-01T00:01:00Z");
+        let done = object("a", Some(done));
+        assert_eq!(summary(std::slice::from_ref(&done), 30).overdue_since, None);
+        assert_eq!(
+            summary(std::slice::from_ref(&done), 90).overdue_since,
+            Some(at(60))
+        );
+        // A run in progress has started.
+        let running = object("b", Some(run_status("VULN_CHECK_DONE", None)));
+        assert_eq!(summary(&[running], 100).overdue_since, None);
+        // Suspended: nothing is due.
+        let mut suspended = object("new", None);
+        suspended.spec.suspend = true;
+        assert_eq!(summary(&[suspended], 100).overdue_since, None);
+    }
+
+    #[test]
+    fn a_run_found_locked_waits_until_cleared_or_gone() {
+        let waiting = Waiting::default();
+        let obj = object("a", Some(run_status("NOTIFYING", Some(true))));
+        waiting.blocked(&obj);
+        let first = waiting.oldest(&HashSet::from([ObjectRef::from_obj(&obj)]));
+        assert!(first.is_some());
+        waiting.blocked(&obj);
+        assert_eq!(
+            waiting.oldest(&HashSet::from([ObjectRef::from_obj(&obj)])),
+            first,
+            "since the first time"
+        );
+        waiting.cleared(&obj);
+        assert_eq!(
+            waiting.oldest(&HashSet::from([ObjectRef::from_obj(&obj)])),
+            None
+        );
+        waiting.blocked(&obj);
+        assert_eq!(waiting.oldest(&HashSet::new()), None, "no longer cached");
+        assert!(waiting.lock().is_empty(), "and forgotten");
+    }
+}
