@@ -116,9 +116,10 @@ pub struct ScanStartsSection {
 
 impl Default for ScanStartsSection {
     /// 20 starts per second per replica, 20 at once. A run costs the API
-    /// server about five requests (a GET before its claim, two status
-    /// patches, an Event, its report; the finalizer's patch on an object's
-    /// first run): about 100 per second per replica, sustained. Each
+    /// server about four requests (a GET before its claim, two status
+    /// patches, its report; with a high risk a third patch and an Event;
+    /// the label and finalizer patch on an object's first run): about 80
+    /// per second per replica, sustained. Each
     /// provider sees at most 40 requests from a replica in any second, 20
     /// per second sustained. 100 000 AssetScans get their first round from
     /// two replicas in about 42 minutes, and their 6-hour rescans need 4.6
@@ -134,6 +135,15 @@ impl Default for ScanStartsSection {
 }
 
 impl ScanStartsSection {
+    /// The bound as a GCRA quota: `perSecond` per second, `burst` at once
+    /// (the config refuses zeros; one stands in for them here).
+    pub fn quota(&self) -> governor::Quota {
+        let per_second =
+            std::num::NonZeroU32::new(self.per_second).unwrap_or(std::num::NonZeroU32::MIN);
+        let burst = std::num::NonZeroU32::new(self.burst).unwrap_or(std::num::NonZeroU32::MIN);
+        governor::Quota::per_second(per_second).allow_burst(burst)
+    }
+
     /// The most starts any one second sees, on one replica.
     pub fn peak_per_second(&self) -> u64 {
         u64::from(self.burst) + u64::from(self.per_second)

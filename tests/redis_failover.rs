@@ -236,6 +236,7 @@ async fn a_failover_before_the_notification_never_notifies_twice_with_replica_ac
         // The sentinels reach the old master: it becomes a replica of the
         // new one and drops what only it had. Both runs are run again.
         blocking(|| group.allow_reconfiguration(old)).unwrap();
+        blocking(|| group.reconfigure_now(old)).unwrap();
         blocking(|| group.wait_demoted(old)).expect("old master demoted");
         for (pipeline, req) in [(&acked, &acked_req), (&plain, &plain_req)] {
             let outcome = pipeline.run(req, &(), &CancellationToken::new()).await;

@@ -11,6 +11,7 @@
 //! ratios the targets are stated in (docs/scaling.md).
 
 mod footprint;
+mod latency;
 mod procstat;
 mod progress;
 mod proxy;

@@ -3,6 +3,7 @@
 //! `--shard-index i --shard-count n`, and serves `/metrics` on its own port,
 //! where the harness reads what it watches.
 
+use crate::latency::Latency;
 use crate::procstat::{cpu_seconds, peak_rss_kib};
 use crate::report::Cost;
 use anyhow::{Context as _, Result, bail};
@@ -66,6 +67,16 @@ impl Replicas {
                 cpu_seconds: cpu_seconds(p.pid()).unwrap_or(0.0),
             })
             .collect()
+    }
+
+    /// Adds each replica's detection-to-notification histogram to
+    /// `latency` (before they stop: a process's metrics go with it).
+    pub async fn scrape_latency(&self, latency: &mut Latency) {
+        for replica in &self.processes {
+            if let Ok((200, metrics)) = replica.get("/metrics").await {
+                latency.add_scrape(&metrics);
+            }
+        }
     }
 
     /// AssetScans in the replicas' watch caches together

@@ -5,6 +5,7 @@
 //! the idle span after it wrote.
 
 use crate::footprint::Footprint;
+use crate::latency::Latency;
 use crate::proxy::is_write;
 use assetscan_operator::config::ScanStartsSection;
 use std::collections::BTreeMap;
@@ -50,6 +51,15 @@ pub struct Rescale {
     pub object_writes: u64,
 }
 
+/// A restart of every replica with every AssetScan finished, and an idle
+/// span: what it wrote (nothing, if all is well), and the memory a replica
+/// needs to hold its shard when no run is in flight.
+pub struct RestartIdle {
+    pub writes: BTreeMap<String, u64>,
+    pub redis: BTreeMap<String, u64>,
+    pub peak_rss_kib: u64,
+}
+
 pub struct Report {
     pub count: usize,
     pub shards: u32,
@@ -74,9 +84,11 @@ pub struct Report {
     /// Assets whose online check was made twice.
     pub checked_twice: usize,
     pub rescale: Option<Rescale>,
-    /// API writes and Redis calls during the restart and the idle span after
-    /// it (none when the idle span is 0).
-    pub restart_idle: Option<(BTreeMap<String, u64>, BTreeMap<String, u64>)>,
+    /// Detection to notification, every replica's.
+    pub latency: Latency,
+    /// What the restart and the idle span after it cost (none when the
+    /// idle span is 0).
+    pub restart_idle: Option<RestartIdle>,
     pub idle: Duration,
 }
 
@@ -141,6 +153,7 @@ impl Report {
         self.print_redis();
         self.footprint.print();
         self.print_providers();
+        self.print_latency();
         println!(
             "runs per generation: {} AssetScans ran twice; {} assets had their online check made twice",
             self.second_runs, self.checked_twice
@@ -157,12 +170,29 @@ impl Report {
                 rescale.object_writes
             );
         }
-        if let Some((writes, redis)) = &self.restart_idle {
+        if let Some(restart) = &self.restart_idle {
             println!(
-                "restart of every replica + {} s idle: API writes {writes:?}, Redis calls {redis:?}",
+                "restart of every replica + {} s idle: API writes {:?}, Redis calls {:?}; peak RSS of any replica {:.1} MiB",
                 self.idle.as_secs(),
+                restart.writes,
+                restart.redis,
+                restart.peak_rss_kib as f64 / 1024.0
             );
         }
+    }
+
+    fn print_latency(&self) {
+        let ms = |q: f64| {
+            self.latency
+                .quantile(q)
+                .map_or("-".to_owned(), |s| format!("{:.0} ms", s * 1000.0))
+        };
+        println!(
+            "detection to notification: {} notifications, p50 {}, p99 {}",
+            self.latency.count(),
+            ms(0.5),
+            ms(0.99)
+        );
     }
 
     fn print_redis(&self) {
@@ -212,10 +242,13 @@ impl Report {
         if self.second_runs > 0 {
             found.push(format!("{} AssetScans ran twice", self.second_runs));
         }
-        if let Some((writes, _)) = &self.restart_idle
-            && !writes.is_empty()
+        if let Some(restart) = &self.restart_idle
+            && !restart.writes.is_empty()
         {
-            found.push(format!("API writes after the restart: {writes:?}"));
+            found.push(format!(
+                "API writes after the restart: {:?}",
+                restart.writes
+            ));
         }
         if let Some(rescale) = &self.rescale
             && rescale.object_writes > 0

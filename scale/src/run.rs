@@ -4,10 +4,11 @@
 //! replicas=N` changes it).
 
 use crate::footprint::{self, Footprint};
+use crate::latency::Latency;
 use crate::progress::Progress;
 use crate::proxy::is_write;
 use crate::replicas::{Launch, Replicas};
-use crate::report::{Cost, ProviderPeak, Report, Rescale, StartBound};
+use crate::report::{Cost, ProviderPeak, Report, Rescale, RestartIdle, StartBound};
 use crate::stack::{Backend, Stack};
 use anyhow::{Context as _, Result};
 use assetscan_operator::config::ScanStartsSection;
@@ -45,10 +46,13 @@ pub async fn steady(settings: &Settings, count: usize, shards: u32) -> Result<Re
     let costs = replicas.costs();
     let peak = peak_rss(&costs);
     let scan = ScanPhase::measure(&stack, elapsed, costs, server_cpu)?;
+    let mut latency = Latency::default();
+    replicas.scrape_latency(&mut latency).await;
     replicas.stop(STOP_GRACE).await;
     let mut report = scan
         .report(settings, &stack, count, shards, peak, &created)
         .await?;
+    report.latency = latency;
     if !settings.idle.is_zero() {
         report.restart_idle =
             Some(restart_and_idle(settings, &stack, &launch, count, shards).await?);
@@ -75,12 +79,14 @@ pub async fn rescale(settings: &Settings, count: usize, steps: &[u32]) -> Result
     let writes_before = object_writes(&stack.requests());
     let mut peak = 0;
     let mut figures = Vec::new();
+    let mut latency = Latency::default();
     for (step, &next) in steps.iter().enumerate().skip(1) {
         progress
             .wait(count * step / steps.len(), settings.timeout)
             .await?;
         peak = peak.max(peak_rss(&replicas.costs()));
         let from = replicas.shards;
+        replicas.scrape_latency(&mut latency).await;
         let stopped = Instant::now();
         replicas.stop(STOP_GRACE).await;
         replicas = Replicas::start(&launch, next, u32::try_from(step).unwrap_or(u32::MAX))?;
@@ -94,11 +100,13 @@ pub async fn rescale(settings: &Settings, count: usize, steps: &[u32]) -> Result
     let costs = replicas.costs();
     let peak = peak.max(peak_rss(&costs));
     let scan = ScanPhase::measure(&stack, elapsed, costs, server_cpu)?;
+    replicas.scrape_latency(&mut latency).await;
     replicas.stop(STOP_GRACE).await;
     let shards = steps.last().copied().unwrap_or(first);
     let mut report = scan
         .report(settings, &stack, count, shards, peak, &created)
         .await?;
+    report.latency = latency;
     report.rescale = Some(Rescale {
         steps: figures,
         object_writes: object_writes(&report.requests) - writes_before,
@@ -239,6 +247,7 @@ impl ScanPhase {
             second_runs: second_runs(&stack.api()).await?,
             checked_twice: stack.stubs.inventory.assets_asked_twice(),
             rescale: None,
+            latency: Latency::default(),
             restart_idle: None,
             idle: settings.idle,
         })
@@ -273,7 +282,7 @@ async fn restart_and_idle(
     launch: &Launch<'_>,
     count: usize,
     shards: u32,
-) -> Result<(BTreeMap<String, u64>, BTreeMap<String, u64>)> {
+) -> Result<RestartIdle> {
     let requests_before = quiet_counts(stack).await;
     let redis_before = redis_calls(&stack.redis)?;
     let replicas = Replicas::start(launch, shards, 1)?;
@@ -286,8 +295,13 @@ async fn restart_and_idle(
         .filter(|(k, _)| is_write(k))
         .collect();
     let redis = delta(&redis_calls(&stack.redis)?, &redis_before);
+    let peak_rss_kib = peak_rss(&replicas.costs());
     replicas.stop(STOP_GRACE).await;
-    Ok((writes, redis))
+    Ok(RestartIdle {
+        writes,
+        redis,
+        peak_rss_kib,
+    })
 }
 
 /// The proxy's counts once they stop moving (unchanged for 200 ms): what

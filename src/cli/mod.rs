@@ -307,7 +307,9 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let Some((config, store)) = args.common.store_when_reachable(&shutdown).await? else {
         return Ok(());
     };
-    let providers = Providers::from_config(&config.providers).map_err(|e| e.to_string())?;
+    let providers = Providers::from_config(&config.providers)
+        .map_err(|e| e.to_string())?
+        .paced(&config.scan_starts);
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot reach the Kubernetes API: {e}"))?;

@@ -6,6 +6,7 @@ use super::Providers;
 use super::intel::IntelError;
 use super::notify::NotifyError;
 use super::online::OnlineError;
+use super::pace::Provider;
 use super::vulns::VulnError;
 use crate::pipeline::{Effects, Notification, StepError};
 use assetscan_domain::ScanRequest;
@@ -15,10 +16,12 @@ use std::time::Duration;
 
 impl Effects for Providers {
     async fn check_online(&self, req: &ScanRequest) -> Result<bool, StepError> {
+        self.until_ready(Provider::Online).await;
         Ok(self.online.is_online(&req.target).await?)
     }
 
     async fn query_vulnerabilities(&self, req: &ScanRequest) -> Result<VulnFacts, StepError> {
+        self.until_ready(Provider::Vulnerabilities).await;
         Ok(self
             .vulnerabilities
             .query(req.asset.as_str(), &req.software)
@@ -30,6 +33,7 @@ impl Effects for Providers {
         _req: &ScanRequest,
         vulns: &VulnFacts,
     ) -> Result<ThreatIntelFacts, StepError> {
+        self.until_ready(Provider::ThreatIntel).await;
         Ok(self.threat_intel.enrich(vulns).await?)
     }
 
@@ -42,6 +46,7 @@ impl Effects for Providers {
         notification: &Notification,
     ) -> BTreeMap<String, Result<String, StepError>> {
         let sends = channels.iter().map(|name| async move {
+            self.until_ready(Provider::Channel(name)).await;
             let result = match self.notifiers.get(name) {
                 Some(notifier) => notifier.send(notification).await.map_err(StepError::from),
                 None => Err(StepError::permanent("not configured")),

@@ -25,6 +25,7 @@ pub mod http;
 pub mod intel;
 pub mod notify;
 pub mod online;
+pub mod pace;
 pub mod secret;
 pub mod vulns;
 
@@ -75,6 +76,8 @@ pub struct Providers {
     pub vulnerabilities: VulnSource,
     pub threat_intel: ThreatIntel,
     pub notifiers: BTreeMap<String, Notifier>,
+    /// Each provider's bucket of the start bound, when paced.
+    pace: Option<pace::Pace>,
 }
 
 impl Providers {
@@ -84,7 +87,21 @@ impl Providers {
             vulnerabilities: VulnSource::from_config(&config.vulnerabilities)?,
             threat_intel: ThreatIntel::from_config(&config.threat_intel)?,
             notifiers: notifiers_from_config(&config.notifications)?,
+            pace: None,
         })
+    }
+
+    /// Each provider called at most `bound`'s quota (see [`pace`]).
+    pub fn paced(mut self, bound: &crate::config::ScanStartsSection) -> Providers {
+        self.pace = Some(pace::Pace::new(bound, self.notifiers.keys()));
+        self
+    }
+
+    /// Waits until `provider` may be called, when paced.
+    async fn until_ready(&self, provider: pace::Provider<'_>) {
+        if let Some(pace) = &self.pace {
+            pace.until_ready(provider).await;
+        }
     }
 }
 

@@ -204,7 +204,10 @@ impl Harness {
         let store = TicketStore::connect(target, self.config.store())
             .await
             .expect("controller store connects");
-        let providers = Providers::from_config(&self.config.providers).expect("providers build");
+        // Paced as the binary paces them (`run`).
+        let providers = Providers::from_config(&self.config.providers)
+            .expect("providers build")
+            .paced(&self.config.scan_starts);
         Arc::new(Context::new(
             self.client.clone(),
             Pipeline::new(store, providers, self.config.steps.clone()),

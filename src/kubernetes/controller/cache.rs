@@ -24,7 +24,8 @@
 //! object first: see `docs/design.md`, "Reconcile").
 
 use crate::kubernetes::crd::AssetScan;
-use futures::{Stream, TryStreamExt};
+use assetscan_domain::shard::{Shard, bucket};
+use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::reflector::{ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -55,6 +56,47 @@ pub fn trim(obj: &mut AssetScan) {
             obj.metadata.annotations = None;
         }
     }
+}
+
+/// The watch of the objects no bucket selects (see `shard.rs`), in a store
+/// of its own, holding only those whose asset hashes into `shard`'s buckets
+/// (the others are another replica's to label or scan; an asset id never
+/// changes), each trimmed as the main cache trims them and without its
+/// status. When many AssetScans are created at once, every replica sees
+/// all of them here until their owners label them (a moment later): it
+/// keeps its share, small. Nothing reads their status from this store: the
+/// placement reads the labels and the asset id, and a mislabelled object's
+/// run is decided from the object as stored (it is in no main cache).
+pub fn unplaced_watch(
+    api: Api<AssetScan>,
+    config: watcher::Config,
+    shard: Shard,
+) -> (
+    Store<AssetScan>,
+    impl Stream<Item = Result<AssetScan, watcher::Error>> + Send + 'static,
+) {
+    let (store, writer) = kube::runtime::reflector::store();
+    let owned = move |event: &Result<watcher::Event<AssetScan>, watcher::Error>| {
+        let keep = match event {
+            Ok(
+                watcher::Event::Apply(obj)
+                | watcher::Event::InitApply(obj)
+                | watcher::Event::Delete(obj),
+            ) => shard.owns(bucket(&obj.spec.asset_id)),
+            _ => true,
+        };
+        futures::future::ready(keep)
+    };
+    let objects = watcher(api, config)
+        .default_backoff()
+        .filter(owned)
+        .modify(|obj| {
+            trim(obj);
+            obj.status = None;
+        })
+        .reflect(writer)
+        .applied_objects();
+    (store, objects)
 }
 
 /// What the cache knows of an object a reconcile is about to act on.

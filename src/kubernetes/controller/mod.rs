@@ -103,7 +103,9 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     let unplaced = watcher::Config::default()
         .any_semantic()
         .labels(&shard::unplaced_selector());
-    let placing = Controller::new(api, unplaced)
+    let (unplaced_store, unplaced_objects) =
+        cache::unplaced_watch(api, unplaced, ctx.settings.shard);
+    let placing = Controller::for_stream(unplaced_objects, unplaced_store)
         .with_config(config)
         .graceful_shutdown_on(shutdown_of(&ctx))
         .run(shard::place, error_policy, ctx)

@@ -363,6 +363,7 @@ mod tests {
             reasons: (0..n)
                 .map(|i| format!("OSV-{i:05} CVSS 10.0 >= 7.0"))
                 .collect(),
+            confirmed_at: None,
         });
         ticket
     }

@@ -17,14 +17,13 @@
 
 use crate::config::ScanStartsSection;
 use crate::telemetry::Metrics;
+use governor::RateLimiter;
 use governor::clock::{Clock, DefaultClock, Reference};
 use governor::middleware::NoOpMiddleware;
 use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
-use governor::{Quota, RateLimiter};
 use prometheus_client::metrics::counter::Counter;
 use rand::RngExt;
-use std::num::NonZeroU32;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -63,11 +62,7 @@ impl StartGate {
 
 impl<C: Clock> StartGate<C> {
     fn with_clock(bound: &ScanStartsSection, metrics: &Metrics, clock: C) -> StartGate<C> {
-        // The config refuses zeros; a bound of at least one start stands in
-        // for them here.
-        let per_second = NonZeroU32::new(bound.per_second).unwrap_or(NonZeroU32::MIN);
-        let burst = NonZeroU32::new(bound.burst).unwrap_or(NonZeroU32::MIN);
-        let quota = Quota::per_second(per_second).allow_burst(burst);
+        let quota = bound.quota();
         StartGate {
             bucket: RateLimiter::direct_with_clock(quota, clock),
             spacing: quota.replenish_interval(),

@@ -403,6 +403,7 @@ mod tests {
             reasons: (0..40)
                 .map(|i| format!("CVE-2024-{i:04} CVSS 9.8 >= 7.0"))
                 .collect(),
+            confirmed_at: None,
         });
         let s = status_from_ticket(&t, None, Some(1), at(1_000), None);
         let message = &HighRisk.find(&s.conditions).unwrap().message;

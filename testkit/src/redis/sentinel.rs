@@ -177,6 +177,19 @@ impl SentinelGroup {
         self.set_default_user(port, &["+@all"])
     }
 
+    /// What the sentinels' next reconfiguration of the node on `port` does,
+    /// done now instead of at their next look (up to ten seconds away):
+    /// `REPLICAOF` the current master. It drops whatever only it had.
+    pub fn reconfigure_now(&self, port: u16) -> Result<(), FixtureError> {
+        let master = self.master_port()?.to_string();
+        let node = self.node(port).ok_or_else(|| FixtureError::Command {
+            what: format!("REPLICAOF on port {port}"),
+            detail: "not a node of this group".into(),
+        })?;
+        node.command(&["REPLICAOF", "127.0.0.1", &master])
+            .map(|_| ())
+    }
+
     fn set_default_user(&self, port: u16, rules: &[&str]) -> Result<(), FixtureError> {
         let node = self.node(port).ok_or_else(|| FixtureError::Command {
             what: format!("ACL of port {port}"),
