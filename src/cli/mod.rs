@@ -309,7 +309,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     };
     let providers = Providers::from_config(&config.providers)
         .map_err(|e| e.to_string())?
-        .paced(&config.scan_starts);
+        .paced(config.scan_starts.quota());
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot reach the Kubernetes API: {e}"))?;

@@ -91,9 +91,10 @@ impl Providers {
         })
     }
 
-    /// Each provider called at most `bound`'s quota (see [`pace`]).
-    pub fn paced(mut self, bound: &crate::config::ScanStartsSection) -> Providers {
-        self.pace = Some(pace::Pace::new(bound, self.notifiers.keys()));
+    /// Each provider called at most at `quota`, the start bound's (see
+    /// [`pace`]).
+    pub fn paced(mut self, quota: governor::Quota) -> Providers {
+        self.pace = Some(pace::Pace::new(quota, self.notifiers.keys()));
         self
     }
 

@@ -10,8 +10,7 @@
 //! second, retries included. It rarely waits: the runs were admitted at
 //! that rate already.
 
-use crate::config::ScanStartsSection;
-use governor::DefaultDirectRateLimiter;
+use governor::{DefaultDirectRateLimiter, Quota};
 use std::collections::BTreeMap;
 
 /// The providers a step calls: each has its own bucket.
@@ -34,9 +33,11 @@ pub struct Pace {
 }
 
 impl Pace {
-    /// Buckets of `bound`'s quota for the fixed providers and `channels`.
-    pub fn new<'c>(bound: &ScanStartsSection, channels: impl Iterator<Item = &'c String>) -> Pace {
-        let bucket = || DefaultDirectRateLimiter::direct(bound.quota());
+    /// Buckets of `quota` (the start bound's,
+    /// [`crate::config::ScanStartsSection::quota`]) for the fixed
+    /// providers and `channels`.
+    pub fn new<'c>(quota: Quota, channels: impl Iterator<Item = &'c String>) -> Pace {
+        let bucket = || DefaultDirectRateLimiter::direct(quota);
         Pace {
             online: bucket(),
             vulnerabilities: bucket(),
@@ -68,13 +69,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_provider_is_called_at_most_burst_plus_per_second_in_any_second() {
-        let bound = ScanStartsSection {
+        let bound = crate::config::ScanStartsSection {
             per_second: 50,
             burst: 10,
-            ..ScanStartsSection::default()
+            ..Default::default()
         };
         let channels = ["hook".to_owned()];
-        let pace = Pace::new(&bound, channels.iter());
+        let pace = Pace::new(bound.quota(), channels.iter());
         let started = Instant::now();
         let mut calls = Vec::new();
         for _ in 0..110 {

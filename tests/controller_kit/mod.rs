@@ -207,7 +207,7 @@ impl Harness {
         // Paced as the binary paces them (`run`).
         let providers = Providers::from_config(&self.config.providers)
             .expect("providers build")
-            .paced(&self.config.scan_starts);
+            .paced(self.config.scan_starts.quota());
         Arc::new(Context::new(
             self.client.clone(),
             Pipeline::new(store, providers, self.config.steps.clone()),
