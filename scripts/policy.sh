@@ -24,6 +24,9 @@ for tool in "$deny" "$py"; do
   [ -x "$tool" ] || { echo "policy: $tool missing: run 'make deps'" >&2; exit 1; }
 done
 
+# cargo-deny reads the metadata of every platform's crates; a build only
+# downloads the host's. Fetch them all first (a no-op once they are here).
+cargo fetch --locked --quiet || { echo "policy: cargo fetch failed: the crates of Cargo.lock are needed (offline: fetch them once online)" >&2; exit 1; }
 echo "policy: cargo-deny $("$deny" --version | awk '{print $2}'): licenses, bans, sources (offline)"
 # -D warnings: a skip entry no longer needed, or an allowed licence no crate
 # uses, fails too, so that deny.toml stays exact.
