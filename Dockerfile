@@ -14,6 +14,10 @@ ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 # Build stage: the release binary, with the versions of Cargo.lock.
 FROM ${BUILDER_IMAGE} AS builder
 ARG SOURCE_DATE_EPOCH
+# make: jemalloc's build (tikv-jemalloc-sys) runs it; the slim image has
+# the C compiler but not make.
+RUN apt-get update && apt-get install -y --no-install-recommends make \
+ && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

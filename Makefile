@@ -82,7 +82,8 @@ demo: deps
 # by default: the figures are those of the shipped binary (SCALE_PROFILE=dev
 # reuses the test build on a busy machine). SCALE_KUBECONFIG=path runs on
 # that cluster instead (CRDs installed; a namespace of its own, deleted at
-# the end).
+# the end). SCALE_ARGS passes more flags (`cargo run -p assetscan-scale --
+# --help`), e.g. the chart's start bound: --starts-per-second 20 --starts-burst 20.
 SCALE_COUNTS ?= 10000,100000
 SCALE_SHARDS ?= 1,4
 SCALE_RESCALE ?= 2,4,2
@@ -94,7 +95,7 @@ scale: deps
 	$(CARGO) build --profile $(SCALE_PROFILE) -p assetscan-testkit --bin kube-emulator
 	$(CARGO) run --profile $(SCALE_PROFILE) -p assetscan-scale -- --counts $(SCALE_COUNTS) \
 		--shards $(SCALE_SHARDS) --rescale $(SCALE_RESCALE) --idle-seconds $(SCALE_IDLE) \
-		$(if $(SCALE_KUBECONFIG),--kubeconfig $(SCALE_KUBECONFIG))
+		$(if $(SCALE_KUBECONFIG),--kubeconfig $(SCALE_KUBECONFIG)) $(SCALE_ARGS)
 
 fmt:
 	$(CARGO) fmt --all

@@ -179,14 +179,18 @@ impl SentinelGroup {
 
     /// What the sentinels' next reconfiguration of the node on `port` does,
     /// done now instead of at their next look (up to ten seconds away):
-    /// `REPLICAOF` the current master. It drops whatever only it had.
+    /// `REPLICAOF` the current master, which drops whatever only it had,
+    /// then `CLIENT KILL TYPE normal`, which closes its clients'
+    /// connections (never the caller's), so that they ask the sentinels
+    /// again.
     pub fn reconfigure_now(&self, port: u16) -> Result<(), FixtureError> {
         let master = self.master_port()?.to_string();
         let node = self.node(port).ok_or_else(|| FixtureError::Command {
             what: format!("REPLICAOF on port {port}"),
             detail: "not a node of this group".into(),
         })?;
-        node.command(&["REPLICAOF", "127.0.0.1", &master])
+        node.command(&["REPLICAOF", "127.0.0.1", &master])?;
+        node.command(&["CLIENT", "KILL", "TYPE", "normal"])
             .map(|_| ())
     }
 
