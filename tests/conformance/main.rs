@@ -51,18 +51,10 @@ type Answers = Vec<(&'static str, Answer)>;
 fn main() -> ExitCode {
     let args = Args::parse();
     let selected: Vec<&Probe> = PROBES.iter().filter(|p| args.selects(p.name)).collect();
-    if args.list {
-        for probe in &selected {
-            println!("{}: test", probe.name);
-        }
+    if args.listed(selected.iter().map(|p| p.name)) {
         return ExitCode::SUCCESS;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a Tokio runtime");
-    runtime.block_on(async {
+    args::runtime().block_on(async {
         match args.kubeconfig.as_deref() {
             None => on_the_emulator_alone(&selected).await,
             Some("") => failed(cluster::E2eError::NoCluster),

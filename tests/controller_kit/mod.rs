@@ -227,10 +227,7 @@ impl Harness {
     }
 
     pub async fn create(&self, scan: &AssetScan) -> AssetScan {
-        self.api()
-            .create(&PostParams::default(), scan)
-            .await
-            .unwrap_or_else(|e| panic!("create {}: {e}", scan.name_any()))
+        create_in(&self.api(), scan).await
     }
 
     /// Polls the object until `done` holds, for up to `timeout`.
@@ -494,6 +491,13 @@ pub fn requeue_after(action: &kube::runtime::controller::Action) -> Option<Durat
 
 /// The value of the sample line that starts with `sample ` (name and
 /// labels exactly as exposed), 0 when absent.
+/// Creates `scan` through `api`; the test fails if it cannot.
+pub async fn create_in(api: &Api<AssetScan>, scan: &AssetScan) -> AssetScan {
+    api.create(&PostParams::default(), scan)
+        .await
+        .unwrap_or_else(|e| panic!("create {}: {e}", scan.name_any()))
+}
+
 pub fn metric(text: &str, sample: &str) -> f64 {
     text.lines()
         .find_map(|line| line.strip_prefix(sample)?.strip_prefix(' '))

@@ -45,4 +45,23 @@ impl Args {
     pub fn selects(&self, name: &str) -> bool {
         self.filters.is_empty() || self.filters.iter().any(|f| name.contains(f.as_str()))
     }
+
+    /// With `--list`, prints `names` as libtest lists tests and answers
+    /// true: the run is over.
+    pub fn listed<'a>(&self, names: impl Iterator<Item = &'a str>) -> bool {
+        if self.list {
+            names.for_each(|name| println!("{name}: test"));
+        }
+        self.list
+    }
+}
+
+/// The runtime a suite runs on: two worker threads, as `make test` runs
+/// each test binary.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime")
 }

@@ -43,18 +43,10 @@ fn main() -> ExitCode {
         .filter(|(name, _)| args.selects(name))
         .copied()
         .collect();
-    if args.list {
-        for (name, _) in &selected {
-            println!("{name}: test");
-        }
+    if args.listed(selected.iter().map(|(name, _)| *name)) {
         return ExitCode::SUCCESS;
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .expect("a Tokio runtime");
-    runtime.block_on(async {
+    args::runtime().block_on(async {
         match args.kubeconfig {
             None => run_scenarios(&Backend::Emulator, &selected, None).await,
             Some(path) => on_cluster(&path, args.garbage_collector, &selected).await,

@@ -6,7 +6,7 @@
 use crate::backend::Backend;
 use crate::controller_kit::kit::scans::ScanBuilder;
 use crate::controller_kit::kit::tickets::asset_id;
-use crate::controller_kit::{config_yaml, metric};
+use crate::controller_kit::{config_yaml, create_in, metric};
 use assetscan_operator::config::Config;
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanReport};
 use assetscan_operator::providers::install_crypto_provider;
@@ -16,8 +16,8 @@ use assetscan_testkit::process::{OperatorCommand, OperatorProcess, free_port};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::ProviderStubs;
 use assetscan_testkit::wait;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -137,10 +137,7 @@ impl Stack {
     }
 
     pub async fn create(&self, scan: &AssetScan) -> AssetScan {
-        self.api()
-            .create(&PostParams::default(), scan)
-            .await
-            .unwrap_or_else(|e| panic!("create {}: {e}", scan.name_any()))
+        create_in(&self.api(), scan).await
     }
 
     /// Polls the object until `done` holds.
