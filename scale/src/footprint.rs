@@ -85,7 +85,10 @@ where
 }
 
 /// Every object of `api`, a page of 500 at a time.
-async fn each(api: &Api<DynamicObject>, mut visit: impl FnMut(&DynamicObject)) -> Result<()> {
+pub async fn each<K>(api: &Api<K>, mut visit: impl FnMut(&K)) -> Result<()>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let mut params = ListParams::default().limit(500);
     loop {
         let page = api.list(&params).await.context("listing")?;

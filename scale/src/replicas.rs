@@ -6,8 +6,9 @@
 use crate::latency::Latency;
 use crate::procstat::{cpu_seconds, peak_rss_kib};
 use crate::report::Cost;
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result, anyhow};
 use assetscan_testkit::process::{OperatorCommand, OperatorProcess, free_port};
+use assetscan_testkit::wait;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -103,18 +104,19 @@ impl Replicas {
     /// shards' selectors are disjoint): how long that took.
     pub async fn wait_covering(&self, count: u64, timeout: Duration) -> Result<Duration> {
         let started = Instant::now();
-        loop {
-            if self.watched_when_ready().await == Some(count) {
-                return Ok(started.elapsed());
-            }
-            if started.elapsed() > timeout {
-                bail!(
-                    "{} replicas never watched all {count} AssetScans together within {timeout:?}",
-                    self.shards
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait::poll(timeout, async || {
+            (self.watched_when_ready().await == Some(count))
+                .then_some(())
+                .ok_or(())
+        })
+        .await
+        .map_err(|()| {
+            anyhow!(
+                "{} replicas never watched all {count} AssetScans together within {timeout:?}",
+                self.shards
+            )
+        })?;
+        Ok(started.elapsed())
     }
 
     /// SIGTERM to every replica, then waits until all exited (killed after

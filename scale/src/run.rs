@@ -16,7 +16,8 @@ use assetscan_operator::domain::run_order;
 use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::peak::peak;
-use kube::api::{Api, ListParams};
+use assetscan_testkit::wait;
+use kube::api::Api;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -152,14 +153,13 @@ fn object_writes(requests: &BTreeMap<String, u64>) -> u64 {
 }
 
 async fn wait_labelled(stack: &Stack, count: usize, timeout: Duration) -> Result<()> {
-    let started = Instant::now();
-    while object_writes(&stack.requests()) < count as u64 {
-        if started.elapsed() > timeout {
-            anyhow::bail!("not every AssetScan was labelled within {timeout:?}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Ok(())
+    wait::poll(timeout, async || {
+        (object_writes(&stack.requests()) >= count as u64)
+            .then_some(())
+            .ok_or(())
+    })
+    .await
+    .map_err(|()| anyhow::anyhow!("not every AssetScan was labelled within {timeout:?}"))
 }
 
 /// What the scan phase measured, taken as it ended.
@@ -256,21 +256,19 @@ impl ScanPhase {
 
 /// AssetScans whose finished run is not their generation's first.
 async fn second_runs(api: &Api<AssetScan>) -> Result<usize> {
-    let mut params = ListParams::default().limit(500);
     let mut found = 0;
-    loop {
-        let page = api.list(&params).await.context("listing the AssetScans")?;
-        found += page
-            .items
-            .iter()
-            .filter_map(|o| o.status.as_ref()?.run.as_deref())
-            .filter(|run| run_order(run).is_some_and(|(_, (_, scan))| scan > 1))
-            .count();
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => params = params.continue_token(&token),
-            _ => return Ok(found),
+    footprint::each(api, |obj| {
+        let run = obj.status.as_ref().and_then(|s| s.run.as_deref());
+        if run
+            .and_then(run_order)
+            .is_some_and(|(_, (_, scan))| scan > 1)
+        {
+            found += 1;
         }
-    }
+    })
+    .await
+    .context("listing the AssetScans")?;
+    Ok(found)
 }
 
 /// Starts the replicas again (the old ones stopped), waits until they

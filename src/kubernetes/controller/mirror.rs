@@ -103,9 +103,13 @@ impl<'a> StatusMirror<'a> {
     /// top of the status, when that changes it: the label is the object's,
     /// not the run's, so it is checked after each reconcile, and costs a
     /// write only when the label turns invalid or valid again.
+    ///
+    /// Whether the condition is shown is read from the object as the
+    /// reconcile found it: a run's writes keep the conditions they found and
+    /// never add this one, so a valid label whose object did not show it
+    /// costs no copy of the status.
     pub(super) async fn shard_label(&self, invalid: Option<InvalidShardLabel<'_>>) {
-        let current = self.current();
-        let shown = current.as_ref().is_some_and(|s| {
+        let shown = self.obj.status.as_ref().is_some_and(|s| {
             ConditionType::ShardLabelInvalid
                 .find(&s.conditions)
                 .is_some()
@@ -113,7 +117,7 @@ impl<'a> StatusMirror<'a> {
         if invalid.is_none() && !shown {
             return;
         }
-        let mut status = current.unwrap_or_default();
+        let mut status = self.current().unwrap_or_default();
         shard_label_condition(&mut status, invalid, Timestamp::now());
         self.writer.write(status).await;
     }
