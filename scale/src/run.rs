@@ -254,14 +254,15 @@ impl ScanPhase {
     }
 }
 
-/// AssetScans whose finished run is not their generation's first.
+/// AssetScans whose finished run is not their generation's first (the
+/// first is scan 0: `<owner>-g<generation>-s0`).
 async fn second_runs(api: &Api<AssetScan>) -> Result<usize> {
     let mut found = 0;
     footprint::each(api, |obj| {
         let run = obj.status.as_ref().and_then(|s| s.run.as_deref());
         if run
             .and_then(run_order)
-            .is_some_and(|(_, (_, scan))| scan > 1)
+            .is_some_and(|(_, (_, scan))| scan > 0)
         {
             found += 1;
         }
