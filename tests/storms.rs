@@ -3,7 +3,8 @@
 //! restart, reach the providers no faster than the replica's start bound
 //! (`scanStarts.perSecond`, `scanStarts.burst`); runs that ended together
 //! are due again at different times (`scanStarts.rescanSpread`), and
-//! mirroring a run's ticket again writes nothing.
+//! mirroring a run's ticket again writes nothing. A confirmed high risk's
+//! notification does not wait behind the line of new scans.
 
 mod controller_kit;
 
@@ -11,6 +12,7 @@ use assetscan_operator::config::ScanStartsSection;
 use assetscan_operator::kubernetes::controller::{StatusMirror, rescan_after};
 use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::telemetry::Metrics;
+use assetscan_testkit::stubs::Fault;
 use assetscan_testkit::stubs::peak::peak;
 use controller_kit::*;
 use kube::ResourceExt;
@@ -128,6 +130,63 @@ async fn runs_resumed_after_a_restart_reach_the_providers_at_the_bound() {
 
     assert_requests_within_bound(&h, restarted, 8, &bound);
     replacement.stop().await;
+}
+
+/// A high risk whose channel failed, retried while 20 new AssetScans wait
+/// in line for a bound of 2 starts per second: once the channel answers, its
+/// notification goes out while most of the line still waits. Without the
+/// exception for alerts (`takes_a_start`, unit-tested in `apply.rs`) its
+/// retry needs a start like any run, and gets one only when it finds one
+/// free between the line's: often at once, sometimes at the end of the line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_high_risk_waiting_for_its_channel_does_not_wait_behind_new_scans() {
+    let mut h = Harness::start().await;
+    h.config.scan_starts = ScanStartsSection {
+        per_second: 2,
+        burst: 1,
+        ..BOUND
+    };
+    h.stubs.sink.faults().always(Fault::Status(503));
+    let ctl = h.controller("ctl-a").await;
+    h.create(&h.online(scan("risky").high_risk())).await;
+    let deferred = || ctl.counter("assetscan_reconciles_total{result=\"notify_deferred\"}");
+    until("the notification deferred", PATIENCE, async || {
+        deferred() >= 1.0
+    })
+    .await;
+    for obj in storm(&h, "line", 20) {
+        h.create(&obj).await;
+    }
+    until("a line of new scans", PATIENCE, async || {
+        ctl.counter("assetscan_scan_starts_delayed_total") >= 10.0
+    })
+    .await;
+    // A pass that began before the line formed has ended: the next one
+    // comes after the line formed.
+    let before = deferred();
+    until("the notification deferred again", PATIENCE, async || {
+        deferred() > before
+    })
+    .await;
+    h.stubs.sink.faults().clear();
+    until("the notification out", PATIENCE, async || {
+        h.stubs.sink.effects() == 1
+    })
+    .await;
+    let objects = h.api().list(&ListParams::default()).await.expect("list");
+    let line_done = objects
+        .items
+        .iter()
+        .filter(|o| o.name_any().starts_with("line-") && is_terminal(o))
+        .count();
+    assert!(
+        line_done < 10,
+        "{line_done} of 20 new scans ended before the high risk went out"
+    );
+    let done = all_terminal(&h, 21).await;
+    assert!(done.iter().any(|o| status(o).high_risk == Some(true)));
+    assert_eq!(h.stubs.sink.effects(), 1);
+    ctl.stop().await;
 }
 
 /// AssetScans with the same rescan interval whose runs ended together are

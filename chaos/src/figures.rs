@@ -1,7 +1,7 @@
 //! The figures of a run, printed as its last lines. The last two are
 //! always `stale writes rejected: N` and `invariant violations: N`.
 
-use crate::check::Report;
+use crate::check::{NotificationTimes, Report};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -36,6 +36,8 @@ pub struct Figures {
     pub deliveries: usize,
     pub duplicate_deliveries: BTreeMap<String, usize>,
     pub late_claims_refused: usize,
+    /// How soon each confirmed high risk went out, and its bound.
+    pub notification_times: NotificationTimes,
     /// From the end of the faults until every object settled; `None`: never.
     pub converged_after: Option<Duration>,
     pub run_time: Duration,
@@ -48,6 +50,7 @@ impl Figures {
     pub fn with_report(mut self, report: &Report) -> Figures {
         self.stale_writes_rejected = report.stale_writes_rejected;
         self.late_claims_refused = report.late_claims_refused;
+        self.notification_times = report.notification_times.clone();
         self.invariant_violations = report.violations.len();
         self.duplicate_deliveries = report
             .duplicates
@@ -62,6 +65,42 @@ impl Figures {
     pub fn passed(&self) -> bool {
         self.invariant_violations == 0 && self.stale_writes_rejected > 0
     }
+}
+
+fn secs(ms: u64) -> String {
+    format!("{:.1} s", ms as f64 / 1000.0)
+}
+
+/// `detection → notification: …`, and the runs that span a data loss.
+fn notification_times(f: &mut fmt::Formatter<'_>, times: &NotificationTimes) -> fmt::Result {
+    let (Some(p50), Some(p99), Some(worst)) = (
+        times.quantile_ms(0.5),
+        times.quantile_ms(0.99),
+        times.worst(),
+    ) else {
+        return writeln!(f, "detection → notification: no high risk notified");
+    };
+    writeln!(
+        f,
+        "detection → notification: {} runs; p50 {p50} ms, p99 {p99} ms, worst {} ({}, {} passes, {} outages, bound {}); over the bound: {} (bound of a pass: {})",
+        times.observations.len(),
+        secs(worst.ms),
+        worst.ticket,
+        worst.passes,
+        worst.outages,
+        secs(worst.bound_ms),
+        times.over_bound(),
+        secs(times.pass_bound_ms),
+    )?;
+    if let Some(longest) = times.across_data_loss_ms.iter().map(|(_, ms)| *ms).max() {
+        writeln!(
+            f,
+            "  confirmed before a Redis data loss, notified after it: {} runs, worst {} from the first confirmation (not bounded: the run started over)",
+            times.across_data_loss_ms.len(),
+            secs(longest)
+        )?;
+    }
+    Ok(())
 }
 
 fn list(map: &BTreeMap<String, usize>) -> String {
@@ -132,6 +171,7 @@ impl fmt::Display for Figures {
             "late claims refused after deletion: {}",
             self.late_claims_refused
         )?;
+        notification_times(f, &self.notification_times)?;
         match self.converged_after {
             Some(after) => writeln!(
                 f,

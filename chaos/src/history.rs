@@ -24,6 +24,47 @@ pub struct History {
     /// Ticket keys left in Redis at the end (`…:ticket:<run>`, and
     /// `…:facts:<run>` where facts are kept apart).
     pub leftover_keys: Vec<String>,
+    /// What the time from a confirmed high risk to its notification is
+    /// checked against. Absent from histories recorded before it was.
+    #[serde(default)]
+    pub timing: Timing,
+}
+
+/// The operator's settings that bound the time from a confirmed high risk
+/// to its notification, and the spells during which nothing could make
+/// progress whatever the operator did (README, "How soon a high risk goes
+/// out").
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Timing {
+    /// `lock.ttl`: how long a stalled or killed executor holds a run.
+    pub lock_ttl_ms: u64,
+    /// `steps.notify.maxBackoff`: the wait before a deferred notification
+    /// is tried again.
+    pub notify_max_backoff_ms: u64,
+    /// One notify pass at worst: every attempt times out,
+    /// `maxAttempts × timeout + (maxAttempts − 1) × maxBackoff`.
+    pub notify_pass_ms: u64,
+    /// In the order they began.
+    pub outages: Vec<Outage>,
+}
+
+/// A spell during which no run could make progress.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Outage {
+    pub cause: OutageCause,
+    /// Unix ms, on the clock the audit's `at` fields use (one machine).
+    pub from_ms: u64,
+    pub to_ms: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OutageCause {
+    /// redis-server was down.
+    Redis,
+    /// The API server did not answer.
+    ApiServer,
+    /// Every replica was stopped or killed.
+    NoReplicaRunning,
 }
 
 /// One AssetScan: what it is, and what the API server stored.

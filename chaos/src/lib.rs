@@ -57,10 +57,11 @@ pub enum ChaosError {
     },
 }
 
-/// Unix time in ms (names the replicas' log files in start order).
-pub fn now_ms() -> u128 {
+/// Unix time in ms: names the replicas' log files in start order, and
+/// times the outages on the clock of the audit's `at` fields.
+pub fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
         .unwrap_or(0)
 }

@@ -288,6 +288,15 @@ impl ReplicaSet {
         Ok(noticed)
     }
 
+    /// How many replicas run (neither stopped nor killed).
+    pub fn running(&self) -> usize {
+        self.slots
+            .iter()
+            .flatten()
+            .filter(|r| r.state == State::Running)
+            .count()
+    }
+
     /// Whether any replica is stopped (paused or at its drill).
     pub fn any_stopped(&self) -> bool {
         self.slots

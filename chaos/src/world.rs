@@ -7,7 +7,7 @@
 
 use crate::ChaosError;
 use crate::audit::{PREFIX, RedisView};
-use crate::history::{Delivery, StatusWrite, parse_wecom_ticket_line};
+use crate::history::{Delivery, StatusWrite, Timing, parse_wecom_ticket_line};
 use crate::objects::{Channel, NAMESPACE, Objects};
 use crate::plan::{ApiFault, Scale, Stub};
 use crate::proxy::ApiProxy;
@@ -17,6 +17,27 @@ use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::{Faults, ProviderStubs};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The notify step's settings (`steps.notify`): with the lock's ttl they
+/// bound how soon a confirmed high risk goes out.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+const NOTIFY_MAX_ATTEMPTS: u32 = 4;
+const NOTIFY_MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// The bound's settings of a run at `scale` (its outages are recorded as
+/// they happen).
+pub fn timing(scale: &Scale) -> Timing {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    Timing {
+        lock_ttl_ms: ms(scale.lock_ttl),
+        notify_max_backoff_ms: ms(NOTIFY_MAX_BACKOFF),
+        notify_pass_ms: ms(
+            NOTIFY_TIMEOUT * NOTIFY_MAX_ATTEMPTS + NOTIFY_MAX_BACKOFF * (NOTIFY_MAX_ATTEMPTS - 1)
+        ),
+        outages: Vec::new(),
+    }
+}
 
 pub struct World {
     pub redis: RedisServer,
@@ -44,9 +65,11 @@ fn config_yaml(scale: &Scale, providers: &str) -> String {
          \x20 onlineCheck: {{timeout: 3s, maxAttempts: 8, initialBackoff: 100ms, maxBackoff: 1s}}\n\
          \x20 vulnQuery: {{timeout: 10s, maxAttempts: 8, initialBackoff: 100ms, maxBackoff: 1s}}\n\
          \x20 threatIntel: {{timeout: 10s, maxAttempts: 8, initialBackoff: 100ms, maxBackoff: 1s}}\n\
-         \x20 notify: {{timeout: 5s, maxAttempts: 4, initialBackoff: 100ms, maxBackoff: 1s}}\n\
+         \x20 notify: {{timeout: {notify_timeout}ms, maxAttempts: {NOTIFY_MAX_ATTEMPTS}, initialBackoff: 100ms, maxBackoff: {notify_backoff}ms}}\n\
          {providers}",
-        ttl = scale.lock_ttl.as_millis()
+        ttl = scale.lock_ttl.as_millis(),
+        notify_timeout = NOTIFY_TIMEOUT.as_millis(),
+        notify_backoff = NOTIFY_MAX_BACKOFF.as_millis(),
     )
 }
 

@@ -6,7 +6,8 @@
 
 use assetscan_chaos::check::{DuplicateCause, Invariant, Report, check};
 use assetscan_chaos::history::{
-    AuditRecord, DataLoss, Delivery, Ended, History, ObjectHistory, ProcessRecord, StatusWrite,
+    AuditRecord, DataLoss, Delivery, Ended, History, ObjectHistory, Outage, OutageCause,
+    ProcessRecord, StatusWrite, Timing,
 };
 use assetscan_chaos::objects::{Channel, Kind};
 use serde_json::{Value, json};
@@ -223,8 +224,18 @@ fn baseline() -> History {
             },
         ],
         leftover_keys: vec![format!("asc:{{{A}}}:ticket:{RUN_A}")],
+        timing: Timing {
+            lock_ttl_ms: 2_000,
+            notify_max_backoff_ms: 1_000,
+            notify_pass_ms: 23_000,
+            outages: vec![],
+        },
     }
 }
+
+/// A pass of the baseline's runs may take this long: the lock's ttl, 1 s
+/// of jitter, one notify pass.
+const PASS_MS: u64 = 2_000 + 1_000 + 23_000;
 
 /// The report names exactly `invariant`, and nothing else.
 fn fails_only(history: &History, invariant: Invariant) -> Report {
@@ -504,6 +515,88 @@ fn a_replica_that_exits_or_panics_is_caught() {
     let mut h = baseline();
     h.processes[0].panics = vec!["thread 'tokio-runtime-worker' panicked at src/x.rs:1:1".into()];
     fails_only(&h, Invariant::Processes);
+}
+
+/// The baseline with A's `NOTIFIED` write made `ms` after its confirmation
+/// (A's 4th record, at 1 003 ms; taken over once in between: two passes).
+fn a_notified_after(ms: u64) -> History {
+    with_field(A, 6, "at", &(1_003 + ms).to_string())
+}
+
+#[test]
+fn a_notification_later_than_its_bound_is_caught() {
+    let report = check(&baseline());
+    let times = &report.notification_times;
+    assert_eq!(times.observations.len(), 1, "{times:?}");
+    let a = &times.observations[0];
+    assert_eq!(
+        (a.ticket.as_str(), a.ms, a.passes),
+        (key(A, RUN_A).as_str(), 3, 2)
+    );
+    assert_eq!(a.bound_ms, 2 * PASS_MS);
+
+    // Two passes: at the bound passes, a millisecond later does not.
+    assert_eq!(check(&a_notified_after(2 * PASS_MS)).violations, vec![]);
+    let report = fails_only(
+        &a_notified_after(2 * PASS_MS + 1),
+        Invariant::NotifiedInTime,
+    );
+    assert!(
+        report.violations[0]
+            .detail
+            .contains("over its bound of 52000 ms (2 passes, 0 outages)"),
+        "{:#?}",
+        report.violations
+    );
+    assert_eq!(report.notification_times.over_bound(), 1);
+
+    // An outage during the wait adds twice its length and a second; one
+    // before or after it adds nothing.
+    let outage = |from_ms, to_ms| Outage {
+        cause: OutageCause::ApiServer,
+        from_ms,
+        to_ms,
+    };
+    let late = 2 * PASS_MS + 2 * 10_000 + 1_000;
+    let mut h = a_notified_after(late);
+    h.timing.outages = vec![outage(1_500, 11_500), outage(100_000, 110_000)];
+    assert_eq!(check(&h).violations, vec![]);
+    h.timing.outages = vec![outage(0, 500), outage(2_000_000, 2_010_000)];
+    fails_only(&h, Invariant::NotifiedInTime);
+
+    // A time the checker cannot read is not taken for a short one.
+    let mut h = baseline();
+    record(&mut h, A, 6).fields.remove("at");
+    fails_only(&h, Invariant::NotifiedInTime);
+}
+
+#[test]
+fn a_run_confirmed_again_after_a_data_loss_is_measured_from_its_new_confirmation() {
+    let mut a = Stream::new(A, RUN_A);
+    a.acquire(1, "INIT", 1, "replica-0#1")
+        .advance(1, "INIT", "ASSET_ONLINE", 2)
+        .advance(1, "ASSET_ONLINE", "VULN_CHECK_DONE", 3)
+        .advance(1, "VULN_CHECK_DONE", "HIGH_RISK_FOUND", 4);
+    a.epoch = 1;
+    a.acquire(2, "INIT", 1, "replica-1#2")
+        .advance(2, "INIT", "ASSET_ONLINE", 2)
+        .advance(2, "ASSET_ONLINE", "VULN_CHECK_DONE", 3)
+        .advance(2, "VULN_CHECK_DONE", "HIGH_RISK_FOUND", 4)
+        .advance(2, "HIGH_RISK_FOUND", "NOTIFYING", 5)
+        .advance(2, "NOTIFYING", "NOTIFIED", 6);
+    let h = History {
+        audit: a.records,
+        ..baseline()
+    };
+    let times = check(&h).notification_times;
+    assert_eq!(times.observations.len(), 1, "{times:?}");
+    // Confirmed again at 1 007 ms, notified at 1 009 ms; first confirmed
+    // at 1 003 ms, before the loss.
+    assert_eq!(
+        (times.observations[0].epoch, times.observations[0].ms),
+        (1, 2)
+    );
+    assert_eq!(times.across_data_loss_ms, vec![(key(A, RUN_A), 6)]);
 }
 
 #[test]

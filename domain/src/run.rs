@@ -118,6 +118,19 @@ impl RunView {
         (earlier && !phase.is_terminal()).then(|| (run.to_owned(), phase))
     }
 
+    /// Whether `decision` continues the run the status shows alerting (its
+    /// high risk confirmed, its notification not recorded as done): what is
+    /// left of it is the notification.
+    pub fn continues_an_alert(&self, decision: &RunDecision) -> bool {
+        match decision {
+            RunDecision::Run(run) => {
+                self.recorded.run.as_deref() == Some(run.as_str())
+                    && self.recorded.phase.is_some_and(is_alerting)
+            }
+            _ => false,
+        }
+    }
+
     /// The rescan request, if its value is not the one the status recorded
     /// as handled.
     pub fn rescan_requested(&self) -> Option<&str> {
@@ -187,6 +200,41 @@ mod tests {
 
     fn at(secs: i64) -> Timestamp {
         Timestamp::from_second(secs).unwrap()
+    }
+
+    #[test]
+    fn only_the_run_the_status_shows_alerting_continues_an_alert() {
+        let at_phase = |phase| {
+            scan(
+                3,
+                Some(Recorded {
+                    run: Some("1234abcd-g3-s0".into()),
+                    phase: Some(phase),
+                    ..Default::default()
+                }),
+            )
+        };
+        let this = RunDecision::Run("1234abcd-g3-s0".into());
+        for phase in [Status::HighRiskFound, Status::Notifying, Status::Notified] {
+            assert!(at_phase(phase).continues_an_alert(&this), "{phase:?}");
+        }
+        for phase in [Status::Init, Status::VulnCheckDone, Status::Finished] {
+            assert!(!at_phase(phase).continues_an_alert(&this), "{phase:?}");
+        }
+        let notifying = at_phase(Status::Notifying);
+        assert!(!notifying.continues_an_alert(&RunDecision::Run("1234abcd-g3-s1".into())));
+        assert!(!notifying.continues_an_alert(&RunDecision::Wait(None)));
+        // An earlier generation's alerting run, driven before anything new.
+        let earlier = scan(
+            4,
+            Some(Recorded {
+                run: Some("1234abcd-g3-s0".into()),
+                phase: Some(Status::HighRiskFound),
+                ..Default::default()
+            }),
+        );
+        let decision = earlier.decide(at(0));
+        assert!(earlier.continues_an_alert(&decision), "{decision:?}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! where the README's non-guarantees allow them, and each one is explained
 //! by its cause or reported.
 
+mod notification_time;
 mod notifications;
 mod processes;
 mod statuses;
@@ -17,6 +18,7 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
 
+pub use notification_time::{NotificationTimes, Observation};
 pub use tickets::Claims;
 
 /// What must hold. Each has a test that feeds the checker a history with
@@ -63,12 +65,17 @@ pub enum Invariant {
     Notified,
     /// A raw duplicate delivery has a cause the README allows.
     Duplicates,
+    /// A confirmed high risk is recorded `NOTIFIED` within the bound the
+    /// README states: per pass over the run (the lock's ttl or the notify
+    /// backoff, 1 s of requeue jitter, one notify pass at worst), plus twice
+    /// the length and 1 s of every outage during the wait.
+    NotifiedInTime,
     /// No replica exits by itself or panics.
     Processes,
 }
 
 impl Invariant {
-    pub const ALL: [Invariant; 14] = [
+    pub const ALL: [Invariant; 15] = [
         Invariant::Converged,
         Invariant::DeletedGone,
         Invariant::Revisions,
@@ -82,6 +89,7 @@ impl Invariant {
         Invariant::OneKeyPerRun,
         Invariant::Notified,
         Invariant::Duplicates,
+        Invariant::NotifiedInTime,
         Invariant::Processes,
     ];
 }
@@ -134,6 +142,8 @@ pub struct Report {
     pub late_claims_refused: usize,
     /// Raw duplicate deliveries, by cause.
     pub duplicates: BTreeMap<DuplicateCause, usize>,
+    /// How soon each confirmed high risk went out.
+    pub notification_times: NotificationTimes,
 }
 
 impl Report {
@@ -153,6 +163,7 @@ pub fn check(history: &History) -> Report {
     let claims = tickets::check(&history.audit, &mut violations);
     statuses::check(history, &claims, &mut violations);
     let duplicates = notifications::check(history, &claims, &mut violations);
+    let notification_times = notification_time::check(history, &mut violations);
     processes::check(&history.processes, &mut violations);
     let count = |result: &str| {
         history
@@ -166,5 +177,6 @@ pub fn check(history: &History) -> Report {
         stale_writes_rejected: count("STALE_TOKEN"),
         late_claims_refused: count("RUN_RETIRED"),
         duplicates,
+        notification_times,
     }
 }

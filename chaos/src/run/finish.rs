@@ -91,10 +91,14 @@ impl Driver<'_> {
 
     /// Stops the replicas, takes the last snapshot, records and checks.
     pub(super) async fn finish(
-        self,
+        mut self,
         converged_after: Option<Duration>,
     ) -> Result<Outcome, ChaosError> {
         let stuck = self.stuck();
+        let open: Vec<_> = self.outages_since.iter().map(|(c, _)| *c).collect();
+        for cause in open {
+            self.outage_ends(cause);
+        }
         let Driver {
             plan,
             world,
@@ -107,6 +111,7 @@ impl Driver<'_> {
             edited,
             deleted,
             mut figures,
+            timing,
             ..
         } = self;
         let tally = replicas.tally.clone();
@@ -121,6 +126,7 @@ impl Driver<'_> {
             deliveries: world.deliveries(),
             processes,
             leftover_keys: world.view.ticket_keys().await?,
+            timing,
         };
         save(&world.dir, "history.json", &history)?;
         let report = check(&history);

@@ -23,7 +23,7 @@ mod outages;
 use crate::ChaosError;
 use crate::check::Report;
 use crate::figures::Figures;
-use crate::history::{AuditRecord, DataLoss, History};
+use crate::history::{AuditRecord, DataLoss, History, Outage, OutageCause, Timing};
 use crate::plan::{Action, ApiFault, Drill, Event, Plan};
 use crate::replicas::{ArmedDrill, Noticed, ReplicaSet};
 use crate::world::World;
@@ -57,6 +57,10 @@ struct Driver<'a> {
     data_losses: Vec<DataLoss>,
     redis_back_at: Option<Instant>,
     outage: Option<(Instant, Instant)>,
+    /// The bound's settings, and the outages so far.
+    timing: Timing,
+    /// Since when (unix ms) each outage under way has lasted.
+    outages_since: Vec<(OutageCause, u64)>,
     isolation: Option<Isolation>,
     created: BTreeSet<usize>,
     edited: BTreeSet<usize>,
@@ -86,6 +90,8 @@ pub async fn run(plan: &Plan, operator: &Path, dir: &Path) -> Result<Outcome, Ch
         data_losses: Vec::new(),
         redis_back_at: None,
         outage: None,
+        timing: crate::world::timing(&plan.scale),
+        outages_since: Vec::new(),
         isolation: None,
         created: BTreeSet::new(),
         edited: BTreeSet::new(),
@@ -129,6 +135,29 @@ fn armed(plan: &Plan, drill: Option<&Drill>) -> Option<ArmedDrill> {
 impl Driver<'_> {
     fn say(&self, what: String) {
         println!("{:>8.2}s  {what}", self.t0.elapsed().as_secs_f64());
+    }
+
+    /// An outage of `cause` begins now.
+    fn outage_begins(&mut self, cause: OutageCause) {
+        if !self.outages_since.iter().any(|(c, _)| *c == cause) {
+            self.outages_since.push((cause, crate::now_ms()));
+        }
+    }
+
+    /// The outage of `cause`, if under way, ends now.
+    fn outage_ends(&mut self, cause: OutageCause) {
+        let now = crate::now_ms();
+        self.outages_since.retain(|(c, from_ms)| {
+            if *c != cause {
+                return true;
+            }
+            self.timing.outages.push(Outage {
+                cause,
+                from_ms: *from_ms,
+                to_ms: now,
+            });
+            false
+        });
     }
 
     fn instance(&self, slot: usize) -> String {
@@ -237,6 +266,11 @@ impl Driver<'_> {
             self.say(format!("{name} resumed (SIGCONT)"));
         }
         self.check_drills(now).await;
+        if self.replicas.running() == 0 {
+            self.outage_begins(OutageCause::NoReplicaRunning);
+        } else {
+            self.outage_ends(OutageCause::NoReplicaRunning);
+        }
         self.end_outages_due(now)
     }
 

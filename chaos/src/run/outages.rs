@@ -4,7 +4,7 @@
 
 use super::Driver;
 use crate::ChaosError;
-use crate::history::DataLoss;
+use crate::history::{DataLoss, OutageCause};
 use std::time::{Duration, Instant};
 
 impl Driver<'_> {
@@ -19,6 +19,7 @@ impl Driver<'_> {
             api_resource_version: self.world.emu.resource_version(),
         });
         tokio::task::block_in_place(|| self.world.redis.kill());
+        self.outage_begins(OutageCause::Redis);
         self.epoch += 1;
         self.redis_back_at = Some(Instant::now() + down);
         self.figures.redis_data_losses += 1;
@@ -32,6 +33,7 @@ impl Driver<'_> {
     /// The API server stops answering from `now` for `down`.
     pub(super) fn begin_outage(&mut self, now: Instant, down: Duration) {
         self.world.proxy.begin_outage();
+        self.outage_begins(OutageCause::ApiServer);
         self.outage = Some((now, now + down));
         self.figures.api_outages += 1;
         self.say(format!(
@@ -47,6 +49,7 @@ impl Driver<'_> {
             && now >= ends
         {
             self.world.proxy.end_outage();
+            self.outage_ends(OutageCause::ApiServer);
             self.figures.api_outage_seconds += now.duration_since(began).as_secs_f64();
             self.outage = None;
             self.say("API server answers again".into());
@@ -55,6 +58,7 @@ impl Driver<'_> {
             && now >= at
         {
             tokio::task::block_in_place(|| self.world.redis.restart())?;
+            self.outage_ends(OutageCause::Redis);
             self.redis_back_at = None;
             self.say("redis-server restarted, empty".into());
         }
@@ -67,8 +71,10 @@ impl Driver<'_> {
     pub(super) fn calm(&mut self) -> Result<(), ChaosError> {
         if self.redis_back_at.take().is_some() {
             tokio::task::block_in_place(|| self.world.redis.restart())?;
+            self.outage_ends(OutageCause::Redis);
         }
         if let Some((began, _)) = self.outage.take() {
+            self.outage_ends(OutageCause::ApiServer);
             self.figures.api_outage_seconds += began.elapsed().as_secs_f64();
         }
         self.world.calm();

@@ -19,6 +19,7 @@ use crate::pipeline::{Effects, Outcome};
 use crate::store::{StoreError, TicketStore};
 use assetscan_domain::AssetId;
 use assetscan_domain::RunDecision;
+use assetscan_domain::RunView;
 use assetscan_domain::ScanRequest;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
@@ -91,12 +92,16 @@ async fn decide_fresh<E: Effects + 'static>(
     let Some(mut fresh) = fresh else {
         return Ok(Decision::Answer(Action::await_change()));
     };
-    let mut decision = run_view(&fresh).decide(Timestamp::now());
+    let view = run_view(&fresh);
+    let mut decision = view.decide(Timestamp::now());
     if calls_providers(&decision) {
         // A run is about to be claimed or continued: it needs a start of
-        // this replica's start bound. Without one, look again later, before
-        // any read, write or Redis command.
-        if let Admission::After(delay) = ctx.starts.admit() {
+        // this replica's start bound, unless only its notification is left.
+        // Without one, look again later, before any read, write or Redis
+        // command.
+        if takes_a_start(&view, &decision)
+            && let Admission::After(delay) = ctx.starts.admit()
+        {
             ctx.waiting.blocked(&fresh);
             return Ok(Decision::Answer(Action::requeue(delay)));
         }
@@ -120,6 +125,15 @@ async fn decide_fresh<E: Effects + 'static>(
         ))));
     }
     Ok(Decision::Act(fresh, decision))
+}
+
+/// Whether carrying `decision` out takes one of the replica's starts: a
+/// run to claim or continue does, except a confirmed high risk's, whose
+/// notification is all that is left. That one never waits behind a line of
+/// new scans (its channels have a pace of their own), so how soon a high
+/// risk goes out does not depend on how many AssetScans wait to start.
+fn takes_a_start(view: &RunView, decision: &RunDecision) -> bool {
+    calls_providers(decision) && !view.continues_an_alert(decision)
 }
 
 /// Whether `decision` drives a run, which calls the providers: a new run
@@ -250,4 +264,39 @@ async fn write_missing_report(
         _ => debug!(run, "no ticket left to report the run from"),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use assetscan_domain::Recorded;
+    use assetscan_domain::ticket::Status;
+
+    fn at_phase(phase: Status) -> RunView {
+        RunView {
+            owner: "1234abcd".into(),
+            generation: 1,
+            recorded: Recorded {
+                run: Some("1234abcd-g1-s0".into()),
+                phase: Some(phase),
+                ..Recorded::default()
+            },
+            ..RunView::default()
+        }
+    }
+
+    #[test]
+    fn a_run_takes_a_start_unless_its_notification_is_all_that_is_left() {
+        let this = RunDecision::Run("1234abcd-g1-s0".into());
+        assert!(takes_a_start(&at_phase(Status::Init), &this));
+        assert!(takes_a_start(&at_phase(Status::VulnCheckDone), &this));
+        assert!(!takes_a_start(&at_phase(Status::HighRiskFound), &this));
+        assert!(!takes_a_start(&at_phase(Status::Notifying), &this));
+        let next = RunDecision::Run("1234abcd-g1-s1".into());
+        assert!(takes_a_start(&at_phase(Status::Notifying), &next));
+        assert!(!takes_a_start(
+            &at_phase(Status::Finished),
+            &RunDecision::Wait(None)
+        ));
+    }
 }
