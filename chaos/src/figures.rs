@@ -67,6 +67,11 @@ impl Figures {
     }
 }
 
+/// `1 pass`, `2 passes`.
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 fn secs(ms: u64) -> String {
     format!("{:.1} s", ms as f64 / 1000.0)
 }
@@ -82,12 +87,12 @@ fn notification_times(f: &mut fmt::Formatter<'_>, times: &NotificationTimes) -> 
     };
     writeln!(
         f,
-        "detection → notification: {} runs; p50 {p50} ms, p99 {p99} ms, worst {} ({}, {} passes, {} outages, bound {}); over the bound: {} (bound of a pass: {})",
-        times.observations.len(),
+        "detection → notification: {}; p50 {p50} ms, p99 {p99} ms, worst {} ({}, {}, {}, bound {}); over the bound: {} (bound of a pass: {})",
+        count(times.observations.len(), "run", "runs"),
         secs(worst.ms),
         worst.ticket,
-        worst.passes,
-        worst.outages,
+        count(worst.passes, "pass", "passes"),
+        count(worst.outages, "outage", "outages"),
         secs(worst.bound_ms),
         times.over_bound(),
         secs(times.pass_bound_ms),
@@ -95,8 +100,8 @@ fn notification_times(f: &mut fmt::Formatter<'_>, times: &NotificationTimes) -> 
     if let Some(longest) = times.across_data_loss_ms.iter().map(|(_, ms)| *ms).max() {
         writeln!(
             f,
-            "  confirmed before a Redis data loss, notified after it: {} runs, worst {} from the first confirmation (not bounded: the run started over)",
-            times.across_data_loss_ms.len(),
+            "  confirmed before a Redis data loss, notified after it: {}, worst {} from the first confirmation (not bounded: the run started over)",
+            count(times.across_data_loss_ms.len(), "run", "runs"),
             secs(longest)
         )?;
     }

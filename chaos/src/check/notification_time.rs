@@ -36,7 +36,7 @@ pub struct Observation {
     pub epoch: u32,
     pub ms: u64,
     /// Passes over the run from the confirmation to the notification.
-    pub passes: u64,
+    pub passes: usize,
     /// Outages that overlapped the wait.
     pub outages: usize,
     pub bound_ms: u64,
@@ -82,7 +82,7 @@ impl NotificationTimes {
 struct Run<'h> {
     confirmed: Option<&'h AuditRecord>,
     /// Claims accepted after the confirmation.
-    claims_after: u64,
+    claims_after: usize,
     notified: Option<&'h AuditRecord>,
 }
 
@@ -174,7 +174,7 @@ fn observe(
     timing: &Timing,
     ticket: &str,
     epoch: u32,
-    claims: u64,
+    claims: usize,
     from: u64,
     to: u64,
 ) -> Observation {
@@ -194,6 +194,7 @@ fn observe(
         ms: to.saturating_sub(from),
         passes,
         outages: during.len(),
-        bound_ms: passes * pass_bound_ms(timing) + outage_allowance,
+        bound_ms: u64::try_from(passes).unwrap_or(u64::MAX) * pass_bound_ms(timing)
+            + outage_allowance,
     }
 }
