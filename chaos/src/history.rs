@@ -25,7 +25,8 @@ pub struct History {
     /// `…:facts:<run>` where facts are kept apart).
     pub leftover_keys: Vec<String>,
     /// What the time from a confirmed high risk to its notification is
-    /// checked against. Absent from histories recorded before it was.
+    /// checked against. Absent from histories recorded before it was: their
+    /// times are measured, not checked.
     #[serde(default)]
     pub timing: Timing,
 }

@@ -564,6 +564,16 @@ fn a_notification_later_than_its_bound_is_caught() {
     h.timing.outages = vec![outage(0, 500), outage(2_000_000, 2_010_000)];
     fails_only(&h, Invariant::NotifiedInTime);
 
+    // A history recorded before the bound's settings were is measured,
+    // not checked.
+    let mut h = a_notified_after(10 * PASS_MS);
+    h.timing = Timing::default();
+    assert_eq!(check(&h).violations, vec![]);
+    assert_eq!(
+        check(&h).notification_times.observations[0].ms,
+        10 * PASS_MS
+    );
+
     // A time the checker cannot read is not taken for a short one.
     let mut h = baseline();
     record(&mut h, A, 6).fields.remove("at");
