@@ -135,7 +135,7 @@ async fn runs_resumed_after_a_restart_reach_the_providers_at_the_bound() {
 /// A high risk whose channel failed, retried while 20 new AssetScans wait
 /// in line for a bound of 2 starts per second: once the channel answers, its
 /// notification goes out while most of the line still waits. Without the
-/// exception for alerts (`takes_a_start`, unit-tested in `apply.rs`) its
+/// exception for alerts (`needs_a_start`, unit-tested in `apply.rs`) its
 /// retry needs a start like any run, and gets one only when it finds one
 /// free between the line's: often at once, sometimes at the end of the line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

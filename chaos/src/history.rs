@@ -42,6 +42,11 @@ pub struct Timing {
     /// `steps.notify.maxBackoff`: the wait before a deferred notification
     /// is tried again.
     pub notify_max_backoff_ms: u64,
+    /// The longest a reconcile waits for the watch to deliver its own
+    /// status write before it reads the object instead (the operator's
+    /// `DELIVERY_WAIT`).
+    #[serde(default)]
+    pub cache_wait_ms: u64,
     /// One notify pass at worst: every attempt times out,
     /// `maxAttempts × timeout + (maxAttempts − 1) × maxBackoff`.
     pub notify_pass_ms: u64,

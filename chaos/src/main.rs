@@ -157,6 +157,7 @@ fn recheck(path: &std::path::Path) -> ExitCode {
     };
     let report = check(&history);
     print_violations(&report);
+    print!("{}", report.notification_times);
     println!("stale writes rejected: {}", report.stale_writes_rejected);
     println!("invariant violations: {}", report.violations.len());
     if report.violations.is_empty() {

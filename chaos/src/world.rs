@@ -12,6 +12,7 @@ use crate::objects::{Channel, NAMESPACE, Objects};
 use crate::plan::{ApiFault, Scale, Stub};
 use crate::proxy::ApiProxy;
 use crate::replicas::Launch;
+use assetscan_operator::kubernetes::controller::DELIVERY_WAIT;
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions, Fault};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::{Faults, ProviderStubs};
@@ -32,6 +33,7 @@ pub fn timing(scale: &Scale) -> Timing {
     Timing {
         lock_ttl_ms: ms(scale.lock_ttl),
         notify_max_backoff_ms: ms(NOTIFY_MAX_BACKOFF),
+        cache_wait_ms: ms(DELIVERY_WAIT),
         notify_pass_ms: ms(
             NOTIFY_TIMEOUT * NOTIFY_MAX_ATTEMPTS + NOTIFY_MAX_BACKOFF * (NOTIFY_MAX_ATTEMPTS - 1)
         ),

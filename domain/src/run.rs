@@ -75,8 +75,9 @@ pub fn run_order(run: &str) -> Option<(&str, (i64, u64))> {
     Some((owner, (generation.parse().ok()?, scan.parse().ok()?)))
 }
 
-/// Whether a run at `status` is alerting: its risk is confirmed and its
-/// notification not yet recorded as done.
+/// Whether a run at `status` is alerting: its risk is confirmed and the
+/// run has not ended (its notification may be recorded, `NOTIFIED`, the
+/// run not yet `FINISHED`).
 pub fn is_alerting(status: Status) -> bool {
     matches!(
         status,
@@ -118,9 +119,9 @@ impl RunView {
         (earlier && !phase.is_terminal()).then(|| (run.to_owned(), phase))
     }
 
-    /// Whether `decision` continues the run the status shows alerting (its
-    /// high risk confirmed, its notification not recorded as done): what is
-    /// left of it is the notification.
+    /// Whether `decision` continues the run the status shows alerting
+    /// ([`is_alerting`]: its high risk confirmed, the run not ended): what
+    /// is left of it is its notification, or the write that ends it.
     pub fn continues_an_alert(&self, decision: &RunDecision) -> bool {
         match decision {
             RunDecision::Run(run) => {

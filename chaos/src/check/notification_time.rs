@@ -7,11 +7,13 @@
 //!
 //! The bound of one run: per pass (the one that confirmed the high risk,
 //! and each later claim of the run: a takeover, a retry after a deferral or
-//! a refused claim), the wait before it (the lock's ttl or the notify
-//! backoff, whichever is longer, and up to 1 s of requeue jitter) and one
-//! notify pass at worst; plus, for every outage that overlaps the wait
-//! (Redis, the API server, every replica stopped), twice its length and
-//! 1 s, the reconcile backoff having doubled during it.
+//! a refused claim), the wait before it (the longest of the lock's ttl, the
+//! notify backoff and the wait for the watch to deliver the executor's own
+//! status write, and up to 1 s of requeue jitter) and one notify pass at
+//! worst; plus, for every outage during the wait (Redis, the API server,
+//! every replica stopped), twice the part of it within the wait and 1 s:
+//! the run's reconciles fail from the outage's start at the earliest, and
+//! the reconcile backoff doubles while it lasts.
 //!
 //! A run whose ticket Redis lost after the confirmation is confirmed again
 //! in the new epoch and measured from there, as the operator measures it
@@ -164,13 +166,20 @@ fn pass_bound_ms(timing: &Timing) -> u64 {
     timing
         .lock_ttl_ms
         .max(timing.notify_max_backoff_ms)
+        .max(timing.cache_wait_ms)
         .max(1_000)
         + REQUEUE_JITTER_MS
         + timing.notify_pass_ms
 }
 
-fn overlaps(outage: &Outage, from: u64, to: u64) -> bool {
-    outage.from_ms <= to && outage.to_ms >= from
+/// How much of `outage` falls within `from..=to`, if any of it does.
+fn overlap_ms(outage: &Outage, from: u64, to: u64) -> Option<u64> {
+    (outage.from_ms <= to && outage.to_ms >= from).then(|| {
+        outage
+            .to_ms
+            .min(to)
+            .saturating_sub(outage.from_ms.max(from))
+    })
 }
 
 fn observe(
@@ -182,15 +191,12 @@ fn observe(
     to: u64,
 ) -> Observation {
     let passes = 1 + claims;
-    let during: Vec<&Outage> = timing
+    let during: Vec<u64> = timing
         .outages
         .iter()
-        .filter(|o| overlaps(o, from, to))
+        .filter_map(|o| overlap_ms(o, from, to))
         .collect();
-    let outage_allowance: u64 = during
-        .iter()
-        .map(|o| 2 * o.to_ms.saturating_sub(o.from_ms) + 1_000)
-        .sum();
+    let outage_allowance: u64 = during.iter().map(|ms| 2 * ms + 1_000).sum();
     Observation {
         ticket: ticket.to_owned(),
         epoch,

@@ -92,18 +92,16 @@ async fn decide_fresh<E: Effects + 'static>(
     let Some(mut fresh) = fresh else {
         return Ok(Decision::Answer(Action::await_change()));
     };
-    let view = run_view(&fresh);
+    let mut view = run_view(&fresh);
     let mut decision = view.decide(Timestamp::now());
     if calls_providers(&decision) {
         // A run is about to be claimed or continued: it needs a start of
         // this replica's start bound, unless only its notification is left.
         // Without one, look again later, before any read, write or Redis
         // command.
-        if takes_a_start(&view, &decision)
-            && let Admission::After(delay) = ctx.starts.admit()
-        {
-            ctx.waiting.blocked(&fresh);
-            return Ok(Decision::Answer(Action::requeue(delay)));
+        let exempt = !needs_a_start(&view, &decision);
+        if !exempt && let Err(wait) = take_a_start(ctx, &fresh) {
+            return Ok(Decision::Answer(wait));
         }
         if !read {
             // Decide again from the object as stored. After Redis lost its
@@ -115,7 +113,16 @@ async fn decide_fresh<E: Effects + 'static>(
                 return Ok(Decision::Answer(Action::await_change()));
             };
             fresh = stored;
-            decision = run_view(&fresh).decide(Timestamp::now());
+            view = run_view(&fresh);
+            decision = view.decide(Timestamp::now());
+            // The cached copy showed an alert, the stored object another
+            // run to drive: that one takes its start.
+            if exempt
+                && needs_a_start(&view, &decision)
+                && let Err(wait) = take_a_start(ctx, &fresh)
+            {
+                return Ok(Decision::Answer(wait));
+            }
         }
     }
     if fresh.meta().deletion_timestamp.is_some() {
@@ -127,12 +134,24 @@ async fn decide_fresh<E: Effects + 'static>(
     Ok(Decision::Act(fresh, decision))
 }
 
+/// Takes one of the replica's starts for `obj`; without one left, the
+/// answer that requeues it for its slot in the line of delayed starts.
+fn take_a_start<E: Effects + 'static>(ctx: &Context<E>, obj: &AssetScan) -> Result<(), Action> {
+    match ctx.starts.admit() {
+        Admission::Now => Ok(()),
+        Admission::After(delay) => {
+            ctx.waiting.blocked(obj);
+            Err(Action::requeue(delay))
+        }
+    }
+}
+
 /// Whether carrying `decision` out takes one of the replica's starts: a
 /// run to claim or continue does, except a confirmed high risk's, whose
 /// notification is all that is left. That one never waits behind a line of
 /// new scans (its channels have a pace of their own), so how soon a high
 /// risk goes out does not depend on how many AssetScans wait to start.
-fn takes_a_start(view: &RunView, decision: &RunDecision) -> bool {
+fn needs_a_start(view: &RunView, decision: &RunDecision) -> bool {
     calls_providers(decision) && !view.continues_an_alert(decision)
 }
 
@@ -288,13 +307,13 @@ mod tests {
     #[test]
     fn a_run_takes_a_start_unless_its_notification_is_all_that_is_left() {
         let this = RunDecision::Run("1234abcd-g1-s0".into());
-        assert!(takes_a_start(&at_phase(Status::Init), &this));
-        assert!(takes_a_start(&at_phase(Status::VulnCheckDone), &this));
-        assert!(!takes_a_start(&at_phase(Status::HighRiskFound), &this));
-        assert!(!takes_a_start(&at_phase(Status::Notifying), &this));
+        assert!(needs_a_start(&at_phase(Status::Init), &this));
+        assert!(needs_a_start(&at_phase(Status::VulnCheckDone), &this));
+        assert!(!needs_a_start(&at_phase(Status::HighRiskFound), &this));
+        assert!(!needs_a_start(&at_phase(Status::Notifying), &this));
         let next = RunDecision::Run("1234abcd-g1-s1".into());
-        assert!(takes_a_start(&at_phase(Status::Notifying), &next));
-        assert!(!takes_a_start(
+        assert!(needs_a_start(&at_phase(Status::Notifying), &next));
+        assert!(!needs_a_start(
             &at_phase(Status::Finished),
             &RunDecision::Wait(None)
         ));

@@ -39,6 +39,7 @@ mod status;
 mod status_plan;
 mod writer;
 
+pub use cache::DELIVERY_WAIT;
 pub use conditions::ConditionType;
 pub use context::{Context, ControllerSettings, Error};
 pub use gauges::{Waiting, install as install_status_gauges};
