@@ -79,31 +79,28 @@ fn secs(ms: u64) -> String {
 /// `detection → notification: …`, and the runs that span a data loss.
 impl fmt::Display for NotificationTimes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let times = self;
-        let (Some(p50), Some(p99), Some(worst)) = (
-            times.quantile_ms(0.5),
-            times.quantile_ms(0.99),
-            times.worst(),
-        ) else {
+        let (Some(p50), Some(p99), Some(worst)) =
+            (self.quantile_ms(0.5), self.quantile_ms(0.99), self.worst())
+        else {
             return writeln!(f, "detection → notification: no high risk notified");
         };
         writeln!(
             f,
             "detection → notification: {}; p50 {p50} ms, p99 {p99} ms, worst {} ({}, {}, {}, bound {}); over the bound: {} (bound of a pass: {})",
-            count(times.observations.len(), "run", "runs"),
+            count(self.observations.len(), "run", "runs"),
             secs(worst.ms),
             worst.ticket,
             count(worst.passes, "pass", "passes"),
             count(worst.outages, "outage", "outages"),
             secs(worst.bound_ms),
-            times.over_bound(),
-            secs(times.pass_bound_ms),
+            self.over_bound(),
+            secs(self.pass_bound_ms),
         )?;
-        if let Some(longest) = times.across_data_loss_ms.iter().map(|(_, ms)| *ms).max() {
+        if let Some(longest) = self.across_data_loss_ms.iter().map(|(_, ms)| *ms).max() {
             writeln!(
                 f,
                 "  confirmed before a Redis data loss, notified after it: {}, worst {} from the first confirmation (not bounded: the run started over)",
-                count(times.across_data_loss_ms.len(), "run", "runs"),
+                count(self.across_data_loss_ms.len(), "run", "runs"),
                 secs(longest)
             )?;
         }

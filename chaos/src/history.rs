@@ -54,6 +54,19 @@ pub struct Timing {
     pub outages: Vec<Outage>,
 }
 
+impl Timing {
+    /// How long the outages of `cause` lasted in all, in seconds.
+    pub fn seconds_of(&self, cause: OutageCause) -> f64 {
+        let ms: u64 = self
+            .outages
+            .iter()
+            .filter(|o| o.cause == cause)
+            .map(|o| o.to_ms.saturating_sub(o.from_ms))
+            .sum();
+        ms as f64 / 1000.0
+    }
+}
+
 /// A spell during which no run could make progress.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Outage {

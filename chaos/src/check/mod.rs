@@ -66,9 +66,10 @@ pub enum Invariant {
     /// A raw duplicate delivery has a cause the README allows.
     Duplicates,
     /// A confirmed high risk is recorded `NOTIFIED` within the bound the
-    /// README states: per pass over the run (the lock's ttl or the notify
-    /// backoff, 1 s of requeue jitter, one notify pass at worst), plus twice
-    /// the length and 1 s of every outage during the wait.
+    /// README states: per pass over the run, the longest of the lock's ttl,
+    /// the notify backoff and the wait for the watch's delivery, 1 s of
+    /// requeue jitter and one notify pass at worst; plus, per outage, twice
+    /// its part within the wait and 1 s.
     NotifiedInTime,
     /// No replica exits by itself or panics.
     Processes,

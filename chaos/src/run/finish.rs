@@ -6,7 +6,7 @@ use super::{Driver, Outcome, TICK};
 use crate::ChaosError;
 use crate::check::check;
 use crate::figures::Figures;
-use crate::history::{History, ObjectHistory, is_settled};
+use crate::history::{History, ObjectHistory, OutageCause, is_settled};
 use crate::plan::Plan;
 use crate::replicas::State;
 use crate::world::World;
@@ -141,6 +141,7 @@ impl Driver<'_> {
             restarts_same_instance: tally.restarts_same_instance,
             restarts_new_instance: tally.restarts_new_instance,
             api_connections_cut: world.proxy.connections_cut(),
+            api_outage_seconds: history.timing.seconds_of(OutageCause::ApiServer),
             api_errors_injected: world.emu.faults().fired().len(),
             deliveries: history.deliveries.len(),
             converged_after,

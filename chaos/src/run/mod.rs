@@ -56,7 +56,8 @@ struct Driver<'a> {
     audit: Vec<AuditRecord>,
     data_losses: Vec<DataLoss>,
     redis_back_at: Option<Instant>,
-    outage: Option<(Instant, Instant)>,
+    /// When the API server outage under way ends.
+    api_back_at: Option<Instant>,
     /// The bound's settings, and the outages so far.
     timing: Timing,
     /// Since when (unix ms) each outage under way has lasted.
@@ -89,7 +90,7 @@ pub async fn run(plan: &Plan, operator: &Path, dir: &Path) -> Result<Outcome, Ch
         audit: Vec::new(),
         data_losses: Vec::new(),
         redis_back_at: None,
-        outage: None,
+        api_back_at: None,
         timing: crate::world::timing(&plan.scale),
         outages_since: Vec::new(),
         isolation: None,

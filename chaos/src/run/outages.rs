@@ -34,7 +34,7 @@ impl Driver<'_> {
     pub(super) fn begin_outage(&mut self, now: Instant, down: Duration) {
         self.world.proxy.begin_outage();
         self.outage_begins(OutageCause::ApiServer);
-        self.outage = Some((now, now + down));
+        self.api_back_at = Some(now + down);
         self.figures.api_outages += 1;
         self.say(format!(
             "API server outage for {:.1} s: connections cut and refused",
@@ -45,13 +45,12 @@ impl Driver<'_> {
     /// Ends the API server outage and brings Redis back, each once its time
     /// is up at `now`.
     pub(super) fn end_outages_due(&mut self, now: Instant) -> Result<(), ChaosError> {
-        if let Some((began, ends)) = self.outage
+        if let Some(ends) = self.api_back_at
             && now >= ends
         {
             self.world.proxy.end_outage();
             self.outage_ends(OutageCause::ApiServer);
-            self.figures.api_outage_seconds += now.duration_since(began).as_secs_f64();
-            self.outage = None;
+            self.api_back_at = None;
             self.say("API server answers again".into());
         }
         if let Some(at) = self.redis_back_at
@@ -73,9 +72,8 @@ impl Driver<'_> {
             tokio::task::block_in_place(|| self.world.redis.restart())?;
             self.outage_ends(OutageCause::Redis);
         }
-        if let Some((began, _)) = self.outage.take() {
+        if self.api_back_at.take().is_some() {
             self.outage_ends(OutageCause::ApiServer);
-            self.figures.api_outage_seconds += began.elapsed().as_secs_f64();
         }
         self.world.calm();
         self.isolation = None;
