@@ -22,7 +22,7 @@ pub fn start_operator(
             "redis: {{timeout: 1s}}\n\
              lock: {{ttl: 3s}}\n\
              steps:\n  onlineCheck: {{timeout: 2s, maxAttempts: 1}}\n  vulnQuery: {{timeout: 2s, maxAttempts: 1}}\n\
-             providers:\n  online: {{tcp: {{timeout: 2s}}}}\n  \
+             providers:\n  online: {{tcp: {{timeout: 2s, egress: {{allow: [127.0.0.1/32]}}}}}}\n  \
              vulnerabilities: {{kind: osv, baseUrl: \"http://127.0.0.1:{vuln_port}\", timeout: 2s}}\n  \
              threatIntel: {{kev: {{enabled: false}}, epss: {{enabled: false}}}}\n"
         ),

@@ -5,7 +5,8 @@ use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType, bounde
 use crate::kubernetes::crd::{
     AssetScanStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary,
 };
-use assetscan_domain::ticket::{Facts, LastError, Severity, Status, Ticket, VulnFacts};
+use crate::providers::online::EgressRule;
+use assetscan_domain::ticket::{Facts, LastError, Severity, Status, Step, Ticket, VulnFacts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -141,7 +142,7 @@ impl RunConditions {
                     ),
                     None => "scan failed".to_owned(),
                 };
-                (states(False, False, True), "Failed", why)
+                (states(False, False, True), failed_reason(ticket), why)
             }
             phase => (
                 states(Unknown, True, False),
@@ -155,6 +156,16 @@ impl RunConditions {
             message,
         }
     }
+}
+
+/// `Failed`, or the egress rule that refused the online check's target
+/// (`EgressRefusedLoopback`, …): the tenant sees which rule, not a failure
+/// of the operator.
+fn failed_reason(ticket: &Ticket) -> &'static str {
+    (ticket.last_error.as_ref())
+        .filter(|e| e.step == Step::OnlineCheck)
+        .and_then(|e| EgressRule::named_in(&e.message))
+        .map_or("Failed", EgressRule::reason)
 }
 
 /// `HighRisk`: about the asset, not the operator.

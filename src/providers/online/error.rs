@@ -1,5 +1,6 @@
 //! How the online check failed.
 
+use super::egress::Refusal;
 use crate::providers::http::HttpError;
 
 #[derive(Debug, thiserror::Error)]
@@ -12,6 +13,10 @@ pub enum OnlineError {
     /// hiccups pass, and an unresolvable name is not proof of "offline".
     #[error("online check: cannot resolve {host}: {reason}")]
     Resolve { host: String, reason: String },
+    /// The egress policy refuses an address the host resolved to: no
+    /// connection was attempted. Not retryable.
+    #[error("online check: {host}: {refusal}")]
+    Refused { host: String, refusal: Refusal },
     #[error(transparent)]
     Http(#[from] HttpError),
 }
@@ -19,7 +24,7 @@ pub enum OnlineError {
 impl OnlineError {
     pub fn is_retryable(&self) -> bool {
         match self {
-            OnlineError::InvalidTarget(_) => false,
+            OnlineError::InvalidTarget(_) | OnlineError::Refused { .. } => false,
             OnlineError::Resolve { .. } => true,
             OnlineError::Http(e) => e.is_retryable(),
         }

@@ -1,10 +1,12 @@
 //! Is the asset online? The asset's target decides how to ask: a TCP connect
 //! to one of its ports, or the inventory service that already knows.
 
+mod egress;
 mod error;
 mod inventory;
 mod tcp;
 
+pub use egress::{EgressConfig, EgressRule};
 pub use error::OnlineError;
 pub use inventory::{InventoryConfig, InventoryProbe};
 pub use tcp::{TcpProbe, TcpProbeConfig};
@@ -82,6 +84,11 @@ mod tests {
         );
         assert!(crate::yaml::from_str::<OnlineConfig>("{tcp: {timeoutMs: 5}}").is_err());
         assert!(crate::yaml::from_str::<OnlineConfig>("{ping: {}}").is_err());
+        let egress = "{tcp: {maxDials: 8, egress: {allow: [10.0.0.0/8], deny: [10.96.0.0/12]}}}";
+        let egress: OnlineConfig = crate::yaml::from_str(egress).unwrap();
+        assert_eq!(egress.tcp.max_dials, 8);
+        assert_eq!(egress.tcp.egress.deny, ["10.96.0.0/12"]);
+        assert!(crate::yaml::from_str::<OnlineConfig>("{tcp: {egress: {alow: []}}}").is_err());
         let typo = "{inventory: {baseUrl: 'http://inv', timeuot: 2s}}";
         assert!(crate::yaml::from_str::<OnlineConfig>(typo).is_err());
     }
@@ -101,7 +108,9 @@ mod tests {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             l.local_addr().unwrap().port()
         };
-        let probe = OnlineProbe::from_config(&OnlineConfig::default()).unwrap();
+        let loopback: OnlineConfig =
+            crate::yaml::from_str("{tcp: {egress: {allow: [127.0.0.1/32]}}}").unwrap();
+        let probe = OnlineProbe::from_config(&loopback).unwrap();
         assert!(
             probe
                 .is_online(&tcp("127.0.0.1", vec![closed, open]))
