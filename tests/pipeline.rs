@@ -179,6 +179,7 @@ fn request(holder: &str, software: &[Pkg], policy: Policy) -> ScanRequest {
         owner: None,
         supersedes: None,
         expect_open: false,
+        origin: None,
     }
 }
 

@@ -3,8 +3,8 @@
 //! Where a test needs a variant of a fixture, it derives it and says so.
 
 use assetscan_operator::domain::AssetId;
-use assetscan_operator::domain::ScanRequest;
 use assetscan_operator::domain::ticket::{Finding, RiskFacts, Severity, VulnFacts};
+use assetscan_operator::domain::{Origin, ScanRequest};
 use assetscan_operator::domain::{Package, Policy, Target, assess, needs_threat_intel};
 use assetscan_operator::pipeline::{Effects, Notification};
 use assetscan_operator::providers::intel::{
@@ -938,8 +938,17 @@ mod notify {
             }
             .into(),
             threat_intel: None,
+            origin: Some(Origin {
+                namespace: "team-a".into(),
+                name: "web-1-scan".into(),
+                uid: "0b7c6a52-3d1e-4f59-9a51-2f1c7d0e9b11".into(),
+            }),
         }
     }
+
+    /// What every channel says of who asked.
+    const ORIGIN_LINE: &str =
+        "requested by team-a/web-1-scan (uid 0b7c6a52-3d1e-4f59-9a51-2f1c7d0e9b11)";
 
     fn xz() -> Finding {
         Finding {
@@ -988,6 +997,12 @@ mod notify {
                 > 1_700_000_000
         );
         assert_eq!(d.json()["ticket_id"], "web-1/run-7");
+        assert_eq!(
+            d.json()["origin"],
+            serde_json::json!({"namespace": "team-a", "name": "web-1-scan",
+                "uid": "0b7c6a52-3d1e-4f59-9a51-2f1c7d0e9b11"}),
+            "who asked, under the signature the sink verified"
+        );
         assert_eq!(
             d.json()["vulnerabilities"]["findings"][0]["severity"],
             "CRITICAL"
@@ -1072,6 +1087,7 @@ mod notify {
             content.contains("web-1/run-7") && content.contains("UBUNTU-CVE-2024-3094"),
             "{content}"
         );
+        assert!(content.contains(ORIGIN_LINE), "{content}");
 
         for (errcode, retryable) in [
             (45009, true),
@@ -1152,6 +1168,9 @@ mod notify {
         assert_eq!(hook.send(&n).await.unwrap(), "ok");
         let message = &stub.messages()[0];
         assert!(message["text"].as_str().unwrap().contains("web-1/run-7"));
+        assert!(message["text"].as_str().unwrap().contains(ORIGIN_LINE));
+        let context = message["blocks"].as_array().unwrap().last().unwrap();
+        assert_eq!(context["elements"][1]["text"], ORIGIN_LINE, "{message}");
         assert_eq!(message["blocks"][0]["type"], "header");
 
         stub.rate_limit_next(1, 7);
@@ -1231,6 +1250,7 @@ async fn the_whole_chain_through_effects() {
         owner: None,
         supersedes: None,
         expect_open: false,
+        origin: None,
     };
 
     assert!(providers.check_online(&req).await.unwrap());
@@ -1251,6 +1271,7 @@ async fn the_whole_chain_through_effects() {
         risk,
         vulnerabilities: vulns.into(),
         threat_intel: None,
+        origin: None,
     };
     let receipts = providers.notify(&req.channels, &notification).await;
     assert!(receipts.values().all(Result::is_ok), "{receipts:?}");

@@ -150,6 +150,7 @@ fn request(asset: &str, holder: &str, clean: bool) -> ScanRequest {
         owner: None,
         supersedes: None,
         expect_open: false,
+        origin: None,
     }
 }
 

@@ -135,3 +135,35 @@ async fn an_allowed_cidr_is_dialled() {
     );
     ctl.stop().await;
 }
+
+/// Every channel names the AssetScan that asked: its namespace, name and
+/// uid, in the webhook's signed body and in the chat texts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_notification_names_who_asked() {
+    let h = Harness::start().await;
+    let channels = ["secops-webhook", "secops-wecom", "secops-slack"];
+    let (ctl, done) = h
+        .run_to_end("tenancy", scan("asker").high_risk().notify(&channels))
+        .await;
+    assert_eq!(phase(&done), Some(Status::Finished));
+    let uid = done.metadata.uid.clone().unwrap();
+    let line = format!("requested by {NAMESPACE}/asker (uid {uid})");
+
+    let deliveries = h.stubs.sink.deliveries();
+    assert_eq!(deliveries.len(), 1);
+    assert_eq!(h.stubs.sink.rejected(), 0, "the signature covers the body");
+    assert_eq!(
+        deliveries[0].json()["origin"],
+        serde_json::json!({"namespace": NAMESPACE, "name": "asker", "uid": uid})
+    );
+    let wecom = h.stubs.wecom.messages();
+    assert!(wecom.len() == 1 && wecom[0].contains(&line), "{wecom:?}");
+    let slack = h.stubs.slack.messages();
+    assert_eq!(slack.len(), 1);
+    assert!(
+        slack[0]["text"].as_str().unwrap().contains(&line),
+        "{}",
+        slack[0]
+    );
+    ctl.stop().await;
+}

@@ -86,5 +86,6 @@ pub fn request(
         owner: Some(OWNER.to_owned()),
         supersedes: None,
         expect_open: true,
+        origin: None,
     })
 }

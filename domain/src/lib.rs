@@ -33,7 +33,7 @@ pub use policy::{
     DEFAULT_CVSS_THRESHOLD, DEFAULT_EPSS_THRESHOLD, Policy, ThreatIntelPolicy,
     UnknownThreatIntelPolicy,
 };
-pub use request::ScanRequest;
+pub use request::{Origin, ScanRequest};
 pub use risk::{assess, needs_threat_intel};
 pub use run::{
     RESCAN_ANNOTATION, Recorded, RunDecision, RunView, is_alerting, owner_id, run_order,

@@ -5,6 +5,18 @@ use crate::asset::AssetId;
 use crate::package::Package;
 use crate::policy::Policy;
 use crate::target::Target;
+use serde::Serialize;
+
+/// Who asked for a run: the object it was made of, as `namespace`, `name`
+/// and `uid`. Every notification names it, so that a receiver shared by
+/// several teams can tell whose object raised an alert (and a team cannot
+/// pass its alert off as another's). The CLI's runs have none.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Origin {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
 
 /// One scan run to perform.
 #[derive(Clone, Debug)]
@@ -37,4 +49,6 @@ pub struct ScanRequest {
     /// starts one round trip sooner. `false` reads first, so that a run
     /// that ended costs one read, not a claim (the CLI's).
     pub expect_open: bool,
+    /// Who asked for the run; `None` for the CLI's.
+    pub origin: Option<Origin>,
 }

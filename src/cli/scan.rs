@@ -121,6 +121,7 @@ impl ScanArgs {
             owner: None,
             supersedes: None,
             expect_open: false,
+            origin: None,
             asset,
             run: self
                 .run

@@ -3,8 +3,8 @@
 //! notifier is given ([`Notification`]), and who hears of the run's
 //! progress ([`Observer`]).
 
-use assetscan_domain::ScanRequest;
 use assetscan_domain::ticket::{RiskFacts, Step, ThreatIntelFacts, Ticket, VulnFacts};
+use assetscan_domain::{Origin, ScanRequest};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -49,6 +49,9 @@ pub struct Notification {
     pub risk: RiskFacts,
     pub vulnerabilities: std::sync::Arc<VulnFacts>,
     pub threat_intel: Option<ThreatIntelFacts>,
+    /// Who asked for the run (`null` for the CLI's): in the webhook's
+    /// signed body and in every chat message.
+    pub origin: Option<Origin>,
 }
 
 /// The outside world, one method per I/O step. Implemented over the

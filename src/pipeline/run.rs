@@ -329,7 +329,8 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         Err((error, partial.unwrap_or_default()))
     }
 
-    /// The notification is built from the ticket alone, so a re-send after a
+    /// The notification is built from the ticket and the object that asked
+    /// for the run (the same for every executor), so a re-send after a
     /// takeover is the same message under the same key.
     fn notification(&self, ticket: &Ticket) -> Notification {
         Notification {
@@ -344,6 +345,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
             }),
             vulnerabilities: ticket.facts.vulnerabilities.clone().unwrap_or_default(),
             threat_intel: ticket.facts.threat_intel.clone(),
+            origin: self.req.origin.clone(),
         }
     }
 

@@ -5,7 +5,7 @@
 use crate::duration::{self, SPEC_UNITS};
 use crate::kubernetes::crd::{self, AssetScan, AssetScanSpec};
 use assetscan_domain::run::{Recorded, RunView};
-use assetscan_domain::{AssetId, InvalidId, RESCAN_ANNOTATION, ScanRequest, fence};
+use assetscan_domain::{AssetId, InvalidId, Origin, RESCAN_ANNOTATION, ScanRequest, fence};
 use assetscan_domain::{Package, PackageError, Policy, Target};
 use std::time::Duration;
 
@@ -47,7 +47,18 @@ pub fn scan_request(obj: &AssetScan, run: &str, holder: String) -> Result<ScanRe
         owner: Some(owner_id(obj)),
         supersedes: None,
         expect_open: true,
+        origin: Some(origin(obj)),
     })
+}
+
+/// The object as the notifications name it.
+fn origin(obj: &AssetScan) -> Origin {
+    let meta = &obj.metadata;
+    Origin {
+        namespace: meta.namespace.clone().unwrap_or_default(),
+        name: meta.name.clone().unwrap_or_default(),
+        uid: meta.uid.clone().unwrap_or_default(),
+    }
 }
 
 /// The floor for the next fencing token (`acquire`'s ARGV): the token the

@@ -11,7 +11,9 @@
 //! idempotency header; the ticket id is in the text.
 
 use super::error::{NotifyError, SlackError};
-use super::message::{finding_line, headline, known_exploited, ticket_line, top_findings};
+use super::message::{
+    finding_line, headline, known_exploited, origin_line, ticket_line, top_findings,
+};
 use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, SecretUrl};
@@ -92,9 +94,14 @@ fn message(n: &Notification) -> Value {
     if !findings.is_empty() {
         blocks.push(section(&format!("*Top findings*\n{findings}")));
     }
-    blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": escape(&ticket_line(n))}]}));
+    let context: Vec<Value> = std::iter::once(ticket_line(n))
+        .chain(origin_line(n))
+        .map(|line| json!({"type": "mrkdwn", "text": escape(&line)}))
+        .collect();
+    blocks.push(json!({"type": "context", "elements": context}));
+    let origin = origin_line(n).map(|o| format!(", {o}")).unwrap_or_default();
     json!({
-        "text": format!("{} ({})", headline(n), ticket_line(n)),
+        "text": format!("{} ({}{origin})", headline(n), ticket_line(n)),
         "blocks": blocks,
     })
 }

@@ -6,8 +6,12 @@
 //!  "risk":{"high_risk":true,"reasons":["UBUNTU-CVE-2024-3094 (CVE-2024-3094) CVSS 10.0 >= 7.0"]},
 //!  "vulnerabilities":{"total":1,"by_severity":{"CRITICAL":1},"max_cvss":10.0,"cves":["CVE-2024-3094"],
 //!    "findings":[{"id":"UBUNTU-CVE-2024-3094","cves":["CVE-2024-3094"],"package":"…","cvss":10.0,"severity":"CRITICAL","summary":"…"}]},
-//!  "threat_intel":null}
+//!  "threat_intel":null,
+//!  "origin":{"namespace":"team-a","name":"web-1","uid":"0b7c…"}}
 //! ```
+//!
+//! `origin` names the AssetScan that asked for the run (`null` for the
+//! CLI's runs); it is under the signature like every other key.
 //!
 //! and these headers:
 //!

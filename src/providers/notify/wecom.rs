@@ -13,7 +13,9 @@
 //! text.
 
 use super::error::NotifyError;
-use super::message::{finding_line, headline, known_exploited, ticket_line, top_findings};
+use super::message::{
+    finding_line, headline, known_exploited, origin_line, ticket_line, top_findings,
+};
 use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url};
@@ -103,6 +105,9 @@ fn markdown(n: &Notification) -> String {
         headline(n),
         ticket_line(n)
     );
+    if let Some(origin) = origin_line(n) {
+        text.push_str(&format!("> {origin}\n"));
+    }
     if !known_exploited(n).is_empty() {
         text.push_str(&format!(
             "> known exploited: {}\n",

@@ -125,7 +125,7 @@ fn validate(host: &str, ports: &[u16]) -> Result<(), OnlineError> {
 /// IPv6 in brackets too (`[::1]`), is its own one address.
 async fn resolve(host: &str, deadline: Instant) -> Result<Vec<IpAddr>, OnlineError> {
     let literal = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
-    if let Some(ip) = literal.unwrap_or(host).parse::<IpAddr>().ok() {
+    if let Ok(ip) = literal.unwrap_or(host).parse::<IpAddr>() {
         return Ok(vec![ip]);
     }
     let failed = |reason: String| OnlineError::Resolve {
