@@ -2,10 +2,12 @@
 //! and retries, how fast runs start, providers and notification channels. `examples/config.yaml`
 //! is a complete, commented example; the README documents every key.
 
+use crate::kubernetes::channel_access::ChannelAccess;
 use crate::pipeline::StepPolicies;
 use crate::providers::ProvidersConfig;
 use crate::store::{ReplicaAck, StoreConfig};
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -30,6 +32,11 @@ pub struct Config {
     pub reports: ReportsSection,
     #[serde(default)]
     pub events: EventsSection,
+    /// Which namespaces may use each notification channel (see
+    /// [`crate::kubernetes::channel_access`]); a channel not listed is
+    /// open to the watched namespace alone, or to none when all are watched.
+    #[serde(default)]
+    pub channel_access: BTreeMap<String, ChannelAccess>,
 }
 
 /// What a run leaves in the API server: its AssetScanReport, bounded so

@@ -562,6 +562,22 @@ fn rbac_grants_exactly_what_the_controller_uses() {
     }
     assert_eq!(r.all("ClusterRoleBinding").len(), 1);
 
+    // A channel's namespaceSelector: the namespaces' labels too, and no
+    // more; names alone need nothing more.
+    let selector =
+        r#"config.channelAccess={"secops":{"namespaceSelector":{"matchLabels":{"a":"b"}}}}"#;
+    let r = render(&["--set-json", selector]);
+    let mut with_labels = controller_grants();
+    let labels = assetscan_operator::kubernetes::rbac::NAMESPACE_LABELS_ACCESS;
+    with_labels.insert(
+        (labels.group.to_owned(), labels.resource.to_owned()),
+        labels.verbs.iter().map(|v| (*v).to_owned()).collect(),
+    );
+    assert_eq!(grants(r.get("ClusterRole", FULLNAME)), with_labels);
+    let names = r#"config.channelAccess={"secops":{"namespaces":["team-a"]}}"#;
+    let r = render(&["--set-json", names]);
+    assert_eq!(grants(r.get("ClusterRole", FULLNAME)), controller_grants());
+
     // One namespace: a Role and RoleBinding there, no operator ClusterRole.
     let r = render(&["--set", "watchNamespace=scans"]);
     assert_eq!(r.env_value("WATCH_NAMESPACE").as_deref(), Some("scans"));

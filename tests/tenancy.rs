@@ -2,13 +2,20 @@
 //! on its behalf. The real controller against the API emulator, a real
 //! redis-server, the provider stubs and real listeners.
 //!
-//! This file: the online check's egress policy.
+//! This file: the online check's egress policy, who asked in every
+//! notification, and which namespaces may use which channel.
 
 mod controller_kit;
 
-use assetscan_operator::domain::ticket::Status;
+use assetscan_operator::domain::ticket::{NotificationState, Status};
 use assetscan_operator::kubernetes::controller::ConditionType;
+use assetscan_operator::kubernetes::crd::AssetScan;
+use assetscan_testkit::wait;
 use controller_kit::*;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, PostParams};
+use serde_json::json;
 use tokio::net::{TcpListener, TcpStream};
 
 /// Whether anything connected to `listener` since the last call: the
@@ -154,7 +161,7 @@ async fn every_notification_names_who_asked() {
     assert_eq!(h.stubs.sink.rejected(), 0, "the signature covers the body");
     assert_eq!(
         deliveries[0].json()["origin"],
-        serde_json::json!({"namespace": NAMESPACE, "name": "asker", "uid": uid})
+        json!({"namespace": NAMESPACE, "name": "asker", "uid": uid})
     );
     let wecom = h.stubs.wecom.messages();
     assert!(wecom.len() == 1 && wecom[0].contains(&line), "{wecom:?}");
@@ -166,4 +173,155 @@ async fn every_notification_names_who_asked() {
         slack[0]
     );
     ctl.stop().await;
+}
+
+/// Creates namespace `name` with `labels`.
+async fn namespace(h: &Harness, name: &str, labels: serde_json::Value) {
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}})).unwrap();
+    Api::<Namespace>::all(h.client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .expect("namespace created");
+}
+
+/// `name` in `namespace`, with a high risk, naming every channel.
+async fn high_risk_in(h: &Harness, namespace: &str, name: &str) -> Api<AssetScan> {
+    let api: Api<AssetScan> = Api::namespaced(h.client.clone(), namespace);
+    let channels = ["secops-webhook", "secops-wecom", "secops-slack"];
+    let scan = h.online(scan(name).high_risk().notify(&channels));
+    create_in(&api, &scan).await;
+    api
+}
+
+/// The Warning `ChannelNotAllowed` Events of `name` in `namespace`: notes.
+async fn channel_events(h: &Harness, namespace: &str, name: &str) -> Vec<String> {
+    let api: Api<Event> = Api::namespaced(h.client.clone(), namespace);
+    let events = api.list(&ListParams::default()).await.expect("events");
+    (events.items.into_iter())
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .filter(|e| e.reason.as_deref() == Some("ChannelNotAllowed"))
+        .map(|e| {
+            assert_eq!(e.type_.as_deref(), Some("Warning"));
+            e.note.unwrap_or_default()
+        })
+        .collect()
+}
+
+/// `channelAccess`, with the operator watching every namespace: team-a is
+/// listed by name on the webhook and selected by its labels on Slack;
+/// WeCom is listed nowhere, so no namespace may use it; team-b may use
+/// nothing. Nothing is sent on a refused channel (its receiver sees no
+/// request), the condition and a Warning Event name it and why, and the
+/// allowed channels of the same run deliver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_namespace_uses_only_the_channels_open_to_it() {
+    let mut h = Harness::start().await;
+    h.watched = None;
+    h.config.channel_access = assetscan_operator::yaml::from_str(
+        "{secops-webhook: {namespaces: [team-a]}, \
+          secops-slack: {namespaceSelector: {matchLabels: {alerts: slack}}}}",
+    )
+    .unwrap();
+    namespace(&h, "team-a", json!({"alerts": "slack"})).await;
+    namespace(&h, "team-b", json!({"alerts": "none"})).await;
+    let ctl = h.controller("tenancy").await;
+    let team_a = high_risk_in(&h, "team-a", "alerting").await;
+    let team_b = high_risk_in(&h, "team-b", "alerting").await;
+
+    let refused_condition = |o: &AssetScan| condition(o, ConditionType::ChannelRefused);
+    let done_a = wait::object(&team_a, "alerting", "end and condition", PATIENCE, |o| {
+        is_terminal(o) && refused_condition(o).is_some()
+    })
+    .await;
+    let done_b = wait::object(&team_b, "alerting", "end and condition", PATIENCE, |o| {
+        is_terminal(o) && refused_condition(o).is_some()
+    })
+    .await;
+
+    // team-a: the webhook and Slack delivered; WeCom refused.
+    assert_eq!(phase(&done_a), Some(Status::Finished));
+    let sent = status(&done_a).notification.as_ref().map(|n| n.state);
+    assert_eq!(sent, Some(NotificationState::Sent));
+    let (on, reason, message) = refused_condition(&done_a).unwrap();
+    assert_eq!(
+        (on.as_str(), reason.as_str()),
+        ("True", "ChannelNotAllowed")
+    );
+    assert_eq!(
+        message,
+        "nothing is sent on these channels: channel secops-wecom refuses namespace team-a: \
+         no namespace is listed (channelAccess)"
+    );
+    // team-b: every channel refused, the run ends all the same.
+    assert_eq!(phase(&done_b), Some(Status::Finished));
+    let (_, _, message) = refused_condition(&done_b).unwrap();
+    for why in [
+        "channel secops-webhook refuses namespace team-b: it is not among team-a",
+        "channel secops-slack refuses namespace team-b: no namespace is listed and its labels \
+         do not match namespaceSelector alerts=slack",
+        "channel secops-wecom refuses namespace team-b",
+    ] {
+        assert!(message.contains(why), "{why}: {message}");
+    }
+    let skipped = status(&done_b).notification.as_ref().map(|n| n.state);
+    assert_eq!(skipped, Some(NotificationState::Skipped));
+
+    // The receivers: team-a's alert alone, and nothing on WeCom.
+    let deliveries = h.stubs.sink.deliveries();
+    assert_eq!(deliveries.len(), 1);
+    assert_eq!(deliveries[0].json()["origin"]["namespace"], "team-a");
+    let slack = h.stubs.slack.messages();
+    assert_eq!(slack.len(), 1);
+    assert!(
+        slack[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("team-a/alerting")
+    );
+    assert_eq!(
+        h.stubs.wecom.send_calls(),
+        0,
+        "the refused channel got no request"
+    );
+
+    for (namespace, channels) in [("team-a", 1), ("team-b", 3)] {
+        let notes = until_some("the ChannelNotAllowed Event", PATIENCE, async || {
+            let notes = channel_events(&h, namespace, "alerting").await;
+            (!notes.is_empty()).then_some(notes)
+        })
+        .await;
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(notes[0].matches("refuses namespace").count(), channels);
+    }
+    ctl.stop().await;
+}
+
+/// A channel open to all namespaces is named in a warning at start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_open_to_all_namespaces_is_warned_about_at_start() {
+    let h = Harness::start().await;
+    let config = h.dir.path().join("open.yaml");
+    let text = std::fs::read_to_string(&h.config_path).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}channelAccess: {{secops-slack: {{allNamespaces: true}}}}\n"),
+    )
+    .unwrap();
+    let op = h.operator("open", &config, |c| c);
+    until("the start-up warning", PATIENCE, async || {
+        op.log().contains("channel open to all namespaces")
+    })
+    .await;
+    let log = op.log();
+    let warning = log
+        .lines()
+        .find(|l| l.contains("channel open to all namespaces"))
+        .unwrap();
+    assert!(
+        warning.contains("WARN") && warning.contains("secops-slack"),
+        "{warning}"
+    );
+    assert!(!log.contains("channel=secops-webhook"), "{log}");
+    op.terminate();
 }

@@ -83,11 +83,18 @@ fn repo() -> PathBuf {
 
 fn write_config(stubs: &ProviderStubs, dir: &Path, prefix: &str) -> Result<()> {
     let providers = stubs.write_providers_section(dir, "secops-")?;
+    // The replicas watch every namespace: the demo's may use its channels,
+    // explicitly (a channel not listed is open to no namespace).
+    let access: String = ["webhook", "wecom", "slack"]
+        .iter()
+        .map(|kind| format!("  secops-{kind}: {{namespaces: [{NAMESPACE}]}}\n"))
+        .collect();
+    let access = format!("channelAccess:\n{access}");
     let config = format!(
         "redis: {{prefix: {prefix}, timeout: 2s}}\n\
          lock: {{ttl: {}ms}}\n\
          steps:\n  onlineCheck: {{timeout: 3s, maxAttempts: 3, initialBackoff: 200ms, maxBackoff: 1s}}\n\
-         {providers}",
+         {access}{providers}",
         LOCK_TTL.as_millis()
     );
     std::fs::write(dir.join("config.yaml"), config)?;

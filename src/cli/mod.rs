@@ -6,6 +6,7 @@ mod ticket;
 
 use crate::backoff::Backoff;
 use crate::config::Config;
+use crate::kubernetes::channel_access::ChannelPolicy;
 use crate::kubernetes::controller::{self, ControllerSettings};
 use crate::pipeline::Pipeline;
 use crate::providers::{Providers, install_crypto_provider};
@@ -273,6 +274,31 @@ fn shutdown_on_signal() -> CancellationToken {
     token
 }
 
+/// `channelAccess` against the configured channels and the watched
+/// namespace, with a warning for every channel open to all namespaces, and
+/// for every channel no namespace may use.
+fn channel_policy(config: &Config, watched: Option<&str>) -> Result<ChannelPolicy, String> {
+    let policy = ChannelPolicy::new(
+        &config.channel_access,
+        config.providers.notifications.keys(),
+        watched,
+    )
+    .map_err(|e| e.to_string())?;
+    for channel in policy.open_to_all() {
+        warn!(
+            channel,
+            "channel open to all namespaces (channelAccess allNamespaces): any AssetScan anywhere may raise alerts on it"
+        );
+    }
+    for channel in policy.closed() {
+        warn!(
+            channel,
+            "channel open to no namespace: list the namespaces that may use it in channelAccess"
+        );
+    }
+    Ok(policy)
+}
+
 fn instance_id(given: Option<String>) -> String {
     given.unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -313,7 +339,9 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot reach the Kubernetes API: {e}"))?;
+    let channels = channel_policy(&config, args.namespace.as_deref())?;
     let settings = ControllerSettings {
+        channels,
         concurrency: args.concurrency,
         shard,
         namespace: args.namespace,

@@ -12,6 +12,15 @@ pub struct ApiAccess {
     pub verbs: &'static [&'static str],
 }
 
+/// What a channel's `namespaceSelector` (`channelAccess`) adds, cluster-wide
+/// only: the labels of an AssetScan's namespace, read at most once per
+/// namespace per 30 seconds.
+pub const NAMESPACE_LABELS_ACCESS: ApiAccess = ApiAccess {
+    group: "",
+    resource: "namespaces",
+    verbs: &["get"],
+};
+
 /// Everything the controller calls.
 pub const OPERATOR_ACCESS: &[ApiAccess] = &[
     // The watch (list, watch), the fresh read before a run (get), and the

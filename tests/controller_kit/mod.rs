@@ -18,6 +18,7 @@ use assetscan_operator::config::Config;
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::shard::Shard;
 use assetscan_operator::domain::ticket::{Status, Ticket};
+use assetscan_operator::kubernetes::channel_access::ChannelPolicy;
 use assetscan_operator::kubernetes::controller::{self, Context, ControllerSettings};
 use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::pipeline::Pipeline;
@@ -72,6 +73,8 @@ pub struct Harness {
     /// The operator's config file (YAML), without `redis.url`.
     pub config_path: PathBuf,
     pub config: Config,
+    /// The namespace the in-process controllers watch (`None`: all).
+    pub watched: Option<String>,
 }
 
 impl Harness {
@@ -120,6 +123,7 @@ impl Harness {
             dir,
             config_path,
             config,
+            watched: Some(NAMESPACE.into()),
         }
     }
 
@@ -215,12 +219,18 @@ impl Harness {
             ControllerSettings {
                 concurrency: 8,
                 shard,
-                namespace: Some(NAMESPACE.into()),
+                namespace: self.watched.clone(),
                 instance: instance.into(),
                 progress_every: self.config.status.progress_every,
                 scan_starts: self.config.scan_starts.clone(),
                 reports: self.config.reports.clone(),
                 events: self.config.events.clone(),
+                channels: ChannelPolicy::new(
+                    &self.config.channel_access,
+                    self.config.providers.notifications.keys(),
+                    self.watched.as_deref(),
+                )
+                .expect("channel policy"),
             },
             CancellationToken::new(),
         ))

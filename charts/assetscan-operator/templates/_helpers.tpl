@@ -364,3 +364,12 @@ severity: {{ .severity }}
 {{ toYaml . }}
 {{- end }}
 {{- end }}
+
+{{/*
+Non-empty when a channel of config.channelAccess has a namespaceSelector.
+*/}}
+{{- define "assetscan-operator.namespaceSelectors" -}}
+{{- range $channel, $access := (.Values.config.channelAccess | default dict) }}
+{{- if $access.namespaceSelector }}{{ $channel }} {{ end }}
+{{- end }}
+{{- end }}

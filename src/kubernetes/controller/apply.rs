@@ -4,6 +4,7 @@
 //! object why none goes on), and settle the pipeline's outcome.
 
 use super::cache::{DELIVERY_WAIT, Latest};
+use super::channels::Refused;
 use super::context::{Context, Error, object_key};
 use super::halt::Halt;
 use super::mirror::StatusMirror;
@@ -49,14 +50,16 @@ pub(super) async fn apply<E: Effects + 'static>(
         Decision::Answer(action) => return Ok(action),
     };
     let obj = fresh.as_ref();
+    let refused = ctx.channels.refused(obj).await?;
     let rescan = rescan_after(obj, ctx.settings.scan_starts.rescan_spread);
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan)
         .progress_every(ctx.settings.progress_every)
         .records(&ctx.settings.reports, &ctx.settings.events)
         .remembered_in(ctx.cache());
-    let result = act(obj, decision, ctx, &mirror, rescan).await;
+    let result = act(obj, decision, ctx, &mirror, rescan, &refused).await;
     if result.is_ok() {
         mirror.shard_label(Placement::of(obj).invalid()).await;
+        mirror.channels(&refused).await;
     }
     if let Err(err) = &result {
         // An infrastructure failure: `Stalled=True`, `Ready=False`.
@@ -166,14 +169,15 @@ fn calls_providers(decision: &RunDecision) -> bool {
 }
 
 /// Carries `decision` out on `obj`; a run that ended is looked at again
-/// `rescan` later. Every error is the ticket store's (or the API server's)
-/// and stalls the object.
+/// `rescan` later; the `refused` channels are left out of its run. Every
+/// error is the ticket store's (or the API server's) and stalls the object.
 async fn act<E: Effects + 'static>(
     obj: &AssetScan,
     decision: RunDecision,
     ctx: &Context<E>,
     mirror: &StatusMirror<'_>,
     rescan: Option<Duration>,
+    refused: &Refused,
 ) -> Result<Action, Error> {
     let (run, supersedes) = match decision {
         RunDecision::Run(run) => (run, None),
@@ -194,10 +198,13 @@ async fn act<E: Effects + 'static>(
         }
     };
     let request = match scan_request(obj, &run, ctx.holder(obj)) {
-        Ok(request) => ScanRequest {
-            supersedes,
-            ..request
-        },
+        Ok(mut request) => {
+            request.channels.retain(|c| !refused.contains(c));
+            ScanRequest {
+                supersedes,
+                ..request
+            }
+        }
         Err(err) => {
             mirror.halt(&Halt::InvalidSpec(err.to_string())).await;
             return Ok(Action::await_change());

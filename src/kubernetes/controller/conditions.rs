@@ -29,6 +29,10 @@ pub enum ConditionType {
     /// object is scanned by the replica its asset id hashes to. Present
     /// only while that holds (absent means false).
     ShardLabelInvalid,
+    /// A channel the spec names may not be used from the object's
+    /// namespace (`channelAccess`): nothing is sent on it. Present only
+    /// while that holds.
+    ChannelRefused,
 }
 
 impl ConditionType {
@@ -39,6 +43,7 @@ impl ConditionType {
             ConditionType::Stalled => "Stalled",
             ConditionType::HighRisk => "HighRisk",
             ConditionType::ShardLabelInvalid => "ShardLabelInvalid",
+            ConditionType::ChannelRefused => "ChannelRefused",
         }
     }
 

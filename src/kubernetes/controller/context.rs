@@ -5,9 +5,11 @@
 //! error.
 
 use super::cache::WatchCache;
+use super::channels::ChannelGate;
 use super::gauges::{self, Waiting};
 use super::starts::StartGate;
 use crate::config::{EventsSection, ReportsSection, ScanStartsSection};
+use crate::kubernetes::channel_access::ChannelPolicy;
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::{Effects, Pipeline};
 use crate::store::StoreError;
@@ -40,6 +42,8 @@ pub struct ControllerSettings {
     pub reports: ReportsSection,
     /// Which runs get an Event at their end ([`EventsSection`]).
     pub events: EventsSection,
+    /// Which namespaces may use which channel (`channelAccess`).
+    pub channels: ChannelPolicy,
 }
 
 /// What every reconcile shares.
@@ -66,6 +70,8 @@ pub struct Context<E> {
     /// The bound on runs started per second, which every reconcile about to
     /// claim or continue a run passes.
     pub(super) starts: StartGate,
+    /// The channel policy, and the namespace labels it reads.
+    pub(super) channels: ChannelGate,
     /// `<instance>#<random>`: lock holder ids are unique to this process, so
     /// a replacement with the same pod name can never re-enter a lock that a
     /// still-running old process holds.
@@ -90,6 +96,7 @@ impl<E> Context<E> {
         Context {
             recorder: Recorder::new(client.clone(), reporter),
             starts: StartGate::new(&settings.scan_starts, &metrics),
+            channels: ChannelGate::new(settings.channels.clone(), client.clone()),
             client,
             pipeline,
             metrics,

@@ -108,6 +108,19 @@ impl<'a> RunEvents<'a> {
             .await;
     }
 
+    /// Channels the spec names that its namespace may not use: nothing is
+    /// sent on them (`channelAccess`).
+    pub async fn channel_refused(&self, message: &str) {
+        warn!(object = self.object(), %message, "channel refused");
+        self.publish(
+            EventType::Warning,
+            "ChannelNotAllowed",
+            "Notify",
+            message.to_owned(),
+        )
+        .await;
+    }
+
     /// A ticket write of this executor was refused: another executor took
     /// the run over, and this one stopped.
     pub async fn superseded(&self, caller: u64, valid: u64) {

@@ -4,7 +4,8 @@
 //! the report recorder (`report.rs`) and the run's Events (`events.rs`).
 
 use super::cache::WatchCache;
-use super::conditions::ConditionType;
+use super::channels::{Refused, channel_condition};
+use super::conditions::{ConditionType, bounded};
 use super::events::RunEvents;
 use super::halt::{Halt, InvalidShardLabel, shard_label_condition};
 use super::report::ReportRecorder;
@@ -120,6 +121,28 @@ impl<'a> StatusMirror<'a> {
         let mut status = self.current().unwrap_or_default();
         shard_label_condition(&mut status, invalid, Timestamp::now());
         self.writer.write(status).await;
+    }
+
+    /// Writes the channel policy's condition ([`channel_condition`]) on top
+    /// of the status when it changes, with a Warning Event when a refusal
+    /// is new or says something new: like the shard label, it is the
+    /// object's (its namespace and spec), so it is checked after each
+    /// reconcile and costs a write only when it changes.
+    pub(super) async fn channels(&self, refused: &Refused) {
+        let shown = (self.obj.status.as_ref())
+            .and_then(|s| ConditionType::ChannelRefused.find(&s.conditions))
+            .map(|c| c.message.clone());
+        let message = (!refused.0.is_empty()).then(|| bounded(&refused.message()));
+        if shown == message {
+            return;
+        }
+        let mut status = self.current().unwrap_or_default();
+        channel_condition(&mut status, refused, Timestamp::now());
+        if self.writer.write(status).await
+            && let Some(message) = &message
+        {
+            self.events.channel_refused(message).await;
+        }
     }
 
     /// Mirrors a step of the run: its end and a confirmed high risk always

@@ -22,6 +22,7 @@
 
 mod apply;
 mod cache;
+mod channels;
 mod cleanup;
 mod conditions;
 mod context;
