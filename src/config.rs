@@ -119,6 +119,11 @@ pub struct ScanStartsSection {
     /// own share, derived from its uid, so that AssetScans that finished
     /// together are not all due again together.
     pub rescan_spread: f64,
+    /// The least time between a run's end and the run a new value of the
+    /// rescan annotation asks for: changing it again and again starts a run
+    /// at most this often per AssetScan. `0s`: at every change.
+    #[serde(deserialize_with = "crate::duration::config")]
+    pub rescan_min_interval: Duration,
 }
 
 impl Default for ScanStartsSection {
@@ -137,6 +142,7 @@ impl Default for ScanStartsSection {
             per_second: 20,
             burst: 20,
             rescan_spread: 0.1,
+            rescan_min_interval: Duration::from_secs(30),
         }
     }
 }

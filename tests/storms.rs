@@ -26,6 +26,7 @@ const BOUND: ScanStartsSection = ScanStartsSection {
     per_second: 5,
     burst: 5,
     rescan_spread: 0.1,
+    rescan_min_interval: Duration::from_secs(30),
 };
 
 /// `count` AssetScans `<prefix>-NN`, their assets online in the inventory,

@@ -325,3 +325,30 @@ async fn a_channel_open_to_all_namespaces_is_warned_about_at_start() {
     assert!(!log.contains("channel=secops-webhook"), "{log}");
     op.terminate();
 }
+
+/// A new value of the rescan annotation starts a run no sooner than
+/// `scanStarts.rescanMinInterval` after the last run ended (its
+/// `lastScanTime`): flipping it
+/// does not buy a tenant a run at every change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rescan_annotation_obeys_the_minimum_interval() {
+    let mut h = Harness::start().await;
+    h.config.scan_starts.rescan_min_interval = std::time::Duration::from_secs(3);
+    let (ctl, first) = h.run_to_end("tenancy", scan("flipper").notify(&[])).await;
+    // As the status records it, `lastScanTime`: whole seconds.
+    let ended = h.ticket_of(&first).await.updated_at / 1000 * 1000;
+    h.annotate("flipper", json!({"assetscan.io/rescan": "t1"}))
+        .await;
+    let second = h
+        .wait("flipper", "the rescan's end", PATIENCE, |o| {
+            is_terminal(o) && status(o).last_handled_rescan.as_deref() == Some("t1")
+        })
+        .await;
+    let started = h.ticket_of(&second).await.created_at;
+    assert!(
+        started >= ended + 3000,
+        "the rescan started {} ms after the last run ended",
+        started.saturating_sub(ended)
+    );
+    ctl.stop().await;
+}

@@ -42,6 +42,10 @@ pub struct RunView {
     pub rescan_every: Option<Duration>,
     /// The value of the rescan annotation ([`RESCAN_ANNOTATION`]), if set.
     pub rescan_asked: Option<String>,
+    /// The least time between the end of a run and a run the annotation
+    /// asks for: changing the annotation's value again and again starts a
+    /// run at most this often (`Duration::ZERO`: at every change).
+    pub rescan_min_interval: Duration,
     /// What the status records of the last run.
     pub recorded: Recorded,
 }
@@ -55,6 +59,8 @@ pub struct Recorded {
     pub next_scan: Option<Timestamp>,
     /// The rescan annotation's value the last run was started for.
     pub handled_rescan: Option<String>,
+    /// When the last run ended (`status.lastScanTime`).
+    pub ended: Option<Timestamp>,
 }
 
 /// The owner of an object's runs: a prefix of its uid, so that a new object
@@ -149,18 +155,37 @@ impl RunView {
         if !self.recorded.phase.is_some_and(Status::is_terminal) {
             return RunDecision::Run(run);
         }
-        if self.rescan_requested().is_some() {
-            return self.unless_suspended(scan + 1);
-        }
+        // A rescan asked too soon after the last run waits for the minimum
+        // interval, unless the schedule is due first.
+        let too_soon = match self.rescan_requested() {
+            Some(_) => match self.rescan_allowed_in(now) {
+                None => return self.unless_suspended(scan + 1),
+                wait => wait,
+            },
+            None => None,
+        };
         if self.rescan_every.is_none() {
-            return RunDecision::Wait(None);
+            return RunDecision::Wait(too_soon);
         }
         match self.recorded.next_scan {
             Some(due) if due > now => {
-                RunDecision::Wait(Some(now.duration_until(due).unsigned_abs()))
+                let scheduled = now.duration_until(due).unsigned_abs();
+                RunDecision::Wait(Some(too_soon.map_or(scheduled, |w| w.min(scheduled))))
             }
             _ => self.unless_suspended(scan + 1),
         }
+    }
+
+    /// How long until a rescan the annotation asks for may start: `None`
+    /// when it may now (the minimum interval since the last run's end has
+    /// passed, or no end is recorded).
+    fn rescan_allowed_in(&self, now: Timestamp) -> Option<Duration> {
+        let ended = self.recorded.ended?;
+        let since = ended.duration_until(now);
+        let since = Duration::try_from(since).unwrap_or(Duration::ZERO);
+        self.rescan_min_interval
+            .checked_sub(since)
+            .filter(|left| !left.is_zero())
     }
 
     /// No run of the current generation is recorded: an earlier one may
@@ -351,6 +376,41 @@ mod tests {
         let mut suspended = with(ended, Some("t0"), Some("t1"));
         suspended.suspend = true;
         assert_eq!(suspended.decide(at(0)), RunDecision::Suspended);
+    }
+
+    #[test]
+    fn a_rescan_asked_too_soon_waits_for_the_minimum_interval() {
+        let mut obj = scan(
+            3,
+            Some(Recorded {
+                run: Some("1234abcd-g3-s1".into()),
+                phase: Some(Status::Finished),
+                handled_rescan: Some("t0".into()),
+                ended: Some(at(100)),
+                ..Default::default()
+            }),
+        );
+        obj.rescan_every = None;
+        obj.rescan_asked = Some("t1".into());
+        obj.rescan_min_interval = Duration::from_secs(30);
+        let next = RunDecision::Run("1234abcd-g3-s2".into());
+        assert_eq!(
+            obj.decide(at(110)),
+            RunDecision::Wait(Some(Duration::from_secs(20)))
+        );
+        assert_eq!(obj.decide(at(130)), next);
+        // A scheduled rescan due sooner is not held back.
+        obj.rescan_every = Some(Duration::from_secs(3600));
+        obj.recorded.next_scan = Some(at(105));
+        assert_eq!(obj.decide(at(110)), next);
+        obj.recorded.next_scan = Some(at(120));
+        assert_eq!(
+            obj.decide(at(110)),
+            RunDecision::Wait(Some(Duration::from_secs(10)))
+        );
+        // No minimum: every new value starts a run at once.
+        obj.rescan_min_interval = Duration::ZERO;
+        assert_eq!(obj.decide(at(110)), next);
     }
 
     #[test]

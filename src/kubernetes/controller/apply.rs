@@ -95,7 +95,7 @@ async fn decide_fresh<E: Effects + 'static>(
     let Some(mut fresh) = fresh else {
         return Ok(Decision::Answer(Action::await_change()));
     };
-    let mut view = run_view(&fresh);
+    let mut view = view_of(&fresh, ctx);
     let mut decision = view.decide(Timestamp::now());
     if calls_providers(&decision) {
         // A run is about to be claimed or continued: it needs a start of
@@ -116,7 +116,7 @@ async fn decide_fresh<E: Effects + 'static>(
                 return Ok(Decision::Answer(Action::await_change()));
             };
             fresh = stored;
-            view = run_view(&fresh);
+            view = view_of(&fresh, ctx);
             decision = view.decide(Timestamp::now());
             // The cached copy showed an alert, the stored object another
             // run to drive: that one takes its start.
@@ -137,10 +137,19 @@ async fn decide_fresh<E: Effects + 'static>(
     Ok(Decision::Act(fresh, decision))
 }
 
+/// What the run decision reads of `obj`, with the operator's minimum
+/// interval between rescans the annotation asks for.
+fn view_of<E: Effects + 'static>(obj: &AssetScan, ctx: &Context<E>) -> RunView {
+    RunView {
+        rescan_min_interval: ctx.settings.scan_starts.rescan_min_interval,
+        ..run_view(obj)
+    }
+}
+
 /// Takes one of the replica's starts for `obj`; without one left, the
 /// answer that requeues it for its slot in the line of delayed starts.
 fn take_a_start<E: Effects + 'static>(ctx: &Context<E>, obj: &AssetScan) -> Result<(), Action> {
-    match ctx.starts.admit() {
+    match ctx.starts.admit(&obj.namespace().unwrap_or_default()) {
         Admission::Now => Ok(()),
         Admission::After(delay) => {
             ctx.waiting.blocked(obj);

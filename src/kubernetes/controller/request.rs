@@ -72,7 +72,9 @@ pub fn owner_id(obj: &AssetScan) -> String {
     assetscan_domain::owner_id(obj.metadata.uid.as_deref())
 }
 
-/// What the run decision reads of the object.
+/// What the run decision reads of the object. The rescan annotation's
+/// minimum interval is the operator's setting, not the object's: it is
+/// zero here, and the reconcile sets it (`apply.rs`).
 pub fn run_view(obj: &AssetScan) -> RunView {
     let status = obj.status.as_ref();
     RunView {
@@ -83,11 +85,13 @@ pub fn run_view(obj: &AssetScan) -> RunView {
         rescan_asked: (obj.metadata.annotations.as_ref())
             .and_then(|a| a.get(RESCAN_ANNOTATION))
             .cloned(),
+        rescan_min_interval: Duration::ZERO,
         recorded: Recorded {
             run: status.and_then(|s| s.run.clone()),
             phase: status.and_then(|s| s.phase),
             next_scan: status.and_then(|s| s.next_scan_time.as_ref()).map(|t| t.0),
             handled_rescan: status.and_then(|s| s.last_handled_rescan.clone()),
+            ended: status.and_then(|s| s.last_scan_time.as_ref()).map(|t| t.0),
         },
     }
 }

@@ -14,6 +14,15 @@
 //! Told merely "the next start is due in 50 ms", thousands of delayed
 //! objects would all come back then, and again, each time; with a slot of
 //! its own, each comes back about once, when a start is free for it.
+//!
+//! The line is one per namespace, and shared fairly: while `n` namespaces
+//! have delayed starts, each one's next slot is `n` start intervals after
+//! its last, from the next free start on. A namespace that creates ten
+//! thousand AssetScans books its own line far ahead; another namespace's
+//! few new ones get slots from the next start on, and take every `n`-th
+//! start, instead of queueing behind the ten thousand (a slot is a time to
+//! look again, not a reservation: whoever comes back first when a start is
+//! free takes it, and the other is given a later slot in its own line).
 
 use crate::config::ScanStartsSection;
 use crate::telemetry::Metrics;
@@ -24,6 +33,7 @@ use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 use prometheus_client::metrics::counter::Counter;
 use rand::RngExt;
+use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -44,9 +54,10 @@ pub struct StartGate<C: Clock = DefaultClock> {
     bucket: Bucket<C>,
     /// Time between two starts once the burst is spent: `1 / perSecond`.
     spacing: Duration,
-    /// When the line of delayed starts ends: the slot the next delayed
-    /// start gets, unless the bucket's next start is later.
-    line_end: Mutex<Option<C::Instant>>,
+    /// Where each namespace's line of delayed starts ends: the slot its
+    /// next delayed start gets, unless the bucket's next start is later.
+    /// Only lines that end in the future are kept.
+    line_ends: Mutex<HashMap<String, C::Instant>>,
     /// `assetscan_scan_starts_total`.
     started: Counter,
     /// `assetscan_scan_starts_delayed_total`.
@@ -66,16 +77,17 @@ impl<C: Clock> StartGate<C> {
         StartGate {
             bucket: RateLimiter::direct_with_clock(quota, clock),
             spacing: quota.replenish_interval(),
-            line_end: Mutex::new(None),
+            line_ends: Mutex::new(HashMap::new()),
             started: metrics.starts.started.clone(),
             delayed: metrics.starts.delayed.clone(),
         }
     }
 
     /// Takes a start if one is left; else gives the delay until this
-    /// caller's slot in the line of delayed starts, and keeps that slot
-    /// for it (the line moves on by one start interval).
-    pub fn admit(&self) -> Admission {
+    /// caller's slot in its namespace's line of delayed starts, and keeps
+    /// that slot for it (the line moves on by one start interval for each
+    /// namespace with delayed starts).
+    pub fn admit(&self, namespace: &str) -> Admission {
         let now = self.bucket.clock().now();
         let Err(refused) = self.bucket.check() else {
             self.started.inc();
@@ -83,9 +95,14 @@ impl<C: Clock> StartGate<C> {
         };
         self.delayed.inc();
         let next_start = refused.earliest_possible();
-        let mut line_end = self.line_end();
-        let slot = line_end.map_or(next_start, |end| end.max(next_start));
-        *line_end = Some(slot + Nanos::from(self.spacing));
+        let mut line_ends = self.line_ends();
+        line_ends.retain(|_, end| *end > now);
+        let sharing = line_ends.len() + usize::from(!line_ends.contains_key(namespace));
+        let slot = (line_ends.get(namespace)).map_or(next_start, |end| (*end).max(next_start));
+        let turn = self
+            .spacing
+            .saturating_mul(u32::try_from(sharing).unwrap_or(u32::MAX));
+        line_ends.insert(namespace.to_owned(), slot + Nanos::from(turn));
         Admission::After(Duration::from(slot.duration_since(now)) + self.jitter())
     }
 
@@ -97,8 +114,8 @@ impl<C: Clock> StartGate<C> {
         Duration::from_nanos(rand::rng().random_range(0..=quarter))
     }
 
-    fn line_end(&self) -> MutexGuard<'_, Option<C::Instant>> {
-        self.line_end.lock().unwrap_or_else(|e| e.into_inner())
+    fn line_ends(&self) -> MutexGuard<'_, HashMap<String, C::Instant>> {
+        self.line_ends.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -131,10 +148,10 @@ mod tests {
     fn a_burst_starts_at_once_then_each_delayed_start_gets_its_own_slot() {
         let (gate, clock) = gate(5, 3);
         for _ in 0..3 {
-            assert_eq!(gate.admit(), Admission::Now);
+            assert_eq!(gate.admit("a"), Admission::Now);
         }
         // 5 per second: slots 200 ms apart, each with at most 50 ms jitter.
-        let slots: Vec<Duration> = (0..4).map(|_| delay(gate.admit())).collect();
+        let slots: Vec<Duration> = (0..4).map(|_| delay(gate.admit("a"))).collect();
         for (k, slot) in slots.iter().enumerate() {
             let due = Duration::from_millis(200 * (k as u64 + 1));
             assert!(
@@ -147,7 +164,7 @@ mod tests {
         for slot in slots {
             clock.advance(slot - at);
             at = slot;
-            assert_eq!(gate.admit(), Admission::Now, "at {at:?}");
+            assert_eq!(gate.admit("a"), Admission::Now, "at {at:?}");
         }
         assert_eq!(gate.started.get(), 7);
         assert_eq!(gate.delayed.get(), 4);
@@ -168,7 +185,7 @@ mod tests {
             clock.advance(at - now);
             now = at;
             looks += 1;
-            match gate.admit() {
+            match gate.admit("a") {
                 Admission::Now => starts.push(now),
                 Admission::After(delay) => due.push(Reverse((now + delay, object))),
             }
@@ -201,19 +218,59 @@ mod tests {
         );
     }
 
+    /// Namespace `a` creates 600 AssetScans at once; 5 s later namespace
+    /// `b` creates 10. `b`'s wait for its starts is bounded by its own
+    /// count and the number of namespaces sharing the bound, not by `a`'s
+    /// backlog (about 25 s at that moment): all of `b`'s start within 6 s.
+    /// `a` is not starved either: every object starts, at the bound.
+    #[test]
+    fn a_namespace_with_few_objects_does_not_queue_behind_a_mass_creation() {
+        let (per_second, burst) = (20, 5);
+        let (gate, clock) = gate(per_second, burst);
+        let b_arrives = Duration::from_secs(5);
+        let mut due: BinaryHeap<Reverse<(Duration, usize)>> = (0..600)
+            .map(|o| Reverse((Duration::ZERO, o)))
+            .chain((600..610).map(|o| Reverse((b_arrives, o))))
+            .collect();
+        let (mut now, mut starts) = (Duration::ZERO, Vec::new());
+        while let Some(Reverse((at, object))) = due.pop() {
+            clock.advance(at - now);
+            now = at;
+            let namespace = if object < 600 { "a" } else { "b" };
+            match gate.admit(namespace) {
+                Admission::Now => starts.push((now, namespace)),
+                Admission::After(delay) => due.push(Reverse((now + delay, object))),
+            }
+        }
+        assert_eq!(starts.len(), 610);
+        let b_done = (starts.iter())
+            .filter(|(_, ns)| *ns == "b")
+            .map(|(at, _)| *at)
+            .max()
+            .unwrap();
+        assert!(
+            b_done - b_arrives <= Duration::from_secs(6),
+            "b's last start {:?} after it arrived",
+            b_done - b_arrives
+        );
+        let a_done = starts.iter().map(|(at, _)| *at).max().unwrap();
+        let paced = Duration::from_millis(1000 * (610 - burst as u64) / per_second as u64);
+        assert!(a_done <= paced + Duration::from_secs(1), "{a_done:?}");
+    }
+
     #[test]
     fn the_line_is_forgotten_after_a_quiet_spell() {
         let (gate, clock) = gate(10, 2);
-        assert_eq!(gate.admit(), Admission::Now);
-        assert_eq!(gate.admit(), Admission::Now);
-        let first = delay(gate.admit());
-        let second = delay(gate.admit());
+        assert_eq!(gate.admit("a"), Admission::Now);
+        assert_eq!(gate.admit("a"), Admission::Now);
+        let first = delay(gate.admit("a"));
+        let second = delay(gate.admit("a"));
         assert!(second > first);
         clock.advance(Duration::from_secs(10));
         // The slots handed out are long past, the bucket full again.
-        assert_eq!(gate.admit(), Admission::Now);
-        assert_eq!(gate.admit(), Admission::Now);
-        let again = delay(gate.admit());
+        assert_eq!(gate.admit("a"), Admission::Now);
+        assert_eq!(gate.admit("a"), Admission::Now);
+        let again = delay(gate.admit("a"));
         assert!(again <= Duration::from_millis(125), "{again:?}");
     }
 }
