@@ -248,6 +248,11 @@ mod tests {
             .map(|(at, _)| *at)
             .max()
             .unwrap();
+        // `--nocapture` shows the figure (README, "Multi-tenancy").
+        println!(
+            "namespace b's 10 starts: the last {:?} after b arrived",
+            b_done - b_arrives
+        );
         assert!(
             b_done - b_arrives <= Duration::from_secs(6),
             "b's last start {:?} after it arrived",
