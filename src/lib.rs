@@ -11,7 +11,8 @@
 //! - [`domain`]: tickets, the fence, runs, requests and verdicts.
 //!
 //! Beside them, what every layer may use: [`config`], [`duration`],
-//! [`telemetry`], [`probes`] and [`yaml`].
+//! [`telemetry`], [`probes`], [`yaml`], and the fair shares of a rate
+//! among namespaces ([`fair`]).
 
 /// The domain (tickets, the fence, scan requests, verdicts): its own crate,
 /// which knows neither Kubernetes nor Redis nor HTTP.
@@ -21,6 +22,7 @@ mod backoff;
 pub mod cli;
 pub mod config;
 pub mod duration;
+pub mod fair;
 pub mod kubernetes;
 pub mod pipeline;
 pub mod probes;

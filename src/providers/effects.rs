@@ -16,12 +16,14 @@ use std::time::Duration;
 
 impl Effects for Providers {
     async fn check_online(&self, req: &ScanRequest) -> Result<bool, StepError> {
-        self.until_ready(Provider::Online).await;
+        self.until_ready(Provider::Online, req.origin.as_ref())
+            .await;
         Ok(self.online.is_online(&req.target).await?)
     }
 
     async fn query_vulnerabilities(&self, req: &ScanRequest) -> Result<VulnFacts, StepError> {
-        self.until_ready(Provider::Vulnerabilities).await;
+        self.until_ready(Provider::Vulnerabilities, req.origin.as_ref())
+            .await;
         Ok(self
             .vulnerabilities
             .query(req.asset.as_str(), &req.software)
@@ -30,10 +32,11 @@ impl Effects for Providers {
 
     async fn threat_intel(
         &self,
-        _req: &ScanRequest,
+        req: &ScanRequest,
         vulns: &VulnFacts,
     ) -> Result<ThreatIntelFacts, StepError> {
-        self.until_ready(Provider::ThreatIntel).await;
+        self.until_ready(Provider::ThreatIntel, req.origin.as_ref())
+            .await;
         Ok(self.threat_intel.enrich(vulns).await?)
     }
 
@@ -46,7 +49,8 @@ impl Effects for Providers {
         notification: &Notification,
     ) -> BTreeMap<String, Result<String, StepError>> {
         let sends = channels.iter().map(|name| async move {
-            self.until_ready(Provider::Channel(name)).await;
+            self.until_ready(Provider::Channel(name), notification.origin.as_ref())
+                .await;
             let result = match self.notifiers.get(name) {
                 Some(notifier) => notifier.send(notification).await.map_err(StepError::from),
                 None => Err(StepError::permanent("not configured")),

@@ -33,6 +33,7 @@ pub use error::ProviderConfigError;
 pub use http::{HttpError, HttpSettings, install_crypto_provider};
 pub use secret::{Secret, SecretError, SecretFrom};
 
+use assetscan_domain::Origin;
 use intel::{ThreatIntel, ThreatIntelConfig};
 use notify::{Notifier, NotifierConfig, notifiers_from_config};
 use online::{OnlineConfig, OnlineProbe};
@@ -98,10 +99,12 @@ impl Providers {
         self
     }
 
-    /// Waits until `provider` may be called, when paced.
-    async fn until_ready(&self, provider: pace::Provider<'_>) {
+    /// Waits until `provider` may be called for the object `origin` names,
+    /// when paced.
+    async fn until_ready(&self, provider: pace::Provider<'_>, origin: Option<&Origin>) {
         if let Some(pace) = &self.pace {
-            pace.until_ready(provider).await;
+            let namespace = origin.map_or("", |o| o.namespace.as_str());
+            pace.until_ready(provider, namespace).await;
         }
     }
 }

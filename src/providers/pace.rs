@@ -8,10 +8,15 @@
 //! land in the next. Each provider's bucket takes that jitter out, so no
 //! provider sees more than `burst + perSecond` calls from a replica in any
 //! second, retries included. It rarely waits: the runs were admitted at
-//! that rate already.
+//! that rate already. When it does, the callers waiting are served fairly
+//! among the namespaces that asked ([`FairTurns`]): a namespace's alerts
+//! do not wait behind another namespace's mass of calls.
 
+use crate::fair::FairTurns;
+use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, Quota};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// The providers a step calls: each has its own bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -26,10 +31,47 @@ pub enum Provider<'a> {
 /// One bucket per provider, each channel its own.
 #[derive(Debug)]
 pub struct Pace {
-    online: DefaultDirectRateLimiter,
-    vulnerabilities: DefaultDirectRateLimiter,
-    threat_intel: DefaultDirectRateLimiter,
-    channels: BTreeMap<String, DefaultDirectRateLimiter>,
+    online: Paced,
+    vulnerabilities: Paced,
+    threat_intel: Paced,
+    channels: BTreeMap<String, Paced>,
+}
+
+/// A provider's bucket, and the turns of the callers waiting for it.
+#[derive(Debug)]
+struct Paced {
+    bucket: DefaultDirectRateLimiter,
+    turns: FairTurns,
+}
+
+impl Paced {
+    fn new(quota: Quota) -> Paced {
+        Paced {
+            bucket: DefaultDirectRateLimiter::direct(quota),
+            turns: FairTurns::default(),
+        }
+    }
+
+    /// Takes a call of the bucket, in `namespace`'s turn.
+    async fn until_ready(&self, namespace: &str) {
+        let turn = self.turns.enter(namespace);
+        loop {
+            let left = turn.left();
+            tokio::pin!(left);
+            left.as_mut().enable();
+            if turn.is_next() {
+                let now = self.bucket.clock().now();
+                match self.bucket.check() {
+                    Ok(()) => return,
+                    Err(refused) => {
+                        tokio::time::sleep(Duration::from(refused.wait_time_from(now))).await;
+                        continue;
+                    }
+                }
+            }
+            left.await;
+        }
+    }
 }
 
 impl Pace {
@@ -37,7 +79,7 @@ impl Pace {
     /// [`crate::config::ScanStartsSection::quota`]) for the fixed
     /// providers and `channels`.
     pub fn new<'c>(quota: Quota, channels: impl Iterator<Item = &'c String>) -> Pace {
-        let bucket = || DefaultDirectRateLimiter::direct(quota);
+        let bucket = || Paced::new(quota);
         Pace {
             online: bucket(),
             vulnerabilities: bucket(),
@@ -46,8 +88,9 @@ impl Pace {
         }
     }
 
-    /// Waits until `provider` may be called.
-    pub async fn until_ready(&self, provider: Provider<'_>) {
+    /// Waits until `provider` may be called on behalf of `namespace` (the
+    /// AssetScan's; empty for runs of no object).
+    pub async fn until_ready(&self, provider: Provider<'_>, namespace: &str) {
         let bucket = match provider {
             Provider::Online => &self.online,
             Provider::Vulnerabilities => &self.vulnerabilities,
@@ -58,14 +101,53 @@ impl Pace {
                 None => return,
             },
         };
-        bucket.until_ready().await;
+        bucket.until_ready(namespace).await;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    /// Namespace `a` has 30 calls to a channel waiting, then `b` asks for
+    /// 3: `b`'s are served among the next few calls, not after `a`'s 29.
+    #[tokio::test]
+    async fn a_channel_serves_the_namespaces_waiting_in_turn() {
+        let bound = crate::config::ScanStartsSection {
+            per_second: 20,
+            burst: 1,
+            ..Default::default()
+        };
+        let channels = ["hook".to_owned()];
+        let pace = Arc::new(Pace::new(bound.quota(), channels.iter()));
+        let served = Arc::new(Mutex::new(Vec::new()));
+        let call = |namespace: &'static str| {
+            let (pace, served) = (pace.clone(), served.clone());
+            tokio::spawn(async move {
+                pace.until_ready(Provider::Channel("hook"), namespace).await;
+                served.lock().unwrap().push(namespace);
+            })
+        };
+        let mut calls: Vec<_> = (0..30).map(|_| call("a")).collect();
+        // The test's runtime has one thread: the spawned calls ask for
+        // their turn when the test yields.
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        calls.extend((0..3).map(|_| call("b")));
+        for c in calls {
+            c.await.unwrap();
+        }
+        let served = served.lock().unwrap();
+        let last_b = served.iter().rposition(|ns| *ns == "b").unwrap();
+        assert!(
+            last_b < 10,
+            "b's last call served {}th: {served:?}",
+            last_b + 1
+        );
+    }
 
     #[tokio::test]
     async fn a_provider_is_called_at_most_burst_plus_per_second_in_any_second() {
@@ -79,7 +161,7 @@ mod tests {
         let started = Instant::now();
         let mut calls = Vec::new();
         for _ in 0..110 {
-            pace.until_ready(Provider::Online).await;
+            pace.until_ready(Provider::Online, "a").await;
             calls.push(started.elapsed());
         }
         // 10 at once, then one every 20 ms: the 110th two seconds in.
@@ -99,7 +181,7 @@ mod tests {
         // Another provider's bucket is untouched.
         let other = Instant::now();
         for _ in 0..10 {
-            pace.until_ready(Provider::Channel("hook")).await;
+            pace.until_ready(Provider::Channel("hook"), "a").await;
         }
         assert!(other.elapsed() < Duration::from_millis(100));
     }

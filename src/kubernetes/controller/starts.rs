@@ -15,26 +15,19 @@
 //! objects would all come back then, and again, each time; with a slot of
 //! its own, each comes back about once, when a start is free for it.
 //!
-//! The line is one per namespace, and shared fairly: while `n` namespaces
-//! have delayed starts, each one's next slot is `n` start intervals after
-//! its last, from the next free start on. A namespace that creates ten
-//! thousand AssetScans books its own line far ahead; another namespace's
-//! few new ones get slots from the next start on, and take every `n`-th
-//! start, instead of queueing behind the ten thousand (a slot is a time to
-//! look again, not a reservation: whoever comes back first when a start is
-//! free takes it, and the other is given a later slot in its own line).
+//! The line is one per namespace, and shared fairly ([`FairLines`]): a
+//! namespace's few new AssetScans are not queued behind another
+//! namespace's mass creation.
 
 use crate::config::ScanStartsSection;
+use crate::fair::FairLines;
 use crate::telemetry::Metrics;
 use governor::RateLimiter;
 use governor::clock::{Clock, DefaultClock, Reference};
 use governor::middleware::NoOpMiddleware;
-use governor::nanos::Nanos;
 use governor::state::{InMemoryState, NotKeyed};
 use prometheus_client::metrics::counter::Counter;
 use rand::RngExt;
-use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Whether a run may start now.
@@ -54,10 +47,8 @@ pub struct StartGate<C: Clock = DefaultClock> {
     bucket: Bucket<C>,
     /// Time between two starts once the burst is spent: `1 / perSecond`.
     spacing: Duration,
-    /// Where each namespace's line of delayed starts ends: the slot its
-    /// next delayed start gets, unless the bucket's next start is later.
-    /// Only lines that end in the future are kept.
-    line_ends: Mutex<HashMap<String, C::Instant>>,
+    /// The lines of delayed starts, one per namespace.
+    lines: FairLines<C::Instant>,
     /// `assetscan_scan_starts_total`.
     started: Counter,
     /// `assetscan_scan_starts_delayed_total`.
@@ -77,7 +68,7 @@ impl<C: Clock> StartGate<C> {
         StartGate {
             bucket: RateLimiter::direct_with_clock(quota, clock),
             spacing: quota.replenish_interval(),
-            line_ends: Mutex::new(HashMap::new()),
+            lines: FairLines::new(quota.replenish_interval()),
             started: metrics.starts.started.clone(),
             delayed: metrics.starts.delayed.clone(),
         }
@@ -94,15 +85,7 @@ impl<C: Clock> StartGate<C> {
             return Admission::Now;
         };
         self.delayed.inc();
-        let next_start = refused.earliest_possible();
-        let mut line_ends = self.line_ends();
-        line_ends.retain(|_, end| *end > now);
-        let sharing = line_ends.len() + usize::from(!line_ends.contains_key(namespace));
-        let slot = (line_ends.get(namespace)).map_or(next_start, |end| (*end).max(next_start));
-        let turn = self
-            .spacing
-            .saturating_mul(u32::try_from(sharing).unwrap_or(u32::MAX));
-        line_ends.insert(namespace.to_owned(), slot + Nanos::from(turn));
+        let slot = self.lines.slot(namespace, now, refused.earliest_possible());
         Admission::After(Duration::from(slot.duration_since(now)) + self.jitter())
     }
 
@@ -112,10 +95,6 @@ impl<C: Clock> StartGate<C> {
     fn jitter(&self) -> Duration {
         let quarter = u64::try_from(self.spacing.as_nanos() / 4).unwrap_or(u64::MAX);
         Duration::from_nanos(rand::rng().random_range(0..=quarter))
-    }
-
-    fn line_ends(&self) -> MutexGuard<'_, HashMap<String, C::Instant>> {
-        self.line_ends.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
