@@ -16,7 +16,6 @@ use crate::fair::FairTurns;
 use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, Quota};
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 /// The providers a step calls: each has its own bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -64,7 +63,7 @@ impl Paced {
                 match self.bucket.check() {
                     Ok(()) => return,
                     Err(refused) => {
-                        tokio::time::sleep(Duration::from(refused.wait_time_from(now))).await;
+                        tokio::time::sleep(refused.wait_time_from(now)).await;
                         continue;
                     }
                 }
@@ -109,7 +108,7 @@ impl Pace {
 mod tests {
     use super::*;
     use std::sync::{Arc, Mutex};
-    use std::time::Instant;
+    use std::time::{Duration, Instant};
 
     /// Namespace `a` has 30 calls to a channel waiting, then `b` asks for
     /// 3: `b`'s are served among the next few calls, not after `a`'s 29.
