@@ -352,3 +352,48 @@ async fn the_rescan_annotation_obeys_the_minimum_interval() {
     );
     ctl.stop().await;
 }
+
+/// The start bound, end to end: namespace `mass` creates 200 AssetScans,
+/// then namespace `few` 5, under a bound of 20 starts per second. `few`'s
+/// five finish while most of `mass`'s backlog still waits: its starts are
+/// not queued behind the 200 (one line for all would finish them last).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_few_new_scans_are_not_queued_behind_another_namespaces_mass_creation() {
+    let mut h = Harness::start().await;
+    h.watched = None;
+    h.config.scan_starts.per_second = 20;
+    h.config.scan_starts.burst = 5;
+    namespace(&h, "mass", json!({})).await;
+    namespace(&h, "few", json!({})).await;
+    let mass: Api<AssetScan> = Api::namespaced(h.client.clone(), "mass");
+    let few: Api<AssetScan> = Api::namespaced(h.client.clone(), "few");
+    for i in 0..200 {
+        create_in(&mass, &h.online(scan(&format!("m-{i:03}")).notify(&[]))).await;
+    }
+    let ctl = h.controller("tenancy").await;
+    // The mass creation is under way: a's first runs ended.
+    until("mass's first runs", PATIENCE, async || {
+        finished(&mass).await >= 5
+    })
+    .await;
+    for i in 0..5 {
+        create_in(&few, &h.online(scan(&format!("f-{i}")).notify(&[]))).await;
+    }
+    until("few's five runs", PATIENCE, async || {
+        finished(&few).await == 5
+    })
+    .await;
+    let mass_done = finished(&mass).await;
+    println!("when few's 5 had finished, {mass_done} of mass's 200 had");
+    assert!(
+        mass_done <= 150,
+        "{mass_done} of mass's 200 had finished when few's 5 had"
+    );
+    ctl.stop().await;
+}
+
+/// How many AssetScans of `api` show a terminal phase.
+async fn finished(api: &Api<AssetScan>) -> usize {
+    let list = api.list(&ListParams::default()).await.expect("list");
+    list.items.iter().filter(|o| is_terminal(o)).count()
+}
