@@ -129,6 +129,8 @@ pub struct StartMetrics {
     pub started: Counter,
     /// Reconciles that found no start left and look again later.
     pub delayed: Counter,
+    /// Starts given back by reconciles that started no run.
+    pub returned: Counter,
 }
 
 impl StartMetrics {
@@ -144,6 +146,12 @@ impl StartMetrics {
                 r,
                 "scan_starts_delayed",
                 "Run starts delayed by the per-replica start bound",
+                Counter::default(),
+            ),
+            returned: registered(
+                r,
+                "scan_starts_returned",
+                "Starts given back: the run was locked by, or ended by, another executor",
                 Counter::default(),
             ),
         }

@@ -89,6 +89,14 @@ pub trait Observer: Send + Sync {
     /// Called after every accepted write (and with a terminal ticket found
     /// on the fast path).
     fn on_ticket(&self, ticket: &Ticket) -> impl Future<Output = ()> + Send;
+    /// Called instead of [`Observer::on_ticket`] with a run that had ended
+    /// before this executor came to it (on the fast path, or by the claim
+    /// that found it ended): another executor ended it and told of it, so
+    /// an observer that tells the world (a status, a report, an Event) may
+    /// tell nothing again. By default, as any ticket.
+    fn on_found_ended(&self, ticket: &Ticket) -> impl Future<Output = ()> + Send {
+        self.on_ticket(ticket)
+    }
     /// Called with the freshly claimed ticket, before any provider call.
     /// `false` stops the run (the lock is released): the claim could not be
     /// recorded where it must be.

@@ -119,7 +119,7 @@ impl<E: Effects> Pipeline<E> {
         if let Some(ticket) = &found
             && ticket.status.is_terminal()
         {
-            observer.on_ticket(ticket).await;
+            observer.on_found_ended(ticket).await;
             return Ok(Outcome::Terminal(ticket.clone()));
         }
         drill::stop_before(req.asset.as_str(), "ACQUIRE");
@@ -159,7 +159,7 @@ impl<E: Effects> Pipeline<E> {
         if acquired.ticket.status.is_terminal() {
             // The run had ended (unread, or since the read): the claim took
             // nothing and returned the ticket as found.
-            observer.on_ticket(&acquired.ticket).await;
+            observer.on_found_ended(&acquired.ticket).await;
             return Ok(Outcome::Terminal(acquired.ticket));
         }
         info!(asset = %req.asset, run = %req.run, token = acquired.token, status = %acquired.ticket.status, "acquired");

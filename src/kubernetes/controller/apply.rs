@@ -32,8 +32,9 @@ use tracing::debug;
 
 /// What a reconcile acts on, or its answer already.
 enum Decision {
-    /// This copy of the object, and what to do with it.
-    Act(Arc<AssetScan>, RunDecision),
+    /// This copy of the object, what to do with it, and whether a start of
+    /// the replica's start bound was taken for it.
+    Act(Arc<AssetScan>, RunDecision, Spent),
     /// Nothing to act on now.
     Answer(Action),
 }
@@ -45,8 +46,8 @@ pub(super) async fn apply<E: Effects + 'static>(
     ctx: &Context<E>,
     api: &Api<AssetScan>,
 ) -> Result<Action, Error> {
-    let (fresh, decision) = match decide_fresh(cached, ctx, api).await? {
-        Decision::Act(obj, decision) => (obj, decision),
+    let (fresh, decision, spent) = match decide_fresh(cached, ctx, api).await? {
+        Decision::Act(obj, decision, spent) => (obj, decision, spent),
         Decision::Answer(action) => return Ok(action),
     };
     let obj = fresh.as_ref();
@@ -55,8 +56,14 @@ pub(super) async fn apply<E: Effects + 'static>(
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan)
         .progress_every(ctx.settings.progress_every)
         .records(&ctx.settings.reports, &ctx.settings.events)
+        .end_grace(ctx.pipeline.store().config().lock_ttl)
         .remembered_in(ctx.cache());
     let result = act(obj, decision, ctx, &mirror, rescan, &refused).await;
+    if spent.0 && !mirror.claimed() {
+        // No run started: the lock was held, the run had ended, the claim
+        // was refused, or Redis failed. The start goes to the next one.
+        ctx.starts.give_back();
+    }
     if result.is_ok() {
         mirror.shard_label(Placement::of(obj).invalid()).await;
         mirror.channels(&refused).await;
@@ -97,14 +104,18 @@ async fn decide_fresh<E: Effects + 'static>(
     };
     let mut view = view_of(&fresh, ctx);
     let mut decision = view.decide(Timestamp::now());
+    let mut spent = Spent(false);
     if calls_providers(&decision) {
         // A run is about to be claimed or continued: it needs a start of
         // this replica's start bound, unless only its notification is left.
         // Without one, look again later, before any read, write or Redis
         // command.
         let exempt = !needs_a_start(&view, &decision);
-        if !exempt && let Err(wait) = take_a_start(ctx, &fresh) {
-            return Ok(Decision::Answer(wait));
+        if !exempt {
+            match take_a_start(ctx, &fresh) {
+                Ok(took) => spent = took,
+                Err(wait) => return Ok(Decision::Answer(wait)),
+            }
         }
         if !read {
             // Decide again from the object as stored. After Redis lost its
@@ -120,11 +131,11 @@ async fn decide_fresh<E: Effects + 'static>(
             decision = view.decide(Timestamp::now());
             // The cached copy showed an alert, the stored object another
             // run to drive: that one takes its start.
-            if exempt
-                && needs_a_start(&view, &decision)
-                && let Err(wait) = take_a_start(ctx, &fresh)
-            {
-                return Ok(Decision::Answer(wait));
+            if exempt && needs_a_start(&view, &decision) {
+                match take_a_start(ctx, &fresh) {
+                    Ok(took) => spent = took,
+                    Err(wait) => return Ok(Decision::Answer(wait)),
+                }
             }
         }
     }
@@ -134,8 +145,12 @@ async fn decide_fresh<E: Effects + 'static>(
             100,
         ))));
     }
-    Ok(Decision::Act(fresh, decision))
+    Ok(Decision::Act(fresh, decision, spent))
 }
+
+/// Whether a reconcile took a start of the replica's start bound.
+#[derive(Clone, Copy)]
+struct Spent(bool);
 
 /// What the run decision reads of `obj`, with the operator's minimum
 /// interval between rescans the annotation asks for.
@@ -148,9 +163,9 @@ fn view_of<E: Effects + 'static>(obj: &AssetScan, ctx: &Context<E>) -> RunView {
 
 /// Takes one of the replica's starts for `obj`; without one left, the
 /// answer that requeues it for its slot in the line of delayed starts.
-fn take_a_start<E: Effects + 'static>(ctx: &Context<E>, obj: &AssetScan) -> Result<(), Action> {
+fn take_a_start<E: Effects + 'static>(ctx: &Context<E>, obj: &AssetScan) -> Result<Spent, Action> {
     match ctx.starts.admit(&obj.namespace().unwrap_or_default()) {
-        Admission::Now => Ok(()),
+        Admission::Now => Ok(Spent(true)),
         Admission::After(delay) => {
             ctx.waiting.blocked(obj);
             Err(Action::requeue(delay))
@@ -231,7 +246,10 @@ async fn act<E: Effects + 'static>(
     }
     let key = object_key(obj);
     let settled = settle(&outcome, rescan);
-    Ok(settled.carry_out(&key, &ctx.metrics, mirror).await)
+    let then = settled.carry_out(&key, &ctx.metrics, mirror).await;
+    // The end of a run another executor ended is its to write: look again
+    // when that is overdue, unless its write comes first.
+    Ok(mirror.end_left().map_or(then, Action::requeue))
 }
 
 /// Runs `request`. An earlier run found alerting goes first, in the same

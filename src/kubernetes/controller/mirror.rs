@@ -8,17 +8,19 @@ use super::channels::{Refused, channel_condition};
 use super::conditions::{ConditionType, bounded};
 use super::events::RunEvents;
 use super::halt::{Halt, InvalidShardLabel, shard_label_condition};
-use super::report::ReportRecorder;
+use super::report::{ReportRecorder, report_name};
 use super::status_plan::{ClaimRefusal, Planned, StatusPlan};
 use super::writer::StatusWriter;
 use crate::config::{EventsSection, ReportsSection};
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::Metrics;
-use assetscan_domain::ticket::{Status, Step, Ticket};
+use assetscan_domain::ticket::{Status, Step, Ticket, now_ms};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::events::Recorder;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tracing::{debug, warn};
 
@@ -35,6 +37,14 @@ pub struct StatusMirror<'a> {
     /// this long has passed since the last write (see
     /// [`crate::config::StatusSection::progress_every`]).
     progress_every: Duration,
+    /// Whether this reconcile recorded a claim: a run started (or resumed).
+    claimed: AtomicBool,
+    /// How long the executor that ended a run has to write its end (the
+    /// lock's ttl) before another writes it.
+    end_grace: Duration,
+    /// The end of a run another executor ended and has not written yet is
+    /// left to it for this long (see [`Observer::on_found_ended`]).
+    end_left: Mutex<Option<Duration>>,
 }
 
 impl<'a> StatusMirror<'a> {
@@ -55,6 +65,9 @@ impl<'a> StatusMirror<'a> {
             writer: StatusWriter::new(api, obj, events),
             events,
             progress_every: Duration::ZERO,
+            claimed: AtomicBool::new(false),
+            end_grace: Duration::ZERO,
+            end_left: Mutex::new(None),
         }
     }
 
@@ -62,6 +75,19 @@ impl<'a> StatusMirror<'a> {
     pub fn remembered_in(mut self, cache: &'a WatchCache) -> Self {
         self.writer = self.writer.remembered_in(cache);
         self
+    }
+
+    /// Leaves the end of a run another executor ended to it for `grace`
+    /// after the end (the lock's ttl; default: none).
+    pub fn end_grace(mut self, grace: Duration) -> Self {
+        self.end_grace = grace;
+        self
+    }
+
+    /// How long the end of a run another executor ended is left to it: look
+    /// again then (its write, when it comes, triggers a reconcile sooner).
+    pub(super) fn end_left(&self) -> Option<Duration> {
+        *self.end_left.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Writes a step between the claim and the end only once `every` has
@@ -82,6 +108,24 @@ impl<'a> StatusMirror<'a> {
     /// The run's Events and metrics.
     pub(super) fn events(&self) -> &RunEvents<'a> {
         &self.events
+    }
+
+    /// Whether this reconcile recorded a claim: only then did a run start
+    /// (or resume), and spend a start of the replica's start bound.
+    pub(super) fn claimed(&self) -> bool {
+        self.claimed.load(Ordering::Relaxed)
+    }
+
+    /// Whether the status as last written or read records the end of
+    /// `ticket`'s run, which ended, with its report: the end's work (the
+    /// report, the status write, the Event) is done.
+    fn end_recorded(&self, ticket: &Ticket) -> bool {
+        let report = report_name(self.obj, &ticket.run);
+        self.current().is_some_and(|s| {
+            s.run.as_deref() == Some(ticket.run.as_str())
+                && s.phase == Some(ticket.status)
+                && s.latest_report.as_deref() == Some(report.as_str())
+        })
     }
 
     /// The status as last written or read.
@@ -165,6 +209,12 @@ impl<'a> StatusMirror<'a> {
     /// report, named in the same write. Returns whether the API server
     /// holds the status.
     pub async fn mirror(&self, ticket: &Ticket) -> bool {
+        if ticket.status.is_terminal() && self.end_left().is_some() {
+            return false;
+        }
+        if ticket.status.is_terminal() && self.end_recorded(ticket) {
+            return true;
+        }
         let Planned { mut status, news } = self.plan.mirror(ticket, self.current().as_ref());
         if ticket.status.is_terminal() {
             self.reports.record(ticket, &mut status).await;
@@ -219,12 +269,35 @@ impl Observer for StatusMirror<'_> {
         self.follow(ticket).await;
     }
 
+    /// Another executor ended the run after this reconcile read the
+    /// object, and writes its end (report, status, Event) now, or did. One
+    /// read of the status as stored now: when it records the end, this
+    /// reconcile does none of the end's work again (no report, no status
+    /// write, no Event, no second count of the notification's latency).
+    /// When it does not, the end is left to that executor for the lock's
+    /// ttl after it, and written over that fresh read only then (that
+    /// executor died before writing it).
+    async fn on_found_ended(&self, ticket: &Ticket) {
+        self.writer.refresh().await;
+        if self.end_recorded(ticket) {
+            return;
+        }
+        let age = Duration::from_millis(now_ms().saturating_sub(ticket.updated_at));
+        if age < self.end_grace {
+            *self.end_left.lock().unwrap_or_else(|e| e.into_inner()) = Some(self.end_grace - age);
+            return;
+        }
+        self.follow(ticket).await;
+    }
+
     /// The claim is recorded in the status before any provider call, so that
     /// the status holds every token that acts: after Redis loses data, the
     /// next acquisition takes it as floor. A claim the API server does not
     /// hold (see [`StatusMirror::record_claim`]) stops the run.
     async fn on_claimed(&self, ticket: &Ticket) -> bool {
-        self.record_claim(ticket).await
+        let recorded = self.record_claim(ticket).await;
+        self.claimed.fetch_or(recorded, Ordering::Relaxed);
+        recorded
     }
 
     fn on_step_timed(&self, step: Step, elapsed: Duration, ok: bool) {

@@ -18,6 +18,13 @@
 //! The line is one per namespace, and shared fairly ([`FairLines`]): a
 //! namespace's few new AssetScans are not queued behind another
 //! namespace's mass creation.
+//!
+//! A start is spent only on a run that starts: a reconcile that took one
+//! and then found the asset's lock held by another executor, or the run
+//! ended by another, gives it back ([`StartGate::give_back`]), and the
+//! next reconcile takes it before the bucket's. A start given back is
+//! kept one start interval at most: no second sees more than
+//! `burst + perSecond + 1` runs start.
 
 use crate::config::ScanStartsSection;
 use crate::fair::FairLines;
@@ -28,6 +35,8 @@ use governor::middleware::NoOpMiddleware;
 use governor::state::{InMemoryState, NotKeyed};
 use prometheus_client::metrics::counter::Counter;
 use rand::RngExt;
+use std::collections::VecDeque;
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Whether a run may start now.
@@ -53,6 +62,10 @@ pub struct StartGate<C: Clock = DefaultClock> {
     started: Counter,
     /// `assetscan_scan_starts_delayed_total`.
     delayed: Counter,
+    /// When each start given back and not taken again was given back.
+    returned: Mutex<VecDeque<C::Instant>>,
+    /// `assetscan_scan_starts_returned_total`.
+    given_back: Counter,
 }
 
 impl StartGate {
@@ -71,6 +84,8 @@ impl<C: Clock> StartGate<C> {
             lines: FairLines::new(quota.replenish_interval()),
             started: metrics.starts.started.clone(),
             delayed: metrics.starts.delayed.clone(),
+            returned: Mutex::new(VecDeque::new()),
+            given_back: metrics.starts.returned.clone(),
         }
     }
 
@@ -80,6 +95,10 @@ impl<C: Clock> StartGate<C> {
     /// namespace with delayed starts).
     pub fn admit(&self, namespace: &str) -> Admission {
         let now = self.bucket.clock().now();
+        if self.take_returned(now) {
+            self.started.inc();
+            return Admission::Now;
+        }
         let Err(refused) = self.bucket.check() else {
             self.started.inc();
             return Admission::Now;
@@ -87,6 +106,31 @@ impl<C: Clock> StartGate<C> {
         self.delayed.inc();
         let slot = self.lines.slot(namespace, now, refused.earliest_possible());
         Admission::After(Duration::from(slot.duration_since(now)) + self.jitter())
+    }
+
+    /// Gives back a start taken by a reconcile that started no run (it
+    /// found the lock held, or the run ended): the next caller takes it.
+    pub fn give_back(&self) {
+        let now = self.bucket.clock().now();
+        self.returned().push_back(now);
+        self.given_back.inc();
+    }
+
+    /// Takes a start given back less than one start interval ago, if any;
+    /// older ones are dropped (the bucket has refilled since).
+    fn take_returned(&self, now: C::Instant) -> bool {
+        let mut returned = self.returned();
+        while let Some(&at) = returned.front() {
+            returned.pop_front();
+            if Duration::from(now.duration_since(at)) <= self.spacing {
+                return true;
+            }
+        }
+        false
+    }
+
+    fn returned(&self) -> MutexGuard<'_, VecDeque<C::Instant>> {
+        self.returned.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Up to a quarter of the start interval: callers whose slots are
@@ -240,6 +284,24 @@ mod tests {
         let a_done = starts.iter().map(|(at, _)| *at).max().unwrap();
         let paced = Duration::from_millis(1000 * (610 - burst as u64) / per_second as u64);
         assert!(a_done <= paced + Duration::from_secs(1), "{a_done:?}");
+    }
+
+    #[test]
+    fn a_start_given_back_is_taken_again_within_one_start_interval() {
+        let (gate, clock) = gate(10, 1);
+        assert_eq!(gate.admit("a"), Admission::Now);
+        gate.give_back();
+        // The bucket is empty; the start given back is not.
+        assert_eq!(gate.admit("a"), Admission::Now);
+        delay(gate.admit("a"));
+        // One given back and not taken within the 100 ms interval is gone.
+        clock.advance(Duration::from_millis(100));
+        assert_eq!(gate.admit("a"), Admission::Now);
+        gate.give_back();
+        clock.advance(Duration::from_millis(101));
+        assert_eq!(gate.admit("a"), Admission::Now, "the bucket's own");
+        delay(gate.admit("a"));
+        assert_eq!(gate.given_back.get(), 2);
     }
 
     #[test]

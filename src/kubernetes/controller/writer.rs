@@ -216,7 +216,7 @@ impl<'a> StatusWriter<'a> {
     }
 
     /// Re-reads the stored status, so the next patch is computed against it.
-    async fn refresh(&self) {
+    pub async fn refresh(&self) {
         if let Ok(current) = self.api.get_status(self.name).await {
             self.remember(current);
         }

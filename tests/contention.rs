@@ -1,0 +1,105 @@
+//! Replicas that watch the same objects (not sharded) and race for each
+//! run: the per-asset lock lets one of them run it, and the others spend
+//! nothing on it: no start of their start bound, no second end (report,
+//! status write, Event). The real controllers against the API emulator, a
+//! real redis-server and the provider stubs.
+
+mod controller_kit;
+
+use assetscan_operator::domain::ticket::Status;
+use assetscan_testkit::emulator::{CodeClass, Verb};
+use controller_kit::*;
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams};
+use std::collections::BTreeMap;
+
+const SCANS: usize = 8;
+
+/// The `HighRiskFound` Events, by object name.
+async fn high_risk_events(h: &Harness) -> BTreeMap<String, Vec<Event>> {
+    let api: Api<Event> = Api::namespaced(h.client.clone(), NAMESPACE);
+    let list = api.list(&ListParams::default()).await.expect("list events");
+    let mut by_object: BTreeMap<String, Vec<Event>> = BTreeMap::new();
+    for event in list.items {
+        if event.reason.as_deref() != Some("HighRiskFound") {
+            continue;
+        }
+        let name = (event.regarding.as_ref())
+            .and_then(|r| r.name.clone())
+            .unwrap_or_default();
+        by_object.entry(name).or_default().push(event);
+    }
+    by_object
+}
+
+/// Runs started by `replica`: starts taken less starts given back.
+fn runs_started(replica: &Running) -> f64 {
+    replica.counter("assetscan_scan_starts_total")
+        - replica.counter("assetscan_scan_starts_returned_total")
+}
+
+/// Two replicas, every object's run held in progress (the inventory holds
+/// its answers) while both reconcile it: one runs it, the other finds the
+/// lock held (on every status write of the run, progress being written at
+/// each step) or, at the end, the run ended. Each run takes one start of
+/// one replica's bound, and its end is written once: one report created
+/// (none refused as existing), no status patch refused, one
+/// `HighRiskFound` Event per high risk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_start_each_run_once_and_write_its_end_once() {
+    let h = Harness::start().await;
+    h.stubs.inventory.faults().hold();
+    let [a, b] = h.replicas(["contention-a", "contention-b"]).await;
+    let names: Vec<String> = (0..SCANS).map(|i| format!("risky-{i}")).collect();
+    for name in &names {
+        h.create(&h.online(scan(name).high_risk())).await;
+    }
+    let contention = "assetscan_lock_contention_total";
+    until(
+        "each run found locked by the other replica",
+        PATIENCE,
+        async || a.counter(contention) + b.counter(contention) >= SCANS as f64,
+    )
+    .await;
+    h.stubs.inventory.faults().release();
+    for name in &names {
+        let done = h.wait_terminal(name, PATIENCE).await;
+        assert_eq!(status(&done).phase, Some(Status::Finished), "{name}");
+        assert_eq!(status(&done).high_risk, Some(true), "{name}");
+    }
+    // Each replica has looked at the objects again since they finished.
+    let up_to_date = "assetscan_reconciles_total{result=\"up_to_date\"}";
+    until(
+        "both replicas found every run ended",
+        PATIENCE,
+        async || a.counter(up_to_date) >= SCANS as f64 && b.counter(up_to_date) >= SCANS as f64,
+    )
+    .await;
+
+    let requests = h.emu.requests();
+    let reports = "assetscanreports";
+    assert_eq!(
+        requests.count_class(reports, Verb::Create, CodeClass::Success),
+        SCANS as u64
+    );
+    assert_eq!(
+        requests.count_class(reports, Verb::Create, CodeClass::ClientError),
+        0,
+        "a report written twice"
+    );
+    assert_eq!(
+        requests.count_class("assetscans/status", Verb::Patch, CodeClass::ClientError),
+        0,
+        "status patches refused"
+    );
+    let events = high_risk_events(&h).await;
+    assert_eq!(events.len(), SCANS, "{events:#?}");
+    for (name, list) in &events {
+        assert_eq!(list.len(), 1, "{name}: {list:#?}");
+        assert!(list[0].series.is_none(), "{name}: {list:#?}");
+    }
+    let started = runs_started(&a) + runs_started(&b);
+    assert_eq!(started, SCANS as f64, "one start per run");
+    assert_eq!(h.delivered_keys().len(), SCANS);
+    assert_eq!(h.stubs.sink.effects(), SCANS);
+}
