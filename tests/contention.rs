@@ -8,10 +8,12 @@ mod controller_kit;
 
 use assetscan_operator::domain::ticket::Status;
 use assetscan_testkit::emulator::{CodeClass, Verb};
+use assetscan_testkit::stubs::Fault;
 use controller_kit::*;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 const SCANS: usize = 8;
 
@@ -102,4 +104,41 @@ async fn two_replicas_start_each_run_once_and_write_its_end_once() {
     assert_eq!(started, SCANS as f64, "one start per run");
     assert_eq!(h.delivered_keys().len(), SCANS);
     assert_eq!(h.stubs.sink.effects(), SCANS);
+}
+
+/// A notify pass that failed (every attempt refused by the webhook) writes
+/// the run's `NOTIFYING` status with the channel's error; that write's own
+/// reconcile, and any other, waits: the next pass comes no sooner than
+/// `notify.maxBackoff` after the failed one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_notify_pass_is_retried_after_its_backoff_whatever_reconciles_it() {
+    let mut h = Harness::start().await;
+    let backoff = Duration::from_secs(3);
+    h.config.steps.notify.max_backoff = backoff;
+    let attempts = h.config.steps.notify.max_attempts as usize;
+    h.stubs.sink.faults().always(Fault::Status(503));
+    let ctl = h.controller("notify-backoff").await;
+    h.create(&h.online(scan("alerting").high_risk())).await;
+    until("two failed notify passes", PATIENCE, async || {
+        h.stubs.sink.call_times().len() > attempts
+    })
+    .await;
+    let calls = h.stubs.sink.call_times();
+    let (last_of_first, first_of_next) = (calls[attempts - 1], calls[attempts]);
+    let waited = first_of_next - last_of_first;
+    assert!(
+        waited >= backoff,
+        "the next pass {waited:?} after the failed one, sooner than {backoff:?}"
+    );
+    let held = "assetscan_reconciles_total{result=\"notify_backoff\"}";
+    assert!(
+        ctl.counter(held) >= 1.0,
+        "the status write's reconcile came in between and waited"
+    );
+    let stored = h.api().get("alerting").await.expect("get");
+    assert_eq!(phase(&stored), Some(Status::Notifying));
+    h.stubs.sink.faults().clear();
+    let done = h.wait_terminal("alerting", PATIENCE).await;
+    assert_eq!(status(&done).phase, Some(Status::Finished));
+    assert_eq!(h.stubs.sink.effects(), 1);
 }

@@ -101,6 +101,11 @@ impl<E: Effects> Pipeline<E> {
         &self.store
     }
 
+    /// The retry settings of each step.
+    pub fn steps(&self) -> &StepPolicies {
+        &self.steps
+    }
+
     /// Performs the run to its end, or until it is locked, superseded, loses
     /// its lock, or `shutdown` fires. Errors are the store's: every other
     /// way a run can end is an [`Outcome`].

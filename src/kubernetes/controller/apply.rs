@@ -8,6 +8,7 @@ use super::channels::Refused;
 use super::context::{Context, Error, object_key};
 use super::halt::Halt;
 use super::mirror::StatusMirror;
+use super::notify_wait::backoff_left;
 use super::outcome::settle;
 use super::report::report_name;
 use super::request::run_view;
@@ -105,6 +106,10 @@ async fn decide_fresh<E: Effects + 'static>(
     let mut view = view_of(&fresh, ctx);
     let mut decision = view.decide(Timestamp::now());
     let mut spent = Spent(false);
+    if let Some(wait) = notify_backoff_left(&fresh, &view, &decision, ctx) {
+        ctx.metrics.reconciled("notify_backoff");
+        return Ok(Decision::Answer(Action::requeue(wait)));
+    }
     if calls_providers(&decision) {
         // A run is about to be claimed or continued: it needs a start of
         // this replica's start bound, unless only its notification is left.
@@ -151,6 +156,18 @@ async fn decide_fresh<E: Effects + 'static>(
 /// Whether a reconcile took a start of the replica's start bound.
 #[derive(Clone, Copy)]
 struct Spent(bool);
+
+/// How long `decision` on `obj` waits for its next notify pass, the last
+/// one having failed ([`backoff_left`]).
+fn notify_backoff_left<E: Effects + 'static>(
+    obj: &AssetScan,
+    view: &RunView,
+    decision: &RunDecision,
+    ctx: &Context<E>,
+) -> Option<Duration> {
+    let backoff = ctx.pipeline.steps().notify.max_backoff;
+    backoff_left(obj, view, decision, backoff, Timestamp::now())
+}
 
 /// What the run decision reads of `obj`, with the operator's minimum
 /// interval between rescans the annotation asks for.

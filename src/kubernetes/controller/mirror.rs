@@ -9,7 +9,7 @@ use super::conditions::{ConditionType, bounded};
 use super::events::RunEvents;
 use super::halt::{Halt, InvalidShardLabel, shard_label_condition};
 use super::report::{ReportRecorder, report_name};
-use super::status_plan::{ClaimRefusal, Planned, StatusPlan};
+use super::status_plan::{ClaimRefusal, Planned, StatusPlan, fence_of};
 use super::writer::StatusWriter;
 use crate::config::{EventsSection, ReportsSection};
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
@@ -124,7 +124,18 @@ impl<'a> StatusMirror<'a> {
         self.current().is_some_and(|s| {
             s.run.as_deref() == Some(ticket.run.as_str())
                 && s.phase == Some(ticket.status)
+                && fence_of(&s) == Some(ticket.fence())
                 && s.latest_report.as_deref() == Some(report.as_str())
+        })
+    }
+
+    /// Whether the status as last written or read shows the claim under
+    /// which `ticket`'s run ended: the executor that ended it is the one
+    /// that writes its end.
+    fn claim_recorded(&self, ticket: &Ticket) -> bool {
+        let token = i64::try_from(ticket.fencing_token).ok();
+        self.current().is_some_and(|s| {
+            s.run.as_deref() == Some(ticket.run.as_str()) && s.fencing_token == token
         })
     }
 
@@ -274,16 +285,17 @@ impl Observer for StatusMirror<'_> {
     /// read of the status as stored now: when it records the end, this
     /// reconcile does none of the end's work again (no report, no status
     /// write, no Event, no second count of the notification's latency).
-    /// When it does not, the end is left to that executor for the lock's
-    /// ttl after it, and written over that fresh read only then (that
-    /// executor died before writing it).
+    /// When it shows that executor's claim instead, the end is left to it
+    /// for the lock's ttl after the end, and written over a fresh read only
+    /// then (that executor died before writing it). Otherwise it is
+    /// written now.
     async fn on_found_ended(&self, ticket: &Ticket) {
         self.writer.refresh().await;
         if self.end_recorded(ticket) {
             return;
         }
         let age = Duration::from_millis(now_ms().saturating_sub(ticket.updated_at));
-        if age < self.end_grace {
+        if self.claim_recorded(ticket) && age < self.end_grace {
             *self.end_left.lock().unwrap_or_else(|e| e.into_inner()) = Some(self.end_grace - age);
             return;
         }

@@ -30,6 +30,7 @@ mod events;
 mod gauges;
 mod halt;
 mod mirror;
+mod notify_wait;
 mod outcome;
 mod report;
 mod request;
