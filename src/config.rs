@@ -124,6 +124,16 @@ pub struct ScanStartsSection {
     /// at most this often per AssetScan. `0s`: at every change.
     #[serde(deserialize_with = "crate::duration::config")]
     pub rescan_min_interval: Duration,
+    /// Replicas heartbeat in Redis every third of this; one whose heartbeat
+    /// lapsed this long ago has left the membership, and the runs it
+    /// preferred move to the others (see the controller's `share` module).
+    /// `0s`: no membership, every replica reconciles every object.
+    #[serde(deserialize_with = "crate::duration::config")]
+    pub membership_ttl: Duration,
+    /// A run due this long that its preferred replica has not started is
+    /// started by any replica: the safety net of the shares.
+    #[serde(deserialize_with = "crate::duration::config")]
+    pub takeover_after: Duration,
 }
 
 impl Default for ScanStartsSection {
@@ -143,6 +153,8 @@ impl Default for ScanStartsSection {
             burst: 20,
             rescan_spread: 0.1,
             rescan_min_interval: Duration::from_secs(30),
+            membership_ttl: Duration::from_secs(10),
+            takeover_after: Duration::from_secs(300),
         }
     }
 }

@@ -40,7 +40,8 @@ fn runs_started(replica: &Running) -> f64 {
         - replica.counter("assetscan_scan_starts_returned_total")
 }
 
-/// Two replicas, every object's run held in progress (the inventory holds
+/// Two replicas without a membership (`membershipTtl: 0s`, as before the
+/// shares, or two versions side by side), every object's run held in progress (the inventory holds
 /// its answers) while both reconcile it: one runs it, the other finds the
 /// lock held (on every status write of the run, progress being written at
 /// each step) or, at the end, the run ended. Each run takes one start of
@@ -49,7 +50,9 @@ fn runs_started(replica: &Running) -> f64 {
 /// `HighRiskFound` Event per high risk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_start_each_run_once_and_write_its_end_once() {
-    let h = Harness::start().await;
+    let mut h = Harness::start().await;
+    // No membership: both replicas reconcile every object.
+    h.config.scan_starts.membership_ttl = Duration::ZERO;
     h.stubs.inventory.faults().hold();
     let [a, b] = h.replicas(["contention-a", "contention-b"]).await;
     let names: Vec<String> = (0..SCANS).map(|i| format!("risky-{i}")).collect();
@@ -141,4 +144,41 @@ async fn a_failed_notify_pass_is_retried_after_its_backoff_whatever_reconciles_i
     let done = h.wait_terminal("alerting", PATIENCE).await;
     assert_eq!(status(&done).phase, Some(Status::Finished));
     assert_eq!(h.stubs.sink.effects(), 1);
+}
+
+const OVERDUE: &str = "assetscan_overdue_oldest_age_seconds{shard=\"0\"}";
+
+/// Replica A, alone, holds eight high risks' runs `NOTIFYING` (the webhook
+/// holds the calls, then refuses them). Replica B joins: the runs that
+/// prefer B now (about half; all eight preferring A has a chance of 1 in
+/// 256) are A's, and B finds their locks held by A, which is live. They
+/// are running, not overdue, on either replica, through the held calls and
+/// the failed passes after them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_notifying_on_a_live_replica_is_not_overdue_on_the_other() {
+    let h = Harness::start().await;
+    h.stubs.sink.faults().hold();
+    let a = h.controller("overdue-a").await;
+    let names: Vec<String> = (0..8).map(|i| format!("alerting-{i}")).collect();
+    for name in &names {
+        h.create(&h.online(scan(name).high_risk())).await;
+    }
+    for name in &names {
+        h.wait_phase(name, Status::Notifying).await;
+    }
+    let b = h.controller("overdue-b").await;
+    let contention = "assetscan_lock_contention_total";
+    until("a run of A's found locked by B", PATIENCE, async || {
+        b.counter(contention) >= 1.0
+    })
+    .await;
+    assert_eq!((a.counter(OVERDUE), b.counter(OVERDUE)), (0.0, 0.0));
+    h.stubs.sink.faults().always(Fault::Status(503));
+    h.stubs.sink.faults().release();
+    let deferred = "assetscan_reconciles_total{result=\"notify_deferred\"}";
+    until("two failed notify passes", PATIENCE, async || {
+        a.counter(deferred) + b.counter(deferred) >= 2.0
+    })
+    .await;
+    assert_eq!((a.counter(OVERDUE), b.counter(OVERDUE)), (0.0, 0.0));
 }

@@ -177,8 +177,9 @@ async fn reconcile_failures(h: &Harness, name: &str) -> Vec<Event> {
 
 /// Two replicas without sharding (both watch every object). Replica A holds
 /// two runs (their online checks wait for the inventory) and is stopped
-/// (SIGSTOP): replica B finds their locks held, and its overdue gauge rises
-/// until the locks expire and it takes the runs over.
+/// (SIGSTOP): replica B finds their locks held; once A's heartbeat lapsed
+/// (`membershipTtl`, 1 s here) its overdue gauge rises, until the locks
+/// expire (6 s) and it takes the runs over.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stopped_replicas_runs_are_overdue_on_the_other_until_taken_over() {
     let h = Harness::start().await;

@@ -27,6 +27,8 @@ const BOUND: ScanStartsSection = ScanStartsSection {
     burst: 5,
     rescan_spread: 0.1,
     rescan_min_interval: Duration::from_secs(30),
+    membership_ttl: Duration::from_secs(1),
+    takeover_after: Duration::from_secs(300),
 };
 
 /// `count` AssetScans `<prefix>-NN`, their assets online in the inventory,

@@ -21,6 +21,7 @@ mod request;
 mod risk;
 pub mod run;
 pub mod shard;
+pub mod share;
 mod target;
 pub mod text;
 pub mod ticket;

@@ -33,6 +33,7 @@ mod conn;
 mod end;
 mod error;
 mod keys;
+mod members;
 mod replica_ack;
 mod scripts;
 mod watchdog;

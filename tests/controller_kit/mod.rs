@@ -533,7 +533,7 @@ pub fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> String {
          lock: {{ttl: {LOCK_TTL_MS}ms}}\n\
          tickets: {{retention: 1h, auditCap: 10000}}\n\
          status: {{progressEvery: 0s}}\n\
-         scanStarts: {{rescanMinInterval: 1s}}\n\
+         scanStarts: {{rescanMinInterval: 1s, membershipTtl: 1s}}\n\
          {steps}{providers}"
     )
 }

@@ -7,6 +7,7 @@ use super::cache::{DELIVERY_WAIT, Latest};
 use super::channels::Refused;
 use super::context::{Context, Error, object_key};
 use super::halt::Halt;
+use super::members::replica_of;
 use super::mirror::StatusMirror;
 use super::notify_wait::backoff_left;
 use super::outcome::settle;
@@ -254,10 +255,10 @@ async fn act<E: Effects + 'static>(
     ctx.redis_ready_after_failure(obj).await?;
     let outcome = run_pipeline(request, ctx, mirror).await?;
     ctx.forget(obj);
-    // Due and not started: another executor holds the lock (for as long as
-    // it lives, and its lock's ttl after).
-    if matches!(outcome, Outcome::Locked { .. }) {
-        ctx.waiting.blocked(obj);
+    // Not started: another executor holds the lock (for as long as it
+    // lives, and its lock's ttl after). Overdue once that one is gone.
+    if let Outcome::Locked { holder, .. } = &outcome {
+        ctx.waiting.held_by(obj, replica_of(holder));
     } else {
         ctx.waiting.cleared(obj);
     }

@@ -7,6 +7,7 @@
 use super::cache::WatchCache;
 use super::channels::ChannelGate;
 use super::gauges::{self, Waiting};
+use super::members::Members;
 use super::starts::StartGate;
 use crate::config::{EventsSection, ReportsSection, ScanStartsSection};
 use crate::kubernetes::channel_access::ChannelPolicy;
@@ -72,6 +73,8 @@ pub struct Context<E> {
     pub(super) starts: StartGate,
     /// The channel policy, and the namespace labels it reads.
     pub(super) channels: ChannelGate,
+    /// The live replicas, as this one last heard of them.
+    pub(super) members: Arc<Members>,
     /// `<instance>#<random>`: lock holder ids are unique to this process, so
     /// a replacement with the same pod name can never re-enter a lock that a
     /// still-running old process holds.
@@ -88,7 +91,19 @@ impl<E> Context<E> {
     ) -> Context<E> {
         let cache = WatchCache::default();
         let waiting = Arc::new(Waiting::default());
-        gauges::install(&metrics, cache.store(), waiting.clone(), settings.shard);
+        let holder_prefix = format!("{}#{:08x}", settings.instance, rand::rng().random::<u32>());
+        let members = Arc::new(Members::new(
+            holder_prefix.clone(),
+            settings.scan_starts.membership_ttl,
+        ));
+        let live = members.clone();
+        gauges::install(
+            &metrics,
+            cache.store(),
+            waiting.clone(),
+            settings.shard,
+            live,
+        );
         let reporter = Reporter {
             controller: "assetscan-operator".into(),
             instance: Some(settings.instance.clone()),
@@ -100,7 +115,8 @@ impl<E> Context<E> {
             client,
             pipeline,
             metrics,
-            holder_prefix: format!("{}#{:08x}", settings.instance, rand::rng().random::<u32>()),
+            holder_prefix,
+            members,
             settings,
             shutdown,
             failures: Mutex::new(HashMap::new()),

@@ -14,15 +14,19 @@
 //! - as its status tells: no run yet (due since its creation), or the next
 //!   scan's time has passed (due since then);
 //! - as this replica found it ([`Waiting`]): its run could not be started
-//!   or continued because another executor holds its lock, or the start
-//!   bound delayed it, since the first time that happened. A replica that
-//!   stopped while holding runs shows here on the replicas that find its
-//!   locks, until one of them takes the runs over after the lock's ttl.
+//!   or continued because the start bound delayed it, or because another
+//!   replica holds its lock and that replica is gone from the live
+//!   membership ([`Members`]), since the first time that happened. A run
+//!   whose lock a live replica holds is running there: not overdue. A
+//!   replica that stopped while holding runs shows here on the replicas
+//!   that find its locks once its heartbeat lapsed, until one of them takes
+//!   the runs over after the lock's ttl.
 //!
 //! A shard none of whose replicas is scraped has no series at all: the
 //! alerts notice that by `assetscan_shards` (see README, "Monitoring").
 
 use super::conditions::ConditionType;
+use super::members::Members;
 use super::request::run_view;
 use crate::kubernetes::crd::AssetScan;
 use crate::telemetry::{Metrics, ScanLabels, ShardLabels, StatusGauges};
@@ -34,21 +38,41 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The objects whose run this replica found due and could not start, and
-/// since when (the first time). An entry goes with the
-/// next reconcile of its object that does not find it so, or with the
-/// object.
+/// Why a due run could not start, and since when (the first time).
+struct Blocked {
+    since: Timestamp,
+    /// The replica (member id) that held the run's lock, when that was why.
+    holder: Option<String>,
+}
+
+/// The objects whose run this replica found due and could not start. An
+/// entry goes with the next reconcile of its object that does not find it
+/// so, or with the object.
 #[derive(Default)]
 pub struct Waiting {
-    since: Mutex<HashMap<ObjectRef<AssetScan>, Timestamp>>,
+    since: Mutex<HashMap<ObjectRef<AssetScan>, Blocked>>,
 }
 
 impl Waiting {
-    /// The run of `obj` is due and could not start now.
+    /// The run of `obj` is due and could not start now (the start bound).
     pub fn blocked(&self, obj: &AssetScan) {
+        self.found(obj, None);
+    }
+
+    /// The run of `obj` could not start: replica `holder` holds its lock.
+    /// Overdue only while that replica is not live.
+    pub fn held_by(&self, obj: &AssetScan, holder: &str) {
+        self.found(obj, Some(holder.to_owned()));
+    }
+
+    fn found(&self, obj: &AssetScan, holder: Option<String>) {
         self.lock()
             .entry(ObjectRef::from_obj(obj))
-            .or_insert_with(Timestamp::now);
+            .and_modify(|blocked| blocked.holder.clone_from(&holder))
+            .or_insert_with(|| Blocked {
+                since: Timestamp::now(),
+                holder,
+            });
     }
 
     /// The run of `obj` started, or is not due.
@@ -56,15 +80,22 @@ impl Waiting {
         self.lock().remove(&ObjectRef::from_obj(obj));
     }
 
-    /// The oldest entry among the objects in `present`; entries of objects
-    /// no longer cached are dropped.
-    fn oldest(&self, present: &HashSet<ObjectRef<AssetScan>>) -> Option<Timestamp> {
+    /// The oldest entry among the objects in `present` that is not held by
+    /// a live replica; entries of objects no longer cached are dropped.
+    fn oldest(
+        &self,
+        present: &HashSet<ObjectRef<AssetScan>>,
+        members: &Members,
+    ) -> Option<Timestamp> {
         let mut since = self.lock();
         since.retain(|key, _| present.contains(key));
-        since.values().min().copied()
+        (since.values())
+            .filter(|b| b.holder.as_deref().is_none_or(|h| !members.is_live(h)))
+            .map(|b| b.since)
+            .min()
     }
 
-    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectRef<AssetScan>, Timestamp>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectRef<AssetScan>, Blocked>> {
         self.since.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -96,7 +127,13 @@ fn earliest(slot: &mut Option<Timestamp>, candidate: Option<Timestamp>) {
 }
 
 /// Sets the gauges from the cache at each scrape.
-pub fn install(metrics: &Metrics, store: Store<AssetScan>, waiting: Arc<Waiting>, shard: Shard) {
+pub fn install(
+    metrics: &Metrics,
+    store: Store<AssetScan>,
+    waiting: Arc<Waiting>,
+    shard: Shard,
+    members: Arc<Members>,
+) {
     metrics.promise.status.computed_by(move |gauges| {
         let now = Timestamp::now();
         let mut summary = Summary::default();
@@ -105,7 +142,10 @@ pub fn install(metrics: &Metrics, store: Store<AssetScan>, waiting: Arc<Waiting>
             summary.add(&obj, now);
             present.insert(ObjectRef::from_obj(&*obj));
         }
-        earliest(&mut summary.overdue_since, waiting.oldest(&present));
+        earliest(
+            &mut summary.overdue_since,
+            waiting.oldest(&present, &members),
+        );
         set(gauges, shard, &summary, now);
     });
 }
@@ -185,7 +225,7 @@ fn unnotified_since(obj: &AssetScan) -> Option<Timestamp> {
 /// tells: its next scan's time, or its creation when it never ran. A run
 /// in progress has started; a run due by a spec change or a rescan request
 /// has no recorded time ([`Waiting`] covers those it could not start).
-fn due_since(obj: &AssetScan, now: Timestamp) -> Option<Timestamp> {
+pub(super) fn due_since(obj: &AssetScan, now: Timestamp) -> Option<Timestamp> {
     if obj.metadata.deletion_timestamp.is_some() {
         return None;
     }

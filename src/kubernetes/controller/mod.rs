@@ -29,12 +29,14 @@ mod context;
 mod events;
 mod gauges;
 mod halt;
+mod members;
 mod mirror;
 mod notify_wait;
 mod outcome;
 mod report;
 mod request;
 mod shard;
+mod share;
 mod spread;
 mod starts;
 mod status;
@@ -89,6 +91,9 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     if let Err(err) = api.list(&ListParams::default().limit(1)).await {
         warn!(error = %err, "cannot list AssetScans: is the CRD installed (assetscan-operator crd | kubectl apply -f -)?");
     }
+    // Who is live before the first reconcile: each replica then prefers
+    // its share from the start.
+    ctx.members.beat(ctx.pipeline.store()).await;
     let owned = watcher::Config::default()
         .any_semantic()
         .labels(&shard::owned_selector(ctx.settings.shard));
@@ -100,6 +105,7 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     let config = controller::Config::default().concurrency(ctx.settings.concurrency);
     let main = Controller::for_stream(objects, ctx.cache().store())
         .with_config(config.clone())
+        .reconcile_all_on(ctx.members.left())
         .graceful_shutdown_on(shutdown_of(&ctx))
         .run(reconcile, error_policy, ctx.clone())
         .for_each(log_failure);
@@ -111,9 +117,9 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     let placing = Controller::for_stream(unplaced_objects, unplaced_store)
         .with_config(config)
         .graceful_shutdown_on(shutdown_of(&ctx))
-        .run(shard::place, error_policy, ctx)
+        .run(shard::place, error_policy, ctx.clone())
         .for_each(log_failure);
-    futures::join!(main, placing);
+    futures::join!(main, placing, ctx.members.keep(&ctx));
 }
 
 fn shutdown_of<E>(ctx: &Context<E>) -> impl Future<Output = ()> + Send + 'static {
@@ -148,6 +154,9 @@ async fn reconcile_object<E: Effects + 'static>(
     if !ctx.settings.shard.owns(shard::Placement::of(&obj).bucket()) {
         // Another replica's bucket (a label changed since the watch sent it).
         return Ok(Action::await_change());
+    }
+    if let Some(later) = share::defer(&obj, ctx) {
+        return Ok(later);
     }
     let api: Api<AssetScan> =
         Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());

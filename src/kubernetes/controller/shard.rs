@@ -18,6 +18,7 @@
 
 use super::context::{Context, Error, object_key};
 use super::halt::InvalidShardLabel;
+use super::share;
 use super::{FIELD_MANAGER, FINALIZER, reconcile};
 use crate::kubernetes::crd::{AssetScan, SHARD_LABEL};
 use crate::pipeline::Effects;
@@ -123,6 +124,7 @@ pub async fn place<E: Effects + 'static>(
         Placement::Unlabelled { .. } if obj.meta().deletion_timestamp.is_some() => {
             reconcile(obj, ctx).await
         }
+        Placement::Unlabelled { .. } if let Some(later) = share::defer(&obj, &ctx) => Ok(later),
         Placement::Unlabelled { bucket } => label(&obj, &ctx, bucket).await,
         Placement::Invalid { value, bucket } => {
             report_invalid(&obj, &ctx, &value, bucket).await;

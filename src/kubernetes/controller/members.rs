@@ -1,0 +1,176 @@
+//! This replica's view of the live replicas ([`TicketStore::heartbeat`]),
+//! kept by a heartbeat every third of `scanStarts.membershipTtl`, and what
+//! it answers: whether a replica is live (a lock's holder, for the overdue
+//! gauge), and which live replica each object prefers (rendezvous hashing,
+//! [`assetscan_domain::share`]).
+//!
+//! This replica is always live to itself; another one is live until its
+//! last heartbeat, as last read, lapses. A ttl of 0 keeps no membership:
+//! every replica reconciles every object, and no other replica is known
+//! to be live. A replica that cannot reach Redis
+//! runs nothing anyway; its view ages out, and with it every other member.
+
+use super::context::Context;
+use crate::pipeline::Effects;
+use crate::store::TicketStore;
+use crate::telemetry::Throttle;
+use assetscan_domain::share::preferred;
+use assetscan_domain::ticket::now_ms;
+use futures::Stream;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tracing::warn;
+
+/// One warning a minute per process for failed heartbeats.
+static HEARTBEAT_WARNINGS: Throttle = Throttle::new(Duration::from_secs(60));
+
+/// The live replicas as this one last heard of them.
+pub struct Members {
+    /// This replica's member id: its lock holder prefix.
+    me: String,
+    /// How long a heartbeat keeps a member live.
+    ttl: Duration,
+    /// The other members and when (ms since the epoch) each one lapses.
+    others: Mutex<Vec<(String, u64)>>,
+    /// Counts the heartbeats that found a member gone.
+    departures: watch::Sender<u64>,
+}
+
+impl Members {
+    pub fn new(me: String, ttl: Duration) -> Members {
+        Members {
+            me,
+            ttl,
+            others: Mutex::new(Vec::new()),
+            departures: watch::Sender::new(0),
+        }
+    }
+
+    /// Fires each time a member is found gone: its objects prefer another
+    /// replica now, which reconciles them (the controller reconciles all its
+    /// objects again; those of the others' shares cost no request).
+    pub fn left(&self) -> impl Stream<Item = ()> + Send + Sync + 'static {
+        let departures = self.departures.subscribe();
+        futures::stream::unfold(departures, |mut departures| async move {
+            departures.changed().await.ok()?;
+            Some(((), departures))
+        })
+    }
+
+    /// Whether there is a membership: a ttl of 0 turns it off.
+    fn kept(&self) -> bool {
+        !self.ttl.is_zero()
+    }
+
+    /// Whether `replica` (a member id: a lock holder's prefix) is live.
+    /// Without a membership only this replica is known to be.
+    pub fn is_live(&self, replica: &str) -> bool {
+        replica == self.me || self.live_others().iter().any(|m| m == replica)
+    }
+
+    /// Whether `key` prefers this replica among the live ones. Without a
+    /// membership, every key does.
+    pub fn prefers_me(&self, key: &str) -> bool {
+        if !self.kept() {
+            return true;
+        }
+        let others = self.live_others();
+        let all = others.iter().map(String::as_str);
+        preferred(all.chain([self.me.as_str()]), key) == Some(self.me.as_str())
+    }
+
+    /// The other members whose heartbeat has not lapsed.
+    fn live_others(&self) -> Vec<String> {
+        let now = now_ms();
+        (self.lock().iter())
+            .filter(|(_, lapses)| *lapses > now)
+            .map(|(member, _)| member.clone())
+            .collect()
+    }
+
+    fn heard(&self, live: Vec<(String, u64)>) {
+        let live: Vec<(String, u64)> = live.into_iter().filter(|(m, _)| *m != self.me).collect();
+        let gone = {
+            let mut others = self.lock();
+            let gone = (others.iter()).any(|(m, _)| !live.iter().any(|(n, _)| n == m));
+            *others = live;
+            gone
+        };
+        if gone {
+            self.departures.send_modify(|n| *n += 1);
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<(String, u64)>> {
+        self.others.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Heartbeats until `ctx` shuts down, then leaves the membership.
+    pub async fn keep<E: Effects>(&self, ctx: &Context<E>) {
+        if !self.kept() {
+            return;
+        }
+        let store = ctx.pipeline.store();
+        let every = (self.ttl / 3).max(Duration::from_millis(100));
+        loop {
+            self.beat(store).await;
+            tokio::select! {
+                () = ctx.shutdown.cancelled() => break,
+                () = tokio::time::sleep(every) => {}
+            }
+        }
+        if let Err(err) = store.leave(&self.me).await {
+            warn!(error = %err, "could not leave the membership; it lapses by itself");
+        }
+    }
+
+    pub async fn beat(&self, store: &TicketStore) {
+        if !self.kept() {
+            return;
+        }
+        match store.heartbeat(&self.me, self.ttl).await {
+            Ok(live) => self.heard(live),
+            Err(err) => {
+                if HEARTBEAT_WARNINGS.admit(Instant::now()).is_some() {
+                    warn!(error = %err, "membership heartbeat failed");
+                }
+            }
+        }
+    }
+}
+
+/// The replica (member id) of a lock holder id, `<instance>#<random>:<object>`.
+pub fn replica_of(holder: &str) -> &str {
+    holder
+        .split_once(':')
+        .map_or(holder, |(replica, _)| replica)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_is_live_until_its_heartbeat_lapses() {
+        let members = Members::new("a#1".into(), Duration::from_secs(3));
+        let now = now_ms();
+        members.heard(vec![
+            ("a#1".into(), now + 3000),
+            ("b#2".into(), now + 3000),
+            ("c#3".into(), now - 1),
+        ]);
+        assert!(members.is_live("a#1"));
+        assert!(members.is_live("b#2"));
+        assert!(!members.is_live("c#3"));
+        assert_eq!(replica_of("b#2:ns/web-01"), "b#2");
+        // Alone, every object prefers this replica.
+        let alone = Members::new("a#1".into(), Duration::from_secs(3));
+        assert!((0..100).all(|i| alone.prefers_me(&format!("ns/{i}"))));
+        // With one other live member, about half do.
+        let mine = (0..1000)
+            .filter(|i| members.prefers_me(&format!("ns/{i}")))
+            .count();
+        assert!((400..=600).contains(&mine), "{mine}");
+    }
+}
