@@ -131,6 +131,8 @@ pub struct StartMetrics {
     pub delayed: Counter,
     /// Starts given back by reconciles that started no run.
     pub returned: Counter,
+    /// Live replicas, as this one last heard of them (itself included).
+    pub members: Gauge,
 }
 
 impl StartMetrics {
@@ -153,6 +155,12 @@ impl StartMetrics {
                 "scan_starts_returned",
                 "Starts given back: the run was locked by, or ended by, another executor",
                 Counter::default(),
+            ),
+            members: registered(
+                r,
+                "members",
+                "Live replicas sharing the objects, as this one last heard (heartbeats in Redis)",
+                Gauge::default(),
             ),
         }
     }

@@ -95,6 +95,7 @@ impl<E> Context<E> {
         let members = Arc::new(Members::new(
             holder_prefix.clone(),
             settings.scan_starts.membership_ttl,
+            metrics.starts.members.clone(),
         ));
         let live = members.clone();
         gauges::install(

@@ -17,6 +17,7 @@ use crate::telemetry::Throttle;
 use assetscan_domain::share::preferred;
 use assetscan_domain::ticket::now_ms;
 use futures::Stream;
+use prometheus_client::metrics::gauge::Gauge;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
@@ -35,13 +36,17 @@ pub struct Members {
     others: Mutex<Vec<(String, u64)>>,
     /// Counts the heartbeats that found a member gone.
     departures: watch::Sender<u64>,
+    /// `assetscan_members`.
+    count: Gauge,
 }
 
 impl Members {
-    pub fn new(me: String, ttl: Duration) -> Members {
+    pub fn new(me: String, ttl: Duration, count: Gauge) -> Members {
+        count.set(1);
         Members {
             me,
             ttl,
+            count,
             others: Mutex::new(Vec::new()),
             departures: watch::Sender::new(0),
         }
@@ -91,6 +96,11 @@ impl Members {
 
     fn heard(&self, live: Vec<(String, u64)>) {
         let live: Vec<(String, u64)> = live.into_iter().filter(|(m, _)| *m != self.me).collect();
+        self.count.set(
+            i64::try_from(live.len())
+                .unwrap_or(i64::MAX)
+                .saturating_add(1),
+        );
         let gone = {
             let mut others = self.lock();
             let gone = (others.iter()).any(|(m, _)| !live.iter().any(|(n, _)| n == m));
@@ -153,7 +163,7 @@ mod tests {
 
     #[test]
     fn a_member_is_live_until_its_heartbeat_lapses() {
-        let members = Members::new("a#1".into(), Duration::from_secs(3));
+        let members = Members::new("a#1".into(), Duration::from_secs(3), Gauge::default());
         let now = now_ms();
         members.heard(vec![
             ("a#1".into(), now + 3000),
@@ -163,9 +173,10 @@ mod tests {
         assert!(members.is_live("a#1"));
         assert!(members.is_live("b#2"));
         assert!(!members.is_live("c#3"));
+        assert_eq!(members.count.get(), 3, "as heard: this one and two others");
         assert_eq!(replica_of("b#2:ns/web-01"), "b#2");
         // Alone, every object prefers this replica.
-        let alone = Members::new("a#1".into(), Duration::from_secs(3));
+        let alone = Members::new("a#1".into(), Duration::from_secs(3), Gauge::default());
         assert!((0..100).all(|i| alone.prefers_me(&format!("ns/{i}"))));
         // With one other live member, about half do.
         let mine = (0..1000)
