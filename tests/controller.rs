@@ -464,7 +464,10 @@ async fn two_controllers_process_every_asset_once_in_effect() {
 /// process let go, under a holder id of its own and a greater token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replacement_with_the_same_instance_name_cannot_enter_the_old_lock() {
-    let h = Harness::start().await;
+    let mut h = Harness::start().await;
+    // No membership: the replacement reconciles the object whichever
+    // replica it prefers; the lock alone keeps the two apart.
+    h.config.scan_starts.membership_ttl = Duration::ZERO;
     let name = "same-name-01";
     // The old process's run stays in the (held) vulnerability query,
     // holding the asset's lock.
@@ -892,7 +895,10 @@ async fn a_mirror_working_from_an_outdated_copy_cannot_mix_into_a_newer_status()
 /// counted apart, no reconcile failure, and the scan finishes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finalizer_race_another_replica_won_is_no_failure() {
-    let h = Harness::start().await;
+    let mut h = Harness::start().await;
+    // No membership: both replicas reconcile the new object (with one, the
+    // replica it does not prefer leaves it alone: tests/shares.rs).
+    h.config.scan_starts.membership_ttl = Duration::ZERO;
     let race = h.online(scan("race-01"));
     let faults = h.emu.faults();
     faults.delay(

@@ -19,7 +19,10 @@ const MEMBERS: &str = "assetscan_members";
 /// or label patch refused, one start per run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_replicas_run_each_object_once_without_contention() {
-    let h = Harness::start().await;
+    let mut h = Harness::start().await;
+    // Heartbeats every 1.7 s, a member gone after 5 s without one: a
+    // heartbeat held up by a loaded machine does not split the membership.
+    h.config.scan_starts.membership_ttl = Duration::from_secs(5);
     let [a, b] = h.replicas(["share-a", "share-b"]).await;
     until("both replicas see each other", PATIENCE, async || {
         a.counter(MEMBERS) == 2.0 && b.counter(MEMBERS) == 2.0

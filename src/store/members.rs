@@ -1,5 +1,7 @@
-//! The operator's live replicas, as heartbeats in Redis: one sorted set,
-//! `<prefix>:members`, each member scored by when its heartbeat lapses.
+//! The operator's live replicas, as heartbeats in Redis: one sorted set
+//! per group of replicas that watch the same objects (a shard),
+//! `<prefix>:members:<group>`, each member scored by when its heartbeat
+//! lapses.
 //! A heartbeat renews the sender, drops the lapsed and reads the rest, in
 //! one round trip.
 //!
@@ -19,14 +21,19 @@ use std::time::Duration;
 pub type Member = (String, u64);
 
 impl TicketStore {
-    fn members_key(&self) -> String {
-        format!("{}:members", self.config.prefix)
+    fn members_key(&self, group: &str) -> String {
+        format!("{}:members:{group}", self.config.prefix)
     }
 
-    /// Says `member` is live for `ttl` more; returns the live members,
-    /// `member` among them. One round trip.
-    pub async fn heartbeat(&self, member: &str, ttl: Duration) -> Result<Vec<Member>, StoreError> {
-        let key = self.members_key();
+    /// Says `member` of `group` is live for `ttl` more; returns the live
+    /// members of `group`, `member` among them. One round trip.
+    pub async fn heartbeat(
+        &self,
+        group: &str,
+        member: &str,
+        ttl: Duration,
+    ) -> Result<Vec<Member>, StoreError> {
+        let key = self.members_key(group);
         let now = now_ms();
         let lapses = now.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
         let (live,): (Vec<(String, f64)>,) = redis::pipe()
@@ -51,9 +58,9 @@ impl TicketStore {
 
     /// Takes `member` out of the membership at once (a graceful stop): its
     /// share moves on without waiting for its heartbeat to lapse.
-    pub async fn leave(&self, member: &str) -> Result<(), StoreError> {
+    pub async fn leave(&self, group: &str, member: &str) -> Result<(), StoreError> {
         redis::cmd("ZREM")
-            .arg(self.members_key())
+            .arg(self.members_key(group))
             .arg(member)
             .query_async::<i64>(&mut self.conn.clone())
             .await

@@ -93,6 +93,7 @@ impl<E> Context<E> {
         let waiting = Arc::new(Waiting::default());
         let holder_prefix = format!("{}#{:08x}", settings.instance, rand::rng().random::<u32>());
         let members = Arc::new(Members::new(
+            settings.shard,
             holder_prefix.clone(),
             settings.scan_starts.membership_ttl,
             metrics.starts.members.clone(),

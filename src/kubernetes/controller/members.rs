@@ -1,4 +1,5 @@
-//! This replica's view of the live replicas ([`TicketStore::heartbeat`]),
+//! This replica's view of the live replicas of its shard
+//! ([`TicketStore::heartbeat`]),
 //! kept by a heartbeat every third of `scanStarts.membershipTtl`, and what
 //! it answers: whether a replica is live (a lock's holder, for the overdue
 //! gauge), and which live replica each object prefers (rendezvous hashing,
@@ -14,6 +15,7 @@ use super::context::Context;
 use crate::pipeline::Effects;
 use crate::store::TicketStore;
 use crate::telemetry::Throttle;
+use assetscan_domain::shard::Shard;
 use assetscan_domain::share::preferred;
 use assetscan_domain::ticket::now_ms;
 use futures::Stream;
@@ -28,6 +30,8 @@ static HEARTBEAT_WARNINGS: Throttle = Throttle::new(Duration::from_secs(60));
 
 /// The live replicas as this one last heard of them.
 pub struct Members {
+    /// The replicas that watch the same objects: this one's shard.
+    group: String,
     /// This replica's member id: its lock holder prefix.
     me: String,
     /// How long a heartbeat keeps a member live.
@@ -41,9 +45,10 @@ pub struct Members {
 }
 
 impl Members {
-    pub fn new(me: String, ttl: Duration, count: Gauge) -> Members {
+    pub fn new(shard: Shard, me: String, ttl: Duration, count: Gauge) -> Members {
         count.set(1);
         Members {
+            group: format!("shard-{}-of-{}", shard.index(), shard.count()),
             me,
             ttl,
             count,
@@ -130,7 +135,7 @@ impl Members {
                 () = tokio::time::sleep(every) => {}
             }
         }
-        if let Err(err) = store.leave(&self.me).await {
+        if let Err(err) = store.leave(&self.group, &self.me).await {
             warn!(error = %err, "could not leave the membership; it lapses by itself");
         }
     }
@@ -139,7 +144,7 @@ impl Members {
         if !self.kept() {
             return;
         }
-        match store.heartbeat(&self.me, self.ttl).await {
+        match store.heartbeat(&self.group, &self.me, self.ttl).await {
             Ok(live) => self.heard(live),
             Err(err) => {
                 if HEARTBEAT_WARNINGS.admit(Instant::now()).is_some() {
@@ -163,7 +168,12 @@ mod tests {
 
     #[test]
     fn a_member_is_live_until_its_heartbeat_lapses() {
-        let members = Members::new("a#1".into(), Duration::from_secs(3), Gauge::default());
+        let members = Members::new(
+            Shard::ALL,
+            "a#1".into(),
+            Duration::from_secs(3),
+            Gauge::default(),
+        );
         let now = now_ms();
         members.heard(vec![
             ("a#1".into(), now + 3000),
@@ -176,7 +186,12 @@ mod tests {
         assert_eq!(members.count.get(), 3, "as heard: this one and two others");
         assert_eq!(replica_of("b#2:ns/web-01"), "b#2");
         // Alone, every object prefers this replica.
-        let alone = Members::new("a#1".into(), Duration::from_secs(3), Gauge::default());
+        let alone = Members::new(
+            Shard::ALL,
+            "a#1".into(),
+            Duration::from_secs(3),
+            Gauge::default(),
+        );
         assert!((0..100).all(|i| alone.prefers_me(&format!("ns/{i}"))));
         // With one other live member, about half do.
         let mine = (0..1000)

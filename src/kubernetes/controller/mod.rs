@@ -116,6 +116,7 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
         cache::unplaced_watch(api, unplaced, ctx.settings.shard);
     let placing = Controller::for_stream(unplaced_objects, unplaced_store)
         .with_config(config)
+        .reconcile_all_on(ctx.members.left())
         .graceful_shutdown_on(shutdown_of(&ctx))
         .run(shard::place, error_policy, ctx.clone())
         .for_each(log_failure);
