@@ -10,7 +10,7 @@
 //! histogram and counter family has the children a busy replica has.
 
 use assetscan_operator::domain::shard::Shard;
-use assetscan_operator::kubernetes::controller::{Waiting, install_status_gauges};
+use assetscan_operator::kubernetes::controller::{Members, Waiting, install_status_gauges};
 use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::telemetry::Metrics;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -42,6 +42,13 @@ fn main() {
         writer.as_reader(),
         Arc::new(Waiting::default()),
         Shard::ALL,
+        // No membership: no lock holder is live but this process.
+        Arc::new(Members::new(
+            Shard::ALL,
+            "metrics-cost".into(),
+            std::time::Duration::ZERO,
+            Default::default(),
+        )),
     );
     busy(&metrics);
     let mut times = Vec::with_capacity(SCRAPES);

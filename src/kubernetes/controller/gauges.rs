@@ -250,6 +250,8 @@ mod tests {
     use super::*;
     use crate::kubernetes::crd::AssetScanStatus;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use prometheus_client::metrics::gauge::Gauge;
+    use std::time::Duration;
 
     fn at(secs: i64) -> Timestamp {
         Timestamp::from_second(secs).unwrap()
@@ -362,24 +364,38 @@ mod tests {
 
     #[test]
     fn a_run_found_locked_waits_until_cleared_or_gone() {
+        let members = Members::new(
+            Shard::ALL,
+            "me#1".into(),
+            Duration::from_secs(3),
+            Gauge::default(),
+        );
         let waiting = Waiting::default();
         let obj = object("a", Some(run_status("NOTIFYING", Some(true))));
+        let here = || HashSet::from([ObjectRef::from_obj(&obj)]);
         waiting.blocked(&obj);
-        let first = waiting.oldest(&HashSet::from([ObjectRef::from_obj(&obj)]));
+        let first = waiting.oldest(&here(), &members);
         assert!(first.is_some());
         waiting.blocked(&obj);
         assert_eq!(
-            waiting.oldest(&HashSet::from([ObjectRef::from_obj(&obj)])),
+            waiting.oldest(&here(), &members),
             first,
             "since the first time"
         );
         waiting.cleared(&obj);
-        assert_eq!(
-            waiting.oldest(&HashSet::from([ObjectRef::from_obj(&obj)])),
-            None
-        );
+        assert_eq!(waiting.oldest(&here(), &members), None);
+        // Held by a replica that is not live (no heartbeat heard): overdue.
+        waiting.held_by(&obj, "gone#2");
+        assert!(waiting.oldest(&here(), &members).is_some());
+        // Held by a live replica (here, this one): running, not overdue.
+        waiting.held_by(&obj, "me#1");
+        assert_eq!(waiting.oldest(&here(), &members), None);
         waiting.blocked(&obj);
-        assert_eq!(waiting.oldest(&HashSet::new()), None, "no longer cached");
+        assert_eq!(
+            waiting.oldest(&HashSet::new(), &members),
+            None,
+            "no longer cached"
+        );
         assert!(waiting.lock().is_empty(), "and forgotten");
     }
 }

@@ -11,8 +11,6 @@
 //! to be live. A replica that cannot reach Redis
 //! runs nothing anyway; its view ages out, and with it every other member.
 
-use super::context::Context;
-use crate::pipeline::Effects;
 use crate::store::TicketStore;
 use crate::telemetry::Throttle;
 use assetscan_domain::shard::Shard;
@@ -23,6 +21,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
 use tracing::warn;
 
 /// One warning a minute per process for failed heartbeats.
@@ -121,17 +120,17 @@ impl Members {
         self.others.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Heartbeats until `ctx` shuts down, then leaves the membership.
-    pub async fn keep<E: Effects>(&self, ctx: &Context<E>) {
+    /// Heartbeats in `store` until `shutdown` fires, then leaves the
+    /// membership.
+    pub async fn keep(&self, store: &TicketStore, shutdown: &CancellationToken) {
         if !self.kept() {
             return;
         }
-        let store = ctx.pipeline.store();
         let every = (self.ttl / 3).max(Duration::from_millis(100));
         loop {
             self.beat(store).await;
             tokio::select! {
-                () = ctx.shutdown.cancelled() => break,
+                () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(every) => {}
             }
         }

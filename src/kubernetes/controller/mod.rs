@@ -47,6 +47,7 @@ pub use cache::DELIVERY_WAIT;
 pub use conditions::ConditionType;
 pub use context::{Context, ControllerSettings, Error};
 pub use gauges::{Waiting, install as install_status_gauges};
+pub use members::Members;
 pub use mirror::StatusMirror;
 pub use request::{owner_id, run_id, run_view};
 pub use spread::rescan_after;
@@ -120,7 +121,11 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
         .graceful_shutdown_on(shutdown_of(&ctx))
         .run(shard::place, error_policy, ctx.clone())
         .for_each(log_failure);
-    futures::join!(main, placing, ctx.members.keep(&ctx));
+    futures::join!(
+        main,
+        placing,
+        ctx.members.keep(ctx.pipeline.store(), &ctx.shutdown)
+    );
 }
 
 fn shutdown_of<E>(ctx: &Context<E>) -> impl Future<Output = ()> + Send + 'static {
