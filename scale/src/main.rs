@@ -59,6 +59,14 @@ struct Args {
     /// Runs started at once per replica (`scanStarts.burst`).
     #[arg(long, default_value_t = 100)]
     starts_burst: u32,
+    /// Replicas per shard, not sharded among themselves (the chart's
+    /// default install: 2 replicas, 1 shard).
+    #[arg(long, default_value_t = 1)]
+    replicas_per_shard: u32,
+    /// `scanStarts.membershipTtl` in ms (0: no membership, every replica
+    /// reconciles every object); the operator's default when not given.
+    #[arg(long)]
+    membership_ttl_ms: Option<u64>,
     /// The operator binary to measure (default: the one built next to this
     /// driver), e.g. an older build for a before/after comparison.
     #[arg(long)]
@@ -101,8 +109,13 @@ async fn run(args: &Args) -> Result<()> {
         starts: ScanStartsSection {
             per_second: args.starts_per_second,
             burst: args.starts_burst,
+            membership_ttl: args.membership_ttl_ms.map_or(
+                ScanStartsSection::default().membership_ttl,
+                Duration::from_millis,
+            ),
             ..ScanStartsSection::default()
         },
+        replicas_per_shard: args.replicas_per_shard,
     };
     let mut reports = Vec::new();
     for &count in &args.counts {

@@ -108,8 +108,8 @@ async fn forward(State(up): State<Upstream>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_owned();
     let query = parts.uri.query().unwrap_or_default().to_owned();
-    up.counts
-        .add(classify(parts.method.as_str(), &path, &query));
+    let key = classify(parts.method.as_str(), &path, &query);
+    up.counts.add(key.clone());
     let url = match parts.uri.path_and_query() {
         Some(pq) => format!("{}{pq}", up.base),
         None => format!("{}{path}", up.base),
@@ -126,6 +126,11 @@ async fn forward(State(up): State<Upstream>, request: Request) -> Response {
     let Ok(answer) = outgoing.send().await else {
         return status(StatusCode::BAD_GATEWAY);
     };
+    // Conflicts and refused preconditions: the cost of replicas that race.
+    if matches!(answer.status().as_u16(), 409 | 422) {
+        up.counts
+            .add(format!("refused {} {key}", answer.status().as_u16()));
+    }
     let mut response = Response::builder().status(answer.status());
     for (name, value) in answer.headers() {
         if !hop_by_hop(name) {

@@ -19,6 +19,8 @@ pub struct Launch<'a> {
     pub redis: &'a str,
     pub namespace: &'a str,
     pub concurrency: u16,
+    /// Replicas per shard: more than one watch the same objects.
+    pub per_shard: u32,
 }
 
 /// Running replicas; dropping them kills them.
@@ -35,9 +37,14 @@ impl Replicas {
             launch.work.join("config.yaml"),
             launch.work.join("operator.kubeconfig"),
         );
-        let processes = (0..shards)
-            .map(|index| {
-                let name = format!("replica-{index}of{shards}-{generation}");
+        let per_shard = launch.per_shard.max(1);
+        let processes = (0..shards * per_shard)
+            .map(|n| {
+                let (index, copy) = (n / per_shard, n % per_shard);
+                let name = match per_shard {
+                    1 => format!("replica-{index}of{shards}-{generation}"),
+                    _ => format!("replica-{index}of{shards}-{generation}-{copy}"),
+                };
                 OperatorCommand::new(
                     launch.operator,
                     &config,

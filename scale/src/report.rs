@@ -127,6 +127,11 @@ impl Report {
             self.elapsed.as_secs_f64(),
             self.scans_per_second()
         );
+        let paced = n / (f64::from(self.bound.replicas) * f64::from(self.bound.starts.per_second));
+        println!(
+            "first round against objects / (replicas × perSecond) = {paced:.1} s: {:.2}×",
+            self.elapsed.as_secs_f64() / paced.max(f64::EPSILON)
+        );
         let total_cpu: f64 = self.costs.iter().map(|c| c.cpu_seconds).sum();
         for c in &self.costs {
             println!(

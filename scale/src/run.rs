@@ -30,6 +30,8 @@ pub struct Settings {
     pub timeout: Duration,
     pub idle: Duration,
     pub starts: ScanStartsSection,
+    /// Replicas per shard (not sharded among themselves).
+    pub replicas_per_shard: u32,
 }
 
 /// How long replicas get to stop after SIGTERM.
@@ -136,6 +138,7 @@ fn launch<'a>(settings: &'a Settings, stack: &'a Stack) -> Launch<'a> {
         redis: stack.redis_url(),
         namespace: &stack.namespace,
         concurrency: settings.concurrency,
+        per_shard: settings.replicas_per_shard,
     }
 }
 
@@ -240,7 +243,7 @@ impl ScanPhase {
             redis_processed: self.redis_processed,
             providers: self.providers,
             bound: StartBound {
-                replicas: shards,
+                replicas: shards * settings.replicas_per_shard,
                 starts: settings.starts.clone(),
             },
             footprint,

@@ -138,10 +138,22 @@ fn config_yaml(stubs: &ProviderStubs, dir: &Path, starts: &ScanStartsSection) ->
         "redis: {{timeout: 2s}}\n\
          lock: {{ttl: 10s}}\n\
          tickets: {{retention: 1h, auditCap: 100000}}\n\
-         scanStarts: {{perSecond: {}, burst: {}}}\n\
+         scanStarts: {{perSecond: {}, burst: {}{}}}\n\
          {providers}",
-        starts.per_second, starts.burst
+        starts.per_second,
+        starts.burst,
+        membership(starts)
     ))
+}
+
+/// `membershipTtl`, when not the default (an older operator binary, for a
+/// before/after comparison, knows no such key).
+fn membership(starts: &ScanStartsSection) -> String {
+    let ttl = starts.membership_ttl;
+    if ttl == ScanStartsSection::default().membership_ttl {
+        return String::new();
+    }
+    format!(", membershipTtl: {}ms", ttl.as_millis())
 }
 
 /// The `index`th AssetScan of a run.
