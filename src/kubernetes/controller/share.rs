@@ -39,6 +39,9 @@ pub(super) fn defer<E>(obj: &AssetScan, ctx: &Context<E>) -> Option<Action> {
     if ctx.members.prefers_me(&object_key(obj)) {
         return None;
     }
+    // What this replica found of the object before it moved to another
+    // replica's share (a delayed start, a lock held) is not its to report.
+    ctx.waiting.cleared(obj);
     let grace = ctx.settings.scan_starts.takeover_after;
     let now = Timestamp::now();
     let due = match obj.metadata.deletion_timestamp.as_ref() {
