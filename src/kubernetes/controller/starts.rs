@@ -20,9 +20,10 @@
 //! namespace's mass creation.
 //!
 //! A start is spent only on a run that starts: a reconcile that took one
-//! and then found the asset's lock held by another executor, or the run
-//! ended by another, gives it back ([`StartGate::give_back`]), and the
-//! next reconcile takes it before the bucket's. A start given back is
+//! and recorded no claim (it found the asset's lock held by another
+//! executor, the run ended by another, its claim refused, Redis failing)
+//! gives it back ([`StartGate::give_back`]), and the next reconcile takes
+//! it before the bucket's. A start given back is
 //! kept one start interval at most: no second sees more than
 //! `burst + perSecond + 1` runs start.
 
