@@ -1,0 +1,103 @@
+//! CRD compatibility with the previous release, without building it: its
+//! CRDs and objects its operator wrote, kept as fixtures
+//! (fixtures/previous-release, see its README), validated by the API
+//! emulator's admission (schema, pruning, CEL rules):
+//! - every object the previous release wrote is valid under this tree's
+//!   CRDs and loses no field there (a field this tree removed must not be
+//!   in use);
+//! - this tree's example manifests are valid under the previous CRDs (a
+//!   new field must not be required there; fields it does not know are
+//!   dropped, which a rollback loses, and listed);
+//! - this tree still serves every CRD the previous release did.
+//!
+//! `make upgrade-test` checks the same both ways on live objects, the
+//! status this tree's operator writes included, and checks the fixtures
+//! against the previous release's commit.
+
+use assetscan_chaos::upgrade::validate::CrdValidator;
+use assetscan_testkit::emulator::{parse_manifests, read_crd_dir};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/previous-release")
+}
+
+fn names(crds: &[Value]) -> Vec<String> {
+    let mut names: Vec<String> = crds
+        .iter()
+        .filter_map(|c| c["metadata"]["name"].as_str().map(str::to_owned))
+        .collect();
+    names.sort();
+    names
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn objects_of_the_previous_release_are_valid_under_this_trees_crds() {
+    let crds = read_crd_dir(&repo().join("crds")).unwrap();
+    let validator = CrdValidator::start("this tree's", crds).await.unwrap();
+    let text = std::fs::read_to_string(fixtures().join("assetscans.json")).unwrap();
+    let objects: Vec<Value> = serde_json::from_str(&text).unwrap();
+    assert!(
+        objects.len() >= 10,
+        "the fixture holds the objects of a run"
+    );
+    for object in &objects {
+        assert!(
+            object["status"]["phase"].is_string(),
+            "written by the operator"
+        );
+        let verdict = validator.check(object).await.unwrap();
+        let name = &object["metadata"]["name"];
+        assert_eq!(
+            verdict.refused, None,
+            "{name} refused under this tree's CRDs"
+        );
+        assert!(
+            verdict.pruned.is_empty(),
+            "{name} loses {:?} under this tree's CRDs: a field still in use was removed",
+            verdict.pruned
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn this_trees_manifests_are_valid_under_the_previous_crds() {
+    let previous = read_crd_dir(&fixtures().join("crds")).unwrap();
+    let validator = CrdValidator::start("the previous release's", previous)
+        .await
+        .unwrap();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(repo().join("examples")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if !(name.starts_with("assetscan-") && name.ends_with(".yaml")) {
+            continue;
+        }
+        for manifest in parse_manifests(&std::fs::read_to_string(&path).unwrap()).unwrap() {
+            let verdict = validator.check(&manifest).await.unwrap();
+            assert_eq!(
+                verdict.refused, None,
+                "{name} refused under the previous CRDs"
+            );
+            if !verdict.pruned.is_empty() {
+                println!("{name}: the previous CRDs drop {:?}", verdict.pruned);
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 3, "the examples were read");
+}
+
+#[test]
+fn this_tree_serves_every_crd_of_the_previous_release() {
+    let previous = names(&read_crd_dir(&fixtures().join("crds")).unwrap());
+    let current = names(&read_crd_dir(&repo().join("crds")).unwrap());
+    for name in &previous {
+        assert!(current.contains(name), "{name} is gone from crds/");
+    }
+}
