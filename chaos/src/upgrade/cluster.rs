@@ -6,10 +6,10 @@
 
 use crate::ChaosError;
 use crate::history::StatusWrite;
-use crate::objects::{API_VERSION, NAMESPACE, PlannedObject};
+use crate::objects::{NAMESPACE, PlannedObject};
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -49,13 +49,7 @@ impl Cluster {
             .await
             .map_err(|e| local("the kubeconfig", e))?;
         let client = Client::try_from(config).map_err(kube("a client"))?;
-        let resource = ApiResource {
-            group: "assetscan.io".into(),
-            version: "v1alpha1".into(),
-            api_version: API_VERSION.into(),
-            kind: "AssetScan".into(),
-            plural: "assetscans".into(),
-        };
+        let resource = crate::objects::resource();
         let scans = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
         Ok(Cluster {
             client,

@@ -23,6 +23,7 @@ mod cluster;
 mod phases;
 pub mod release;
 mod report;
+mod setup;
 pub mod validate;
 
 pub use report::Verdict;

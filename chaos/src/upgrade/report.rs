@@ -3,12 +3,14 @@
 //! releases' CRDs, the Lua scripts and the CRD fixtures compared with the
 //! previous release, and what was found printed.
 
-use super::phases::Upgrade;
 use super::release::{file_at, script_changes};
+use super::setup::Upgrade;
 use super::validate::CrdValidator;
 use crate::ChaosError;
 use crate::check::{Invariant, check};
 use crate::history::{History, ObjectHistory};
+use crate::objects::Kind;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// Where the previous release's CRDs and objects are kept for `make test`.
@@ -30,6 +32,53 @@ impl Verdict {
 }
 
 pub(super) async fn finish(upgrade: Upgrade) -> Result<Verdict, ChaosError> {
+    let (history, ended) = record(upgrade).await?;
+    save(&ended.options.dir.join("history.json"), &history)?;
+    let report = check(&history);
+    summarize(&history, &ended.started, ended.refused);
+    println!("invariants:");
+    let counts = report.by_invariant();
+    for invariant in Invariant::ALL {
+        let n = counts.get(&invariant).copied().unwrap_or(0);
+        let shown = if n == 0 {
+            "ok".to_owned()
+        } else {
+            format!("{n} VIOLATED")
+        };
+        println!("  {:<16} {shown}", format!("{invariant:?}"));
+    }
+    for v in report.violations.iter().take(SHOWN) {
+        println!("    {v}");
+    }
+    let mut violations = report.violations.len() + ended.refused;
+    violations += validate_both(&history, ended.previous_crds, ended.current_crds).await?;
+    violations += compare_previous(&ended.options)?;
+    println!(
+        "\nupgrade test: {} in {:.0} s (history: {})",
+        if violations == 0 {
+            "PASSED".to_owned()
+        } else {
+            format!("FAILED, {violations} violations")
+        },
+        ended.t0.elapsed().as_secs_f64(),
+        ended.options.dir.join("history.json").display()
+    );
+    Ok(Verdict { violations })
+}
+
+/// What the end of the run keeps beside the history.
+struct Ended {
+    options: super::Options,
+    t0: std::time::Instant,
+    previous_crds: Vec<serde_json::Value>,
+    current_crds: Vec<serde_json::Value>,
+    refused: usize,
+    started: Vec<(String, &'static str)>,
+}
+
+/// The objects as stored, then (on a cluster) their deletion, the replicas
+/// stopped, the last audit snapshot: the history the checker reads.
+async fn record(upgrade: Upgrade) -> Result<(History, Ended), ChaosError> {
     let mut objects = Vec::new();
     for planned in &upgrade.created {
         objects.push(ObjectHistory {
@@ -56,10 +105,10 @@ pub(super) async fn finish(upgrade: Upgrade) -> Result<Verdict, ChaosError> {
         current_crds,
         refused,
         started,
-        redis,
         ..
     } = upgrade;
-    let processes = tokio::task::block_in_place(|| replicas.terminate_all(Duration::from_secs(20)));
+    let grace = Duration::from_secs(20);
+    let processes = tokio::task::block_in_place(|| replicas.terminate_all(grace));
     let history = History {
         objects,
         audit: view.snapshot(0).await?,
@@ -69,22 +118,31 @@ pub(super) async fn finish(upgrade: Upgrade) -> Result<Verdict, ChaosError> {
         leftover_keys: view.ticket_keys().await?,
         timing: crate::world::timing(&scale),
     };
-    drop(redis);
-    save(&options.dir.join("history.json"), &history)?;
-    let report = check(&history);
+    let ended = Ended {
+        options,
+        t0,
+        previous_crds,
+        current_crds,
+        refused: refused.len(),
+        started,
+    };
+    Ok((history, ended))
+}
+
+/// The runs, the claims each release's replicas took, the alerts.
+fn summarize(history: &History, started: &[(String, &'static str)], refused: usize) {
     println!(
-        "\nruns: {} AssetScans created, {} refused",
-        history.objects.len(),
-        refused.len()
+        "\nruns: {} AssetScans created, {refused} refused",
+        history.objects.len()
     );
     for (release, label) in [
-        ("previous", "previous release"),
+        ("previous", "the previous release"),
         ("this tree's", "this tree"),
     ] {
-        let instances: Vec<&String> = started
+        let instances: Vec<String> = started
             .iter()
             .filter(|(_, r)| *r == release)
-            .map(|(i, _)| i)
+            .map(|(i, _)| format!("{i}#"))
             .collect();
         let claims = history
             .audit
@@ -92,70 +150,32 @@ pub(super) async fn finish(upgrade: Upgrade) -> Result<Verdict, ChaosError> {
             .filter(|r| r.op() == "acquire" && r.accepted())
             .filter(|r| {
                 r.get("holder")
-                    .is_some_and(|h| instances.iter().any(|i| h.starts_with(&format!("{i}#"))))
+                    .is_some_and(|h| instances.iter().any(|i| h.starts_with(i)))
             })
             .count();
         println!(
-            "  claims by the {label}'s replicas ({} started): {claims}",
+            "  claims by {label}'s replicas ({} started): {claims}",
             instances.len()
         );
     }
-    let phases = history
-        .objects
-        .iter()
-        .fold(std::collections::BTreeMap::new(), |mut counts, o| {
-            let phase = o
-                .last
-                .as_ref()
-                .and_then(|l| l["status"]["phase"].as_str())
-                .unwrap_or("none");
-            *counts.entry(phase.to_owned()).or_insert(0) += 1;
-            counts
-        });
+    let mut phases = BTreeMap::new();
+    for object in &history.objects {
+        let last = object.last.as_ref();
+        let phase = last
+            .and_then(|l| l["status"]["phase"].as_str())
+            .unwrap_or("none");
+        *phases.entry(phase.to_owned()).or_insert(0) += 1;
+    }
     println!("  phases at the end: {phases:?}");
-    let alerts = history.deliveries.len();
     let high_risks = history
         .objects
         .iter()
-        .filter(|o| {
-            !o.channels().is_empty() && matches!(o.kind, crate::objects::Kind::HighRisk { .. })
-        })
+        .filter(|o| matches!(o.kind, Kind::HighRisk { .. }))
         .count();
     println!(
-        "alerts: {alerts} deliveries for {high_risks} high-risk AssetScans; stale writes rejected: {}",
-        report.stale_writes_rejected
+        "alerts: {} deliveries for {high_risks} high-risk AssetScans",
+        history.deliveries.len()
     );
-    println!("invariants:");
-    let counts = report.by_invariant();
-    for invariant in Invariant::ALL {
-        let n = counts.get(&invariant).copied().unwrap_or(0);
-        println!(
-            "  {:<16} {}",
-            format!("{invariant:?}"),
-            if n == 0 {
-                "ok".to_owned()
-            } else {
-                format!("{n} VIOLATED")
-            }
-        );
-    }
-    for v in report.violations.iter().take(SHOWN) {
-        println!("    {v}");
-    }
-    let mut violations = report.violations.len() + refused.len();
-    violations += validate_both(&history, previous_crds, current_crds).await?;
-    violations += compare_previous(&options)?;
-    println!(
-        "\nupgrade test: {} in {:.0} s (history: {})",
-        if violations == 0 {
-            "PASSED".to_owned()
-        } else {
-            format!("FAILED, {violations} violations")
-        },
-        t0.elapsed().as_secs_f64(),
-        options.dir.join("history.json").display()
-    );
-    Ok(Verdict { violations })
 }
 
 fn save(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), ChaosError> {

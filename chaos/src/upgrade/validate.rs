@@ -9,7 +9,7 @@
 use crate::ChaosError;
 use crate::objects::{API_VERSION, NAMESPACE};
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
-use kube::api::{Api, ApiResource, DynamicObject, PostParams};
+use kube::api::{Api, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -38,13 +38,7 @@ impl CrdValidator {
             ..EmulatorOptions::default()
         })
         .await?;
-        let resource = ApiResource {
-            group: "assetscan.io".into(),
-            version: "v1alpha1".into(),
-            api_version: API_VERSION.into(),
-            kind: "AssetScan".into(),
-            plural: "assetscans".into(),
-        };
+        let resource = crate::objects::resource();
         Ok(CrdValidator {
             name: name.to_owned(),
             api: Api::namespaced_with(emu.client()?, NAMESPACE, &resource),
