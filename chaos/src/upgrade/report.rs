@@ -36,6 +36,10 @@ pub(super) async fn finish(upgrade: Upgrade) -> Result<Verdict, ChaosError> {
     save(&ended.options.dir.join("history.json"), &history)?;
     let report = check(&history);
     summarize(&history, &ended.started, ended.refused);
+    println!(
+        "stale writes refused by Redis: {}; raw duplicate deliveries: {:?}",
+        report.stale_writes_rejected, report.duplicates
+    );
     println!("invariants:");
     let counts = report.by_invariant();
     for invariant in Invariant::ALL {
@@ -173,7 +177,7 @@ fn summarize(history: &History, started: &[(String, &'static str)], refused: usi
         .filter(|o| matches!(o.kind, Kind::HighRisk { .. }))
         .count();
     println!(
-        "alerts: {} deliveries for {high_risks} high-risk AssetScans",
+        "alerts: {} deliveries (webhook and WeCom) for {high_risks} high-risk AssetScans",
         history.deliveries.len()
     );
 }
