@@ -10,7 +10,7 @@ use crate::objects::{NAMESPACE, PlannedObject};
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -123,7 +123,8 @@ impl Cluster {
     /// CRD is served).
     pub fn record(&mut self) {
         let recorded = self.recorded.clone();
-        let stream = watcher(self.scans.clone(), watcher::Config::default());
+        // Errors are retried with the watcher's backoff; they end no recording.
+        let stream = watcher(self.scans.clone(), watcher::Config::default()).default_backoff();
         self.watch.abort();
         self.watch = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
