@@ -166,6 +166,16 @@ impl Cluster {
         })
     }
 
+    /// The names of the AssetScans already in the namespace.
+    pub async fn existing(&self) -> Result<Vec<String>, ChaosError> {
+        let list = self
+            .scans
+            .list(&Default::default())
+            .await
+            .map_err(kube("list AssetScans"))?;
+        Ok(list.items.iter().map(|o| o.name_any()).collect())
+    }
+
     /// The object as stored now.
     pub async fn get(&self, name: &str) -> Result<Option<Value>, ChaosError> {
         let found = self

@@ -6,7 +6,7 @@ use super::setup::{CLAIM_WAIT, CREATE_EVERY, REPLICAS, SETTLE, Upgrade, io, kind
 use crate::ChaosError;
 use crate::audit::PREFIX;
 use crate::history::is_settled;
-use crate::objects::PlannedObject;
+use crate::objects::{NAMESPACE, PlannedObject};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -64,6 +64,17 @@ impl Upgrade {
             self.options.objects
         ));
         self.cluster.apply_crds(&self.previous_crds).await?;
+        let existing = self.cluster.existing().await?;
+        if !existing.is_empty() {
+            return Err(ChaosError::Io {
+                context: format!(
+                    "namespace {NAMESPACE} already holds {} AssetScans (e.g. {}): the run needs it empty",
+                    existing.len(),
+                    existing[0]
+                ),
+                source: std::io::Error::other("not empty"),
+            });
+        }
         self.cluster.record();
         for slot in 0..REPLICAS {
             self.start_replica(slot, "previous")?;

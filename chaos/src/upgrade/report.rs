@@ -97,6 +97,10 @@ async fn record(upgrade: Upgrade) -> Result<(History, Ended), ChaosError> {
     if upgrade.options.kubeconfig.is_some() {
         let names: Vec<String> = upgrade.created.iter().map(|o| o.name.clone()).collect();
         upgrade.cluster.delete_all(&names).await?;
+        upgrade.say(format!(
+            "{} AssetScans deleted from the cluster",
+            names.len()
+        ));
     }
     let Upgrade {
         options,
