@@ -101,3 +101,19 @@ fn this_tree_serves_every_crd_of_the_previous_release() {
         assert!(current.contains(name), "{name} is gone from crds/");
     }
 }
+
+/// The newest release whose commit CHANGELOG.md names is the previous
+/// release `make upgrade-test` builds (a release's own commit cannot name
+/// itself: until the next commit does, the one before stays the previous
+/// release), and the fixtures must come from it.
+#[test]
+fn the_fixtures_are_those_of_the_release_the_changelog_names() {
+    let changelog = std::fs::read_to_string(repo().join("CHANGELOG.md")).unwrap();
+    let commit = assetscan_chaos::upgrade::release::release_commit(&changelog)
+        .expect("CHANGELOG.md names the latest release's commit (`Commit: <40 hex>`)");
+    let provenance = std::fs::read_to_string(fixtures().join("README.md")).unwrap();
+    assert!(
+        provenance.contains(commit),
+        "the fixtures come from {commit}: refresh them (docs/upgrading.md, 'Cutting a release')"
+    );
+}
