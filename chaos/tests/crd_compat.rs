@@ -117,3 +117,35 @@ fn the_fixtures_are_those_of_the_release_the_changelog_names() {
         "the fixtures come from {commit}: refresh them (docs/upgrading.md, 'Cutting a release')"
     );
 }
+
+/// The schema changes since the previous release: no field becomes
+/// required (an object the previous release accepted would be refused),
+/// and every field added or removed is named in CHANGELOG.md's Unreleased
+/// section.
+#[test]
+fn no_field_becomes_required_and_every_schema_change_is_in_the_changelog() {
+    let previous = read_crd_dir(&fixtures().join("crds")).unwrap();
+    let current = read_crd_dir(&repo().join("crds")).unwrap();
+    let changes = assetscan_chaos::upgrade::release::schema_changes(&previous, &current);
+    assert!(
+        changes.newly_required.is_empty(),
+        "required now, not in the previous release: {:?}",
+        changes.newly_required
+    );
+    let changelog = std::fs::read_to_string(repo().join("CHANGELOG.md")).unwrap();
+    let unreleased = changelog
+        .split("\n## [")
+        .find(|section| section.starts_with("Unreleased"))
+        .unwrap();
+    for path in changes.added.iter().chain(&changes.removed) {
+        let field = path
+            .rsplit(['.', ':'])
+            .next()
+            .unwrap()
+            .trim_end_matches("[]");
+        assert!(
+            unreleased.contains(field),
+            "{path} changed since the previous release: CHANGELOG.md's Unreleased section must name `{field}`"
+        );
+    }
+}

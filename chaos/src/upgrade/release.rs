@@ -3,6 +3,7 @@
 //! with this tree's, and its CRDs compared with the copy kept as test
 //! fixtures. Nothing here needs a git tag.
 
+use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::Command;
@@ -72,6 +73,67 @@ pub fn file_at(repo: &Path, commit: &str, path: &str) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// How the schemas of two CRD sets differ, as paths
+/// (`<crd>/<version>:spec.policy.cvssThreshold`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SchemaChanges {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Required in the newer set, not in the older one.
+    pub newly_required: Vec<String>,
+}
+
+/// Every property path of a CRD set's schemas, and which are required.
+fn properties(crds: &[Value]) -> (BTreeSet<String>, BTreeSet<String>) {
+    fn walk(
+        path: &str,
+        schema: &Value,
+        all: &mut BTreeSet<String>,
+        required: &mut BTreeSet<String>,
+    ) {
+        if !schema.is_object() {
+            return;
+        }
+        for name in schema["required"].as_array().into_iter().flatten() {
+            if let Some(name) = name.as_str() {
+                required.insert(format!("{path}.{name}"));
+            }
+        }
+        for (name, child) in schema["properties"].as_object().into_iter().flatten() {
+            let here = format!("{path}.{name}");
+            all.insert(here.clone());
+            walk(&here, child, all, required);
+        }
+        walk(&format!("{path}[]"), &schema["items"], all, required);
+    }
+    let (mut all, mut required) = (BTreeSet::new(), BTreeSet::new());
+    for crd in crds {
+        let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+        for version in crd["spec"]["versions"].as_array().into_iter().flatten() {
+            let root = format!("{name}/{}:", version["name"].as_str().unwrap_or_default());
+            walk(
+                &root,
+                &version["schema"]["openAPIV3Schema"],
+                &mut all,
+                &mut required,
+            );
+        }
+    }
+    (all, required)
+}
+
+/// What changed from `previous` to `current`.
+pub fn schema_changes(previous: &[Value], current: &[Value]) -> SchemaChanges {
+    let (old, old_required) = properties(previous);
+    let (new, new_required) = properties(current);
+    let clean = |set: Vec<&String>| set.into_iter().map(|p| p.replacen(":.", ":", 1)).collect();
+    SchemaChanges {
+        added: clean(new.difference(&old).collect()),
+        removed: clean(old.difference(&new).collect()),
+        newly_required: clean(new_required.difference(&old_required).collect()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -104,5 +166,22 @@ mod tests {
         assert_eq!(changes.changed, vec!["same.lua"]);
         assert_eq!(changes.added, vec!["new.lua"]);
         assert!(changes.removed.is_empty());
+    }
+
+    #[test]
+    fn schema_changes_name_added_removed_and_required_fields() {
+        let crd = |spec: Value| {
+            serde_json::json!({"metadata": {"name": "a.x"}, "spec": {"versions": [{"name": "v1",
+                "schema": {"openAPIV3Schema": {"properties": {"spec": spec}}}}]}})
+        };
+        let old = crd(
+            serde_json::json!({"properties": {"a": {}, "b": {"items": {"properties": {"c": {}}}}}}),
+        );
+        let new =
+            crd(serde_json::json!({"required": ["d"], "properties": {"a": {}, "b": {}, "d": {}}}));
+        let changes = schema_changes(&[old], &[new]);
+        assert_eq!(changes.added, vec!["a.x/v1:spec.d"]);
+        assert_eq!(changes.removed, vec!["a.x/v1:spec.b[].c"]);
+        assert_eq!(changes.newly_required, vec!["a.x/v1:spec.d"]);
     }
 }

@@ -3,7 +3,7 @@
 //! releases' CRDs, the Lua scripts and the CRD fixtures compared with the
 //! previous release, and what was found printed.
 
-use super::release::{file_at, script_changes};
+use super::release::{file_at, schema_changes, script_changes};
 use super::setup::Upgrade;
 use super::validate::CrdValidator;
 use crate::ChaosError;
@@ -55,6 +55,12 @@ pub(super) async fn finish(upgrade: Upgrade) -> Result<Verdict, ChaosError> {
         println!("    {v}");
     }
     let mut violations = report.violations.len() + ended.refused;
+    let changes = schema_changes(&ended.previous_crds, &ended.current_crds);
+    println!(
+        "crd schema since the previous release: added {:?}, removed {:?}, newly required {:?}",
+        changes.added, changes.removed, changes.newly_required
+    );
+    violations += changes.newly_required.len();
     violations += validate_both(&history, ended.previous_crds, ended.current_crds).await?;
     violations += compare_previous(&ended.options)?;
     println!(
