@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Two cores: two test threads keep timing-sensitive tests honest.
 TEST_THREADS ?= 2
 
-.PHONY: test demo deps fmt lint crds model bench scale chaos policy sbom image pin-images e2e conformance
+.PHONY: test demo deps fmt lint crds model bench scale chaos policy sbom image pin-images e2e conformance upgrade-test
 
 # What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool;
 # and under target/tools, cargo-deny and the SBOM validator.
@@ -125,6 +125,16 @@ chaos:
 	@./scripts/ensure-deps.sh
 	$(CARGO) build -p assetscan-chaos --bins
 	$(CARGO) run --quiet -p assetscan-chaos --bin assetscan-chaos
+
+# A rolling upgrade from the previous release (the commit CHANGELOG.md's
+# latest release names, built from a git worktree under target/upgrade/)
+# to this tree, and a rollback, with scans and alerts in flight, checked by
+# the chaos invariants and both releases' CRDs (docs/upgrading.md). Not part
+# of `make test`: it builds a second tree. UPGRADE_ARGS: `--kubeconfig PATH`
+# for a real cluster, `--inject different-lock|required-field` to see it fail.
+upgrade-test:
+	@./scripts/ensure-deps.sh
+	@./scripts/upgrade-test.sh
 
 # What /metrics costs at 10 000 AssetScans in a replica's watch cache: one
 # scrape's time (the status-derived gauges computed, everything encoded)
