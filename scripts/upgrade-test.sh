@@ -7,6 +7,11 @@
 # CARGO_TARGET_DIR, so that both share every registry dependency. Cargo
 # puts both trees' binaries at the same path (target/debug/…): the previous
 # release's is copied out right after its build, before this tree's.
+# Cargo also names a workspace crate's artifacts by its path relative to
+# its workspace, the same in both trees: left alone, each tree would take
+# the other's `assetscan-domain` for fresh. The previous release's members
+# are therefore built with a profile override of their own (one codegen
+# unit fewer), which gives them artifacts and fingerprints apart.
 #
 # UPGRADE_ARGS passes flags to the harness (`--kubeconfig PATH`,
 # `--inject different-lock|required-field`, `--objects N`).
@@ -33,7 +38,13 @@ if [ ! -e "$tree/Cargo.toml" ]; then
 fi
 bin=$root/target/upgrade/bin/$commit
 echo "upgrade-test: building the previous release ($commit) in $tree"
-(cd "$tree" && $cargo build --locked --bin assetscan-operator)
+members=$(cd "$tree" && $cargo metadata --no-deps --locked --format-version 1 |
+  python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["packages"]))')
+apart=()
+for member in $members; do
+  apart+=(--config "profile.dev.package.$member.codegen-units=255")
+done
+(cd "$tree" && $cargo build --locked "${apart[@]}" --bin assetscan-operator)
 mkdir -p "$bin"
 cp "$CARGO_TARGET_DIR/debug/assetscan-operator" "$bin/assetscan-operator"
 echo "upgrade-test: building this tree"
