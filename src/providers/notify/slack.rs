@@ -12,6 +12,7 @@
 
 use super::error::{NotifyError, SlackError};
 use super::message::{finding_line, headline, known_exploited, ticket_line, top_findings};
+use super::untrusted::slack as escape;
 use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, SecretUrl};
@@ -94,18 +95,11 @@ fn message(n: &Notification) -> Value {
     }
     blocks.push(json!({"type": "context", "elements": [{"type": "mrkdwn", "text": escape(&ticket_line(n))}]}));
     json!({
-        "text": format!("{} ({})", headline(n), ticket_line(n)),
+        "text": escape(&format!("{} ({})", headline(n), ticket_line(n))),
         "blocks": blocks,
     })
 }
 
 fn section(text: &str) -> Value {
     json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate_chars(text, SECTION_CHARS)}})
-}
-
-/// Slack's mrkdwn reserves `&`, `<` and `>`.
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
