@@ -106,3 +106,21 @@ impl WebhookNotifier {
         Ok(format!("HTTP {}", reply.status.as_u16()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_signature_is_an_opt_in_key_of_the_channel() {
+        let parse = |yaml: &str| crate::yaml::from_str::<WebhookConfig>(yaml);
+        let config = parse("{urlFrom: {env: U}, secretFrom: {env: S}, timeout: 2s}").unwrap();
+        assert!(!config.legacy_signature);
+        let config =
+            parse("{urlFrom: {env: U}, secretFrom: {env: S}, legacySignature: true}").unwrap();
+        assert!(config.legacy_signature);
+        assert!(
+            parse("{urlFrom: {env: U}, secretFrom: {env: S}, legacySignatures: true}").is_err()
+        );
+    }
+}
