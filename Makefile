@@ -5,14 +5,16 @@ TEST_THREADS ?= 2
 
 .PHONY: test demo deps fmt lint crds model bench scale chaos policy sbom image pin-images e2e conformance upgrade-test
 
-# What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool;
-# and under target/tools, cargo-deny and the SBOM validator.
+# What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool,
+# faketime; and under target/tools, cargo-deny, the SBOM validator and the
+# Standard Webhooks library for the webhook receiver's test.
 deps:
 	@./scripts/ensure-deps.sh
 	@./scripts/ensure-helm.sh
 	@./scripts/ensure-lua.sh
 	@./scripts/ensure-promtool.sh
 	@./scripts/ensure-supply-tools.sh
+	@./scripts/ensure-webhook-receiver.sh
 
 test: deps
 	python3 scripts/source-shape.py

@@ -3,6 +3,11 @@
 //! process serves, also while it waits for Redis at start), `/readyz`
 //! (the controller has started and Redis answers), for Prometheus and the
 //! kubelet's probes.
+//!
+//! `/readyz` sends nothing to Redis: it answers from the outcome of the
+//! replica's latest command ([`crate::store::RedisHealth`]). A replica with
+//! no traffic for [`IDLE_CHECK`] sends one PING of its own, so the answer is
+//! never older than that, however often the probes come.
 
 use crate::store::TicketStore;
 use crate::telemetry::Metrics;
@@ -13,7 +18,12 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+
+/// How long the replica may go without a Redis command before readiness
+/// checks with a PING of its own.
+pub const IDLE_CHECK: Duration = Duration::from_secs(2);
 
 #[derive(Clone)]
 struct Probe {
@@ -33,7 +43,11 @@ pub async fn serve(
         .route("/metrics", get(metrics_text))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
-        .with_state(Probe { metrics, store });
+        .with_state(Probe {
+            metrics,
+            store: store.clone(),
+        });
+    tokio::spawn(check_when_idle(store, shutdown.clone()));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
@@ -63,15 +77,34 @@ async fn ready(State(probe): State<Probe>) -> impl IntoResponse {
             "starting: waiting for redis".to_owned(),
         );
     };
-    // After an outage the first command on the old connection fails and
-    // starts the reconnect; the second one uses the new connection. Without
-    // it, readiness would lag a whole probe period behind Redis.
-    let mut result = store.ping().await;
-    if result.as_ref().is_err_and(|e| e.is_unavailable()) {
-        result = store.ping().await;
-    }
-    match result {
+    match store.redis_health().latest() {
         Ok(()) => (StatusCode::OK, "ok".to_owned()),
-        Err(err) => (StatusCode::SERVICE_UNAVAILABLE, err.to_string()),
+        Err(err) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("redis unavailable: {err}"),
+        ),
+    }
+}
+
+/// Until `shutdown`: whenever the store has been idle for [`IDLE_CHECK`],
+/// a PING, whose outcome readiness then answers from.
+async fn check_when_idle(store: Arc<OnceLock<TicketStore>>, shutdown: CancellationToken) {
+    let mut ticks = tokio::time::interval(IDLE_CHECK / 2);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = ticks.tick() => {}
+        }
+        let Some(store) = store.get() else { continue };
+        if store.redis_health().age() < IDLE_CHECK {
+            continue;
+        }
+        // After an outage the first command on the old connection fails and
+        // starts the reconnect; the second one uses the new connection.
+        // Without it, readiness would lag a whole period behind Redis.
+        if store.ping().await.is_err_and(|e| e.is_unavailable()) {
+            let _ = store.ping().await;
+        }
     }
 }

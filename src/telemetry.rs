@@ -13,6 +13,9 @@ use tracing_subscriber::EnvFilter;
 
 use crate::store::WatchdogStats;
 
+mod security;
+pub use security::{SafeguardLabels, SecurityMetrics};
+
 /// Log format on stderr.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -120,6 +123,7 @@ pub struct Metrics {
     pub watchdog_losses: Gauge,
     pub locks_held: Gauge,
     pub promise: PromiseMetrics,
+    pub security: SecurityMetrics,
 }
 
 /// The per-replica start bound at work.
@@ -266,6 +270,7 @@ impl Metrics {
                 Gauge::default(),
             ),
             promise: PromiseMetrics::register(r),
+            security: SecurityMetrics::register(r),
             registry,
         }
     }

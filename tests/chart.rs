@@ -37,9 +37,50 @@ fn chart() -> PathBuf {
     root().join("charts").join("assetscan-operator")
 }
 
+/// The default Redis has no password: the chart refuses it unless told
+/// (`redis_without_a_password_is_refused_unless_allowed`). The tests of
+/// everything else allow it.
+const ALLOW_NO_REDIS_PASSWORD: [&str; 2] = ["--set", "redis.allowUnauthenticated=true"];
+
 /// Renders the chart; `extra` are helm flags (`--set k=v`, ...).
 fn try_render(extra: &[&str]) -> Result<Vec<Value>, String> {
-    tools::template(RELEASE, &chart(), NAMESPACE, extra)
+    let flags = [&ALLOW_NO_REDIS_PASSWORD[..], extra].concat();
+    tools::template(RELEASE, &chart(), NAMESPACE, &flags)
+}
+
+#[test]
+fn redis_without_a_password_is_refused_unless_allowed() {
+    let plain = |extra: &[&str]| tools::template(RELEASE, &chart(), NAMESPACE, extra);
+    for extra in [
+        &[][..],
+        &["--set", "redis.url=redis://app@redis:6379"][..],
+        &["--set", "redis.allowUnauthenticated=false"][..],
+    ] {
+        let refusal = plain(extra)
+            .err()
+            .unwrap_or_else(|| panic!("{extra:?}: rendered without a Redis password"));
+        assert!(
+            refusal.contains("Redis without a password")
+                && refusal.contains("redis.allowUnauthenticated"),
+            "{extra:?}: {refusal}"
+        );
+    }
+    for allowed in [
+        &["--set", "redis.allowUnauthenticated=true"][..],
+        &["--set", "redis.password.existingSecret=redis-password"][..],
+        &["--set", "redis.existingSecret=redis-url"][..],
+        &["--set", "redis.url=redis://app:s3cret@redis:6379"][..],
+        &[
+            "--set",
+            "redis.url=",
+            "--set",
+            "config.redis.url=rediss://:pw@redis:6380",
+        ][..],
+    ] {
+        if let Err(e) = plain(allowed) {
+            panic!("{allowed:?} has a password or allows none: {e}");
+        }
+    }
 }
 
 fn render(extra: &[&str]) -> Rendered {
@@ -258,7 +299,8 @@ fn chart_follows_the_crate_and_its_kubernetes_requirement() {
 fn chart_passes_helm_lint_strict() {
     let chart = chart();
     let chart = chart.to_str().unwrap();
-    if let Err(e) = run_helm(&["lint", "--strict", chart]) {
+    let allow = ALLOW_NO_REDIS_PASSWORD;
+    if let Err(e) = run_helm(&[&["lint", "--strict", chart][..], &allow].concat()) {
         panic!("helm lint --strict failed:\n{e}");
     }
     // The value files of ci/ (as chart-testing uses them).
@@ -283,6 +325,7 @@ fn chart_passes_helm_lint_strict() {
         &["--set", "metrics.serviceMonitor.enabled=true"][..],
     ] {
         let mut args = vec!["lint", "--strict", chart];
+        args.extend_from_slice(&allow);
         args.extend_from_slice(combo);
         if let Err(e) = run_helm(&args) {
             panic!("helm lint --strict {combo:?} failed:\n{e}");
@@ -1027,6 +1070,7 @@ fn notes_show_a_valid_assetscan_and_how_to_watch_it() {
             NAMESPACE,
             "--dry-run=client",
         ];
+        args.extend_from_slice(&ALLOW_NO_REDIS_PASSWORD);
         args.extend_from_slice(extra);
         let out = run_helm(&args)
             .unwrap_or_else(|e| panic!("helm install --dry-run=client failed:\n{e}"));

@@ -97,6 +97,25 @@ impl Common {
         Ok((config, target))
     }
 
+    /// Whether Redis is reached without a password or without TLS: a
+    /// warning, and `assetscan_redis_insecure`.
+    fn report_redis_exposure(&self, metrics: &Metrics) -> Result<(), String> {
+        let (_, target) = self.load()?;
+        let exposure = target.exposure(&self.security()?);
+        metrics
+            .security
+            .set_redis(exposure.authenticated, exposure.encrypted);
+        if !exposure.authenticated || !exposure.encrypted {
+            warn!(
+                redis = %target.redacted(),
+                authenticated = exposure.authenticated,
+                tls = exposure.encrypted,
+                "Redis is reached without authentication or without TLS: whoever can reach it can hold every asset's lock and forge notifications (README, Redis in production)"
+            );
+        }
+        Ok(())
+    }
+
     /// The Redis credentials and TLS files of the flags.
     fn security(&self) -> Result<RedisSecurity, String> {
         let tls = RedisSecurity::tls_files(
@@ -330,6 +349,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
         ready_store.clone(),
         shutdown.clone(),
     ));
+    args.common.report_redis_exposure(&metrics)?;
     let Some((config, store)) = args.common.store_when_reachable(&shutdown).await? else {
         return Ok(());
     };

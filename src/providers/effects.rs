@@ -61,13 +61,18 @@ impl Effects for Providers {
     }
 }
 
+/// The step's error as the ticket (and so the status a tenant reads) keeps
+/// it: `summary`, the error's class and code without the provider's answer.
+/// The whole error, excerpt included, goes to the operator's log.
 fn step_error(
     error: &dyn std::error::Error,
+    summary: String,
     retryable: bool,
     retry_after: Option<Duration>,
 ) -> StepError {
+    tracing::warn!(error = %error, "provider call failed");
     StepError {
-        message: error.to_string(),
+        message: summary,
         retryable,
         retry_after,
     }
@@ -75,7 +80,7 @@ fn step_error(
 
 impl From<OnlineError> for StepError {
     fn from(e: OnlineError) -> StepError {
-        step_error(&e, e.is_retryable(), None)
+        step_error(&e, e.summary(), e.is_retryable(), None)
     }
 }
 
@@ -85,18 +90,18 @@ impl From<VulnError> for StepError {
             VulnError::Http(http) => http.retry_after(),
             _ => None,
         };
-        step_error(&e, e.is_retryable(), retry_after)
+        step_error(&e, e.summary(), e.is_retryable(), retry_after)
     }
 }
 
 impl From<IntelError> for StepError {
     fn from(e: IntelError) -> StepError {
-        step_error(&e, e.is_retryable(), None)
+        step_error(&e, e.summary(), e.is_retryable(), None)
     }
 }
 
 impl From<NotifyError> for StepError {
     fn from(e: NotifyError) -> StepError {
-        step_error(&e, e.is_retryable(), e.retry_after())
+        step_error(&e, e.summary(), e.is_retryable(), e.retry_after())
     }
 }

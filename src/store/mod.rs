@@ -41,7 +41,8 @@ mod write;
 pub use audit::AuditEntry;
 pub use claim::{Acquired, Claim};
 pub use conn::{
-    Credentials, RedisConn, RedisSecurity, RedisTarget, SentinelTarget, TlsCertificates,
+    Credentials, RedisConn, RedisExposure, RedisHealth, RedisSecurity, RedisTarget, SentinelTarget,
+    TlsCertificates,
 };
 pub use error::StoreError;
 pub use keys::AssetKeys;
@@ -131,6 +132,12 @@ impl TicketStore {
 
     pub fn watchdog(&self) -> &Watchdog {
         &self.watchdog
+    }
+
+    /// The latest command's outcome, from this store's and its watchdog's
+    /// own traffic: what readiness answers from.
+    pub fn redis_health(&self) -> &RedisHealth {
+        self.conn.health()
     }
 
     /// Requests this store and its watchdog sent to Redis so far: what an

@@ -114,6 +114,25 @@ rediss+sentinel:// with TLS.
 {{- end }}
 {{- end }}
 
+{{/*
+Refuses a Redis the operator would reach without a password, unless
+redis.allowUnauthenticated says so: whoever can write to that Redis can hold
+every asset's lock and forge notifications. A password counts when it comes
+from redis.password.existingSecret, from a URL Secret (redis.existingSecret,
+whose content the chart cannot see), or from the userinfo of redis.url or
+config.redis.url.
+*/}}
+{{- define "assetscan-operator.checkRedisAuth" -}}
+{{- $r := .Values.redis }}
+{{- $withPassword := "^[a-z+:]+//[^/@]*:[^/@]+@" }}
+{{- $configUrl := "" }}
+{{- if .Values.config.redis }}{{- $configUrl = .Values.config.redis.url | default "" }}{{- end }}
+{{- $hasPassword := or $r.password.existingSecret $r.existingSecret (regexMatch $withPassword ($r.url | default "")) (regexMatch $withPassword $configUrl) }}
+{{- if and (not $hasPassword) (not $r.allowUnauthenticated) }}
+{{- fail "Redis without a password: set redis.password.existingSecret (README, Redis in production), or redis.allowUnauthenticated: true to run without one (the operator then warns and sets assetscan_redis_insecure)" }}
+{{- end }}
+{{- end }}
+
 {{/* The pod template, shared by the Deployment and the StatefulSet. */}}
 {{- define "assetscan-operator.podTemplate" -}}
 {{- $ttl := include "assetscan-operator.lockTtlSeconds" . | int64 }}
@@ -125,6 +144,7 @@ rediss+sentinel:// with TLS.
 {{- fail "no Redis: set redis.url, redis.existingSecret, redis.sentinel or config.redis.url" }}
 {{- end }}
 {{- include "assetscan-operator.checkRedisTls" . }}
+{{- include "assetscan-operator.checkRedisAuth" . }}
 {{- $redisTls := .Values.redis.tls }}
 metadata:
   labels:

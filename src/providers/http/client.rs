@@ -190,15 +190,16 @@ impl Reply {
                 serde_json::error::Category::Data => "JSON of the wrong shape",
                 _ => "not JSON",
             };
-            self.malformed(format!("{what}: {e}"))
+            self.malformed(what, format!("{what}: {e}"))
         })
     }
 
     /// A [`HttpError::Malformed`] about this reply.
-    pub fn malformed(&self, reason: impl Into<String>) -> HttpError {
+    pub fn malformed(&self, class: &'static str, reason: impl Into<String>) -> HttpError {
         HttpError::Malformed {
             provider: self.provider,
             endpoint: self.endpoint.clone(),
+            class,
             reason: reason.into(),
             excerpt: self.excerpt(),
         }

@@ -76,8 +76,8 @@ pub struct ProviderStubs {
 }
 
 impl ProviderStubs {
-    /// The sink's HMAC secret.
-    pub const WEBHOOK_SECRET: &'static str = "assetscan-test-webhook-secret";
+    /// The sink's Standard Webhooks secret (the base64 of 32 bytes).
+    pub const WEBHOOK_SECRET: &'static str = "whsec_YXNzZXRzY2FuLXRlc3Qtd2ViaG9vay1zZWNyZXQtMzI=";
     /// The WeCom robot's key.
     pub const WECOM_KEY: &'static str = "693a91f6-7xxx-4bc4-97a0-0ec2sifa5aaa";
 

@@ -154,7 +154,7 @@ impl OsvClient {
                         response.results.len(),
                         pending.len()
                     );
-                    return Err(reply.malformed(reason).into());
+                    return Err(reply.malformed("not one result per query", reason).into());
                 }
                 let mut next = Vec::new();
                 for ((software, _), result) in pending.into_iter().zip(response.results) {
@@ -199,7 +199,10 @@ impl OsvClient {
         let record: OsvRecord = reply.json()?;
         if record.id != id {
             return Err(reply
-                .malformed(format!("asked for {id}, got {}", record.id))
+                .malformed(
+                    "another record than the one asked for",
+                    format!("asked for {id}, got {}", record.id),
+                )
                 .into());
         }
         Ok(score(&record))
