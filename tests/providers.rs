@@ -951,7 +951,7 @@ mod notify {
 
     /// What every channel says of who asked.
     const ORIGIN_LINE: &str =
-        "requested by team-a/web-1-scan (uid 0b7c6a52-3d1e-4f59-9a51-2f1c7d0e9b11)";
+        "requested by team-a/web-1-scan, uid 0b7c6a52-3d1e-4f59-9a51-2f1c7d0e9b11";
 
     fn xz() -> Finding {
         Finding {
@@ -1381,6 +1381,7 @@ mod notify {
         let template = content
             .replacen("## <font color=\"warning\">", "", 1)
             .replacen("</font>\n> ", "\n", 1)
+            .replacen("\n> requested by", "\nrequested by", 1)
             .replacen("\n> known exploited:", "\nknown exploited:", 1)
             .replace("**Why**", "")
             .replace("**Top findings**", "");

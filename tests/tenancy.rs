@@ -154,7 +154,7 @@ async fn every_notification_names_who_asked() {
         .await;
     assert_eq!(phase(&done), Some(Status::Finished));
     let uid = done.metadata.uid.clone().unwrap();
-    let line = format!("requested by {NAMESPACE}/asker (uid {uid})");
+    let line = format!("requested by {NAMESPACE}/asker, uid {uid}");
 
     let deliveries = h.stubs.sink.deliveries();
     assert_eq!(deliveries.len(), 1);

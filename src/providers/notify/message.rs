@@ -26,12 +26,12 @@ pub(super) fn ticket_line(n: &Notification) -> String {
     format!("ticket {}, fencing token {}", n.ticket_id, n.fencing_token)
 }
 
-/// `requested by team-a/payments-db (uid 0b7…)`: whose object raised the
+/// `requested by team-a/payments-db, uid 0b7…`: whose object raised the
 /// alert. `None` for a run of no object (the CLI's).
 pub(super) fn origin_line(n: &Notification) -> Option<String> {
     let o = n.origin.as_ref()?;
     Some(format!(
-        "requested by {}/{} (uid {})",
+        "requested by {}/{}, uid {}",
         o.namespace, o.name, o.uid
     ))
 }
