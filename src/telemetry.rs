@@ -11,7 +11,10 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tracing_subscriber::EnvFilter;
 
+mod replicas;
+
 use crate::store::WatchdogStats;
+pub use replicas::ReplicaMetrics;
 
 /// Log format on stderr.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -119,6 +122,7 @@ pub struct Metrics {
     pub watchdog_renewals: Gauge,
     pub watchdog_losses: Gauge,
     pub locks_held: Gauge,
+    pub replicas: ReplicaMetrics,
     pub promise: PromiseMetrics,
 }
 
@@ -265,6 +269,7 @@ impl Metrics {
                 "Locks held by this process",
                 Gauge::default(),
             ),
+            replicas: ReplicaMetrics::register(r),
             promise: PromiseMetrics::register(r),
             registry,
         }

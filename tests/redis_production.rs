@@ -194,6 +194,61 @@ async fn a_killed_master_is_replaced_and_the_run_goes_on() {
     assert!(store.release(&asset, &claimed.lease).await.unwrap());
 }
 
+/// Behind Sentinel, the README's user with `+role` but without `+wait`:
+/// the notification's intent, which waits for the group's replica, is
+/// refused with the permission hint every other missing command gets, not
+/// as a reply the client cannot read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_sentinel_a_missing_wait_gets_the_permission_hint() {
+    let group = blocking(SentinelGroup::start).expect("sentinel group starts");
+    for node in group.nodes() {
+        create_acl_user(node, &["+role"]);
+    }
+    let target = RedisTarget::parse(&group.target_spec().replacen(
+        "redis+sentinel://",
+        &format!("redis+sentinel://{USER}:{}@", PASSWORD.replace(' ', "%20")),
+        1,
+    ))
+    .unwrap();
+    let store = TicketStore::connect(&target, StoreConfig::default())
+        .await
+        .unwrap();
+    until(
+        "the store sees the replica",
+        Duration::from_secs(30),
+        async || {
+            store
+                .replica_stats()
+                .is_some_and(|s| s.online.load(std::sync::atomic::Ordering::Relaxed) == 1)
+        },
+    )
+    .await;
+    let asset = asset_id("acl-wait-01");
+    let mut held = claim(&store, &asset, "r1").holder("h1").acquire().await;
+    for to in [
+        Status::AssetOnline,
+        Status::VulnCheckDone,
+        Status::HighRiskFound,
+    ] {
+        held.advance(to, &Patch::default()).await;
+    }
+    let err = held
+        .try_advance(Status::Notifying, &Patch::default())
+        .await
+        .expect_err("WAIT is refused");
+    let message = err.to_string();
+    assert!(
+        message.contains("'wait'") && message.contains("grant the ACL rules in the README"),
+        "{message}"
+    );
+    assert!(!message.contains("not convertible"), "{message}");
+    assert_eq!(err.reason(), "RedisPermissionDenied");
+    assert!(
+        !err.is_unavailable(),
+        "a refusal is not retried as an outage"
+    );
+}
+
 /// The run's ticket as the store (through the sentinels) reads it.
 async fn ticket_via_sentinels(
     store: &TicketStore,

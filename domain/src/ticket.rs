@@ -295,6 +295,11 @@ pub struct NotificationFacts {
     pub state: NotificationState,
     /// Unix ms of the successful delivery.
     pub sent_at: Option<u64>,
+    /// Unix ms of the intent's write, just before the first attempt: what
+    /// a re-send quotes so that a reader can tell it from a new alert.
+    /// Absent in tickets written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempted_at: Option<u64>,
     /// Receipt per channel (what each receiver answered).
     #[serde(default)]
     pub receipt: BTreeMap<String, String>,
