@@ -11,6 +11,7 @@ mod controller_kit;
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{Status, Step, Ticket};
 use assetscan_operator::kubernetes::crd::AssetScan;
+use assetscan_operator::probes::observe_store;
 use assetscan_operator::store::{
     Patch, RedisTarget, ReplicaAckMode, StoreConfig, StoreError, TicketStore,
 };
@@ -192,6 +193,52 @@ async fn a_killed_master_is_replaced_and_the_run_goes_on() {
         serde_json::from_str(&get(group.node(new).unwrap(), &key).unwrap()).unwrap();
     assert_eq!(on_new.revision, next.revision, "written to the new master");
     assert!(store.release(&asset, &claimed.lease).await.unwrap());
+}
+
+/// The operator's own runs after the master of a 1 master + 1 replica
+/// group is SIGKILLed mid-run: the promoted replica has no replica to wait
+/// for, and the high-risk scan notifies within the failover wait and the
+/// notification's timeout; the metrics say the writes were unreplicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_notifies_after_the_master_is_killed() {
+    let mut group = blocking(SentinelGroup::start).expect("sentinel group starts");
+    let h = Harness::start().await;
+    let target = RedisTarget::parse(&group.target_spec()).unwrap();
+    let ctl = h.controller_on("ctl-k", &target).await;
+    let store = ctl.ctx.pipeline.store();
+    let online = || {
+        store
+            .replica_stats()
+            .map(|s| s.online.load(std::sync::atomic::Ordering::Relaxed))
+    };
+    until(
+        "the store sees the replica",
+        Duration::from_secs(30),
+        async || online() == Some(1),
+    )
+    .await;
+    h.stubs
+        .osv
+        .faults()
+        .set_latency(Duration::from_millis(1500));
+    let obj = h.online(scan("killed-ctl").high_risk());
+    h.create(&obj).await;
+    h.wait_phase("killed-ctl", Status::AssetOnline).await;
+
+    let killed = std::time::Instant::now();
+    blocking(|| group.kill_master()).expect("the sentinels fail over");
+    let bound = h.config.redis.failover_wait + h.config.steps.notify.timeout;
+    let done = h.wait_terminal("killed-ctl", bound).await;
+    let took = killed.elapsed();
+    println!("operator: notified {took:?} after the SIGKILL (bound {bound:?})");
+    let status = done.status.as_ref().unwrap();
+    assert_eq!(status.phase, Some(Status::Finished));
+    assert!(status.notification.is_some(), "{status:?}");
+    assert_eq!(h.stubs.sink.effects(), 1, "notified once");
+    observe_store(&ctl.metrics, store);
+    assert_eq!(ctl.counter("assetscan_redis_replicas_online"), 0.0);
+    assert!(ctl.counter("assetscan_notification_writes_unreplicated") >= 2.0);
+    ctl.stop().await;
 }
 
 /// Behind Sentinel, the README's user with `+role` but without `+wait`:
