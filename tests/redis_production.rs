@@ -68,7 +68,11 @@ async fn a_sentinel_failover_is_followed_and_no_token_goes_backwards() {
         .await
         .err()
         .expect("behind Sentinel the user also needs ROLE");
-    assert!(err.to_string().contains("'role'"), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("'role'") && message.contains("grant the ACL rules in the README"),
+        "{message}"
+    );
     for node in group.nodes() {
         create_acl_user(node, &["+role"]);
     }
