@@ -103,9 +103,7 @@ impl ReplicaWait {
             replicas: (!conn.is_cluster()).then(|| Replicas::start(conn, grace)),
         }
     }
-}
 
-impl ReplicaWait {
     /// The write to `key` may be lost: not acted on.
     fn not_replicated(&self, key: &str) -> StoreError {
         StoreError::NotReplicated {
