@@ -56,10 +56,7 @@ pub async fn serve(
 
 async fn metrics_text(State(probe): State<Probe>) -> impl IntoResponse {
     if let Some(store) = probe.store.get() {
-        let watchdog = store.watchdog();
-        probe
-            .metrics
-            .observe_watchdog(watchdog.stats(), watchdog.held());
+        observe_store(&probe.metrics, store);
     }
     (
         [(
@@ -68,6 +65,16 @@ async fn metrics_text(State(probe): State<Probe>) -> impl IntoResponse {
         )],
         probe.metrics.encode(),
     )
+}
+
+/// Copies what the store counts (its watchdog, its replica wait) into the
+/// metrics, as before each scrape.
+pub fn observe_store(metrics: &Metrics, store: &TicketStore) {
+    let watchdog = store.watchdog();
+    metrics.observe_watchdog(watchdog.stats(), watchdog.held());
+    if let Some(replicas) = store.replica_stats() {
+        metrics.replicas.observe(replicas);
+    }
 }
 
 async fn ready(State(probe): State<Probe>) -> impl IntoResponse {

@@ -11,7 +11,10 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tracing_subscriber::EnvFilter;
 
+mod replicas;
+
 use crate::store::WatchdogStats;
+pub use replicas::ReplicaMetrics;
 
 mod security;
 pub use security::{SafeguardLabels, SecurityMetrics};
@@ -122,6 +125,7 @@ pub struct Metrics {
     pub watchdog_renewals: Gauge,
     pub watchdog_losses: Gauge,
     pub locks_held: Gauge,
+    pub replicas: ReplicaMetrics,
     pub promise: PromiseMetrics,
     pub security: SecurityMetrics,
 }
@@ -269,6 +273,7 @@ impl Metrics {
                 "Locks held by this process",
                 Gauge::default(),
             ),
+            replicas: ReplicaMetrics::register(r),
             promise: PromiseMetrics::register(r),
             security: SecurityMetrics::register(r),
             registry,

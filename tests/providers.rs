@@ -8,7 +8,7 @@ use assetscan_operator::domain::ticket::{
 };
 use assetscan_operator::domain::{Origin, ScanRequest};
 use assetscan_operator::domain::{Package, Policy, Target, assess, needs_threat_intel};
-use assetscan_operator::pipeline::{Effects, Notification};
+use assetscan_operator::pipeline::{Effects, Notification, Resend};
 use assetscan_operator::providers::intel::{
     EpssClient, EpssConfig, IntelError, KevCatalog, KevConfig, KevFeed, ThreatIntel,
     ThreatIntelConfig,
@@ -946,6 +946,7 @@ mod notify {
                 name: "web-1-scan".into(),
                 uid: "0b7c6a52-3d1e-4f59-9a51-2f1c7d0e9b11".into(),
             }),
+            resend: None,
         }
     }
 
@@ -1439,6 +1440,62 @@ mod notify {
         );
     }
 
+    /// A send that may repeat an earlier one says so on both chat
+    /// channels, with the first attempt's time when the ticket has it.
+    #[tokio::test]
+    async fn chat_channels_mark_a_resend_with_the_first_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (slack_stub, wecom_stub) = (
+            SlackStub::start().await.unwrap(),
+            WeComStub::start("k").await.unwrap(),
+        );
+        let (hook, robot) = (
+            slack(dir.path(), &slack_stub),
+            wecom(dir.path(), &wecom_stub, "k"),
+        );
+        let first = notification(vec![xz()]);
+        let resent = Notification {
+            resend: Some(Resend {
+                first_attempt_at: Some(1_765_000_000_000),
+            }),
+            ..first.clone()
+        };
+        let from_older = Notification {
+            resend: Some(Resend {
+                first_attempt_at: None,
+            }),
+            ..first.clone()
+        };
+        for n in [&first, &resent, &from_older] {
+            hook.send(n).await.unwrap();
+            robot.send(n).await.unwrap();
+        }
+        let slack = slack_stub.messages();
+        let texts: Vec<&str> = slack.iter().map(|m| m["text"].as_str().unwrap()).collect();
+        let wecom = wecom_stub.messages();
+        let mark = "re-sent: may repeat the message first attempted at 2025-12-06T05:46:40Z";
+        let unknown = "re-sent: may repeat an earlier message";
+        for (channel, sent) in [
+            ("slack", texts),
+            ("wecom", wecom.iter().map(String::as_str).collect()),
+        ] {
+            assert!(!sent[0].contains("re-sent"), "{channel}: {}", sent[0]);
+            assert!(sent[1].contains(mark), "{channel}: {}", sent[1]);
+            assert!(sent[2].contains(unknown), "{channel}: {}", sent[2]);
+        }
+        // In Slack's blocks too, beside the ticket id.
+        let context = slack[1]["blocks"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .to_string();
+        assert!(
+            context.contains(mark) && context.contains("web-1/run-7"),
+            "{context}"
+        );
+    }
+
     fn slack(dir: &Path, stub: &SlackStub) -> SlackNotifier {
         SlackNotifier::new(&SlackConfig {
             url_from: secret_file(dir, "slack-url", &stub.webhook_url()),
@@ -1561,6 +1618,7 @@ async fn the_whole_chain_through_effects() {
         vulnerabilities: vulns.into(),
         threat_intel: None,
         origin: None,
+        resend: None,
     };
     let receipts = providers.notify(&req.channels, &notification).await;
     assert!(receipts.values().all(Result::is_ok), "{receipts:?}");

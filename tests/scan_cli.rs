@@ -13,7 +13,7 @@ mod kit;
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{Status, Ticket};
 use assetscan_operator::store::{RedisTarget, StoreConfig, TicketStore};
-use assetscan_testkit::redis::RedisServer;
+use assetscan_testkit::redis::{RedisServer, SentinelGroup};
 use assetscan_testkit::stubs::ProviderStubs;
 use std::path::PathBuf;
 use std::process::Output;
@@ -261,6 +261,31 @@ async fn scan_exit_codes_say_clean_high_risk_failed_and_locked() {
 }
 
 #[cfg(feature = "failpoints")]
+/// One Redis node lost must not stop the alerts: `scan` behind Sentinel,
+/// after the master of a 1 master + 1 replica group was SIGKILLed (the
+/// replica promoted, with no replica of its own), notifies a high risk and
+/// warns that the notification is not replicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_notifies_behind_sentinel_after_the_master_is_killed() {
+    let env = Env::start().await;
+    let mut group = tokio::task::block_in_place(SentinelGroup::start).expect("sentinel group");
+    tokio::task::block_in_place(|| group.kill_master()).expect("the sentinels fail over");
+    env.stubs.inventory.set_online("web-09", true);
+    let mut cmd = kit::setup::cli(&env.config, &["scan"]);
+    cmd.args(["--redis-url", &group.target_spec()])
+        .args(["--asset", "web-09", "--inventory", "web-09", "--run", RUN])
+        .args(["--holder", "cli", "--package", XZ, "--notify", "webhook"]);
+    let out = cmd.output().await.unwrap();
+    assert_eq!(code(&out), exit::HIGH_RISK, "{}", stderr(&out));
+    assert_eq!(printed_ticket(&out).status, Status::Finished);
+    assert_eq!(env.stubs.sink.effects(), 1);
+    assert!(
+        stderr(&out).contains("notifications are not replicated"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 mod signals {
     use super::*;
     use assetscan_operator::store::AuditEntry;

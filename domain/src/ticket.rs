@@ -276,9 +276,8 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// Where a notification stands. `Sending` is written before the call, so a
-/// takeover knows a delivery may already have happened and re-sends with the
-/// same key.
+/// Where a notification stands. `Sending` is written before the call, so a takeover knows
+/// a delivery may already have happened and re-sends with the same key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NotificationState {
@@ -295,6 +294,8 @@ pub struct NotificationFacts {
     pub state: NotificationState,
     /// Unix ms of the successful delivery.
     pub sent_at: Option<u64>,
+    /// Unix ms of the intent's write (the first attempt), quoted by re-sends.
+    pub attempted_at: Option<u64>,
     /// Receipt per channel (what each receiver answered).
     #[serde(default)]
     pub receipt: BTreeMap<String, String>,

@@ -52,6 +52,20 @@ pub struct Notification {
     /// Who asked for the run (`null` for the CLI's): in the webhook's
     /// signed body and in every chat message.
     pub origin: Option<Origin>,
+    /// Set when this send may repeat an earlier attempt (a retry, or a
+    /// takeover at `NOTIFYING`), so that the chat channels say so. Not in
+    /// the webhook's body: a repeat there is the same body under the same
+    /// `Idempotency-Key`.
+    #[serde(skip)]
+    pub resend: Option<Resend>,
+}
+
+/// A send that may repeat an earlier attempt of the same notification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resend {
+    /// Unix ms of the first attempt, when the ticket recorded it (tickets
+    /// written by older versions did not).
+    pub first_attempt_at: Option<u64>,
 }
 
 /// The outside world, one method per I/O step. Implemented over the

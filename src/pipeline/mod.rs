@@ -14,7 +14,7 @@ mod run;
 
 use run::Run;
 
-pub use effects::{Effects, Notification, Observer, StepError};
+pub use effects::{Effects, Notification, Observer, Resend, StepError};
 pub use retry::RetryPolicy;
 
 use crate::store::{Claim, LeaseGuard, StoreError, TicketStore};

@@ -3,7 +3,7 @@
 //! from the ticket alone ([`assetscan_domain::plan`]), so a takeover
 //! continues from the last confirmed fact.
 
-use super::{Effects, Notification, Observer, Outcome, Pipeline, StepError, drill};
+use super::{Effects, Notification, Observer, Outcome, Pipeline, Resend, StepError, drill};
 use crate::store::{LeaseGuard, Patch, StoreError};
 use assetscan_domain::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, Ticket, now_ms,
@@ -26,6 +26,9 @@ pub(super) struct Run<'a, E, O> {
     /// Notify attempts made in this pass (notification retries are bounded
     /// per pass, not per run).
     notify_attempts: std::sync::atomic::AtomicU32,
+    /// Set by this pass's write of the notification's intent, taken by the
+    /// send that follows it: the only send that cannot repeat an earlier one.
+    first_send: std::sync::atomic::AtomicBool,
 }
 
 /// Why the loop stops before a terminal status.
@@ -55,6 +58,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
             lease,
             shutdown,
             notify_attempts: std::sync::atomic::AtomicU32::new(0),
+            first_send: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -279,6 +283,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                 idempotency_key: ticket.id.clone(),
                 state: NotificationState::Sending,
                 sent_at: None,
+                attempted_at: None,
                 receipt: BTreeMap::new(),
                 channels: self.req.channels.clone(),
             });
@@ -292,7 +297,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         let results = self
             .pipeline
             .effects
-            .notify(&pending, &self.notification(ticket))
+            .notify(&pending, &self.notification(ticket, &facts))
             .await;
         let mut failures = Vec::new();
         for (channel, result) in results {
@@ -331,8 +336,13 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
 
     /// The notification is built from the ticket and the object that asked
     /// for the run (the same for every executor), so a re-send after a
-    /// takeover is the same message under the same key.
-    fn notification(&self, ticket: &Ticket) -> Notification {
+    /// takeover is the same message under the same key; any send but the
+    /// one right after this pass wrote the intent is marked as a re-send,
+    /// with the first attempt's time from the intent (`facts`).
+    fn notification(&self, ticket: &Ticket, facts: &NotificationFacts) -> Notification {
+        let first = self
+            .first_send
+            .swap(false, std::sync::atomic::Ordering::Relaxed);
         Notification {
             ticket_id: ticket.id.clone(),
             asset: ticket.asset.clone(),
@@ -346,6 +356,9 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
             vulnerabilities: ticket.facts.vulnerabilities.clone().unwrap_or_default(),
             threat_intel: ticket.facts.threat_intel.clone(),
             origin: self.req.origin.clone(),
+            resend: (!first).then_some(Resend {
+                first_attempt_at: facts.attempted_at,
+            }),
         }
     }
 
@@ -398,13 +411,15 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         to: Status,
         mut patch: Patch,
     ) -> Result<Ticket, Result<Halt, StoreError>> {
-        if to == Status::Notifying && ticket.status != Status::Notifying {
+        let intent = to == Status::Notifying && ticket.status != Status::Notifying;
+        if intent {
             patch = patch.fact(
                 "notification",
                 NotificationFacts {
                     idempotency_key: ticket.id.clone(),
                     state: NotificationState::Sending,
                     sent_at: None,
+                    attempted_at: Some(now_ms()),
                     receipt: BTreeMap::new(),
                     channels: self.req.channels.clone(),
                 },
@@ -419,6 +434,10 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         {
             Ok(next) => {
                 info!(asset = %self.req.asset, run = %self.req.run, from = %ticket.status, to = %next.status, revision = next.revision, "advanced");
+                if intent {
+                    self.first_send
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 self.observer.on_ticket(&next).await;
                 Ok(next)
             }

@@ -226,6 +226,30 @@ impl RedisConn {
         &self.health
     }
 
+    /// A clone whose requests count apart from this one's: for a
+    /// background task's own traffic, which no operation pays for.
+    pub(crate) fn counted_apart(&self) -> RedisConn {
+        RedisConn::new(self.link.clone())
+    }
+
+    /// The address of the node that takes the writes (`host:port`), while
+    /// a connection to it is live; never on a Cluster (one per slot range).
+    pub(crate) fn node(&self) -> Option<Arc<str>> {
+        match &self.link {
+            Link::Primary(managed) => managed.node(),
+            Link::Cluster(_) => None,
+        }
+    }
+
+    /// Whether `node` is the master the sentinels name now (always, for a
+    /// single URL: nobody else names one).
+    pub(crate) async fn is_named_master(&self, node: &str) -> RedisResult<bool> {
+        match &self.link {
+            Link::Primary(managed) => managed.is_named_master(node).await,
+            Link::Cluster(_) => Ok(false),
+        }
+    }
+
     /// Counts a request sent outside [`ConnectionLike`] (a routed pipeline).
     pub(crate) fn count_round_trip(&self) {
         self.round_trips.fetch_add(1, Ordering::Relaxed);

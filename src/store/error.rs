@@ -56,7 +56,7 @@ pub enum StoreError {
         key: String,
         timeout: std::time::Duration,
     },
-    #[error("cannot connect to redis at {target}: {source}")]
+    #[error("cannot connect to redis at {target}: {source}{}", refusal_hint(.source))]
     Connect {
         target: String,
         #[source]

@@ -34,6 +34,7 @@ mod end;
 mod error;
 mod keys;
 mod replica_ack;
+mod replicas;
 mod scripts;
 mod watchdog;
 mod write;
@@ -47,6 +48,7 @@ pub use conn::{
 pub use error::StoreError;
 pub use keys::AssetKeys;
 pub use replica_ack::{ReplicaAck, ReplicaAckMode};
+pub use replicas::ReplicaStats;
 pub use watchdog::{LeaseGuard, Watchdog, WatchdogStats};
 pub use write::Patch;
 
@@ -105,8 +107,8 @@ pub struct TicketStore {
     conn: RedisConn,
     config: StoreConfig,
     watchdog: Watchdog,
-    /// The replica wait's timeout, when writes around side effects wait.
-    replica_ack: Option<Duration>,
+    /// The replica wait, when writes around side effects wait.
+    replica_ack: Option<replica_ack::ReplicaWait>,
 }
 
 impl TicketStore {
@@ -117,7 +119,10 @@ impl TicketStore {
     ) -> Result<TicketStore, StoreError> {
         let conn = RedisConn::connect(target, &config).await?;
         let watchdog = Watchdog::start(conn.clone(), config.lock_ttl);
-        let replica_ack = config.replica_ack.resolve(target, config.timeout);
+        let replica_ack = config
+            .replica_ack
+            .resolve(target, config.timeout)
+            .map(|timeout| replica_ack::ReplicaWait::start(&conn, timeout, config.failover_wait));
         Ok(TicketStore {
             conn,
             config,
@@ -138,6 +143,13 @@ impl TicketStore {
     /// own traffic: what readiness answers from.
     pub fn redis_health(&self) -> &RedisHealth {
         self.conn.health()
+    }
+
+    /// What the replica wait found, when notifications' writes wait for
+    /// replicas outside a Cluster.
+    pub fn replica_stats(&self) -> Option<&ReplicaStats> {
+        let replicas = self.replica_ack.as_ref()?.replicas.as_ref()?;
+        Some(replicas.stats())
     }
 
     /// Requests this store and its watchdog sent to Redis so far: what an

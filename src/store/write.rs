@@ -165,15 +165,14 @@ impl TicketStore {
                 .arg(serde_json::to_string(value).map_err(protocol)?);
         }
         let mut conn = self.conn.clone();
-        match self.replica_ack {
-            Some(timeout) if guards_side_effect(to) => {
+        match &self.replica_ack {
+            Some(wait) if guards_side_effect(to) => {
                 invoke_acknowledged(
                     &mut conn,
                     &ADVANCE,
                     &invocation,
-                    "advance",
-                    &ticket_key,
-                    timeout,
+                    ("advance", &ticket_key),
+                    wait,
                 )
                 .await
             }

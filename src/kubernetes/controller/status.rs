@@ -521,6 +521,7 @@ mod tests {
             idempotency_key: t.id.clone(),
             state: NotificationState::Sending,
             sent_at: None,
+            attempted_at: None,
             receipt: BTreeMap::new(),
             channels: vec!["secops".into()],
         });
