@@ -1224,6 +1224,7 @@ async fn the_whole_chain_through_effects() {
             id: "inv-17".into(),
         },
         software: vec![package("Ubuntu:22.04:LTS", "openssh", "1:8.9p1-3ubuntu0.6")],
+        sbom: None,
         policy: Policy::default(),
         channels: vec!["webhook".into(), "wecom".into(), "slack".into()],
         token_floor: 0,

@@ -167,6 +167,7 @@ fn scan(index: usize) -> AssetScan {
                 ..Target::default()
             },
             software,
+            sbom: None,
             policy: Default::default(),
             notify: if high_risk {
                 vec!["secops-webhook".into()]

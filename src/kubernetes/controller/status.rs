@@ -5,6 +5,7 @@ use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType, bounde
 use crate::kubernetes::crd::{
     AssetScanStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary,
 };
+use assetscan_domain::SbomProblem;
 use assetscan_domain::ticket::{Facts, LastError, Severity, Status, Ticket, VulnFacts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -141,7 +142,11 @@ impl RunConditions {
                     ),
                     None => "scan failed".to_owned(),
                 };
-                (states(False, False, True), "Failed", why)
+                // An SBOM that could not be used says which way it failed.
+                let reason = (ticket.facts.sbom.as_ref())
+                    .and_then(|sbom| sbom.problem)
+                    .map_or("Failed", SbomProblem::reason);
+                (states(False, False, True), reason, why)
             }
             phase => (
                 states(Unknown, True, False),
@@ -558,6 +563,28 @@ mod tests {
         assert_eq!(
             ready.message,
             "vuln_query failed after 5 attempt(s): osv: 503 Service Unavailable"
+        );
+    }
+
+    #[test]
+    fn an_sbom_that_could_not_be_used_names_its_problem() {
+        let mut t = ticket(Status::Failed);
+        let sbom = assetscan_domain::SbomRef::new("artifacts", "web.cdx.json", None).unwrap();
+        t.facts.sbom = Some(assetscan_domain::SbomFacts {
+            problem: Some(SbomProblem::DigestMismatch),
+            ..assetscan_domain::SbomFacts::of(&sbom)
+        });
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        for type_ in [ConditionType::Ready, ConditionType::Stalled] {
+            let condition = type_.find(&s.conditions).unwrap();
+            assert_eq!(condition.reason, "SbomDigestMismatch", "{type_:?}");
+        }
+        // Read, and the run failed later: the run's own reason.
+        t.facts.sbom.as_mut().unwrap().problem = None;
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        assert_eq!(
+            ConditionType::Ready.find(&s.conditions).unwrap().reason,
+            "Failed"
         );
     }
 
