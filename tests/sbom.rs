@@ -326,3 +326,41 @@ async fn an_sbom_that_cannot_be_used_fails_the_run_and_loses_nothing() {
     );
     ctl.stop().await;
 }
+
+/// A source that redirects is not followed: the document must come from the
+/// configured base URL. The redirect's target is never asked for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_is_refused() {
+    use assetscan_operator::domain::SbomRef;
+    use assetscan_operator::providers::sbom::{SbomSourceConfig, SbomSources};
+    use assetscan_testkit::stubs::{Fault, SbomStub};
+    use std::collections::BTreeMap;
+    assetscan_operator::providers::install_crypto_provider();
+    let stub = SbomStub::start().await.unwrap();
+    stub.put("elsewhere.cdx.json", fixture("syft-go-module.cdx-1.6.json"));
+    let location = format!("{}/elsewhere.cdx.json", stub.base_url());
+    stub.faults().fail_next(
+        1,
+        Fault::Reply {
+            status: 302,
+            headers: vec![("location".into(), location)],
+            body: Vec::new(),
+        },
+    );
+    let config: BTreeMap<String, SbomSourceConfig> = assetscan_operator::yaml::from_str(&format!(
+        "{{artifacts: {{baseUrl: '{}'}}}}",
+        stub.base_url()
+    ))
+    .unwrap();
+    let sources = SbomSources::from_config(&config).unwrap();
+    let sbom = SbomRef::new("artifacts", "web.cdx.json", None).unwrap();
+    let err = sources.read(&sbom).await.unwrap_err();
+    assert_eq!(err.problem(), SbomProblem::Unavailable, "{err}");
+    assert!(err.to_string().contains("302"), "{err}");
+    assert_eq!(
+        stub.document_calls(),
+        1,
+        "one request, answered with the redirect"
+    );
+    assert_eq!(stub.calls_of("elsewhere.cdx.json"), 0, "not followed");
+}

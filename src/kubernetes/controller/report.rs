@@ -60,7 +60,7 @@ fn verdict(ticket: &Ticket) -> &'static str {
 /// Whether the run scanned anything worth a report: not when it failed on
 /// its SBOM.
 fn scanned(ticket: &Ticket) -> bool {
-    !(ticket.facts.sbom.as_ref()).is_some_and(|sbom| sbom.problem.is_some())
+    (ticket.facts.sbom.as_ref()).is_none_or(|sbom| sbom.problem.is_none())
 }
 
 /// The report of `ticket`'s run (which ended) of `obj`.
