@@ -364,3 +364,80 @@ async fn a_redirect_is_refused() {
     );
     assert_eq!(stub.calls_of("elsewhere.cdx.json"), 0, "not followed");
 }
+
+/// The watch cache holds what reconcile needs, never a software list: an
+/// AssetScan listing 500 packages (the schema's limit) costs a replica's
+/// cache no more than one listing 5, though it is stored some 30 KB larger;
+/// its run still scans all 500 (read from the object as stored when the run
+/// starts), and its status writes are no larger.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_software_list_costs_the_cache_nothing() {
+    use assetscan_operator::kubernetes::crd::Package;
+    let h = Harness::start().await;
+    let listing = |n: usize| {
+        let mut built = scan(&format!("list-{n:03}"))
+            .notify(&[])
+            .high_risk()
+            .build();
+        let filler = (built.spec.software.len()..n).map(|i| Package {
+            name: Some(format!("filler-package-{i:03}")),
+            ecosystem: Some("PyPI".into()),
+            version: Some("1.0.0".into()),
+            purl: None,
+        });
+        built.spec.software.extend(filler);
+        assert_eq!(built.spec.software.len(), n);
+        built
+    };
+    let ctl = h.controller("ctl-a").await;
+    for n in [5, 500] {
+        let built = listing(n);
+        h.stubs.inventory.set_online(&built.spec.asset_id, true);
+        h.create(&built).await;
+    }
+    let mut stored = Vec::new();
+    for n in [5, 500] {
+        let obj = h.wait_terminal(&format!("list-{n:03}"), PATIENCE).await;
+        assert_eq!(phase(&obj), Some(Status::Finished));
+        // The run scanned the list it did not find in the cache.
+        assert!(
+            status(&obj).high_risk == Some(true),
+            "list-{n:03}: {:?}",
+            obj.status
+        );
+        stored.push(serde_json::to_vec(&obj).unwrap().len());
+    }
+    let cached = until_some("both cached as finished", PATIENCE, async || {
+        let objects = ctl.ctx.cached();
+        let bytes = |name: &str| {
+            objects
+                .iter()
+                .find(|o| o.metadata.name.as_deref() == Some(name) && is_terminal(o))
+                .map(|o| serde_json::to_vec(&**o).unwrap().len())
+        };
+        Some((bytes("list-005")?, bytes("list-500")?))
+    })
+    .await;
+    let writes = |name: &str| {
+        h.status_writes(name)
+            .iter()
+            .map(|s| serde_json::to_vec(s).unwrap().len())
+            .max()
+            .unwrap()
+    };
+    let (writes_5, writes_500) = (writes("list-005"), writes("list-500"));
+    println!(
+        "bytes per object: stored {} (5 packages) vs {} (500); cached {} vs {}; largest status write {writes_5} vs {writes_500}",
+        stored[0], stored[1], cached.0, cached.1
+    );
+    assert!(
+        stored[1] > stored[0] + 20_000,
+        "the stored objects differ: {stored:?}"
+    );
+    assert!(cached.1 <= cached.0 + 16, "the cache does not: {cached:?}");
+    assert!(
+        writes_500 <= writes_5 + 16,
+        "nor the status writes: {writes_5} vs {writes_500}"
+    );
+    ctl.stop().await;
+}
