@@ -55,9 +55,11 @@ impl Digest {
         }
     }
 
-    /// The digest of `bytes`, computed by the caller as lowercase hex.
-    pub fn sha256_hex(hex: &str) -> Result<Digest, SbomRefError> {
-        Digest::parse(&format!("sha256:{hex}"))
+    /// The digest whose SHA-256 hash is `hash` (computed by the caller:
+    /// the domain hashes nothing).
+    pub fn from_sha256(hash: [u8; 32]) -> Digest {
+        let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+        Digest(format!("sha256:{hex}"))
     }
 
     pub fn as_str(&self) -> &str {
@@ -211,6 +213,9 @@ mod tests {
     #[test]
     fn references_and_digests_are_checked() {
         let pinned = format!("sha256:{HEX}");
+        let hash: Vec<u8> = (0..32u8).map(|i| (i % 16) * 17).collect();
+        let computed = Digest::from_sha256(hash.try_into().unwrap());
+        assert_eq!(Digest::parse(computed.as_str()), Ok(computed.clone()));
         let sbom = SbomRef::new("artifacts", "images/web/1.cdx.json", Some(&pinned)).unwrap();
         assert_eq!(sbom.segments(), ["images", "web", "1.cdx.json"]);
         assert_eq!(sbom.digest().map(Digest::as_str), Some(pinned.as_str()));

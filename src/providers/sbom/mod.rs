@@ -146,8 +146,7 @@ impl SbomSources {
             .await
             .and_then(|reply| reply.success())
             .map_err(http_error)?;
-        let actual = Digest::sha256_hex(&hex::encode(Sha256::digest(&reply.body)))
-            .map_err(|e| http_error(reply.malformed(e.to_string())))?;
+        let actual = Digest::from_sha256(Sha256::digest(&reply.body).into());
         if let Some(pinned) = sbom.digest().filter(|pinned| **pinned != actual) {
             return Err(SbomError::DigestMismatch {
                 name: sbom.source().to_owned(),
