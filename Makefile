@@ -92,11 +92,16 @@ SCALE_RESCALE ?= 2,4,2
 SCALE_IDLE ?= 30
 SCALE_PROFILE ?= release
 SCALE_KUBECONFIG ?=
+# Packages per asset (0: only the high-risk assets' 4) and where they are:
+# inline (spec.software) or sbom (by reference to an SBOM).
+SCALE_PACKAGES ?= 0
+SCALE_SOFTWARE ?= inline
 scale: deps
 	$(CARGO) build --profile $(SCALE_PROFILE) -p assetscan-operator --bin assetscan-operator
 	$(CARGO) build --profile $(SCALE_PROFILE) -p assetscan-testkit --bin kube-emulator
 	$(CARGO) run --profile $(SCALE_PROFILE) -p assetscan-scale -- --counts $(SCALE_COUNTS) \
 		--shards $(SCALE_SHARDS) --rescale $(SCALE_RESCALE) --idle-seconds $(SCALE_IDLE) \
+		--packages $(SCALE_PACKAGES) --software $(SCALE_SOFTWARE) \
 		$(if $(SCALE_KUBECONFIG),--kubeconfig $(SCALE_KUBECONFIG)) $(SCALE_ARGS)
 
 fmt:

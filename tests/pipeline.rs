@@ -172,6 +172,7 @@ fn request(holder: &str, software: &[Pkg], policy: Policy) -> ScanRequest {
         run: RUN.into(),
         target: Target::Inventory { id: ASSET.into() },
         software: software.iter().copied().map(package).collect(),
+        sbom: None,
         policy,
         channels: vec!["webhook".into()],
         token_floor: 0,

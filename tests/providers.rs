@@ -232,6 +232,46 @@ mod osv {
         }
     }
 
+    /// Assets sharing packages (one base image): within `lookupWindow`
+    /// each (ecosystem, name, version) is asked about once, and every asset
+    /// still gets its findings; with `0s`, every run asks.
+    #[tokio::test]
+    async fn assets_share_the_lookups_of_the_same_package_within_the_window() {
+        let (stub, ids) = osv_with_all_records().await;
+        stub.set_package_vulns("PyPI", "shared", &[ids[0].as_str()]);
+        let asset = |own: &str| {
+            vec![
+                package("PyPI", "shared", "1"),
+                package("PyPI", "base", "1"),
+                package("PyPI", own, "1"),
+            ]
+        };
+        let asked = |stub: &OsvStub| -> usize {
+            stub.querybatch_requests()
+                .iter()
+                .map(|r| r["queries"].as_array().unwrap().len())
+                .sum()
+        };
+        let osv = OsvClient::new(&osv_config(&stub)).unwrap();
+        for own in ["a", "b", "c"] {
+            let facts = osv.query(&asset(own)).await.unwrap();
+            assert_eq!(facts.total, 1, "{own}: the shared package's finding");
+            assert_eq!(finding(&facts, &ids[0]).package, "PyPI/shared@1");
+        }
+        assert_eq!(asked(&stub), 3 + 1 + 1, "shared and base asked once");
+
+        let every_run = OsvConfig {
+            lookup_window: Duration::ZERO,
+            ..osv_config(&stub)
+        };
+        let osv = OsvClient::new(&every_run).unwrap();
+        let before = asked(&stub);
+        for own in ["a", "b"] {
+            osv.query(&asset(own)).await.unwrap();
+        }
+        assert_eq!(asked(&stub) - before, 6);
+    }
+
     #[tokio::test]
     async fn pages_only_the_queries_that_carried_a_token() {
         let (stub, ids) = osv_with_all_records().await;
@@ -672,13 +712,18 @@ mod online {
     async fn inventory_answers_online_offline_and_unknown() {
         let stub = InventoryStub::start().await.unwrap();
         stub.set_online("web-1", true);
-        stub.set_online("db 2", false);
+        stub.set_online("db:2", false);
         let probe = probe(&stub, Duration::from_secs(1));
         assert!(probe.check("web-1").await.unwrap());
-        assert!(!probe.check("db 2").await.unwrap());
+        assert!(!probe.check("db:2").await.unwrap());
         let err = probe.check("nope").await.unwrap_err();
         assert!(!err.is_retryable(), "{err}");
         assert!(err.to_string().contains("/assets/nope"), "{err}");
+        assert_eq!(stub.asset_calls(), 3);
+        // An id that is not one plain segment is refused before any request.
+        for id in ["db 2", "..", "a/b"] {
+            assert!(!probe.check(id).await.unwrap_err().is_retryable(), "{id}");
+        }
         assert_eq!(stub.asset_calls(), 3);
 
         stub.faults().always(Fault::WrongShape);
@@ -1589,6 +1634,7 @@ async fn the_whole_chain_through_effects() {
             id: "inv-17".into(),
         },
         software: vec![package("Ubuntu:22.04:LTS", "openssh", "1:8.9p1-3ubuntu0.6")],
+        sbom: None,
         policy: Policy::default(),
         channels: vec!["webhook".into(), "wecom".into(), "slack".into()],
         token_floor: 0,

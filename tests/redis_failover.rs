@@ -143,6 +143,7 @@ fn request(asset: &str, holder: &str, clean: bool) -> ScanRequest {
         run: "r1".into(),
         target: Target::Inventory { id: asset.into() },
         software: Vec::new(),
+        sbom: None,
         policy: Policy {
             cvss_threshold: 7.0,
             threat_intel: ThreatIntelPolicy::Never,

@@ -5,8 +5,9 @@
 //! The script enforces it (a write that breaks it never lands); this copy
 //! plans the next step. A test compares both on every (from, to) pair.
 
+pub use crate::fact_json::FactJson;
 use crate::fence::Fence;
-use serde::de::DeserializeOwned;
+use crate::sbom::SbomFacts;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -337,6 +338,12 @@ pub struct Facts {
     pub risk: Option<RiskFacts>,
     #[serde(default)]
     pub notification: Option<NotificationFacts>,
+    /// The SBOM the run read its packages from (recorded with the
+    /// vulnerabilities), or could not use. Absent for listed software, and
+    /// in tickets of operators before it existed; an operator of the
+    /// previous version ignores it (an unknown fact name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sbom: Option<SbomFacts>,
 }
 
 impl Facts {
@@ -353,6 +360,7 @@ impl Facts {
             "threat_intel" => self.threat_intel = json.parse()?,
             "risk" => self.risk = json.parse()?,
             "notification" => self.notification = json.parse()?,
+            "sbom" => self.sbom = json.parse()?,
             _ => {}
         }
         Ok(())
@@ -366,29 +374,14 @@ impl Facts {
             threat_intel,
             risk,
             notification,
+            sbom,
         } = newer;
         self.online = online.or(self.online);
         self.vulnerabilities = vulnerabilities.or(self.vulnerabilities.take());
         self.threat_intel = threat_intel.or(self.threat_intel.take());
         self.risk = risk.or(self.risk.take());
         self.notification = notification.or(self.notification.take());
-    }
-}
-
-/// A fact's JSON: as stored (text), or as a value in hand.
-pub trait FactJson {
-    fn parse<T: DeserializeOwned>(self) -> Result<T, serde_json::Error>;
-}
-
-impl FactJson for &str {
-    fn parse<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
-        serde_json::from_str(self)
-    }
-}
-
-impl FactJson for &serde_json::Value {
-    fn parse<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
-        T::deserialize(self)
+        self.sbom = sbom.or(self.sbom.take());
     }
 }
 

@@ -4,7 +4,7 @@
 //! progress ([`Observer`]).
 
 use assetscan_domain::ticket::{RiskFacts, Step, ThreatIntelFacts, Ticket, VulnFacts};
-use assetscan_domain::{Origin, ScanRequest};
+use assetscan_domain::{Origin, SbomFacts, SbomRead, SbomRef, ScanRequest};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -82,6 +82,20 @@ pub trait Effects: Send + Sync {
         &self,
         req: &ScanRequest,
     ) -> impl Future<Output = Result<VulnFacts, StepError>> + Send;
+    /// Reads the SBOM that lists the asset's packages: its packages and
+    /// what the run records of it, or why it cannot be used and the same
+    /// record with the problem. Without SBOM sources (the default) every
+    /// reference is refused.
+    fn read_sbom(
+        &self,
+        sbom: &SbomRef,
+    ) -> impl Future<Output = Result<SbomRead, (StepError, SbomFacts)>> + Send {
+        let facts = SbomFacts {
+            problem: Some(assetscan_domain::SbomProblem::SourceUnknown),
+            ..SbomFacts::of(sbom)
+        };
+        async move { Err((StepError::permanent("no SBOM source is configured"), facts)) }
+    }
     fn threat_intel(
         &self,
         req: &ScanRequest,

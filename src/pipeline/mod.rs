@@ -9,8 +9,10 @@
 
 pub(crate) mod drill;
 mod effects;
+mod facts;
 mod retry;
 mod run;
+mod software;
 
 use run::Run;
 

@@ -3,13 +3,15 @@
 //! from the ticket alone ([`assetscan_domain::plan`]), so a takeover
 //! continues from the last confirmed fact.
 
-use super::{Effects, Notification, Observer, Outcome, Pipeline, Resend, StepError, drill};
+use super::facts::{Facts, to_json};
+use super::{
+    Effects, Notification, Observer, Outcome, Pipeline, Resend, StepError, drill, software,
+};
 use crate::store::{LeaseGuard, Patch, StoreError};
 use assetscan_domain::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, Ticket, now_ms,
 };
 use assetscan_domain::{Next, ScanRequest, assess, needs_threat_intel, plan};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
@@ -245,15 +247,8 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                 (to, "online", serde_json::Value::Bool(online))
             }
             Step::VulnQuery => {
-                let vulns = effects
-                    .query_vulnerabilities(self.req)
-                    .await
-                    .map_err(failed)?;
-                (
-                    Status::VulnCheckDone,
-                    "vulnerabilities",
-                    to_json(&vulns.bounded()).map_err(failed)?,
-                )
+                let facts = software::query_vulnerabilities(effects, self.req).await?;
+                return Ok((Status::VulnCheckDone, facts));
             }
             Step::ThreatIntel => {
                 let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
@@ -449,9 +444,6 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     }
 }
 
-/// Facts by name, as `advance.lua` merges them into the ticket.
-type Facts = serde_json::Map<String, serde_json::Value>;
-
 /// Polls `work` only while the lease is believed held, checked on the
 /// monotonic clock before every poll; `None` once it is not. A process that
 /// wakes from a pause (GC, frozen VM, SIGSTOP) past its lease deadline must
@@ -467,9 +459,4 @@ async fn while_held<F: Future>(lease: &LeaseGuard, work: F) -> Option<F::Output>
         work.as_mut().poll(cx).map(Some)
     })
     .await
-}
-
-fn to_json(value: &impl Serialize) -> Result<serde_json::Value, StepError> {
-    serde_json::to_value(value)
-        .map_err(|e| StepError::permanent(format!("cannot record fact: {e}")))
 }

@@ -7,10 +7,11 @@ use super::intel::IntelError;
 use super::notify::NotifyError;
 use super::online::OnlineError;
 use super::pace::Provider;
+use super::sbom::SbomError;
 use super::vulns::VulnError;
 use crate::pipeline::{Effects, Notification, StepError};
-use assetscan_domain::ScanRequest;
 use assetscan_domain::ticket::{ThreatIntelFacts, VulnFacts};
+use assetscan_domain::{SbomFacts, SbomRead, SbomRef, ScanRequest};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -28,6 +29,16 @@ impl Effects for Providers {
             .vulnerabilities
             .query(req.asset.as_str(), &req.software)
             .await?)
+    }
+
+    async fn read_sbom(&self, sbom: &SbomRef) -> Result<SbomRead, (StepError, SbomFacts)> {
+        self.sbom_sources.read(sbom).await.map_err(|e| {
+            let facts = SbomFacts {
+                problem: Some(e.problem()),
+                ..SbomFacts::of(sbom)
+            };
+            (StepError::from(e), facts)
+        })
     }
 
     async fn threat_intel(
@@ -91,6 +102,16 @@ impl From<VulnError> for StepError {
             _ => None,
         };
         step_error(&e, e.summary(), e.is_retryable(), retry_after)
+    }
+}
+
+impl From<SbomError> for StepError {
+    fn from(e: SbomError) -> StepError {
+        let retry_after = match &e {
+            SbomError::Http { error, .. } => error.retry_after(),
+            _ => None,
+        };
+        step_error(&e, e.is_retryable(), retry_after)
     }
 }
 
