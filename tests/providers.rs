@@ -1718,8 +1718,12 @@ async fn the_whole_chain_through_effects() {
             body: words.as_bytes().to_vec(),
         },
     );
+    // Packages no run asked about yet: a package asked about within the
+    // lookup window is answered without a request.
+    req.software = vec![package("Maven", "log4j-core", "2")];
     let status = providers.query_vulnerabilities(&req).await.unwrap_err();
     stubs.osv.faults().fail_next(1, Fault::Malformed);
+    req.software = vec![package("Maven", "log4j-core", "3")];
     let malformed = providers.query_vulnerabilities(&req).await.unwrap_err();
     stubs.wecom.errcode_next(1, 93000);
     stubs.slack.reject_next(1, 400, words);

@@ -111,7 +111,7 @@ impl From<SbomError> for StepError {
             SbomError::Http { error, .. } => error.retry_after(),
             _ => None,
         };
-        step_error(&e, e.is_retryable(), retry_after)
+        step_error(&e, e.summary(), e.is_retryable(), retry_after)
     }
 }
 

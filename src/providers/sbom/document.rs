@@ -42,6 +42,21 @@ pub enum DocumentError {
     SpdxVersion(String),
 }
 
+impl DocumentError {
+    /// What went wrong, without any of the document's text: what a tenant
+    /// reads in the status (the whole error goes to the operator's log).
+    pub fn summary(&self) -> &'static str {
+        match self {
+            DocumentError::NotJson(_) => "not JSON of the expected shape, or cut short",
+            DocumentError::UnknownFormat => {
+                "neither a CycloneDX (bomFormat) nor an SPDX (spdxVersion) document"
+            }
+            DocumentError::CycloneDxVersion(_) => "a CycloneDX version other than 1.4, 1.5, 1.6",
+            DocumentError::SpdxVersion(_) => "an SPDX version other than SPDX-2.3",
+        }
+    }
+}
+
 /// Both formats' fields of interest; everything else is ignored.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -84,6 +84,24 @@ pub enum SbomError {
 }
 
 impl SbomError {
+    /// The error as a tenant reads it in the status: which SBOM and the
+    /// error's class, never the source's answer or the document's text.
+    pub fn summary(&self) -> String {
+        match self {
+            SbomError::Http {
+                name,
+                reference,
+                error,
+            } => format!("sbom {name}/{reference}: {}", error.summary()),
+            SbomError::Document {
+                name,
+                reference,
+                error,
+            } => format!("sbom {name}/{reference}: {}", error.summary()),
+            other => other.to_string(),
+        }
+    }
+
     /// Only a source that failed or did not answer may do better later.
     pub fn is_retryable(&self) -> bool {
         matches!(self, SbomError::Http { error, .. } if error.is_retryable())

@@ -189,7 +189,7 @@ impl OsvClient {
                     response.results.len(),
                     pending.len()
                 );
-                return Err(reply.malformed(reason).into());
+                return Err(reply.malformed("not one result per query", reason).into());
             }
             let mut next = Vec::new();
             for ((i, _), result) in pending.into_iter().zip(response.results) {
