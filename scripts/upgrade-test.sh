@@ -9,7 +9,7 @@
 # release's is copied out right after its build, before this tree's.
 #
 # UPGRADE_ARGS passes flags to the harness (`--kubeconfig PATH`,
-# `--inject different-lock|required-field`, `--objects N`).
+# `--inject different-lock|no-bridge|required-field`, `--objects N`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -33,7 +33,13 @@ if [ ! -e "$tree/Cargo.toml" ]; then
 fi
 bin=$root/target/upgrade/bin/$commit
 echo "upgrade-test: building the previous release ($commit) in $tree"
-(cd "$tree" && $cargo build --locked --bin assetscan-operator)
+# Both trees' workspace crates have the same names and versions, and cargo
+# leaves a path dependency's location out of its artifacts' names: built
+# alike, the previous release's domain crate would overwrite this tree's
+# and pass for it. A profile setting of its own gives it other names (and
+# its dependents with it); registry dependencies stay shared.
+(cd "$tree" && $cargo build --locked --bin assetscan-operator \
+  --config 'profile.dev.package.assetscan-domain.codegen-units=255')
 mkdir -p "$bin"
 cp "$CARGO_TARGET_DIR/debug/assetscan-operator" "$bin/assetscan-operator"
 echo "upgrade-test: building this tree"

@@ -4,7 +4,7 @@
 //! continues from the last confirmed fact.
 
 use super::{Effects, Notification, Observer, Outcome, Pipeline, StepError, drill};
-use crate::store::{LeaseGuard, Patch, StoreError};
+use crate::store::{LeaseGuard, Patch, StoreError, TicketStore};
 use assetscan_domain::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, Ticket, now_ms,
 };
@@ -19,6 +19,8 @@ use tracing::{info, warn};
 /// One acquired run in progress.
 pub(super) struct Run<'a, E, O> {
     pipeline: &'a Pipeline<E>,
+    /// The store scoped by the run's namespace.
+    store: &'a TicketStore,
     req: &'a ScanRequest,
     observer: &'a O,
     lease: &'a LeaseGuard,
@@ -43,6 +45,7 @@ enum Halt {
 impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     pub(super) fn new(
         pipeline: &'a Pipeline<E>,
+        store: &'a TicketStore,
         req: &'a ScanRequest,
         observer: &'a O,
         lease: &'a LeaseGuard,
@@ -50,6 +53,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     ) -> Self {
         Run {
             pipeline,
+            store,
             req,
             observer,
             lease,
@@ -412,7 +416,6 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         }
         drill::stop_before(self.req.asset.as_str(), to.as_str());
         match self
-            .pipeline
             .store
             .advance_from(&self.req.asset, ticket, ticket.fencing_token, to, &patch)
             .await

@@ -1,6 +1,8 @@
 //! Claiming a run: the first step of the fence. `acquire.lua` takes the
 //! asset's lock, draws a new token and claims the ticket with it, in one
-//! atomic step (see [`assetscan_domain::fence`]).
+//! atomic step (see [`assetscan_domain::fence`]). With the bridge
+//! (`keys.rs`), the legacy family's lock, fence and ticket copy are taken,
+//! moved and written in the same step.
 
 use super::StoreError;
 use super::scripts::ACQUIRE;
@@ -134,6 +136,26 @@ impl TicketStore {
         if let Some(earlier) = supersedes {
             script.key(keys.ticket(earlier));
         }
+        // The bridge: the legacy family's keys follow, from KEYS[7] or [8].
+        let legacy = keys.legacy();
+        let mut locks = vec![keys.lock()];
+        if let Some(legacy) = &legacy {
+            script
+                .key(legacy.lock())
+                .key(legacy.fence())
+                .key(legacy.ticket(run))
+                .key(legacy.facts(run))
+                .key(legacy.retired(owner.unwrap_or_default()));
+            if let Some(earlier) = supersedes {
+                script.key(legacy.ticket(earlier));
+            }
+            locks.push(legacy.lock());
+        }
+        let bridge_at = match (&legacy, supersedes) {
+            (None, _) => String::new(),
+            (Some(_), None) => "7".to_owned(),
+            (Some(_), Some(_)) => "8".to_owned(),
+        };
         let (token, raw, facts, current): (u64, String, Vec<(String, String)>, i64) = script
             .arg(holder)
             .arg(self.ttl_ms())
@@ -144,10 +166,11 @@ impl TicketStore {
             .arg(millis(self.config.abandon_after))
             .arg(self.asset_keep_ms())
             .arg(known.map_or_else(String::new, |k| k.fence().script_arg()))
+            .arg(bridge_at)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| StoreError::from_redis("acquire", asset.as_str(), e))?;
-        let lease = self.watchdog.track(keys.lock(), holder.to_owned(), sent_at);
+        let lease = self.watchdog.track(locks, holder.to_owned(), sent_at);
         let ticket = match assemble(&ticket_key, &raw, &facts) {
             Ok(mut ticket) => {
                 if let (1, Some(known)) = (current, known) {
