@@ -195,13 +195,13 @@ impl TicketStore {
         for family in &families {
             pipe.get(family.ticket(run)).hgetall(family.facts(run));
         }
-        let copies: Vec<(Option<String>, Vec<(String, String)>)> = pipe
+        let copies: Vec<(Option<String>, Facts)> = pipe
             .query_async(&mut self.conn.clone())
             .await
             .map_err(|source| StoreError::Redis {
-                op: "get ticket",
-                source,
-            })?;
+            op: "get ticket",
+            source,
+        })?;
         // With the bridge, the newer copy: an executor of the legacy layout
         // may have moved the run on since this one's last write.
         let mut newest: Option<Ticket> = None;
@@ -310,6 +310,9 @@ impl TicketStore {
         }
     }
 }
+
+/// A facts hash as HGETALL gives it: name, JSON.
+type Facts = Vec<(String, String)>;
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
