@@ -7,10 +7,11 @@
 use super::StoreError;
 use super::scripts::ACQUIRE;
 use super::watchdog::LeaseGuard;
-use super::{TicketStore, assemble, millis};
+use super::{AssetKeys, TicketStore, assemble, millis};
 use assetscan_domain::AssetId;
 use assetscan_domain::asset::validate_run;
 use assetscan_domain::ticket::{Ticket, now_ms};
+use redis::ScriptInvocation;
 use tokio::time::Instant;
 
 /// What [`TicketStore::acquire_run`] claims, and what the caller knows.
@@ -125,37 +126,7 @@ impl TicketStore {
                 }
             })?;
         let sent_at = Instant::now();
-        let mut script = ACQUIRE.prepare_invoke();
-        script
-            .key(keys.lock())
-            .key(keys.fence())
-            .key(&ticket_key)
-            .key(keys.audit())
-            .key(keys.retired(owner.unwrap_or_default()))
-            .key(keys.facts(run));
-        if let Some(earlier) = supersedes {
-            script.key(keys.ticket(earlier));
-        }
-        // The bridge: the legacy family's keys follow, from KEYS[7] or [8].
-        let legacy = keys.legacy();
-        let mut locks = vec![keys.lock()];
-        if let Some(legacy) = &legacy {
-            script
-                .key(legacy.lock())
-                .key(legacy.fence())
-                .key(legacy.ticket(run))
-                .key(legacy.facts(run))
-                .key(legacy.retired(owner.unwrap_or_default()));
-            if let Some(earlier) = supersedes {
-                script.key(legacy.ticket(earlier));
-            }
-            locks.push(legacy.lock());
-        }
-        let bridge_at = match (&legacy, supersedes) {
-            (None, _) => String::new(),
-            (Some(_), None) => "7".to_owned(),
-            (Some(_), Some(_)) => "8".to_owned(),
-        };
+        let (mut script, locks, bridge_at) = claim_keys(&keys, run, owner, supersedes);
         let (token, raw, facts, current): (u64, String, Vec<(String, String)>, i64) = script
             .arg(holder)
             .arg(self.ttl_ms())
@@ -193,4 +164,42 @@ impl TicketStore {
             lease,
         })
     }
+}
+
+/// `acquire.lua`'s KEYS for a claim of `run`, the locks it takes, and its
+/// ARGV[10]: with the bridge, the legacy family's keys follow from KEYS[7]
+/// (KEYS[8] after a superseded run's ticket).
+fn claim_keys(
+    keys: &AssetKeys,
+    run: &str,
+    owner: Option<&str>,
+    supersedes: Option<&str>,
+) -> (ScriptInvocation<'static>, Vec<String>, String) {
+    let mut script = ACQUIRE.prepare_invoke();
+    script
+        .key(keys.lock())
+        .key(keys.fence())
+        .key(keys.ticket(run))
+        .key(keys.audit())
+        .key(keys.retired(owner.unwrap_or_default()))
+        .key(keys.facts(run));
+    if let Some(earlier) = supersedes {
+        script.key(keys.ticket(earlier));
+    }
+    let mut locks = vec![keys.lock()];
+    let Some(legacy) = keys.legacy() else {
+        return (script, locks, String::new());
+    };
+    script
+        .key(legacy.lock())
+        .key(legacy.fence())
+        .key(legacy.ticket(run))
+        .key(legacy.facts(run))
+        .key(legacy.retired(owner.unwrap_or_default()));
+    if let Some(earlier) = supersedes {
+        script.key(legacy.ticket(earlier));
+    }
+    locks.push(legacy.lock());
+    let first = if supersedes.is_some() { "8" } else { "7" };
+    (script, locks, first.to_owned())
 }
