@@ -138,7 +138,7 @@ chaos:
 # to this tree, and a rollback, with scans and alerts in flight, checked by
 # the chaos invariants and both releases' CRDs (docs/upgrading.md). Not part
 # of `make test`: it builds a second tree. UPGRADE_ARGS: `--kubeconfig PATH`
-# for a real cluster, `--inject different-lock|required-field` to see it fail.
+# for a real cluster, `--inject different-lock|no-bridge|required-field` to see it fail.
 upgrade-test:
 	@./scripts/ensure-deps.sh
 	@./scripts/upgrade-test.sh

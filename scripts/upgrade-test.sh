@@ -14,7 +14,7 @@
 # unit fewer), which gives them artifacts and fingerprints apart.
 #
 # UPGRADE_ARGS passes flags to the harness (`--kubeconfig PATH`,
-# `--inject different-lock|required-field`, `--objects N`).
+# `--inject different-lock|no-bridge|required-field`, `--objects N`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

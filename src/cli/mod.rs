@@ -215,6 +215,11 @@ enum TicketCommand {
         asset: String,
         #[arg(long)]
         run: String,
+        /// The AssetScan's namespace (its asset's identity is namespace and
+        /// asset id); absent: the legacy layout (the `scan` command's runs,
+        /// and with the identity bridge on, a copy of every run's ticket).
+        #[arg(long)]
+        namespace: Option<String>,
     },
     /// Print an asset's audit history: acquisitions, accepted and rejected writes.
     History {
@@ -225,6 +230,10 @@ enum TicketCommand {
         /// At most this many records, oldest first.
         #[arg(long, default_value_t = 200)]
         limit: usize,
+        /// The AssetScan's namespace; absent: the legacy layout's stream
+        /// (with the identity bridge on, where every run's history is).
+        #[arg(long)]
+        namespace: Option<String>,
     },
     /// List tickets.
     List {
@@ -390,10 +399,23 @@ async fn run(args: RunArgs) -> Result<(), String> {
     }
 }
 
+/// `store` scoped by `namespace`, when one is given.
+fn scoped(store: TicketStore, namespace: Option<&str>) -> Result<TicketStore, String> {
+    match namespace {
+        Some(namespace) => store.scoped(namespace).map_err(|e| e.to_string()),
+        None => Ok(store),
+    }
+}
+
 async fn ticket_command(command: TicketCommand) -> Result<(), String> {
     match command {
-        TicketCommand::Show { common, asset, run } => {
-            let (_, store) = common.store().await?;
+        TicketCommand::Show {
+            common,
+            asset,
+            run,
+            namespace,
+        } => {
+            let store = scoped(common.store().await?.1, namespace.as_deref())?;
             let asset = AssetId::new(asset).map_err(|e| e.to_string())?;
             match store
                 .get_ticket(&asset, &run)
@@ -408,8 +430,9 @@ async fn ticket_command(command: TicketCommand) -> Result<(), String> {
             common,
             asset,
             limit,
+            namespace,
         } => {
-            let (_, store) = common.store().await?;
+            let store = scoped(common.store().await?.1, namespace.as_deref())?;
             let asset = AssetId::new(asset).map_err(|e| e.to_string())?;
             let entries = store
                 .audit(&asset, limit)

@@ -7,7 +7,7 @@ use super::facts::{Facts, to_json};
 use super::{
     Effects, Notification, Observer, Outcome, Pipeline, Resend, StepError, drill, software,
 };
-use crate::store::{LeaseGuard, Patch, StoreError};
+use crate::store::{LeaseGuard, Patch, StoreError, TicketStore};
 use assetscan_domain::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, Ticket, now_ms,
 };
@@ -21,6 +21,8 @@ use tracing::{info, warn};
 /// One acquired run in progress.
 pub(super) struct Run<'a, E, O> {
     pipeline: &'a Pipeline<E>,
+    /// The store scoped by the run's namespace.
+    store: &'a TicketStore,
     req: &'a ScanRequest,
     observer: &'a O,
     lease: &'a LeaseGuard,
@@ -48,6 +50,7 @@ enum Halt {
 impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     pub(super) fn new(
         pipeline: &'a Pipeline<E>,
+        store: &'a TicketStore,
         req: &'a ScanRequest,
         observer: &'a O,
         lease: &'a LeaseGuard,
@@ -55,6 +58,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     ) -> Self {
         Run {
             pipeline,
+            store,
             req,
             observer,
             lease,
@@ -422,7 +426,6 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         }
         drill::stop_before(self.req.asset.as_str(), to.as_str());
         match self
-            .pipeline
             .store
             .advance_from(&self.req.asset, ticket, ticket.fencing_token, to, &patch)
             .await

@@ -148,9 +148,11 @@ impl TicketStore {
             reason: e.to_string(),
         };
         let mut invocation = ADVANCE.key(&ticket_key);
+        invocation.key(keys.audit()).key(keys.facts(run));
+        if let Some(legacy) = keys.legacy() {
+            invocation.key(legacy.ticket(run)).key(legacy.facts(run));
+        }
         invocation
-            .key(keys.audit())
-            .key(keys.facts(run))
             .arg(token)
             .arg(to.as_str())
             .arg(now_ms())

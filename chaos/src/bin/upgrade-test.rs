@@ -11,6 +11,8 @@ use std::process::ExitCode;
 enum Injected {
     /// This tree's replicas take another lock for the same AssetScan.
     DifferentLock,
+    /// This tree's replicas skip the legacy lock (the bridge off).
+    NoBridge,
     /// This tree's AssetScan CRD requires a new field.
     RequiredField,
 }
@@ -86,6 +88,7 @@ fn main() -> ExitCode {
         kubeconfig: args.kubeconfig,
         inject: args.inject.map(|i| match i {
             Injected::DifferentLock => Inject::DifferentLock,
+            Injected::NoBridge => Inject::NoBridge,
             Injected::RequiredField => Inject::RequiredField,
         }),
         objects: args.objects,

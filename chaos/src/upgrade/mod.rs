@@ -16,8 +16,9 @@
 //!    validated under both releases' CRDs.
 //!
 //! `--inject` makes it fail on purpose: this tree's replicas taking
-//! another lock for the same object (another Redis key prefix), or this
-//! tree's CRD requiring a new field.
+//! another lock for the same object (another Redis key prefix), or
+//! skipping the legacy lock (`redis.identityBridge: false`, so only the
+//! namespaced lock), or this tree's CRD requiring a new field.
 
 mod cluster;
 mod phases;
@@ -36,6 +37,9 @@ pub enum Inject {
     /// This tree's replicas use another Redis key prefix: another lock,
     /// fence and ticket for the same AssetScan.
     DifferentLock,
+    /// This tree's replicas run with the bridge off: they take only the
+    /// namespaced lock, not the legacy one the previous release takes.
+    NoBridge,
     /// This tree's AssetScan CRD requires a new spec field.
     RequiredField,
 }

@@ -127,10 +127,15 @@ impl Upgrade {
         let providers = stubs
             .write_providers_section(&dir, "secops-")
             .map_err(io("write the providers section"))?;
-        let config = |name: &str, prefix: &str| -> Result<PathBuf, ChaosError> {
+        let config = |name: &str, prefix: &str, bridge: bool| -> Result<PathBuf, ChaosError> {
             let path = dir.join(name);
-            std::fs::write(&path, crate::world::config_yaml(&scale, &providers, prefix))
-                .map_err(io(format!("write {}", path.display())))?;
+            let mut text = crate::world::config_yaml(&scale, &providers, prefix);
+            if !bridge {
+                // Only this tree knows the key: the previous release's
+                // config never gets it.
+                text = text.replacen("redis: {", "redis: {identityBridge: false, ", 1);
+            }
+            std::fs::write(&path, text).map_err(io(format!("write {}", path.display())))?;
             Ok(path)
         };
         let current_prefix = match options.inject {
@@ -144,8 +149,15 @@ impl Upgrade {
             redis_url: redis.url(),
             dir: dir.clone(),
         };
-        let previous = launch(&options.previous_operator, config("previous.yaml", PREFIX)?);
-        let current = launch(&options.operator, config("current.yaml", current_prefix)?);
+        let bridge = options.inject != Some(Inject::NoBridge);
+        let previous = launch(
+            &options.previous_operator,
+            config("previous.yaml", PREFIX, true)?,
+        );
+        let current = launch(
+            &options.operator,
+            config("current.yaml", current_prefix, bridge)?,
+        );
         let previous_crds = read_crd_dir(&options.previous_tree.join("crds"))?;
         let mut current_crds = read_crd_dir(&options.tree.join("crds"))?;
         if options.inject == Some(Inject::RequiredField) {
