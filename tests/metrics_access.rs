@@ -42,8 +42,8 @@ async fn monitoring_namespace(h: &Harness) {
 async fn metrics_answer_only_the_charts_reader_role() {
     let h = Harness::start().await;
     monitoring_namespace(&h).await;
-    let docs = chart_metrics_rbac("asc", "monitoring");
-    let (reader, outsider) = grant(&h.client, "monitoring", &docs).await;
+    create_cluster_scoped(&h.client, &reader_role("asc", "monitoring")).await;
+    let (reader, outsider) = tokens(&h.client, "monitoring").await;
     let (cert, key, ca) = tls_files(h.dir.path());
     let port = free_port();
     let flags: [OsString; 4] = [

@@ -10,7 +10,7 @@
 
 use k8s_openapi::api::authentication::v1::TokenRequest;
 use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use serde_json::{Value, json};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -21,9 +21,9 @@ pub const READER: &str = "metrics-reader";
 /// A ServiceAccount without it.
 pub const OUTSIDER: &str = "metrics-outsider";
 
-/// `helm template` of the chart's metrics RBAC for `release`, the reader
-/// role bound to [`READER`] in `namespace`.
-pub fn chart_metrics_rbac(release: &str, namespace: &str) -> Vec<Value> {
+/// `helm template` of the chart's metrics-reader ClusterRole for
+/// `release`, with its ClusterRoleBinding to [`READER`] in `namespace`.
+pub fn reader_role(release: &str, namespace: &str) -> Vec<Value> {
     let chart = assetscan_testkit::tools::repo().join("charts/assetscan-operator");
     let (name, ns) = (
         format!("metrics.reader.serviceAccounts[0].name={READER}"),
@@ -39,21 +39,35 @@ pub fn chart_metrics_rbac(release: &str, namespace: &str) -> Vec<Value> {
         "--show-only",
         "templates/metrics-rbac.yaml",
     ];
-    assetscan_testkit::tools::template(release, &chart, namespace, &flags)
-        .unwrap_or_else(|e| panic!("helm template: {e}"))
+    let docs = assetscan_testkit::tools::template(release, &chart, namespace, &flags)
+        .unwrap_or_else(|e| panic!("helm template: {e}"));
+    let reader: Vec<Value> = docs
+        .into_iter()
+        .filter(|d| {
+            d["metadata"]["name"]
+                .as_str()
+                .is_some_and(|n| n.ends_with("-metrics-reader"))
+        })
+        .collect();
+    assert_eq!(
+        reader.len(),
+        2,
+        "the reader ClusterRole and its binding: {reader:?}"
+    );
+    reader
 }
 
-fn cluster_api(client: &kube::Client, doc: &Value) -> Api<DynamicObject> {
-    let api_version = doc["apiVersion"].as_str().unwrap_or_default();
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+/// The cluster-wide API of a rendered document's kind.
+pub fn cluster_api(client: &kube::Client, doc: &Value) -> Api<DynamicObject> {
+    let api_version = doc["apiVersion"].as_str().unwrap_or("v1");
+    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
     let kind = doc["kind"].as_str().unwrap_or_default();
     let gvk = GroupVersionKind::gvk(group, version, kind);
     Api::all_with(client.clone(), &ApiResource::from_gvk(&gvk))
 }
 
-/// Creates the cluster-scoped `docs` and the two ServiceAccounts in
-/// `namespace`; returns the reader's and the outsider's tokens.
-pub async fn grant(client: &kube::Client, namespace: &str, docs: &[Value]) -> (String, String) {
+/// Creates the cluster-scoped `docs`.
+pub async fn create_cluster_scoped(client: &kube::Client, docs: &[Value]) {
     for doc in docs {
         let object: DynamicObject = serde_json::from_value(doc.clone()).expect("object");
         cluster_api(client, doc)
@@ -61,6 +75,11 @@ pub async fn grant(client: &kube::Client, namespace: &str, docs: &[Value]) -> (S
             .await
             .unwrap_or_else(|e| panic!("create {}: {e}", doc["metadata"]["name"]));
     }
+}
+
+/// Creates [`READER`] and [`OUTSIDER`] in `namespace`; returns their
+/// tokens, from the TokenRequest API.
+pub async fn tokens(client: &kube::Client, namespace: &str) -> (String, String) {
     let accounts = Api::<ServiceAccount>::namespaced(client.clone(), namespace);
     let mut tokens = Vec::new();
     for name in [READER, OUTSIDER] {
@@ -81,23 +100,10 @@ pub async fn grant(client: &kube::Client, namespace: &str, docs: &[Value]) -> (S
     (tokens[0].clone(), tokens[1].clone())
 }
 
-/// Deletes what [`grant`] created (a real cluster keeps it otherwise).
-pub async fn revoke(client: &kube::Client, namespace: &str, docs: &[Value]) {
-    for doc in docs {
-        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
-        let _ = cluster_api(client, doc)
-            .delete(name, &DeleteParams::default())
-            .await;
-    }
-    let accounts = Api::<ServiceAccount>::namespaced(client.clone(), namespace);
-    for name in [READER, OUTSIDER] {
-        let _ = accounts.delete(name, &DeleteParams::default()).await;
-    }
-}
-
 /// An HTTPS client for the operator's port at `addr`, reached as
 /// `localhost`, trusting `ca_pem` (or any certificate without it).
 pub fn https_client(addr: SocketAddr, ca_pem: Option<&[u8]>) -> reqwest::Client {
+    assetscan_operator::providers::install_crypto_provider();
     let builder = reqwest::Client::builder()
         .resolve("localhost", addr)
         .timeout(Duration::from_secs(10));
