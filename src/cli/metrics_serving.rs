@@ -16,12 +16,7 @@ pub struct MetricsServing {
     metrics_plain_http: bool,
     /// The metrics port's certificate chain (PEM), e.g. a mounted TLS
     /// Secret's tls.crt. Without it: a self-signed certificate made at start.
-    #[arg(
-        long,
-        env = "METRICS_TLS_CERT_FILE",
-        requires = "metrics_tls_key_file",
-        conflicts_with = "metrics_plain_http"
-    )]
+    #[arg(long, env = "METRICS_TLS_CERT_FILE", requires = "metrics_tls_key_file")]
     metrics_tls_cert_file: Option<PathBuf>,
     /// The key of --metrics-tls-cert-file (PEM).
     #[arg(long, env = "METRICS_TLS_KEY_FILE", requires = "metrics_tls_cert_file")]
@@ -31,6 +26,10 @@ pub struct MetricsServing {
 impl MetricsServing {
     /// The exposure these flags ask for; access checks go through `client`.
     pub fn exposure(&self, client: &kube::Client) -> Result<Exposure, String> {
+        if self.metrics_plain_http && self.metrics_tls_cert_file.is_some() {
+            // Not clap's `conflicts_with`: it counts METRICS_PLAIN_HTTP=false as given.
+            return Err("--metrics-plain-http serves no TLS: drop --metrics-tls-cert-file".into());
+        }
         if self.metrics_plain_http {
             warn!(
                 "metrics served over plain HTTP to anyone who reaches the port (--metrics-plain-http)"

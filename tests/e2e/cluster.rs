@@ -237,9 +237,9 @@ impl Cluster {
                 .unwrap_or_default()
                 .to_owned();
             let cluster_scoped = matches!(kind.as_str(), "ClusterRole" | "ClusterRoleBinding");
-            if !matches!(kind.as_str(), "ServiceAccount" | "Role" | "RoleBinding")
-                && !(cluster_scoped && name.contains("-metrics-"))
-            {
+            let namespaced = matches!(kind.as_str(), "ServiceAccount" | "Role" | "RoleBinding");
+            let metrics_role = cluster_scoped && name.contains("-metrics-");
+            if !namespaced && !metrics_role {
                 return Err(E2eError::ClusterScoped { kind, name });
             }
             let obj: DynamicObject =

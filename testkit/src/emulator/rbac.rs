@@ -8,6 +8,7 @@
 //! the only built-in one (no bootstrap roles are stored).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::Value;
@@ -52,13 +53,13 @@ pub struct Subject {
 pub fn allowed_by(
     subject: &Subject,
     attributes: &Attributes,
-    bindings: &[impl AsRef<Value>],
+    bindings: &[Arc<Value>],
     role: impl Fn(&str) -> Option<Value>,
 ) -> Option<String> {
     if subject.groups.iter().any(|g| g == "system:masters") {
         return Some("allowed by the system:masters group".into());
     }
-    bindings.iter().map(AsRef::as_ref).find_map(|binding| {
+    bindings.iter().find_map(|binding| {
         let role_ref = &binding["roleRef"];
         if role_ref["kind"] != "ClusterRole" || !binds(binding, subject) {
             return None;
@@ -172,7 +173,7 @@ mod tests {
             "subjects": [{"kind": "ServiceAccount", "name": "prometheus", "namespace": "monitoring"}],
         });
         let role = json!({"rules": [{"nonResourceURLs": urls, "verbs": ["get"]}]});
-        allowed_by(subject, attributes, &[binding], |name| {
+        allowed_by(subject, attributes, &[Arc::new(binding)], |name| {
             (name == "reader").then(|| role.clone())
         })
         .is_some()
