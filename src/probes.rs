@@ -4,11 +4,17 @@
 //! (the controller has started and Redis answers), for Prometheus and the
 //! kubelet's probes.
 //!
+//! Served over TLS, with `/metrics` (and every route but the probes) for
+//! callers the API server authenticates and authorizes
+//! ([`crate::http_access`]); or, when the operator is told so, over plain
+//! HTTP to anyone.
+//!
 //! `/readyz` sends nothing to Redis: it answers from the outcome of the
 //! replica's latest command ([`crate::store::RedisHealth`]). A replica with
 //! no traffic for [`IDLE_CHECK`] sends one PING of its own, so the answer is
 //! never older than that, however often the probes come.
 
+use crate::http_access::{AccessGuard, require_access, tls::TlsListener};
 use crate::store::TicketStore;
 use crate::telemetry::Metrics;
 use axum::Router;
@@ -16,6 +22,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use rustls::ServerConfig;
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -32,15 +39,34 @@ struct Probe {
     store: Arc<OnceLock<TicketStore>>,
 }
 
+/// How the port is served.
+pub enum Exposure {
+    /// Plain HTTP, `/metrics` to anyone who reaches the port.
+    Plain,
+    /// TLS, `/metrics` to callers `guard` lets in.
+    Secured {
+        tls: Arc<ServerConfig>,
+        guard: AccessGuard,
+    },
+}
+
 /// Serves until `shutdown` fires. Setting `store` turns readiness on.
 pub async fn serve(
     addr: SocketAddr,
+    exposure: Exposure,
     metrics: Arc<Metrics>,
     store: Arc<OnceLock<TicketStore>>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let app = Router::new()
-        .route("/metrics", get(metrics_text))
+    let mut guarded = Router::new().route("/metrics", get(metrics_text));
+    if let Exposure::Secured { guard, .. } = &exposure {
+        guarded = guarded.route_layer(axum::middleware::from_fn_with_state(
+            guard.clone(),
+            require_access,
+        ));
+    }
+    // The kubelet's probes carry no token: they stay outside the guard.
+    let app = guarded
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
         .with_state(Probe {
@@ -48,10 +74,16 @@ pub async fn serve(
             store: store.clone(),
         });
     tokio::spawn(check_when_idle(store, shutdown.clone()));
-    let listener = tokio::net::TcpListener::bind(addr).await?;
-    axum::serve(listener, app)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
+    let tcp = tokio::net::TcpListener::bind(addr).await?;
+    let stop = async move { shutdown.cancelled().await };
+    match exposure {
+        Exposure::Plain => axum::serve(tcp, app).with_graceful_shutdown(stop).await,
+        Exposure::Secured { tls, .. } => {
+            axum::serve(TlsListener::new(tcp, tls)?, app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+    }
 }
 
 async fn metrics_text(State(probe): State<Probe>) -> impl IntoResponse {

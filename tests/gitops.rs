@@ -25,6 +25,7 @@
 
 mod gitops_kit;
 mod kit;
+mod metrics_kit;
 
 use assetscan_operator::domain::ticket::{RiskFacts, Status, Ticket};
 use assetscan_operator::kubernetes::controller::{ConditionType, status_from_ticket};
@@ -333,12 +334,29 @@ fn ci_values_files_render_and_lint() {
                 assert_eq!(env("WATCH_NAMESPACE").unwrap()["value"], "scans");
                 let role = r.get("Role", FULLNAME);
                 assert_eq!(role["metadata"]["namespace"], "scans");
-                assert!(r.all("ClusterRole").is_empty(), "no cluster-wide grant");
+                // Cluster-wide: only the metrics reviews and the reader role.
+                let cluster_roles: BTreeSet<&str> = r
+                    .all("ClusterRole")
+                    .iter()
+                    .map(|role| role["metadata"]["name"].as_str().unwrap())
+                    .collect();
+                let metrics_roles = [
+                    format!("{FULLNAME}-metrics-auth"),
+                    format!("{FULLNAME}-metrics-reader"),
+                ];
+                assert_eq!(
+                    cluster_roles,
+                    metrics_roles.iter().map(String::as_str).collect()
+                );
             }
             "monitoring-values.yaml" => {
                 for kind in ["ServiceMonitor", "PrometheusRule", "NetworkPolicy"] {
                     r.one(kind);
                 }
+                // Scraped over HTTPS with Prometheus' own token.
+                let endpoint = &r.one("ServiceMonitor")["spec"]["endpoints"][0];
+                assert_eq!(endpoint["scheme"], "https");
+                assert!(endpoint["bearerTokenFile"].is_string());
                 let dashboard = r.get("ConfigMap", &format!("{FULLNAME}-dashboard"));
                 assert_eq!(dashboard["metadata"]["namespace"], "monitoring");
             }
@@ -890,7 +908,17 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
     let closed = free_port();
     let op = start_operator(dir.path(), &redis.url(), &kubeconfig, closed);
     let port = op.port();
-    op.wait_answer("/readyz", 200, PATIENCE).await;
+    let https = metrics_kit::https_client(([127, 0, 0, 1], port).into(), None);
+    let readyz_answers = async |wanted: u16| {
+        op.wait_for(&format!("/readyz answers {wanted}"), PATIENCE, async || {
+            let answer = metrics_kit::https_get(&https, port, "/readyz", None).await;
+            answer
+                .is_ok_and(|(status, _)| status == wanted)
+                .then_some(())
+        })
+        .await
+    };
+    readyz_answers(200).await;
 
     let rendered = render(&["--set", "helmTest.attempts=1"]);
     let hook = rendered.one("Pod");
@@ -905,7 +933,7 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
         .unwrap();
     assert_eq!(
         url,
-        format!("http://{FULLNAME}-metrics.{NAMESPACE}.svc:8080/readyz")
+        format!("https://{FULLNAME}-metrics.{NAMESPACE}.svc:8080/readyz")
     );
     let passed = run_hook(hook, port);
     assert!(
@@ -960,7 +988,7 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
 
     // Redis goes away: /readyz fails, and so does the hook.
     redis.stop();
-    op.wait_answer("/readyz", 503, PATIENCE).await;
+    readyz_answers(503).await;
     let failed = run_hook(hook, port);
     assert!(!failed.status.success(), "the hook passes without Redis");
     assert!(

@@ -8,7 +8,7 @@
 //! prints the commands the server counted in a window without probes and
 //! in one with 100 probes a second.
 
-use assetscan_operator::probes::{IDLE_CHECK, serve};
+use assetscan_operator::probes::{Exposure, IDLE_CHECK, serve};
 use assetscan_operator::store::{RedisTarget, StoreConfig, TicketStore};
 use assetscan_operator::telemetry::Metrics;
 use assetscan_testkit::process::free_port;
@@ -79,6 +79,7 @@ async fn readiness_probes_send_no_redis_command() {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let endpoints = tokio::spawn(serve(
         ([127, 0, 0, 1], port).into(),
+        Exposure::Plain,
         Arc::new(Metrics::new()),
         Arc::new(OnceLock::from(store.clone())),
         shutdown.clone(),

@@ -780,6 +780,7 @@ async fn revoked_credentials_back_off_and_readiness_says_why() {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let probes = tokio::spawn(assetscan_operator::probes::serve(
         ([127, 0, 0, 1], port).into(),
+        assetscan_operator::probes::Exposure::Plain,
         std::sync::Arc::new(assetscan_operator::telemetry::Metrics::new()),
         std::sync::Arc::new(std::sync::OnceLock::from(store.clone())),
         shutdown.clone(),

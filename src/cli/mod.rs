@@ -1,6 +1,7 @@
 //! The command line: `run`, `crd`, `scan`, `ticket`. Every setting is a flag
 //! with an environment variable.
 
+mod metrics_serving;
 mod scan;
 mod ticket;
 
@@ -15,6 +16,7 @@ use crate::telemetry::{LogFormat, Metrics};
 use assetscan_domain::AssetId;
 use assetscan_domain::shard::Shard;
 use clap::{Args, Parser, Subcommand};
+use metrics_serving::MetricsServing;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -187,6 +189,8 @@ struct RunArgs {
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
+    #[command(flatten)]
+    metrics: MetricsServing,
     /// Reconciles in flight at once.
     #[arg(long, env = "ASSETSCAN_CONCURRENCY", default_value_t = 8)]
     concurrency: u16,
@@ -350,10 +354,14 @@ async fn run(args: RunArgs) -> Result<(), String> {
     };
     let shutdown = shutdown_on_signal();
     let metrics = Arc::new(Metrics::new());
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot reach the Kubernetes API: {e}"))?;
     // Probes first: the process is alive (and not ready) while it waits.
     let ready_store = Arc::new(OnceLock::new());
     let probes = tokio::spawn(crate::probes::serve(
         args.metrics_addr,
+        args.metrics.exposure(&client)?,
         metrics.clone(),
         ready_store.clone(),
         shutdown.clone(),
@@ -365,9 +373,6 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let providers = Providers::from_config(&config.providers)
         .map_err(|e| e.to_string())?
         .paced(config.scan_starts.quota());
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| format!("cannot reach the Kubernetes API: {e}"))?;
     let channels = channel_policy(&config, args.namespace.as_deref())?;
     let settings = ControllerSettings {
         channels,
