@@ -3,16 +3,18 @@ CARGO ?= cargo
 # Two cores: two test threads keep timing-sensitive tests honest.
 TEST_THREADS ?= 2
 
-.PHONY: test demo deps fmt lint crds model bench scale chaos policy sbom image pin-images e2e conformance
+.PHONY: test demo deps fmt lint crds model bench scale chaos policy sbom image pin-images e2e conformance upgrade-test
 
-# What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool;
-# and under target/tools, cargo-deny and the SBOM validator.
+# What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool,
+# faketime; and under target/tools, cargo-deny, the SBOM validator and the
+# Standard Webhooks library for the webhook receiver's test.
 deps:
 	@./scripts/ensure-deps.sh
 	@./scripts/ensure-helm.sh
 	@./scripts/ensure-lua.sh
 	@./scripts/ensure-promtool.sh
 	@./scripts/ensure-supply-tools.sh
+	@./scripts/ensure-webhook-receiver.sh
 
 test: deps
 	python3 scripts/source-shape.py
@@ -90,11 +92,16 @@ SCALE_RESCALE ?= 2,4,2
 SCALE_IDLE ?= 30
 SCALE_PROFILE ?= release
 SCALE_KUBECONFIG ?=
+# Packages per asset (0: only the high-risk assets' 4) and where they are:
+# inline (spec.software) or sbom (by reference to an SBOM).
+SCALE_PACKAGES ?= 0
+SCALE_SOFTWARE ?= inline
 scale: deps
 	$(CARGO) build --profile $(SCALE_PROFILE) -p assetscan-operator --bin assetscan-operator
 	$(CARGO) build --profile $(SCALE_PROFILE) -p assetscan-testkit --bin kube-emulator
 	$(CARGO) run --profile $(SCALE_PROFILE) -p assetscan-scale -- --counts $(SCALE_COUNTS) \
 		--shards $(SCALE_SHARDS) --rescale $(SCALE_RESCALE) --idle-seconds $(SCALE_IDLE) \
+		--packages $(SCALE_PACKAGES) --software $(SCALE_SOFTWARE) \
 		$(if $(SCALE_KUBECONFIG),--kubeconfig $(SCALE_KUBECONFIG)) $(SCALE_ARGS)
 
 fmt:
@@ -125,6 +132,16 @@ chaos:
 	@./scripts/ensure-deps.sh
 	$(CARGO) build -p assetscan-chaos --bins
 	$(CARGO) run --quiet -p assetscan-chaos --bin assetscan-chaos
+
+# A rolling upgrade from the previous release (the commit CHANGELOG.md's
+# latest release names, built from a git worktree under target/upgrade/)
+# to this tree, and a rollback, with scans and alerts in flight, checked by
+# the chaos invariants and both releases' CRDs (docs/upgrading.md). Not part
+# of `make test`: it builds a second tree. UPGRADE_ARGS: `--kubeconfig PATH`
+# for a real cluster, `--inject different-lock|no-bridge|required-field` to see it fail.
+upgrade-test:
+	@./scripts/ensure-deps.sh
+	@./scripts/upgrade-test.sh
 
 # What /metrics costs at 10 000 AssetScans in a replica's watch cache: one
 # scrape's time (the status-derived gauges computed, everything encoded)

@@ -36,6 +36,22 @@
 --         be confirmed under it afterwards. A missing or ended ticket is
 --         left as it is. Its expiry is kept.
 --
+-- ARGV[10] (optional, added) n, the bridge to the legacy layout: the keys
+--         above are the namespaced family (asc:n:<namespace>:{<asset>}:...,
+--         same hash tag) and KEYS[n..] the legacy family of the same asset:
+--         KEYS[n] lock asc:{<asset>}:lock, KEYS[n+1] fence, KEYS[n+2]
+--         ticket:<run>, KEYS[n+3] facts:<run>, KEYS[n+4] retired:<owner>,
+--         and KEYS[n+5] ticket:<earlier run> when KEYS[7] is given. n is 7
+--         without KEYS[7], 8 with it; KEYS[5] and KEYS[6] are required.
+--         Both locks are taken or neither (LOCKED names the one held); the
+--         token is drawn above both fences and the floor and stored in
+--         both; either tombstone refuses the run; of the two copies of a
+--         ticket (each run's and the superseded run's) the newer by
+--         (fencing_token, revision) is first copied over the other, facts
+--         included, so a run in flight goes on from where an executor of
+--         either layout left it; the claimed ticket (and a superseded one
+--         failed here) is written to both copies.
+--
 -- Returns {token, ticket JSON, facts, current}: facts is the facts hash as
 -- HGETALL gives it (name, JSON, name, JSON, ...), empty when there is none
 -- or the caller's copy is current; current is 1 when that copy (ARGV[9]) is
@@ -72,10 +88,85 @@ end
 local cap = int(tonumber(ARGV[6] or '1000') or 1000)
 local px, at = int(ttl), int(now)
 
-if KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1 then
+-- The bridge's legacy family, when given.
+local legacy
+local bridge = tonumber(ARGV[10] or '')
+if ARGV[10] and ARGV[10] ~= '' then
+  if not ((bridge == 7 and #KEYS == 11) or (bridge == 8 and #KEYS == 13)) then
+    return redis.error_reply('BAD_ARGS the legacy keys start at KEYS[7] (KEYS[8] with KEYS[7]) and are 5 (6)')
+  end
+  legacy = { lock = KEYS[bridge], fence = KEYS[bridge + 1], ticket = KEYS[bridge + 2],
+    facts = KEYS[bridge + 3], retired = KEYS[bridge + 4], earlier = KEYS[bridge + 5] }
+end
+-- The superseded run's ticket: KEYS[7], unless the legacy keys start there.
+local earlier_key = KEYS[7]
+if bridge == 7 then earlier_key = nil end
+
+-- A stored ticket, decoded; nil when missing, false when corrupt.
+local function read(key)
+  local found = redis.call('GET', key)
+  if not found then return nil end
+  local ok, decoded = pcall(cjson.decode, found)
+  if not ok or type(decoded) ~= 'table' or type(decoded.status) ~= 'string'
+      or type(decoded.fencing_token) ~= 'number' or type(decoded.revision) ~= 'number' then
+    return false
+  end
+  return decoded, found
+end
+
+-- Copies the facts hash `from` over `to` (both may be nil or missing).
+local function copy_facts(from, to)
+  if not from or not to then return end
+  redis.call('DEL', to)
+  local fields = redis.call('HGETALL', from)
+  if #fields > 0 then redis.call('HSET', to, unpack(fields)) end
+end
+
+-- The bridge: the newer of a ticket's two copies goes over the other, its
+-- expiry and facts with it. Returns an error reply for a corrupt copy.
+local function sync(key, facts, legacy_key, legacy_facts)
+  local mine, mine_raw = read(key)
+  local theirs, theirs_raw = read(legacy_key)
+  if mine == false then return redis.error_reply('TICKET_CORRUPT ' .. key) end
+  if theirs == false then return redis.error_reply('TICKET_CORRUPT ' .. legacy_key) end
+  local from, to, raw_from, from_facts, to_facts
+  if theirs and (not mine or theirs.fencing_token > mine.fencing_token
+      or (theirs.fencing_token == mine.fencing_token and theirs.revision > mine.revision)) then
+    from, to, raw_from, from_facts, to_facts = legacy_key, key, theirs_raw, legacy_facts, facts
+  elseif mine and (not theirs or theirs.fencing_token ~= mine.fencing_token
+      or theirs.revision ~= mine.revision) then
+    from, to, raw_from, from_facts, to_facts = key, legacy_key, mine_raw, facts, legacy_facts
+  else
+    return nil
+  end
+  local ttl = redis.call('PTTL', from)
+  if ttl > 0 then
+    redis.call('SET', to, raw_from, 'PX', ttl)
+  else
+    redis.call('SET', to, raw_from)
+  end
+  copy_facts(from_facts, to_facts)
+  return nil
+end
+
+local retired = KEYS[5] and redis.call('EXISTS', KEYS[5]) == 1
+if legacy and not retired then
+  retired = redis.call('EXISTS', legacy.retired) == 1
+end
+if retired then
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', cap, '*',
     'op', 'acquire', 'result', 'RUN_RETIRED', 'ticket', KEYS[3], 'holder', holder, 'at', at)
   return redis.error_reply('RUN_RETIRED ' .. KEYS[3])
+end
+
+-- After the tombstones: a retired run's copies are never written again.
+if legacy then
+  local refused = sync(KEYS[3], KEYS[6], legacy.ticket, legacy.facts)
+  if refused then return refused end
+  if earlier_key then
+    refused = sync(earlier_key, nil, legacy.earlier, nil)
+    if refused then return refused end
+  end
 end
 
 local raw = redis.call('GET', KEYS[3])
@@ -114,7 +205,6 @@ if ticket.status == 'FINISHED' or ticket.status == 'FAILED' then
 end
 
 -- The superseded run, as found: refuse while it alerts, else end it below.
-local earlier_key = KEYS[7]
 local earlier, earlier_raw
 if earlier_key then
   earlier_raw = redis.call('GET', earlier_key)
@@ -134,6 +224,13 @@ if earlier_raw then
   end
 end
 
+-- The bridge's legacy lock first: both locks are taken, or neither.
+if legacy then
+  local legacy_by = redis.call('GET', legacy.lock)
+  if legacy_by and legacy_by ~= holder then
+    return redis.error_reply('LOCKED ' .. legacy_by .. ' ' .. redis.call('PTTL', legacy.lock))
+  end
+end
 -- Take the lock if free; if it is the caller's already, extend it.
 local locked_by = redis.call('SET', KEYS[1], holder, 'NX', 'PX', px, 'GET')
 if locked_by == holder then
@@ -141,13 +238,26 @@ if locked_by == holder then
 elseif locked_by then
   return redis.error_reply('LOCKED ' .. locked_by .. ' ' .. redis.call('PTTL', KEYS[1]))
 end
+if legacy then
+  redis.call('SET', legacy.lock, holder, 'PX', px)
+end
 
--- Draws a token above every earlier one, the floor and `above`.
+-- Draws a token above every earlier one (of both fences, with the
+-- bridge), the floor and `above`.
 local function draw(above)
   local drawn = redis.call('INCR', KEYS[2])
+  local counted = drawn
+  if legacy then
+    drawn = math.max(drawn, redis.call('INCR', legacy.fence))
+  end
   if drawn < above + 1 then
     drawn = above + 1
+  end
+  if drawn ~= counted then
     redis.call('SET', KEYS[2], int(drawn))
+  end
+  if legacy then
+    redis.call('SET', legacy.fence, int(drawn))
   end
   return drawn
 end
@@ -160,7 +270,11 @@ if earlier then
   earlier.revision = earlier.revision + 1
   earlier.holder = holder
   earlier.updated_at = now
-  redis.call('SET', earlier_key, cjson.encode(earlier), 'KEEPTTL')
+  local ended = cjson.encode(earlier)
+  redis.call('SET', earlier_key, ended, 'KEEPTTL')
+  if legacy and redis.call('EXISTS', legacy.earlier) == 1 then
+    redis.call('SET', legacy.earlier, ended, 'KEEPTTL')
+  end
   redis.call('XADD', KEYS[4], 'MAXLEN', '~', cap, '*',
     'op', 'supersede', 'result', 'ok', 'ticket', earlier_key, 'holder', holder,
     'token', int(ended_by), 'from', from, 'status', 'FAILED',
@@ -174,20 +288,26 @@ ticket.revision = ticket.revision + 1
 ticket.holder = holder
 ticket.updated_at = now
 raw = cjson.encode(ticket)
-if keep_ticket > 0 then
-  redis.call('SET', KEYS[3], raw, 'PX', int(keep_ticket))
-else
-  redis.call('SET', KEYS[3], raw)
+local copies = { { KEYS[3], facts_key, KEYS[2] } }
+if legacy then
+  copies[2] = { legacy.ticket, legacy.facts, legacy.fence }
 end
-if facts_key and ticket.facts_hash == true then
+for _, copy in ipairs(copies) do
   if keep_ticket > 0 then
-    redis.call('PEXPIRE', facts_key, int(keep_ticket))
+    redis.call('SET', copy[1], raw, 'PX', int(keep_ticket))
   else
-    redis.call('PERSIST', facts_key)
+    redis.call('SET', copy[1], raw)
   end
-end
-if keep_asset > 0 then
-  redis.call('PEXPIRE', KEYS[2], int(keep_asset))
+  if copy[2] and ticket.facts_hash == true then
+    if keep_ticket > 0 then
+      redis.call('PEXPIRE', copy[2], int(keep_ticket))
+    else
+      redis.call('PERSIST', copy[2])
+    end
+  end
+  if keep_asset > 0 then
+    redis.call('PEXPIRE', copy[3], int(keep_asset))
+  end
 end
 
 redis.call('XADD', KEYS[4], 'MAXLEN', '~', cap, '*',

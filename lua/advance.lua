@@ -23,6 +23,14 @@
 -- ARGV[9], ARGV[10], ... (optional, added) fact name, fact JSON, ...: stored
 --         in the facts hash as given (needs KEYS[3]); the script never
 --         decodes them, so a write costs the same whatever the facts weigh.
+-- KEYS[4] (optional, added) the bridge: the legacy copy of the ticket,
+--         asc:{<asset>}:ticket:<run>, when KEYS[1] is the namespaced one
+--         (asc:n:<namespace>:{<asset>}:ticket:<run>, same hash tag), and
+--         KEYS[5] its facts hash (needs KEYS[3]). The write is accepted only
+--         if the legacy copy also holds the caller's token (an executor of
+--         the legacy layout that claimed it since makes the caller stale;
+--         a copy retired in the legacy layout answers TICKET_NOT_FOUND),
+--         and it is written to both copies, facts and expiry included.
 --
 -- Returns the new ticket JSON; with ARGV[8] '1', {ticket JSON, facts} where
 -- facts is the hash as HGETALL gives it. Numbers go through Lua's cjson,
@@ -93,6 +101,21 @@ end
 if caller ~= ticket.fencing_token then
   return reject('STALE_TOKEN ' .. ARGV[1] .. ' ' .. ticket.fencing_token, 'STALE_TOKEN')
 end
+local legacy_key, legacy_facts = KEYS[4], KEYS[5]
+if legacy_key then
+  local copy = redis.call('GET', legacy_key)
+  if not copy then
+    return redis.error_reply('TICKET_NOT_FOUND ' .. legacy_key)
+  end
+  local cok, legacy = pcall(cjson.decode, copy)
+  if not cok or type(legacy) ~= 'table' or type(legacy.fencing_token) ~= 'number' then
+    return redis.error_reply('TICKET_CORRUPT ' .. legacy_key)
+  end
+  if caller ~= legacy.fencing_token then
+    ticket.fencing_token = legacy.fencing_token
+    return reject('STALE_TOKEN ' .. ARGV[1] .. ' ' .. legacy.fencing_token, 'STALE_TOKEN')
+  end
+end
 if not allowed(ticket.status, target) then
   return reject('ILLEGAL_TRANSITION ' .. ticket.status .. ' ' .. target, 'ILLEGAL_TRANSITION')
 end
@@ -136,6 +159,9 @@ for i = 9, #ARGV, 2 do
 end
 if #fields > 0 then
   redis.call('HSET', facts_key, unpack(fields))
+  if legacy_facts then
+    redis.call('HSET', legacy_facts, unpack(fields))
+  end
   ticket.facts_hash = true
 end
 
@@ -162,17 +188,21 @@ ticket.updated_at = now
 raw = cjson.encode(ticket)
 local keep = keep_open
 if target == 'FINISHED' or target == 'FAILED' then keep = retention end
-if keep > 0 then
-  redis.call('SET', KEYS[1], raw, 'PX', int(keep))
-else
-  redis.call('SET', KEYS[1], raw)
-end
--- The facts hash lives exactly as long as its ticket.
-if facts_key and ticket.facts_hash == true then
+local copies = { { KEYS[1], facts_key } }
+if legacy_key then copies[2] = { legacy_key, legacy_facts } end
+for _, copy in ipairs(copies) do
   if keep > 0 then
-    redis.call('PEXPIRE', facts_key, int(keep))
+    redis.call('SET', copy[1], raw, 'PX', int(keep))
   else
-    redis.call('PERSIST', facts_key)
+    redis.call('SET', copy[1], raw)
+  end
+  -- The facts hash lives exactly as long as its ticket.
+  if copy[2] and ticket.facts_hash == true then
+    if keep > 0 then
+      redis.call('PEXPIRE', copy[2], int(keep))
+    else
+      redis.call('PERSIST', copy[2])
+    end
   end
 end
 

@@ -5,9 +5,15 @@
 -- ARGV[1] holder id
 -- ARGV[2] (optional) now (unix ms), for the audit record
 -- ARGV[3] (optional) audit stream cap, default 1000
+-- KEYS[3] (optional, added) the bridge's legacy lock asc:{<asset>}:lock,
+--         taken with the namespaced one KEYS[1]: released with it, under
+--         the same rule (only if the caller holds it).
 --
 -- Returns 1 if released, 0 if not the owner (never deletes another's lock).
 
+if KEYS[3] and redis.call('GET', KEYS[3]) == ARGV[1] then
+  redis.call('DEL', KEYS[3])
+end
 if redis.call('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   if KEYS[2] then

@@ -195,6 +195,10 @@ pub struct RedisSection {
     /// asking the sentinels for the new master and resending.
     #[serde(deserialize_with = "crate::duration::config")]
     pub failover_wait: Duration,
+    /// The bridge to the previous release's key layout (see
+    /// [`StoreConfig::identity_bridge`]): on until no replica of the
+    /// previous release runs.
+    pub identity_bridge: bool,
 }
 
 impl Default for RedisSection {
@@ -206,6 +210,7 @@ impl Default for RedisSection {
             timeout: store.timeout,
             replica_ack: store.replica_ack,
             failover_wait: store.failover_wait,
+            identity_bridge: store.identity_bridge,
         }
     }
 }
@@ -350,6 +355,7 @@ impl Config {
             timeout: self.redis.timeout,
             replica_ack: self.redis.replica_ack,
             failover_wait: self.redis.failover_wait,
+            identity_bridge: self.redis.identity_bridge,
             // Credentials and TLS files come from the command line
             // (environment), never from this file.
             security: Default::default(),

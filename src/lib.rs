@@ -11,7 +11,8 @@
 //! - [`domain`]: tickets, the fence, runs, requests and verdicts.
 //!
 //! Beside them, what every layer may use: [`config`], [`duration`],
-//! [`telemetry`], [`probes`], [`yaml`], and the fair shares of a rate
+//! [`telemetry`], [`probes`] and who may read them ([`http_access`]),
+//! [`yaml`], and the fair shares of a rate
 //! among namespaces ([`fair`]).
 
 /// The domain (tickets, the fence, scan requests, verdicts): its own crate,
@@ -23,6 +24,7 @@ pub mod cli;
 pub mod config;
 pub mod duration;
 pub mod fair;
+pub mod http_access;
 pub mod kubernetes;
 pub mod pipeline;
 pub mod probes;

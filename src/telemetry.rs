@@ -11,7 +11,13 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tracing_subscriber::EnvFilter;
 
+mod replicas;
+
 use crate::store::WatchdogStats;
+pub use replicas::ReplicaMetrics;
+
+mod security;
+pub use security::{SafeguardLabels, SecurityMetrics};
 
 /// Log format on stderr.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -119,7 +125,9 @@ pub struct Metrics {
     pub watchdog_renewals: Gauge,
     pub watchdog_losses: Gauge,
     pub locks_held: Gauge,
+    pub replicas: ReplicaMetrics,
     pub promise: PromiseMetrics,
+    pub security: SecurityMetrics,
 }
 
 /// The per-replica start bound at work.
@@ -281,7 +289,9 @@ impl Metrics {
                 "Locks held by this process",
                 Gauge::default(),
             ),
+            replicas: ReplicaMetrics::register(r),
             promise: PromiseMetrics::register(r),
+            security: SecurityMetrics::register(r),
             registry,
         }
     }

@@ -37,9 +37,50 @@ fn chart() -> PathBuf {
     root().join("charts").join("assetscan-operator")
 }
 
+/// The default Redis has no password: the chart refuses it unless told
+/// (`redis_without_a_password_is_refused_unless_allowed`). The tests of
+/// everything else allow it.
+const ALLOW_NO_REDIS_PASSWORD: [&str; 2] = ["--set", "redis.allowUnauthenticated=true"];
+
 /// Renders the chart; `extra` are helm flags (`--set k=v`, ...).
 fn try_render(extra: &[&str]) -> Result<Vec<Value>, String> {
-    tools::template(RELEASE, &chart(), NAMESPACE, extra)
+    let flags = [&ALLOW_NO_REDIS_PASSWORD[..], extra].concat();
+    tools::template(RELEASE, &chart(), NAMESPACE, &flags)
+}
+
+#[test]
+fn redis_without_a_password_is_refused_unless_allowed() {
+    let plain = |extra: &[&str]| tools::template(RELEASE, &chart(), NAMESPACE, extra);
+    for extra in [
+        &[][..],
+        &["--set", "redis.url=redis://app@redis:6379"][..],
+        &["--set", "redis.allowUnauthenticated=false"][..],
+    ] {
+        let refusal = plain(extra)
+            .err()
+            .unwrap_or_else(|| panic!("{extra:?}: rendered without a Redis password"));
+        assert!(
+            refusal.contains("Redis without a password")
+                && refusal.contains("redis.allowUnauthenticated"),
+            "{extra:?}: {refusal}"
+        );
+    }
+    for allowed in [
+        &["--set", "redis.allowUnauthenticated=true"][..],
+        &["--set", "redis.password.existingSecret=redis-password"][..],
+        &["--set", "redis.existingSecret=redis-url"][..],
+        &["--set", "redis.url=redis://app:s3cret@redis:6379"][..],
+        &[
+            "--set",
+            "redis.url=",
+            "--set",
+            "config.redis.url=rediss://:pw@redis:6380",
+        ][..],
+    ] {
+        if let Err(e) = plain(allowed) {
+            panic!("{allowed:?} has a password or allows none: {e}");
+        }
+    }
 }
 
 fn render(extra: &[&str]) -> Rendered {
@@ -202,12 +243,23 @@ fn controller_grants() -> BTreeMap<(String, String), BTreeSet<String>> {
 
 /// Environment variables the `run` subcommand reads (`env = "..."` in src/cli).
 fn cli_env_vars() -> BTreeSet<String> {
-    let source = std::fs::read_to_string(root().join("src/cli/mod.rs")).unwrap();
-    regex::Regex::new(r#"env = "([A-Z0-9_]+)""#)
-        .unwrap()
-        .captures_iter(&source)
-        .map(|c| c[1].to_owned())
-        .collect()
+    let pattern = regex::Regex::new(r#"env = "([A-Z0-9_]+)""#).unwrap();
+    let mut names = BTreeSet::new();
+    for file in ["src/cli/mod.rs", "src/cli/metrics_serving.rs"] {
+        let source = std::fs::read_to_string(root().join(file)).unwrap();
+        names.extend(pattern.captures_iter(&source).map(|c| c[1].to_owned()));
+    }
+    names
+}
+
+fn binding_names(r: &Rendered) -> Vec<String> {
+    let mut names: Vec<String> = r
+        .all("ClusterRoleBinding")
+        .iter()
+        .map(|b| s(&b["metadata"]["name"]).to_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 // ---------------------------------------------------------------------------
@@ -258,7 +310,8 @@ fn chart_follows_the_crate_and_its_kubernetes_requirement() {
 fn chart_passes_helm_lint_strict() {
     let chart = chart();
     let chart = chart.to_str().unwrap();
-    if let Err(e) = run_helm(&["lint", "--strict", chart]) {
+    let allow = ALLOW_NO_REDIS_PASSWORD;
+    if let Err(e) = run_helm(&[&["lint", "--strict", chart][..], &allow].concat()) {
         panic!("helm lint --strict failed:\n{e}");
     }
     // The value files of ci/ (as chart-testing uses them).
@@ -283,6 +336,7 @@ fn chart_passes_helm_lint_strict() {
         &["--set", "metrics.serviceMonitor.enabled=true"][..],
     ] {
         let mut args = vec!["lint", "--strict", chart];
+        args.extend_from_slice(&allow);
         args.extend_from_slice(combo);
         if let Err(e) = run_helm(&args) {
             panic!("helm lint --strict {combo:?} failed:\n{e}");
@@ -560,7 +614,12 @@ fn rbac_grants_exactly_what_the_controller_uses() {
             }
         }
     }
-    assert_eq!(r.all("ClusterRoleBinding").len(), 1);
+    // Beside the operator's own binding, only the metrics reviews' (see
+    // `metrics_are_served_behind_the_api_servers_reviews`).
+    assert_eq!(
+        binding_names(&r),
+        [FULLNAME.to_owned(), format!("{FULLNAME}-metrics-auth")]
+    );
 
     // A channel's namespaceSelector: the namespaces' labels too, and no
     // more; names alone need nothing more.
@@ -581,7 +640,8 @@ fn rbac_grants_exactly_what_the_controller_uses() {
     // One namespace: a Role and RoleBinding there, no operator ClusterRole.
     let r = render(&["--set", "watchNamespace=scans"]);
     assert_eq!(r.env_value("WATCH_NAMESPACE").as_deref(), Some("scans"));
-    assert!(!r.has("ClusterRole", FULLNAME) && r.all("ClusterRoleBinding").is_empty());
+    assert!(!r.has("ClusterRole", FULLNAME));
+    assert_eq!(binding_names(&r), [format!("{FULLNAME}-metrics-auth")]);
     let role = r.get("Role", FULLNAME);
     assert_eq!(s(&role["metadata"]["namespace"]), "scans");
     assert_eq!(grants(role), controller_grants());
@@ -1027,6 +1087,7 @@ fn notes_show_a_valid_assetscan_and_how_to_watch_it() {
             NAMESPACE,
             "--dry-run=client",
         ];
+        args.extend_from_slice(&ALLOW_NO_REDIS_PASSWORD);
         args.extend_from_slice(extra);
         let out = run_helm(&args)
             .unwrap_or_else(|e| panic!("helm install --dry-run=client failed:\n{e}"));
@@ -1075,4 +1136,136 @@ fn notes_show_a_valid_assetscan_and_how_to_watch_it() {
         text.contains(&format!("rollout status statefulset/{FULLNAME}")),
         "{text}"
     );
+}
+
+/// The metrics port, secured by default: TLS, probes over HTTPS, the
+/// operator's ClusterRole for the reviews (equal to `METRICS_ACCESS`), the
+/// reader ClusterRole bound to the ServiceAccounts values name, and a
+/// ServiceMonitor that sends Prometheus' token over HTTPS; a Secret's
+/// certificate when given; `metrics.secure=false` for plain HTTP.
+#[test]
+fn metrics_are_served_behind_the_api_servers_reviews() {
+    let metrics_access = || {
+        let mut out: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
+        for access in assetscan_operator::kubernetes::rbac::METRICS_ACCESS {
+            out.entry((access.group.to_owned(), access.resource.to_owned()))
+                .or_default()
+                .extend(access.verbs.iter().map(|v| (*v).to_owned()));
+        }
+        out
+    };
+    let auth = format!("{FULLNAME}-metrics-auth");
+    let reader = format!("{FULLNAME}-metrics-reader");
+    for values in [&[][..], &["--set", "watchNamespace=scans"][..]] {
+        let r = render(values);
+        assert_eq!(grants(r.get("ClusterRole", &auth)), metrics_access());
+        assert_eq!(
+            r.get("ClusterRoleBinding", &auth)["subjects"],
+            yaml(&format!(
+                "[{{kind: ServiceAccount, name: {FULLNAME}, namespace: {NAMESPACE}}}]"
+            ))
+        );
+    }
+    let r = render(&[]);
+    assert_eq!(
+        r.get("ClusterRole", &reader)["rules"],
+        yaml("[{nonResourceURLs: [/metrics], verbs: [get]}]")
+    );
+    assert!(
+        !r.has("ClusterRoleBinding", &reader),
+        "bound to no one by default"
+    );
+    let c = r.container();
+    for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
+        assert_eq!(s(&c[probe]["httpGet"]["scheme"]), "HTTPS", "{probe}");
+    }
+    for absent in ["METRICS_PLAIN_HTTP", "METRICS_TLS_CERT_FILE"] {
+        assert!(r.env_value(absent).is_none(), "{absent} is set by default");
+    }
+    let test_pod = r.get("Pod", &format!("{FULLNAME}-test-readyz"));
+    assert!(
+        serde_json::to_string(test_pod)
+            .unwrap()
+            .contains("https://")
+    );
+
+    let r = render(&[
+        "--set",
+        "metrics.reader.serviceAccounts[0].name=prometheus-k8s",
+        "--set",
+        "metrics.reader.serviceAccounts[0].namespace=monitoring",
+        "--set",
+        "metrics.tls.secretName=metrics-cert",
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+    ]);
+    let binding = r.get("ClusterRoleBinding", &reader);
+    assert_eq!(s(&binding["roleRef"]["name"]), reader);
+    assert_eq!(
+        binding["subjects"],
+        yaml("[{kind: ServiceAccount, name: prometheus-k8s, namespace: monitoring}]")
+    );
+    let dir = "/etc/assetscan/metrics-tls";
+    assert_eq!(
+        r.env_value("METRICS_TLS_CERT_FILE"),
+        Some(format!("{dir}/tls.crt"))
+    );
+    assert_eq!(
+        r.env_value("METRICS_TLS_KEY_FILE"),
+        Some(format!("{dir}/tls.key"))
+    );
+    let volumes = r.pod()["spec"]["volumes"].as_array().unwrap();
+    let volume = volumes.iter().find(|v| v["name"] == "metrics-tls").unwrap();
+    assert_eq!(s(&volume["secret"]["secretName"]), "metrics-cert");
+    let mounts = c["volumeMounts"].as_array().unwrap();
+    assert!(!mounts.iter().any(|m| m["name"] == "metrics-tls"));
+    let mounts = r.container()["volumeMounts"].as_array().unwrap();
+    let mount = mounts.iter().find(|m| m["name"] == "metrics-tls").unwrap();
+    assert_eq!(
+        (s(&mount["mountPath"]), mount["readOnly"].as_bool()),
+        (dir, Some(true))
+    );
+    let endpoint = &r.get("ServiceMonitor", FULLNAME)["spec"]["endpoints"][0];
+    assert_eq!(s(&endpoint["scheme"]), "https");
+    assert_eq!(
+        s(&endpoint["bearerTokenFile"]),
+        "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    );
+    assert_eq!(endpoint["tlsConfig"], yaml("{insecureSkipVerify: true}"));
+
+    let with_ca = [
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "metrics.serviceMonitor.tls.insecureSkipVerify=false",
+    ];
+    refused(&with_ca, "set ca.secretName");
+    let mut ca = with_ca.to_vec();
+    ca.extend([
+        "--set",
+        "metrics.serviceMonitor.tls.ca.secretName=metrics-ca",
+    ]);
+    let r = render(&ca);
+    assert_eq!(
+        r.get("ServiceMonitor", FULLNAME)["spec"]["endpoints"][0]["tlsConfig"],
+        yaml("{insecureSkipVerify: false, ca: {secret: {name: metrics-ca, key: ca.crt}}}")
+    );
+
+    // Plain HTTP, for those who must: no reviews, no roles, no token sent.
+    let r = render(&[
+        "--set",
+        "metrics.secure=false",
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+    ]);
+    assert_eq!(r.env_value("METRICS_PLAIN_HTTP").as_deref(), Some("true"));
+    assert!(cli_env_vars().contains("METRICS_PLAIN_HTTP"));
+    assert!(!r.has("ClusterRole", &auth) && !r.has("ClusterRole", &reader));
+    assert_eq!(
+        s(&r.container()["readinessProbe"]["httpGet"]["scheme"]),
+        "HTTP"
+    );
+    let endpoint = &r.get("ServiceMonitor", FULLNAME)["spec"]["endpoints"][0];
+    assert_eq!(s(&endpoint["scheme"]), "http");
+    assert!(endpoint["bearerTokenFile"].is_null() && endpoint["tlsConfig"].is_null());
 }

@@ -30,6 +30,7 @@ async fn redis_down_mid_run_stalls_retries_with_backoff_and_finishes() {
     let port = free_port();
     let probe = tokio::spawn(assetscan_operator::probes::serve(
         ([127, 0, 0, 1], port).into(),
+        assetscan_operator::probes::Exposure::Plain,
         ctl.metrics.clone(),
         Arc::new(std::sync::OnceLock::from(ctl.ctx.pipeline.store().clone())),
         ctl.shutdown.clone(),

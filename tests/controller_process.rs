@@ -118,23 +118,36 @@ async fn run_process_serves_probes_and_metrics() {
     }
     assert_eq!(metric(&text, "assetscan_locks_held"), 0.0);
     assert_eq!(metric(&text, "assetscan_watchdog_losses"), 0.0);
+    // The test's Redis has no password and no TLS: said at start, and shown.
+    for missing in ["authentication", "tls"] {
+        let sample = format!("assetscan_redis_insecure{{missing=\"{missing}\"}}");
+        assert_eq!(metric(&text, &sample), 1.0, "{sample}:\n{text}");
+    }
+    assert_eq!(
+        op.log()
+            .matches("Redis is reached without authentication or without TLS")
+            .count(),
+        1,
+        "{}",
+        op.log()
+    );
     assert!(
         text.contains("# TYPE assetscan_reconciles counter"),
         "{text}"
     );
     assert!(text.trim_end().ends_with("# EOF"), "OpenMetrics text");
 
-    // Redis down: not ready (but alive); back: ready at the first probe.
+    // Redis down: not ready (but alive) once the replica's next command
+    // (its own PING when idle for 2 s) has failed; back: ready again.
     h.redis.stop();
-    let (code, body) = op.get("/readyz").await.unwrap();
-    assert_eq!(code, 503, "{body}");
+    let body = op.wait_answer("/readyz", 503, PATIENCE).await;
     assert!(body.contains("redis"), "{body}");
     assert_eq!(op.get("/healthz").await.unwrap().0, 200);
     // The outage lasts until the operator's Redis connection has backed off
-    // to its longest wait between attempts (each probe is an attempt once
+    // to its longest wait between attempts (each idle-check PING is an attempt once
     // the last one's wait is over, and each failed attempt is logged with
     // the next wait): the worst moment for Redis to return. The probes
-    // answer 503 all along.
+    // answer 503 all along (the attempts are the idle check's PINGs).
     let longest_wait = "Some(5s)";
     op.wait_for(
         "the reconnects backed off to their cap",

@@ -3,8 +3,8 @@
 //! the test kit's API emulator uses).
 
 use assetscan_operator::kubernetes::crd::{
-    ASSET_ID_PATTERN, AssetScan, AssetScanReport, AssetScanSpec, AssetScanStatus, Package, Target,
-    crd_yaml, report_crd_yaml,
+    ASSET_ID_PATTERN, AssetScan, AssetScanReport, AssetScanSpec, AssetScanStatus, Package,
+    SbomReference, Target, crd_yaml, report_crd_yaml,
 };
 use kube::core::cel::{ValidationErrors, validate_cel, validate_cel_update};
 use kube::{CustomResourceExt, Resource};
@@ -263,6 +263,7 @@ fn scan(target: Target, software: Vec<Package>) -> AssetScan {
             asset_id: "web-01".into(),
             target,
             software,
+            sbom: None,
             policy: Default::default(),
             notify: vec!["secops".into()],
             rescan_interval: Some("6h".into()),
@@ -388,6 +389,26 @@ fn software_entries_need_exactly_one_of_purl_or_name_ecosystem_version() {
             message,
         );
     }
+}
+
+#[test]
+fn software_is_listed_or_referenced_not_both() {
+    let mut by_ref = scan(host_target(), vec![]);
+    by_ref.spec.sbom = Some(SbomReference {
+        source: "artifacts".into(),
+        reference: "images/web/1.cdx.json".into(),
+        digest: None,
+    });
+    validate_cel(&by_ref).unwrap();
+    let purl = Package {
+        purl: Some("pkg:npm/lodash@4.17.20".into()),
+        ..Default::default()
+    };
+    by_ref.spec.software = vec![purl];
+    assert_rejected(
+        validate_cel(&by_ref),
+        "set at most one of: software (listed), or sbom (by reference)",
+    );
 }
 
 #[test]

@@ -25,6 +25,7 @@
 
 mod gitops_kit;
 mod kit;
+mod metrics_kit;
 
 use assetscan_operator::domain::ticket::{RiskFacts, Status, Ticket};
 use assetscan_operator::kubernetes::controller::{ConditionType, status_from_ticket};
@@ -333,12 +334,29 @@ fn ci_values_files_render_and_lint() {
                 assert_eq!(env("WATCH_NAMESPACE").unwrap()["value"], "scans");
                 let role = r.get("Role", FULLNAME);
                 assert_eq!(role["metadata"]["namespace"], "scans");
-                assert!(r.all("ClusterRole").is_empty(), "no cluster-wide grant");
+                // Cluster-wide: only the metrics reviews and the reader role.
+                let cluster_roles: BTreeSet<&str> = r
+                    .all("ClusterRole")
+                    .iter()
+                    .map(|role| role["metadata"]["name"].as_str().unwrap())
+                    .collect();
+                let metrics_roles = [
+                    format!("{FULLNAME}-metrics-auth"),
+                    format!("{FULLNAME}-metrics-reader"),
+                ];
+                assert_eq!(
+                    cluster_roles,
+                    metrics_roles.iter().map(String::as_str).collect()
+                );
             }
             "monitoring-values.yaml" => {
                 for kind in ["ServiceMonitor", "PrometheusRule", "NetworkPolicy"] {
                     r.one(kind);
                 }
+                // Scraped over HTTPS with Prometheus' own token.
+                let endpoint = &r.one("ServiceMonitor")["spec"]["endpoints"][0];
+                assert_eq!(endpoint["scheme"], "https");
+                assert!(endpoint["bearerTokenFile"].is_string());
                 let dashboard = r.get("ConfigMap", &format!("{FULLNAME}-dashboard"));
                 assert_eq!(dashboard["metadata"]["namespace"], "monitoring");
             }
@@ -367,7 +385,7 @@ fn optional_parts_render_only_when_enabled() {
     };
     assert!(optional(&render(&[])).is_empty(), "off by default");
     for (flag, part) in [
-        ("networkPolicy.enabled=true", "NetworkPolicy"),
+        (NETWORK_POLICY, "NetworkPolicy"),
         ("prometheusRule.enabled=true", "PrometheusRule"),
         ("grafanaDashboard.enabled=true", "dashboard"),
     ] {
@@ -425,81 +443,187 @@ fn new_values_are_validated_by_the_schema() {
     }
 }
 
+/// The NetworkPolicy with the least it needs: the monitoring namespace and
+/// a destination for each egress rule without a default.
+const NETWORK_POLICY_SETTINGS: [&str; 5] = [
+    "networkPolicy.metrics.namespace=monitoring",
+    "networkPolicy.egress.apiServer.to[0].ipBlock.cidr=10.0.0.1/32",
+    "networkPolicy.egress.redis.to[0].podSelector.matchLabels.app=redis",
+    "networkPolicy.egress.providers.to[0].ipBlock.cidr=203.0.113.0/24",
+    "networkPolicy.enabled=true",
+];
+const NETWORK_POLICY: &str = "networkPolicy.enabled=true,networkPolicy.metrics.namespace=monitoring,networkPolicy.egress.apiServer.to[0].ipBlock.cidr=10.0.0.1/32,networkPolicy.egress.redis.to[0].podSelector.matchLabels.app=redis,networkPolicy.egress.providers.to[0].ipBlock.cidr=203.0.113.0/24";
+
 #[test]
-fn network_policy_lets_the_operator_reach_what_it_needs() {
-    let r = render(&["--set", "networkPolicy.enabled=true"]);
+fn network_policy_refuses_to_open_what_the_values_do_not_name() {
+    assert_eq!(
+        NETWORK_POLICY.split(',').count(),
+        NETWORK_POLICY_SETTINGS.len()
+    );
+    // Each required value left out in turn (the settings without it), or
+    // emptied, or a rule enabled without its destinations.
+    let without = |setting: &str| {
+        NETWORK_POLICY_SETTINGS
+            .iter()
+            .filter(|s| !s.starts_with(setting))
+            .copied()
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for (set, json, needed) in [
+        (
+            without("networkPolicy.metrics"),
+            "",
+            "networkPolicy.metrics.namespace",
+        ),
+        (
+            without("networkPolicy.egress.apiServer"),
+            "",
+            "networkPolicy.egress.apiServer.to",
+        ),
+        (
+            NETWORK_POLICY.to_owned(),
+            "networkPolicy.egress.dns.to=[]",
+            "networkPolicy.egress.dns.to",
+        ),
+        (
+            without("networkPolicy.egress.redis"),
+            "",
+            "networkPolicy.egress.redis.to",
+        ),
+        (
+            without("networkPolicy.egress.providers"),
+            "",
+            "networkPolicy.egress.providers.to",
+        ),
+        (
+            format!("{NETWORK_POLICY},networkPolicy.egress.assets.enabled=true"),
+            "",
+            "networkPolicy.egress.assets.to",
+        ),
+    ] {
+        let mut flags = vec!["--set", set.as_str()];
+        if !json.is_empty() {
+            flags.extend(["--set-json", json]);
+        }
+        match try_render(&flags) {
+            Ok(_) => panic!("{flags:?}: rendered an open NetworkPolicy"),
+            Err(e) => assert!(e.contains(&format!("needs {needed}")), "{flags:?}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn network_policy_allows_only_the_given_sources_and_destinations() {
+    let values = chart().join("ci").join("monitoring-values.yaml");
+    let r = render(&["-f", values.to_str().unwrap()]);
     let policy = r.one("NetworkPolicy");
     let pods = &r.get("Deployment", FULLNAME)["spec"]["template"]["metadata"]["labels"];
     assert!(matches(&policy["spec"]["podSelector"]["matchLabels"], pods));
     assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress", "Egress"]));
-    // Ingress: the metrics port only, from anywhere by default.
-    assert_eq!(
-        policy["spec"]["ingress"],
-        json!([{"ports": [{"port": "metrics", "protocol": "TCP"}]}])
-    );
-    let egress = policy["spec"]["egress"].as_array().unwrap();
-    let ports = |rule: &Value| -> BTreeSet<(u64, String)> {
-        rule["ports"]
-            .as_array()
-            .map(|ports| {
-                ports
-                    .iter()
-                    .map(|p| {
-                        (
-                            p["port"].as_u64().unwrap(),
-                            p["protocol"].as_str().unwrap().to_owned(),
-                        )
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let tcp = |n: u64| (n, "TCP".to_owned());
-    let all: Vec<BTreeSet<(u64, String)>> = egress.iter().map(ports).collect();
-    assert_eq!(all[0], BTreeSet::from([tcp(443), tcp(6443)]), "API server");
-    assert_eq!(
-        all[1],
-        BTreeSet::from([(53, "UDP".to_owned()), tcp(53)]),
-        "DNS"
-    );
-    assert_eq!(
-        egress[1]["to"][0]["podSelector"]["matchLabels"]["k8s-app"],
-        "kube-dns"
-    );
-    assert_eq!(all[2], BTreeSet::from([tcp(6379)]), "Redis");
-    assert_eq!(all[3], BTreeSet::from([tcp(443)]), "providers");
-    assert_eq!(
-        egress[4],
-        json!({}),
-        "online checks: any host and port by default"
-    );
-    assert_eq!(egress.len(), 5);
 
-    // Narrowed: metrics from one namespace (and the test pod), no open egress.
-    let r = render(&[
-        "-f",
-        chart()
-            .join("ci")
-            .join("monitoring-values.yaml")
-            .to_str()
-            .unwrap(),
-        "--set",
-        "networkPolicy.egress.assets.enabled=false",
-    ]);
-    let policy = r.one("NetworkPolicy");
-    let from = policy["spec"]["ingress"][0]["from"].as_array().unwrap();
+    // Ingress: the metrics port, from Prometheus' pods in the monitoring
+    // namespace, and the `helm test` pod; nothing else.
+    let ingress = policy["spec"]["ingress"].as_array().unwrap();
+    assert_eq!(ingress.len(), 1);
     assert_eq!(
-        from[0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
-        "monitoring"
+        ingress[0]["ports"],
+        json!([{"port": "metrics", "protocol": "TCP"}])
+    );
+    let from = ingress[0]["from"].as_array().unwrap();
+    assert_eq!(
+        from[0],
+        json!({
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "prometheus"}},
+        })
     );
     let test_pod = r.one("Pod");
     assert!(matches(
         &from[1]["podSelector"]["matchLabels"],
         &test_pod["metadata"]["labels"]
     ));
+    assert!(
+        from[1].get("namespaceSelector").is_none(),
+        "the release's namespace"
+    );
+    assert_eq!(from.len(), 2);
+
+    // Egress: each rule to the destinations and ports the values give.
+    let rule = |ports: &[(u64, &str)], to: Value| {
+        let ports: Vec<Value> = ports
+            .iter()
+            .map(|(port, protocol)| json!({"port": port, "protocol": protocol}))
+            .collect();
+        json!({"ports": ports, "to": to})
+    };
     let egress = policy["spec"]["egress"].as_array().unwrap();
-    assert_eq!(egress.len(), 4);
-    assert!(egress.iter().all(|rule| rule.get("ports").is_some()));
+    let expected = [
+        (
+            "API server",
+            rule(
+                &[(443, "TCP"), (6443, "TCP")],
+                json!([{"ipBlock": {"cidr": "10.0.0.1/32"}}]),
+            ),
+        ),
+        (
+            "DNS",
+            rule(
+                &[(53, "UDP"), (53, "TCP")],
+                json!([{
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                    "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+                }]),
+            ),
+        ),
+        (
+            "Redis",
+            rule(
+                &[(6379, "TCP")],
+                json!([{
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "redis"}},
+                    "podSelector": {"matchLabels": {"app.kubernetes.io/name": "redis"}},
+                }]),
+            ),
+        ),
+        (
+            "providers",
+            rule(
+                &[(443, "TCP")],
+                json!([{"ipBlock": {
+                    "cidr": "0.0.0.0/0",
+                    "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"],
+                }}]),
+            ),
+        ),
+        (
+            "online checks (enabled in these values)",
+            rule(
+                &[(22, "TCP"), (443, "TCP")],
+                json!([{"ipBlock": {"cidr": "10.20.0.0/16"}}]),
+            ),
+        ),
+    ];
+    for (i, (what, rule)) in expected.iter().enumerate() {
+        assert_eq!(&egress[i], rule, "{what}");
+    }
+    assert_eq!(egress.len(), expected.len(), "no other egress rule");
+
+    // The least values: four rules, every one with its destinations.
+    let r = render(&["--set", NETWORK_POLICY]);
+    let policy = r.one("NetworkPolicy");
+    let egress = policy["spec"]["egress"].as_array().unwrap();
+    assert_eq!(egress.len(), 4, "{egress:?}");
+    assert!(
+        egress
+            .iter()
+            .all(|rule| rule["to"].as_array().is_some_and(|to| !to.is_empty()))
+    );
+    assert!(
+        policy["spec"]["ingress"][0]["from"][0]
+            .get("podSelector")
+            .is_none()
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -784,7 +908,17 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
     let closed = free_port();
     let op = start_operator(dir.path(), &redis.url(), &kubeconfig, closed);
     let port = op.port();
-    op.wait_answer("/readyz", 200, PATIENCE).await;
+    let https = metrics_kit::https_client(([127, 0, 0, 1], port).into(), None);
+    let readyz_answers = async |wanted: u16| {
+        op.wait_for(&format!("/readyz answers {wanted}"), PATIENCE, async || {
+            let answer = metrics_kit::https_get(&https, port, "/readyz", None).await;
+            answer
+                .is_ok_and(|(status, _)| status == wanted)
+                .then_some(())
+        })
+        .await
+    };
+    readyz_answers(200).await;
 
     let rendered = render(&["--set", "helmTest.attempts=1"]);
     let hook = rendered.one("Pod");
@@ -799,7 +933,7 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
         .unwrap();
     assert_eq!(
         url,
-        format!("http://{FULLNAME}-metrics.{NAMESPACE}.svc:8080/readyz")
+        format!("https://{FULLNAME}-metrics.{NAMESPACE}.svc:8080/readyz")
     );
     let passed = run_hook(hook, port);
     assert!(
@@ -854,7 +988,7 @@ async fn helm_test_hook_and_health_against_a_real_operator() {
 
     // Redis goes away: /readyz fails, and so does the hook.
     redis.stop();
-    op.wait_answer("/readyz", 503, PATIENCE).await;
+    readyz_answers(503).await;
     let failed = run_hook(hook, port);
     assert!(!failed.status.success(), "the hook passes without Redis");
     assert!(

@@ -21,7 +21,7 @@ mod controller_kit;
 
 use assetscan_operator::domain::ticket::{NotificationState, Status, Ticket};
 use assetscan_operator::kubernetes::controller::ConditionType;
-use assetscan_operator::kubernetes::crd::AssetScan;
+use assetscan_operator::kubernetes::crd::{AssetScan, INVENTORY_REF_PATTERN, SBOM_REF_PATTERN};
 use controller_kit::*;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
@@ -115,6 +115,32 @@ async fn malformed_assetscans_are_refused_with_the_message_a_user_sees() {
             "half-a-package",
             json!({"software": [{"name": "openssl", "version": "3.0.11-1"}]}),
             "spec.software[0]: Invalid value: \"object\": set exactly one of: purl, or name with ecosystem and version".to_owned(),
+        ),
+        (
+            "dot-dot-inventory",
+            json!({"target": {"inventoryRef": ".."}}),
+            format!(
+                "spec.target.inventoryRef: Invalid value: \"..\": spec.target.inventoryRef in body should match '{INVENTORY_REF_PATTERN}'"
+            ),
+        ),
+        (
+            "sbom-escapes",
+            json!({"sbom": {"source": "artifacts", "ref": "web/../../admin"}}),
+            format!(
+                "spec.sbom.ref: Invalid value: \"web/../../admin\": spec.sbom.ref in body should match '{SBOM_REF_PATTERN}'"
+            ),
+        ),
+        (
+            "sbom-encoded",
+            json!({"sbom": {"source": "artifacts", "ref": "%2e%2e/admin"}}),
+            format!(
+                "spec.sbom.ref: Invalid value: \"%2e%2e/admin\": spec.sbom.ref in body should match '{SBOM_REF_PATTERN}'"
+            ),
+        ),
+        (
+            "sbom-and-software",
+            json!({"software": packages(1), "sbom": {"source": "artifacts", "ref": "web.cdx.json"}}),
+            "spec: Invalid value: \"object\": set at most one of: software (listed), or sbom (by reference)".to_owned(),
         ),
         (
             "two-targets",

@@ -172,6 +172,7 @@ fn request(holder: &str, software: &[Pkg], policy: Policy) -> ScanRequest {
         run: RUN.into(),
         target: Target::Inventory { id: ASSET.into() },
         software: software.iter().copied().map(package).collect(),
+        sbom: None,
         policy,
         channels: vec!["webhook".into()],
         token_floor: 0,
@@ -665,6 +666,78 @@ mod resume {
         assert_eq!(notified[0].token(), Some(done.fencing_token));
         assert!(notified[0].accepted());
     }
+}
+
+/// A takeover at `NOTIFYING` re-sends to the chat channels too: there it is
+/// a second message, marked as a re-send with the time of the first
+/// attempt (the intent's), while the first message carries no mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_messages_resent_by_a_takeover_are_marked_with_the_first_attempt() {
+    let env = Env::start(LINGERING_TTL).await;
+    let delivered = Arc::new(tokio::sync::Notify::new());
+    let a = Pipeline::new(
+        env.store().await,
+        Twisted {
+            inner: env.providers(),
+            twist: Twist::DiesAfterDelivery(Arc::clone(&delivered)),
+        },
+        env.config.steps.clone(),
+    );
+    let chat = |holder: &str| {
+        let mut req = request(holder, &[XZ], Policy::default());
+        req.channels = vec!["webhook".into(), "wecom".into(), "slack".into()];
+        req
+    };
+    let req_a = chat("A");
+    let recorder = Arc::new(Recorder::default());
+    let observer = Arc::clone(&recorder);
+    let task = tokio::spawn(async move {
+        let _ = a.run(&req_a, &*observer, &CancellationToken::new()).await;
+    });
+    tokio::time::timeout(Duration::from_secs(5), delivered.notified())
+        .await
+        .expect("A delivers");
+    task.abort();
+    let _ = task.await;
+    let a_ticket = recorder.tickets().pop().unwrap().1;
+    let first_ms = a_ticket.facts.notification.as_ref().unwrap().attempted_at;
+    let first_ms = first_ms.expect("the intent records the first attempt's time");
+    let first = k8s_openapi::jiff::Timestamp::from_millisecond(first_ms as i64).unwrap();
+    let mark = format!("re-sent: may repeat the message first attempted at {first:.0}");
+
+    env.expire_lock().await;
+    let b = env.pipeline().await;
+    let done = run_to_end(&b, &chat("B"), &()).await;
+    assert_eq!(done.status, Status::Finished);
+
+    let slack: Vec<String> = env
+        .stubs
+        .slack
+        .messages()
+        .iter()
+        .map(|m| m.to_string())
+        .collect();
+    let wecom = env.stubs.wecom.messages();
+    assert_eq!(
+        (slack.len(), wecom.len()),
+        (2, 2),
+        "one message each, then the re-send"
+    );
+    for (channel, [first_message, resent]) in [
+        ("slack", [&slack[0], &slack[1]]),
+        ("wecom", [&wecom[0], &wecom[1]]),
+    ] {
+        assert!(
+            !first_message.contains("re-sent"),
+            "{channel}: {first_message}"
+        );
+        assert!(resent.contains(&mark), "{channel}: {resent} lacks {mark}");
+        assert!(resent.contains("web-01/r1"), "{channel}: {resent}");
+    }
+    // The webhook's repeat stays the same body under the same key.
+    let deliveries = env.stubs.sink.deliveries();
+    assert_eq!(deliveries.len(), 2);
+    assert!(!String::from_utf8_lossy(&deliveries[1].body).contains("re-sent"));
 }
 
 mod stall {

@@ -3,10 +3,12 @@
 //! Where a test needs a variant of a fixture, it derives it and says so.
 
 use assetscan_operator::domain::AssetId;
-use assetscan_operator::domain::ticket::{Finding, RiskFacts, Severity, VulnFacts};
+use assetscan_operator::domain::ticket::{
+    Finding, RiskFacts, Severity, ThreatIntelFacts, VulnFacts,
+};
 use assetscan_operator::domain::{Origin, ScanRequest};
 use assetscan_operator::domain::{Package, Policy, Target, assess, needs_threat_intel};
-use assetscan_operator::pipeline::{Effects, Notification};
+use assetscan_operator::pipeline::{Effects, Notification, Resend};
 use assetscan_operator::providers::intel::{
     EpssClient, EpssConfig, IntelError, KevCatalog, KevConfig, KevFeed, ThreatIntel,
     ThreatIntelConfig,
@@ -21,6 +23,7 @@ use assetscan_operator::providers::{
     HttpError, HttpSettings, Providers, ProvidersConfig, SecretFrom,
 };
 use assetscan_testkit::stubs::fixtures::{Fixtures, OSV_RECORDS, json_files};
+use assetscan_testkit::stubs::sink::signature_is_valid;
 use assetscan_testkit::stubs::{
     EpssStub, Fault, InventoryStub, KevStub, OsvStub, ProviderStubs, SlackStub, WeComStub,
     WebhookSink,
@@ -227,6 +230,46 @@ mod osv {
             assert_eq!(facts.by_severity[&Severity::Unknown], distinct);
             assert_eq!(stub.vuln_calls(), distinct as u64);
         }
+    }
+
+    /// Assets sharing packages (one base image): within `lookupWindow`
+    /// each (ecosystem, name, version) is asked about once, and every asset
+    /// still gets its findings; with `0s`, every run asks.
+    #[tokio::test]
+    async fn assets_share_the_lookups_of_the_same_package_within_the_window() {
+        let (stub, ids) = osv_with_all_records().await;
+        stub.set_package_vulns("PyPI", "shared", &[ids[0].as_str()]);
+        let asset = |own: &str| {
+            vec![
+                package("PyPI", "shared", "1"),
+                package("PyPI", "base", "1"),
+                package("PyPI", own, "1"),
+            ]
+        };
+        let asked = |stub: &OsvStub| -> usize {
+            stub.querybatch_requests()
+                .iter()
+                .map(|r| r["queries"].as_array().unwrap().len())
+                .sum()
+        };
+        let osv = OsvClient::new(&osv_config(&stub)).unwrap();
+        for own in ["a", "b", "c"] {
+            let facts = osv.query(&asset(own)).await.unwrap();
+            assert_eq!(facts.total, 1, "{own}: the shared package's finding");
+            assert_eq!(finding(&facts, &ids[0]).package, "PyPI/shared@1");
+        }
+        assert_eq!(asked(&stub), 3 + 1 + 1, "shared and base asked once");
+
+        let every_run = OsvConfig {
+            lookup_window: Duration::ZERO,
+            ..osv_config(&stub)
+        };
+        let osv = OsvClient::new(&every_run).unwrap();
+        let before = asked(&stub);
+        for own in ["a", "b"] {
+            osv.query(&asset(own)).await.unwrap();
+        }
+        assert_eq!(asked(&stub) - before, 6);
     }
 
     #[tokio::test]
@@ -669,13 +712,18 @@ mod online {
     async fn inventory_answers_online_offline_and_unknown() {
         let stub = InventoryStub::start().await.unwrap();
         stub.set_online("web-1", true);
-        stub.set_online("db 2", false);
+        stub.set_online("db:2", false);
         let probe = probe(&stub, Duration::from_secs(1));
         assert!(probe.check("web-1").await.unwrap());
-        assert!(!probe.check("db 2").await.unwrap());
+        assert!(!probe.check("db:2").await.unwrap());
         let err = probe.check("nope").await.unwrap_err();
         assert!(!err.is_retryable(), "{err}");
         assert!(err.to_string().contains("/assets/nope"), "{err}");
+        assert_eq!(stub.asset_calls(), 3);
+        // An id that is not one plain segment is refused before any request.
+        for id in ["db 2", "..", "a/b"] {
+            assert!(!probe.check(id).await.unwrap_err().is_retryable(), "{id}");
+        }
         assert_eq!(stub.asset_calls(), 3);
 
         stub.faults().always(Fault::WrongShape);
@@ -943,12 +991,13 @@ mod notify {
                 name: "web-1-scan".into(),
                 uid: "0b7c6a52-3d1e-4f59-9a51-2f1c7d0e9b11".into(),
             }),
+            resend: None,
         }
     }
 
     /// What every channel says of who asked.
     const ORIGIN_LINE: &str =
-        "requested by team-a/web-1-scan (uid 0b7c6a52-3d1e-4f59-9a51-2f1c7d0e9b11)";
+        "requested by team-a/web-1-scan, uid 0b7c6a52-3d1e-4f59-9a51-2f1c7d0e9b11";
 
     fn xz() -> Finding {
         Finding {
@@ -961,20 +1010,28 @@ mod notify {
         }
     }
 
-    fn webhook(dir: &Path, url: &str, secret: &str) -> WebhookNotifier {
-        WebhookNotifier::new(&WebhookConfig {
+    /// Standard Webhooks secrets: `whsec_` + base64 of 24 or more bytes.
+    const RIGHT_SECRET: &str = "whsec_dGhlLXJpZ2h0LXNlY3JldC0yNGJ5dGVz";
+    const WRONG_SECRET: &str = "whsec_dGhlLXdyb25nLXNlY3JldC0yNGJ5dGVz";
+
+    fn webhook_config(dir: &Path, url: &str, secret: &str, legacy: bool) -> WebhookConfig {
+        WebhookConfig {
             url_from: secret_file(dir, "url", url),
             secret_from: secret_file(dir, "hmac", secret),
+            legacy_signature: legacy,
             http: http_settings(1_000),
-        })
-        .unwrap()
+        }
+    }
+
+    fn webhook(dir: &Path, url: &str, secret: &str) -> WebhookNotifier {
+        WebhookNotifier::new(&webhook_config(dir, url, secret, false)).unwrap()
     }
 
     #[tokio::test]
     async fn webhook_is_signed_and_deduplicated_by_the_receiver() {
         let dir = tempfile::tempdir().unwrap();
-        let sink = WebhookSink::start("s3cr3t-hmac").await.unwrap();
-        let notifier = webhook(dir.path(), &sink.hook_url(), "s3cr3t-hmac");
+        let sink = WebhookSink::start(RIGHT_SECRET).await.unwrap();
+        let notifier = webhook(dir.path(), &sink.hook_url(), RIGHT_SECRET);
         let n = notification(vec![xz()]);
 
         let receipt = notifier.send(&n).await.unwrap();
@@ -989,13 +1046,13 @@ mod notify {
         assert_eq!(d.header("Idempotency-Key"), Some("web-1/run-7"));
         assert_eq!(d.header("X-AssetScan-Ticket"), Some("web-1/run-7"));
         assert_eq!(d.header("X-AssetScan-Fencing-Token"), Some("42"));
-        assert!(
-            d.header("X-AssetScan-Timestamp")
-                .unwrap()
-                .parse::<u64>()
-                .unwrap()
-                > 1_700_000_000
-        );
+        // The re-send is the same message: the same webhook-id.
+        for d in &deliveries {
+            assert_eq!(d.header("webhook-id"), Some("web-1/run-7"));
+            let timestamp: u64 = d.header("webhook-timestamp").unwrap().parse().unwrap();
+            assert!(timestamp > 1_700_000_000, "{timestamp}");
+            assert_eq!(d.header("X-AssetScan-Signature"), None, "legacy is opt-in");
+        }
         assert_eq!(d.json()["ticket_id"], "web-1/run-7");
         assert_eq!(
             d.json()["origin"],
@@ -1010,11 +1067,139 @@ mod notify {
         assert!(!deliveries[1].new_effect);
     }
 
+    /// The webhook's signature as a receiver checks it with the Standard
+    /// Webhooks library: the README's receiver (`examples/webhook-receiver`),
+    /// a real Python process, over real HTTP. It accepts the operator's
+    /// delivery, dedups a re-send by its `webhook-id`, and refuses a captured
+    /// delivery replayed past its tolerance and one whose id, timestamp or
+    /// body was changed.
+    mod standard_webhooks {
+        use super::*;
+        use assetscan_testkit::stubs::Delivery;
+        use assetscan_testkit::webhook_receiver::WebhookReceiver;
+
+        /// `whsec_` + base64 of 32 random bytes, as the specification asks.
+        const SECRET: &str = "whsec_q0rCt0dOwnjFkUaKbSZ/1QGh3EzGNA8gQsoN2U2bDDE=";
+
+        /// Sends `delivery` again, with `change` applied to its headers and body:
+        /// what an attacker who captured it can do. The receiver's status and
+        /// answer.
+        async fn replay(
+            url: &str,
+            delivery: &Delivery,
+            change: impl FnOnce(&mut Vec<(String, String)>, &mut Vec<u8>),
+        ) -> (u16, String) {
+            let mut headers: Vec<(String, String)> =
+                ["webhook-id", "webhook-timestamp", "webhook-signature"]
+                    .iter()
+                    .map(|name| (name.to_string(), delivery.header(name).unwrap().to_owned()))
+                    .collect();
+            let mut body = delivery.body.clone();
+            change(&mut headers, &mut body);
+            let request = headers.into_iter().fold(
+                reqwest::Client::new().post(url).body(body),
+                |request, (name, value)| request.header(name, value),
+            );
+            let answer = request.send().await.unwrap();
+            (answer.status().as_u16(), answer.text().await.unwrap())
+        }
+
+        /// A change to a captured delivery's headers and body.
+        type Change = dyn FnOnce(&mut Vec<(String, String)>, &mut Vec<u8>);
+
+        fn set(headers: &mut [(String, String)], name: &str, value: String) {
+            for (n, v) in headers.iter_mut() {
+                if n == name {
+                    *v = value.clone();
+                }
+            }
+        }
+
+        #[tokio::test]
+        async fn a_standard_webhooks_library_accepts_deliveries_and_refuses_replays_and_tampering()
+        {
+            let dir = tempfile::tempdir().unwrap();
+            let mut receiver = WebhookReceiver::start(SECRET, None).await.unwrap();
+            // The same receiver, its clock six minutes ahead: the library's
+            // tolerance is five.
+            let mut later = WebhookReceiver::start(SECRET, Some("+6m")).await.unwrap();
+
+            // The operator's delivery is accepted.
+            let receipt = webhook(dir.path(), &receiver.url(), SECRET)
+                .send(&notification(vec![xz()]))
+                .await
+                .unwrap();
+            assert_eq!(receipt, "HTTP 200");
+            assert_eq!(receiver.next_line().await.unwrap(), "accepted web-1/run-7");
+            let acted = receiver.next_line().await.unwrap();
+            assert!(acted.starts_with("high risk on web-1"), "{acted}");
+
+            // A re-send of the same notification (captured here by the sink) keeps
+            // its webhook-id: the receiver acknowledges it and does not act again.
+            let sink = WebhookSink::start(SECRET).await.unwrap();
+            webhook(dir.path(), &sink.hook_url(), SECRET)
+                .send(&notification(vec![xz()]))
+                .await
+                .unwrap();
+            let captured = sink.deliveries().remove(0);
+            assert_eq!(captured.header("webhook-id"), Some("web-1/run-7"));
+            let (status, answer) = replay(&receiver.url(), &captured, |_, _| ()).await;
+            assert_eq!(status, 200, "{answer}");
+            assert_eq!(receiver.next_line().await.unwrap(), "duplicate web-1/run-7");
+
+            // Past the tolerance, the captured delivery is refused.
+            let (status, answer) = replay(&later.url(), &captured, |_, _| ()).await;
+            assert_eq!(
+                (status, answer.contains("too old")),
+                (401, true),
+                "{answer}"
+            );
+            assert_eq!(
+                later.next_line().await.unwrap(),
+                "refused: Message timestamp too old"
+            );
+
+            // A changed id, timestamp or body no longer matches the signature.
+            let timestamp: u64 = captured
+                .header("webhook-timestamp")
+                .unwrap()
+                .parse()
+                .unwrap();
+            let tampered: [(&str, Box<Change>); 3] = [
+                (
+                    "id",
+                    Box::new(|h, _| set(h, "webhook-id", "web-1/run-8".into())),
+                ),
+                (
+                    "timestamp",
+                    Box::new(move |h, _| set(h, "webhook-timestamp", (timestamp + 60).to_string())),
+                ),
+                (
+                    "body",
+                    Box::new(|_, b| {
+                        *b = String::from_utf8_lossy(b)
+                            .replace("web-1", "web-2")
+                            .into_bytes()
+                    }),
+                ),
+            ];
+            for (what, change) in tampered {
+                let (status, answer) = replay(&receiver.url(), &captured, change).await;
+                assert_eq!(status, 401, "tampered {what}: {answer}");
+                assert_eq!(
+                    receiver.next_line().await.unwrap(),
+                    "refused: No matching signature found",
+                    "tampered {what}"
+                );
+            }
+        }
+    }
+
     #[tokio::test]
     async fn webhook_with_the_wrong_secret_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let sink = WebhookSink::start("right").await.unwrap();
-        let err = webhook(dir.path(), &sink.hook_url(), "wrong")
+        let sink = WebhookSink::start(RIGHT_SECRET).await.unwrap();
+        let err = webhook(dir.path(), &sink.hook_url(), WRONG_SECRET)
             .send(&notification(vec![]))
             .await
             .unwrap_err();
@@ -1027,11 +1212,50 @@ mod notify {
     }
 
     #[tokio::test]
+    async fn legacy_signature_is_sent_only_when_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = WebhookSink::start(RIGHT_SECRET).await.unwrap();
+        let config = webhook_config(dir.path(), &sink.hook_url(), RIGHT_SECRET, true);
+        WebhookNotifier::new(&config)
+            .unwrap()
+            .send(&notification(vec![xz()]))
+            .await
+            .unwrap();
+        let d = &sink.deliveries()[0];
+        assert!(signature_is_valid(
+            RIGHT_SECRET.as_bytes(),
+            &d.body,
+            d.header("X-AssetScan-Signature")
+        ));
+        assert_eq!(
+            d.header("X-AssetScan-Timestamp"),
+            d.header("webhook-timestamp")
+        );
+    }
+
+    #[test]
+    fn a_secret_outside_the_specification_is_a_config_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = WebhookNotifier::new(&webhook_config(
+            dir.path(),
+            "http://127.0.0.1:9/hook",
+            "plain-text-secret-of-old",
+            false,
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("whsec_"), "{err}");
+        assert!(!err.contains("plain-text-secret-of-old"), "{err}");
+    }
+
+    #[tokio::test]
     async fn secrets_never_show_in_errors_or_debug() {
         let dir = tempfile::tempdir().unwrap();
-        let sink = WebhookSink::start("hmac-SECRET-1").await.unwrap();
+        // The secret: whsec_ + base64 of "hmac-SECRET-1-of-24-bytes".
+        let hook_secret = "whsec_aG1hYy1TRUNSRVQtMS1vZi0yNC1ieXRlcw==";
+        let sink = WebhookSink::start(hook_secret).await.unwrap();
         let url = format!("{}?token=URL-SECRET-2", sink.hook_url());
-        let notifier = webhook(dir.path(), &url, "hmac-SECRET-1");
+        let notifier = webhook(dir.path(), &url, hook_secret);
         sink.faults().fail_next(1, Fault::Status(503));
         let unavailable = notifier.send(&notification(vec![])).await.unwrap_err();
         assert!(unavailable.is_retryable());
@@ -1058,7 +1282,7 @@ mod notify {
             format!("{notifier:?} {wecom:?}"),
         ];
         for text in texts {
-            for secret in ["SECRET-1", "SECRET-2", "SECRET-3", "/hook"] {
+            for secret in ["aG1hYy1TRUNSRVQ", "SECRET-2", "SECRET-3", "/hook"] {
                 assert!(!text.contains(secret), "{secret} leaked: {text}");
             }
             assert!(text.contains("127.0.0.1"), "the host is shown: {text}");
@@ -1147,6 +1371,173 @@ mod notify {
         assert!(
             content.contains("web-1/run-7"),
             "the ticket id survives truncation"
+        );
+    }
+
+    /// Markup a tenant (package strings) or a provider (OSV ids, summaries,
+    /// the reasons) could slip into a chat message: links, mentions,
+    /// formatting, entities, a new line that starts a heading or a quote.
+    const HOSTILE: &str = "<!channel> <@U024BE7LH> <@all> <https://evil.example/a|click> [click](https://evil.example/b) **bold** `code` &lt;@all&gt; <font color=\"info\">x</font>\n# heading\n> quote http://evil.example/c";
+
+    fn hostile_notification() -> Notification {
+        let mut n = notification(vec![Finding {
+            id: format!("OSV-1 {HOSTILE}"),
+            cves: vec![format!("CVE-2024-1 {HOSTILE}")],
+            package: format!("PyPI/{HOSTILE}@1.0"),
+            cvss: Some(9.8),
+            severity: Severity::Critical,
+            summary: HOSTILE.into(),
+        }]);
+        n.risk.reasons = vec![format!("OSV-1 {HOSTILE} CVSS 9.8 >= 7.0")];
+        n.threat_intel = Some(ThreatIntelFacts {
+            known_exploited: vec![format!("CVE-2024-1 {HOSTILE}")],
+            ..ThreatIntelFacts::default()
+        });
+        n
+    }
+
+    /// No link or mention from the hostile strings survives into what a
+    /// chat client renders, nor the channel's own `markup`.
+    fn assert_inert(channel: &str, rendered: &str, markup: &[&str]) {
+        for live in ["<!", "<@", "<http", "p://", "s://"].iter().chain(markup) {
+            assert!(
+                !rendered.contains(live),
+                "{channel}: {live:?} is live in {rendered}"
+            );
+        }
+        assert!(
+            rendered.contains("evil.example"),
+            "{channel}: the text is kept: {rendered}"
+        );
+    }
+
+    #[tokio::test]
+    async fn hostile_strings_stay_text_in_every_channel() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = hostile_notification();
+
+        let wecom_stub = WeComStub::start("KEY").await.unwrap();
+        wecom(dir.path(), &wecom_stub, "KEY")
+            .send(&n)
+            .await
+            .unwrap();
+        let content = wecom_stub.messages().remove(0);
+        // Only the template's markup is left: its heading, font tag, quote
+        // and bold titles.
+        let template = content
+            .replacen("## <font color=\"warning\">", "", 1)
+            .replacen("</font>\n> ", "\n", 1)
+            .replacen("\n> requested by", "\nrequested by", 1)
+            .replacen("\n> known exploited:", "\nknown exploited:", 1)
+            .replace("**Why**", "")
+            .replace("**Top findings**", "");
+        let wecom_markup = [
+            "](",
+            "**bold",
+            "`code",
+            "&lt;",
+            "<font color=\"info",
+            "\n#",
+            "\n>",
+        ];
+        assert_inert("wecom", &template, &wecom_markup);
+        assert!(
+            !template.contains('<') && !template.contains('['),
+            "{template}"
+        );
+
+        let slack_stub = SlackStub::start().await.unwrap();
+        slack(dir.path(), &slack_stub).send(&n).await.unwrap();
+        let message = slack_stub.messages().remove(0);
+        let mut texts = vec![message["text"].as_str().unwrap().to_owned()];
+        for block in message["blocks"].as_array().unwrap() {
+            texts.push(
+                block["text"]["text"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_owned(),
+            );
+            for element in block["elements"].as_array().into_iter().flatten() {
+                texts.push(element["text"].as_str().unwrap().to_owned());
+            }
+        }
+        let rendered = texts.join("\n");
+        // Slack's own bold titles are the template's.
+        let rendered = rendered
+            .replace("*Why*", "")
+            .replace("*Top findings*", "")
+            .replace("*Known exploited:*", "");
+        assert_inert("slack", &rendered, &["\n>", "\n&gt; quote"]);
+        assert!(!rendered.contains('<'), "{rendered}");
+
+        // The webhook's body is data, not markup: the strings arrive as
+        // written, for the receiver to escape where it renders them.
+        let sink = WebhookSink::start(RIGHT_SECRET).await.unwrap();
+        webhook(dir.path(), &sink.hook_url(), RIGHT_SECRET)
+            .send(&n)
+            .await
+            .unwrap();
+        let body = sink.deliveries()[0].json();
+        assert_eq!(body["vulnerabilities"]["findings"][0]["summary"], HOSTILE);
+        assert_eq!(
+            body["vulnerabilities"]["findings"][0]["package"],
+            format!("PyPI/{HOSTILE}@1.0")
+        );
+    }
+
+    /// A send that may repeat an earlier one says so on both chat
+    /// channels, with the first attempt's time when the ticket has it.
+    #[tokio::test]
+    async fn chat_channels_mark_a_resend_with_the_first_attempt() {
+        let dir = tempfile::tempdir().unwrap();
+        let (slack_stub, wecom_stub) = (
+            SlackStub::start().await.unwrap(),
+            WeComStub::start("k").await.unwrap(),
+        );
+        let (hook, robot) = (
+            slack(dir.path(), &slack_stub),
+            wecom(dir.path(), &wecom_stub, "k"),
+        );
+        let first = notification(vec![xz()]);
+        let resent = Notification {
+            resend: Some(Resend {
+                first_attempt_at: Some(1_765_000_000_000),
+            }),
+            ..first.clone()
+        };
+        let from_older = Notification {
+            resend: Some(Resend {
+                first_attempt_at: None,
+            }),
+            ..first.clone()
+        };
+        for n in [&first, &resent, &from_older] {
+            hook.send(n).await.unwrap();
+            robot.send(n).await.unwrap();
+        }
+        let slack = slack_stub.messages();
+        let texts: Vec<&str> = slack.iter().map(|m| m["text"].as_str().unwrap()).collect();
+        let wecom = wecom_stub.messages();
+        let mark = "re-sent: may repeat the message first attempted at 2025-12-06T05:46:40Z";
+        let unknown = "re-sent: may repeat an earlier message";
+        for (channel, sent) in [
+            ("slack", texts),
+            ("wecom", wecom.iter().map(String::as_str).collect()),
+        ] {
+            assert!(!sent[0].contains("re-sent"), "{channel}: {}", sent[0]);
+            assert!(sent[1].contains(mark), "{channel}: {}", sent[1]);
+            assert!(sent[2].contains(unknown), "{channel}: {}", sent[2]);
+        }
+        // In Slack's blocks too, beside the ticket id.
+        let context = slack[1]["blocks"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()
+            .to_string();
+        assert!(
+            context.contains(mark) && context.contains("web-1/run-7"),
+            "{context}"
         );
     }
 
@@ -1243,6 +1634,7 @@ async fn the_whole_chain_through_effects() {
             id: "inv-17".into(),
         },
         software: vec![package("Ubuntu:22.04:LTS", "openssh", "1:8.9p1-3ubuntu0.6")],
+        sbom: None,
         policy: Policy::default(),
         channels: vec!["webhook".into(), "wecom".into(), "slack".into()],
         token_floor: 0,
@@ -1272,6 +1664,7 @@ async fn the_whole_chain_through_effects() {
         vulnerabilities: vulns.into(),
         threat_intel: None,
         origin: None,
+        resend: None,
     };
     let receipts = providers.notify(&req.channels, &notification).await;
     assert!(receipts.values().all(Result::is_ok), "{receipts:?}");
@@ -1314,6 +1707,55 @@ async fn the_whole_chain_through_effects() {
         .unwrap_err();
     assert!(err.retryable);
     assert_eq!(err.retry_after, Some(Duration::from_secs(9)));
+    // A provider's words never reach the step's error (which the ticket and
+    // the tenant-visible status keep): its class and code only.
+    let words = "<@all> SECRET-PROVIDER-WORDS https://evil.example";
+    stubs.osv.faults().fail_next(
+        1,
+        Fault::Reply {
+            status: 500,
+            headers: vec![],
+            body: words.as_bytes().to_vec(),
+        },
+    );
+    // Packages no run asked about yet: a package asked about within the
+    // lookup window is answered without a request.
+    req.software = vec![package("Maven", "log4j-core", "2")];
+    let status = providers.query_vulnerabilities(&req).await.unwrap_err();
+    stubs.osv.faults().fail_next(1, Fault::Malformed);
+    req.software = vec![package("Maven", "log4j-core", "3")];
+    let malformed = providers.query_vulnerabilities(&req).await.unwrap_err();
+    stubs.wecom.errcode_next(1, 93000);
+    stubs.slack.reject_next(1, 400, words);
+    let mut sent = providers
+        .notify(&["wecom".into(), "slack".into()], &notification)
+        .await;
+    let wecom = sent.remove("wecom").unwrap().unwrap_err();
+    let slack = sent.remove("slack").unwrap().unwrap_err();
+    for (error, expected) in [
+        (&status, "answered HTTP 500"),
+        (&malformed, "unexpected response from"),
+        (&wecom, "wecom: the robot answered errcode 93000"),
+        (
+            &slack,
+            "slack: the webhook answered HTTP 400 (unknown code)",
+        ),
+    ] {
+        assert!(error.message.contains(expected), "{}", error.message);
+        for quoted in [
+            "SECRET-PROVIDER-WORDS",
+            "Bad Gateway",
+            "hint",
+            "evil.example",
+        ] {
+            assert!(
+                !error.message.contains(quoted),
+                "{quoted}: {}",
+                error.message
+            );
+        }
+    }
+
     let offline = providers
         .check_online(&ScanRequest {
             target: Target::Inventory {

@@ -7,7 +7,12 @@
 //!   notifies twice; without it the number that do is printed;
 //! - the master SIGKILLed while a run is inside a provider call: the run's
 //!   next write meets the dead connection, the store asks the sentinels for
-//!   the new master and the run finishes there.
+//!   the new master and the run finishes there;
+//! - one node lost must not stop the alerts: after the master of a master +
+//!   replica group is SIGKILLed, the promoted replica has no replica, and
+//!   high-risk runs notify without waiting for one (counted), until the
+//!   old node is back as a replica and the wait applies again; a Sentinel
+//!   in front of a master without replicas notifies too.
 //!
 //!   cargo test --test redis_failover -- --nocapture
 
@@ -18,17 +23,20 @@ use assetscan_operator::domain::{AssetId, Policy, ScanRequest, Target, ThreatInt
 use assetscan_operator::pipeline::{
     Effects, Notification, Observer, Outcome, Pipeline, StepError, StepPolicies,
 };
+use assetscan_operator::probes::observe_store;
 use assetscan_operator::store::{
-    RedisTarget, ReplicaAck, ReplicaAckMode, StoreConfig, StoreError, TicketStore,
+    RedisTarget, ReplicaAck, ReplicaAckMode, ReplicaStats, StoreConfig, StoreError, TicketStore,
 };
+use assetscan_operator::telemetry::Metrics;
 use assetscan_testkit::redis::SentinelGroup;
 use assetscan_testkit::wait::until;
 use kit::setup::get;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -135,6 +143,7 @@ fn request(asset: &str, holder: &str, clean: bool) -> ScanRequest {
         run: "r1".into(),
         target: Target::Inventory { id: asset.into() },
         software: Vec::new(),
+        sbom: None,
         policy: Policy {
             cvss_threshold: 7.0,
             threat_intel: ThreatIntelPolicy::Never,
@@ -197,7 +206,15 @@ async fn a_failover_before_the_notification_never_notifies_twice_with_replica_ac
     let (acked_fx, plain_fx) = (Fx::default(), Fx::default());
     let acked = pipeline(&group, ReplicaAckMode::Auto, acked_fx.clone()).await;
     let plain = pipeline(&group, ReplicaAckMode::Never, plain_fx.clone()).await;
-    let mut refused = 0;
+    // In steady state: the store knows the master's replica (in sync).
+    let stats = acked.store().replica_stats().unwrap();
+    until(
+        "the store sees the replica",
+        Duration::from_secs(30),
+        async || stats.online.load(Ordering::Relaxed) == 1,
+    )
+    .await;
+    let (mut refused, mut on_new_master) = (0, 0);
     for round in 0..rounds {
         let acked_req = request(&format!("acked-{round}"), &format!("a{round}"), false);
         let plain_req = request(&format!("plain-{round}"), &format!("p{round}"), false);
@@ -227,6 +244,20 @@ async fn a_failover_before_the_notification_never_notifies_twice_with_replica_ac
         let [a, p] = runs;
         match a.await.unwrap() {
             Err(StoreError::NotReplicated { .. }) => refused += 1,
+            // Its connection moved to the new master, which has no replica
+            // (the old one is deaf) and which the sentinels name: the
+            // notification went ahead there, where it survives.
+            Ok(Outcome::Terminal(t)) if t.status == Status::Finished => {
+                let key = acked.store().keys(&acked_req.asset).ticket("r1");
+                let on_new: Option<Ticket> = get(group.node(new).unwrap(), &key)
+                    .and_then(|raw| serde_json::from_str(&raw).ok());
+                assert_eq!(
+                    on_new.map(|t| t.status),
+                    Some(Status::Finished),
+                    "round {round}: the acked run went on, but not on the new master"
+                );
+                on_new_master += 1;
+            }
             other => panic!("round {round}: the acked run went on: {other:?}"),
         }
         assert!(
@@ -249,10 +280,10 @@ async fn a_failover_before_the_notification_never_notifies_twice_with_replica_ac
     }
     let (with_ack, without) = (doubles(&acked_fx), doubles(&plain_fx));
     println!(
-        "double notifications over {rounds} failovers: {with_ack} with replica acks, {without} without ({refused} acked runs refused to notify before the failover)"
+        "double notifications over {rounds} failovers: {with_ack} with replica acks, {without} without ({refused} acked runs refused to notify on the old master, {on_new_master} notified on the new one)"
     );
     assert_eq!(with_ack, 0);
-    assert_eq!(refused, rounds);
+    assert_eq!(refused + on_new_master, rounds);
     assert!(without > 0, "the failovers hit the window the wait closes");
 }
 
@@ -301,4 +332,148 @@ async fn a_master_killed_mid_run_is_replaced_and_the_run_finishes_there() {
         (Status::Finished, ticket.fencing_token),
         "finished on the new master under its token"
     );
+}
+
+/// The replica wait's counters: (replicas online, writes acknowledged,
+/// writes that went ahead unreplicated).
+fn replica_counts(stats: &ReplicaStats) -> (i64, u64, u64) {
+    (
+        stats.online.load(Ordering::Relaxed),
+        stats.acknowledged_writes.load(Ordering::Relaxed),
+        stats.unreplicated_writes.load(Ordering::Relaxed),
+    )
+}
+
+/// One sample of the operator's metrics as a scrape shows it.
+fn scraped(store: &TicketStore, sample: &str) -> String {
+    let metrics = Metrics::new();
+    observe_store(&metrics, store);
+    let text = metrics.encode();
+    text.lines()
+        .find(|l| l.starts_with(&format!("{sample} ")))
+        .unwrap_or_else(|| panic!("no {sample} in {text}"))
+        .to_owned()
+}
+
+/// Runs a high-risk scan of `asset` to its end; it must finish.
+async fn notify_once(pipeline: &Pipeline<Fx>, asset: &str) {
+    let req = request(asset, asset, false);
+    let outcome = pipeline.run(&req, &(), &CancellationToken::new()).await;
+    assert!(
+        matches!(&outcome, Ok(Outcome::Terminal(t)) if t.status == Status::Finished),
+        "{asset}: {outcome:?}"
+    );
+}
+
+/// A 1 master + 1 replica group loses its master (SIGKILL): Sentinel
+/// promotes the replica, which has no replica of its own. A high-risk run
+/// that was inside a provider call at the kill notifies within the failover
+/// wait and the notification's timeout, without waiting for a replica there
+/// is none of (counted, and shown by the metrics); once the old node is
+/// back as a replica, the notification's writes wait for it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_master_is_killed_alerts_go_out_until_a_replica_is_back_to_wait_for() {
+    let mut group = blocking(SentinelGroup::start).expect("sentinel group starts");
+    let hold = Arc::new(Hold::default());
+    let fx = Fx {
+        hold: Some(hold.clone()),
+        ..Fx::default()
+    };
+    let pipeline = pipeline(&group, ReplicaAckMode::Auto, fx.clone()).await;
+    let store = pipeline.store();
+    let stats = store.replica_stats().expect("the wait reads the replicas");
+    until(
+        "the store sees the replica",
+        Duration::from_secs(30),
+        async || stats.online.load(Ordering::Relaxed) == 1,
+    )
+    .await;
+    let req = request("killed-alert", "k1", false);
+    let run = {
+        let (pipeline, req) = (pipeline.clone(), req.clone());
+        tokio::spawn(async move { pipeline.run(&req, &(), &CancellationToken::new()).await })
+    };
+    hold.reached.notified().await;
+    // What the run wrote so far is on the replica, as a promotion needs.
+    let key = store.keys(&req.asset).ticket(&req.run);
+    let old = group.master_port().unwrap();
+    let replica = group.nodes().iter().find(|n| n.port() != old).unwrap();
+    until(
+        "the replica has the ticket",
+        Duration::from_secs(30),
+        async || get(replica, &key).is_some(),
+    )
+    .await;
+
+    let killed = Instant::now();
+    let new = blocking(|| group.kill_master()).expect("the sentinels fail over");
+    hold.go.notify_one();
+    let outcome = run.await.unwrap();
+    let took = killed.elapsed();
+    assert!(
+        matches!(&outcome, Ok(Outcome::Terminal(t)) if t.status == Status::Finished),
+        "the alert went out: {outcome:?}"
+    );
+    let bound = store.config().failover_wait + StepPolicies::default().notify.timeout;
+    println!("killed master: notified {took:?} after the SIGKILL (bound {bound:?})");
+    assert!(took < bound, "notified after {took:?}, over {bound:?}");
+    assert_eq!(doubles(&fx), 0);
+    let (online, acked, alone) = replica_counts(stats);
+    assert_eq!(online, 0, "the new master has no replica");
+    assert_eq!(acked, 0);
+    assert_eq!(
+        alone, 2,
+        "the intent and the receipt went ahead unreplicated"
+    );
+    assert_eq!(
+        scraped(store, "assetscan_redis_replicas_online"),
+        "assetscan_redis_replicas_online 0"
+    );
+    assert_eq!(
+        scraped(store, "assetscan_notification_writes_unreplicated"),
+        "assetscan_notification_writes_unreplicated 2"
+    );
+
+    // Further runs go on at once (on the same store: its replica wait).
+    let fx = Fx { hold: None, ..fx };
+    let pipeline = Pipeline::new(store.clone(), fx.clone(), StepPolicies::default());
+    let store = pipeline.store();
+    notify_once(&pipeline, "alone-2").await;
+    assert_eq!(replica_counts(stats), (0, 0, 4));
+
+    // The old node is back, as a replica of the new master.
+    blocking(|| group.revive(old)).expect("the old node syncs from the new master");
+    until(
+        "the store sees the replica",
+        Duration::from_secs(30),
+        async || stats.online.load(Ordering::Relaxed) == 1,
+    )
+    .await;
+    notify_once(&pipeline, "replicated-again").await;
+    assert_eq!(replica_counts(stats), (1, 2, 4), "WAIT acknowledged again");
+    let back: Ticket = serde_json::from_str(
+        &get(
+            group.node(old).unwrap(),
+            &store
+                .keys(&AssetId::new("replicated-again".to_owned()).unwrap())
+                .ticket("r1"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(back.status, Status::Finished, "on the replica too");
+    assert_ne!(new, old);
+}
+
+/// A Sentinel in front of a master without replicas (discovery only):
+/// there is no replica to wait for, and high-risk runs notify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_sentinel_a_master_without_replicas_notifies() {
+    let group = blocking(|| SentinelGroup::start_with_replicas(0)).expect("sentinel group starts");
+    let fx = Fx::default();
+    let pipeline = pipeline(&group, ReplicaAckMode::Auto, fx.clone()).await;
+    notify_once(&pipeline, "lone-01").await;
+    assert_eq!(fx.deliveries.lock().unwrap().len(), 1);
+    let stats = pipeline.store().replica_stats().unwrap();
+    assert_eq!(replica_counts(stats), (0, 0, 2));
 }

@@ -11,6 +11,7 @@ mod controller_kit;
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{Status, Step, Ticket};
 use assetscan_operator::kubernetes::crd::AssetScan;
+use assetscan_operator::probes::observe_store;
 use assetscan_operator::store::{
     Patch, RedisTarget, ReplicaAckMode, StoreConfig, StoreError, TicketStore,
 };
@@ -67,7 +68,11 @@ async fn a_sentinel_failover_is_followed_and_no_token_goes_backwards() {
         .await
         .err()
         .expect("behind Sentinel the user also needs ROLE");
-    assert!(err.to_string().contains("'role'"), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("'role'") && message.contains("grant the ACL rules in the README"),
+        "{message}"
+    );
     for node in group.nodes() {
         create_acl_user(node, &["+role"]);
     }
@@ -192,6 +197,107 @@ async fn a_killed_master_is_replaced_and_the_run_goes_on() {
         serde_json::from_str(&get(group.node(new).unwrap(), &key).unwrap()).unwrap();
     assert_eq!(on_new.revision, next.revision, "written to the new master");
     assert!(store.release(&asset, &claimed.lease).await.unwrap());
+}
+
+/// The operator's own runs after the master of a 1 master + 1 replica
+/// group is SIGKILLed mid-run: the promoted replica has no replica to wait
+/// for, and the high-risk scan notifies within the failover wait and the
+/// notification's timeout; the metrics say the writes were unreplicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_notifies_after_the_master_is_killed() {
+    let mut group = blocking(SentinelGroup::start).expect("sentinel group starts");
+    let h = Harness::start().await;
+    let target = RedisTarget::parse(&group.target_spec()).unwrap();
+    let ctl = h.controller_on("ctl-k", &target).await;
+    let store = ctl.ctx.pipeline.store();
+    let online = || {
+        store
+            .replica_stats()
+            .map(|s| s.online.load(std::sync::atomic::Ordering::Relaxed))
+    };
+    until(
+        "the store sees the replica",
+        Duration::from_secs(30),
+        async || online() == Some(1),
+    )
+    .await;
+    h.stubs
+        .osv
+        .faults()
+        .set_latency(Duration::from_millis(1500));
+    let obj = h.online(scan("killed-ctl").high_risk());
+    h.create(&obj).await;
+    h.wait_phase("killed-ctl", Status::AssetOnline).await;
+
+    let killed = std::time::Instant::now();
+    blocking(|| group.kill_master()).expect("the sentinels fail over");
+    let bound = h.config.redis.failover_wait + h.config.steps.notify.timeout;
+    let done = h.wait_terminal("killed-ctl", bound).await;
+    let took = killed.elapsed();
+    println!("operator: notified {took:?} after the SIGKILL (bound {bound:?})");
+    let status = done.status.as_ref().unwrap();
+    assert_eq!(status.phase, Some(Status::Finished));
+    assert!(status.notification.is_some(), "{status:?}");
+    assert_eq!(h.stubs.sink.effects(), 1, "notified once");
+    observe_store(&ctl.metrics, store);
+    assert_eq!(ctl.counter("assetscan_redis_replicas_online"), 0.0);
+    assert!(ctl.counter("assetscan_notification_writes_unreplicated") >= 2.0);
+    ctl.stop().await;
+}
+
+/// Behind Sentinel, the README's user with `+role` but without `+wait`:
+/// the notification's intent, which waits for the group's replica, is
+/// refused with the permission hint every other missing command gets, not
+/// as a reply the client cannot read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_sentinel_a_missing_wait_gets_the_permission_hint() {
+    let group = blocking(SentinelGroup::start).expect("sentinel group starts");
+    for node in group.nodes() {
+        create_acl_user(node, &["+role"]);
+    }
+    let target = RedisTarget::parse(&group.target_spec().replacen(
+        "redis+sentinel://",
+        &format!("redis+sentinel://{USER}:{}@", PASSWORD.replace(' ', "%20")),
+        1,
+    ))
+    .unwrap();
+    let store = TicketStore::connect(&target, StoreConfig::default())
+        .await
+        .unwrap();
+    until(
+        "the store sees the replica",
+        Duration::from_secs(30),
+        async || {
+            store
+                .replica_stats()
+                .is_some_and(|s| s.online.load(std::sync::atomic::Ordering::Relaxed) == 1)
+        },
+    )
+    .await;
+    let asset = asset_id("acl-wait-01");
+    let mut held = claim(&store, &asset, "r1").holder("h1").acquire().await;
+    for to in [
+        Status::AssetOnline,
+        Status::VulnCheckDone,
+        Status::HighRiskFound,
+    ] {
+        held.advance(to, &Patch::default()).await;
+    }
+    let err = held
+        .try_advance(Status::Notifying, &Patch::default())
+        .await
+        .expect_err("WAIT is refused");
+    let message = err.to_string();
+    assert!(
+        message.contains("'wait'") && message.contains("grant the ACL rules in the README"),
+        "{message}"
+    );
+    assert!(!message.contains("not convertible"), "{message}");
+    assert_eq!(err.reason(), "RedisPermissionDenied");
+    assert!(
+        !err.is_unavailable(),
+        "a refusal is not retried as an outage"
+    );
 }
 
 /// The run's ticket as the store (through the sentinels) reads it.
@@ -674,6 +780,7 @@ async fn revoked_credentials_back_off_and_readiness_says_why() {
     let shutdown = tokio_util::sync::CancellationToken::new();
     let probes = tokio::spawn(assetscan_operator::probes::serve(
         ([127, 0, 0, 1], port).into(),
+        assetscan_operator::probes::Exposure::Plain,
         std::sync::Arc::new(assetscan_operator::telemetry::Metrics::new()),
         std::sync::Arc::new(std::sync::OnceLock::from(store.clone())),
         shutdown.clone(),

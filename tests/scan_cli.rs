@@ -13,7 +13,7 @@ mod kit;
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{Status, Ticket};
 use assetscan_operator::store::{RedisTarget, StoreConfig, TicketStore};
-use assetscan_testkit::redis::RedisServer;
+use assetscan_testkit::redis::{RedisServer, SentinelGroup};
 use assetscan_testkit::stubs::ProviderStubs;
 use std::path::PathBuf;
 use std::process::Output;
@@ -260,7 +260,94 @@ async fn scan_exit_codes_say_clean_high_risk_failed_and_locked() {
     assert_eq!(stdout(&out).lines().count(), 3, "{}", stdout(&out));
 }
 
+/// With the identity bridge off, an AssetScan's ticket and history are
+/// in its namespace's keys only: `ticket show` and `ticket history` find
+/// them with `--namespace`, and not in the legacy layout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ticket_show_and_history_read_a_namespace_with_the_bridge_off() {
+    let env = Env::start().await;
+    let isolated = StoreConfig {
+        identity_bridge: false,
+        ..StoreConfig::default()
+    };
+    let store = TicketStore::connect(&RedisTarget::Standalone(env.redis.url()), isolated)
+        .await
+        .unwrap()
+        .scoped("team-a")
+        .unwrap();
+    let asset = AssetId::new("web-01").unwrap();
+    let held = store
+        .acquire(&asset, RUN, "team-a-holder#1", 6)
+        .await
+        .unwrap();
+    store.release(&asset, &held.lease).await.unwrap();
+
+    // The operator's own config, with the bridge off.
+    let text = std::fs::read_to_string(&env.config).unwrap();
+    let config = env.dir.path().join("isolated.yaml");
+    let isolated_text = text.replacen("redis: {", "redis: {identityBridge: false, ", 1);
+    std::fs::write(&config, isolated_text).unwrap();
+    let command = |sub: &[&str]| {
+        let mut cmd = kit::setup::cli(&config, sub);
+        cmd.args(["--redis-url", &env.redis.url()]);
+        cmd
+    };
+    let show = ["ticket", "show", "--asset", "web-01", "--run", RUN];
+    let out = command(&show)
+        .args(["--namespace", "team-a"])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("\"fencing_token\": 7"),
+        "{}",
+        stdout(&out)
+    );
+    let out = command(&show).output().await.unwrap();
+    assert!(
+        !out.status.success(),
+        "not in the legacy layout: {}",
+        stdout(&out)
+    );
+    let history = [
+        "ticket",
+        "history",
+        "--asset",
+        "web-01",
+        "--namespace",
+        "team-a",
+    ];
+    let out = command(&history).output().await.unwrap();
+    assert!(stdout(&out).contains("team-a-holder#1"), "{}", stdout(&out));
+}
+
 #[cfg(feature = "failpoints")]
+/// One Redis node lost must not stop the alerts: `scan` behind Sentinel,
+/// after the master of a 1 master + 1 replica group was SIGKILLed (the
+/// replica promoted, with no replica of its own), notifies a high risk and
+/// warns that the notification is not replicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_notifies_behind_sentinel_after_the_master_is_killed() {
+    let env = Env::start().await;
+    let mut group = tokio::task::block_in_place(SentinelGroup::start).expect("sentinel group");
+    tokio::task::block_in_place(|| group.kill_master()).expect("the sentinels fail over");
+    env.stubs.inventory.set_online("web-09", true);
+    let mut cmd = kit::setup::cli(&env.config, &["scan"]);
+    cmd.args(["--redis-url", &group.target_spec()])
+        .args(["--asset", "web-09", "--inventory", "web-09", "--run", RUN])
+        .args(["--holder", "cli", "--package", XZ, "--notify", "webhook"]);
+    let out = cmd.output().await.unwrap();
+    assert_eq!(code(&out), exit::HIGH_RISK, "{}", stderr(&out));
+    assert_eq!(printed_ticket(&out).status, Status::Finished);
+    assert_eq!(env.stubs.sink.effects(), 1);
+    assert!(
+        stderr(&out).contains("notifications are not replicated"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 mod signals {
     use super::*;
     use assetscan_operator::store::AuditEntry;

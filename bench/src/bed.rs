@@ -79,6 +79,7 @@ pub fn request(
         run: run.to_owned(),
         target: path.target(),
         software: Vec::new(),
+        sbom: None,
         policy: Policy::default(),
         channels: vec!["secops".to_owned()],
         token_floor: 0,

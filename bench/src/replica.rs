@@ -14,6 +14,7 @@ use assetscan_operator::store::{
 };
 use assetscan_testkit::redis::RedisServer;
 use futures::future::try_join_all;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -38,6 +39,22 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
     }
     let acked = pipeline(bed, ReplicaAckMode::Always).await?;
     let plain = pipeline(bed, ReplicaAckMode::Never).await?;
+    // The wait is for the replicas the master has: measure once the store
+    // knows the replica is there, and check that every write waited for it.
+    let online = || {
+        acked
+            .store()
+            .replica_stats()
+            .map_or(-1, |s| s.online.load(Ordering::Relaxed))
+    };
+    while online() != 1 {
+        if synced.elapsed() > Duration::from_secs(30) {
+            return Err(BenchError::Outcome(
+                "the store did not see the replica".into(),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     println!(
         "# replica acknowledgement, high-risk path, {TASKS} tasks, {ROUNDS} rounds (one replica)"
     );
@@ -48,6 +65,15 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
         with.push(w);
         without.push(wo);
         ratios.push(w / wo);
+    }
+    let unreplicated = acked
+        .store()
+        .replica_stats()
+        .map_or(0, |s| s.unreplicated_writes.load(Ordering::Relaxed));
+    if unreplicated > 0 {
+        return Err(BenchError::Outcome(format!(
+            "{unreplicated} writes went ahead without waiting for the replica"
+        )));
     }
     println!("runs/s with WAIT: {}", Spread::of(with));
     println!("runs/s without: {}", Spread::of(without));

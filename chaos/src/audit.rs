@@ -2,7 +2,8 @@
 //! streams (per asset while the run supervises its drills; all of them in
 //! a snapshot, with writes paused, before Redis loses its data and at the
 //! end) and the ticket keys left over. Raw commands on the documented key
-//! layout (`<prefix>:{<asset>}:audit`, `…:ticket:<run>`), nothing of the
+//! layout (`<prefix>:{<asset>}:audit`, `…:ticket:<run>`, and the
+//! namespaced family `<prefix>:n:<namespace>:{<asset>}:…`), nothing of the
 //! operator's store code.
 
 use crate::ChaosError;
@@ -49,7 +50,13 @@ impl RedisView {
     /// One asset's audit stream, oldest first.
     pub async fn audit(&self, asset: &str, epoch: u32) -> Result<Vec<AuditRecord>, ChaosError> {
         let mut conn = self.conn().await?;
-        read_stream(&mut conn, asset, epoch).await
+        read_stream(
+            &mut conn,
+            &format!("{PREFIX}:{{{asset}}}:audit"),
+            asset,
+            epoch,
+        )
+        .await
     }
 
     /// Stops every client write (scripts included) for up to `ms`, so that
@@ -66,27 +73,36 @@ impl RedisView {
             .map_err(failed("CLIENT PAUSE"))
     }
 
-    /// Every asset's audit stream, asset by asset.
+    /// Every asset's audit streams, asset by asset: the legacy family's
+    /// stream, then those of the namespaced family (written with the
+    /// bridge off), each record under the asset of its hash tag.
     pub async fn snapshot(&self, epoch: u32) -> Result<Vec<AuditRecord>, ChaosError> {
         let mut conn = self.conn().await?;
         let mut records = Vec::new();
-        for key in scan(&mut conn, &format!("{PREFIX}:{{*}}:audit")).await? {
+        let mut keys = scan(&mut conn, &format!("{PREFIX}:{{*}}:audit")).await?;
+        keys.extend(scan(&mut conn, &format!("{PREFIX}:n:*:{{*}}:audit")).await?);
+        for key in keys {
             let Some(asset) = key
-                .strip_prefix(&format!("{PREFIX}:{{"))
-                .and_then(|k| k.strip_suffix("}:audit"))
+                .split_once('{')
+                .and_then(|(_, k)| k.strip_suffix("}:audit"))
             else {
                 continue;
             };
-            records.extend(read_stream(&mut conn, asset, epoch).await?);
+            records.extend(read_stream(&mut conn, &key, asset, epoch).await?);
         }
+        // Stable: one asset's records stay together, each stream in order.
+        records.sort_by(|a, b| a.asset.cmp(&b.asset));
         Ok(records)
     }
 
     /// Ticket keys present now (the ticket and, where kept apart, its facts).
     pub async fn ticket_keys(&self) -> Result<Vec<String>, ChaosError> {
         let mut conn = self.conn().await?;
-        let mut keys = scan(&mut conn, &format!("{PREFIX}:{{*}}:ticket:*")).await?;
-        keys.extend(scan(&mut conn, &format!("{PREFIX}:{{*}}:facts:*")).await?);
+        let mut keys = Vec::new();
+        for family in [format!("{PREFIX}:{{*}}"), format!("{PREFIX}:n:*:{{*}}")] {
+            keys.extend(scan(&mut conn, &format!("{family}:ticket:*")).await?);
+            keys.extend(scan(&mut conn, &format!("{family}:facts:*")).await?);
+        }
         keys.sort();
         Ok(keys)
     }
@@ -117,12 +133,12 @@ async fn scan(conn: &mut MultiplexedConnection, pattern: &str) -> Result<Vec<Str
 
 async fn read_stream(
     conn: &mut MultiplexedConnection,
+    key: &str,
     asset: &str,
     epoch: u32,
 ) -> Result<Vec<AuditRecord>, ChaosError> {
-    let key = format!("{PREFIX}:{{{asset}}}:audit");
     let reply: StreamRangeReply = redis::cmd("XRANGE")
-        .arg(&key)
+        .arg(key)
         .arg("-")
         .arg("+")
         .query_async(conn)

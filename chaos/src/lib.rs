@@ -20,6 +20,7 @@ pub mod plan;
 pub mod proxy;
 pub mod replicas;
 pub mod run;
+pub mod upgrade;
 pub mod world;
 
 /// What can stop a chaos run before it has a verdict.

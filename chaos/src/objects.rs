@@ -125,6 +125,18 @@ impl PlannedObject {
     }
 }
 
+/// The AssetScan resource, for dynamic clients that do not use the
+/// operator's types.
+pub fn resource() -> ApiResource {
+    ApiResource {
+        group: "assetscan.io".into(),
+        version: "v1alpha1".into(),
+        api_version: API_VERSION.into(),
+        kind: "AssetScan".into(),
+        plural: "assetscans".into(),
+    }
+}
+
 /// Attempts of one of the run's own API calls (injected faults hit them
 /// too).
 const API_ATTEMPTS: u32 = 60;
@@ -139,13 +151,7 @@ pub struct Objects {
 
 impl Objects {
     pub fn new(client: kube::Client) -> Objects {
-        let resource = ApiResource {
-            group: "assetscan.io".into(),
-            version: "v1alpha1".into(),
-            api_version: API_VERSION.into(),
-            kind: "AssetScan".into(),
-            plural: "assetscans".into(),
-        };
+        let resource = resource();
         Objects {
             api: Api::namespaced_with(client, NAMESPACE, &resource),
         }

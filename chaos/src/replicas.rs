@@ -118,6 +118,27 @@ impl Replica {
         self.state = State::Running;
     }
 
+    /// Waits up to `grace` for the exit of a process sent SIGTERM; then
+    /// SIGKILL.
+    fn terminate(&mut self, grace: Duration) -> Ended {
+        self.resume();
+        self.signal(Signal::SIGTERM);
+        let deadline = Instant::now() + grace;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(exit)) => return Ended::Terminated(exit.code()),
+                Ok(None) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                _ => {
+                    self.signal(Signal::SIGKILL);
+                    let _ = self.child.wait();
+                    return Ended::Hung;
+                }
+            }
+        }
+    }
+
     fn record(&self, ended: Ended) -> ProcessRecord {
         let log = std::fs::read_to_string(&self.log).unwrap_or_default();
         ProcessRecord {
@@ -205,6 +226,21 @@ impl ReplicaSet {
         let instance = Plan::instance_name(slot, self.incarnations[slot]);
         let replica = Replica::spawn(&self.launch, &instance, drill)?;
         Ok(self.slots[slot].insert(replica))
+    }
+
+    /// How the replicas started from now on are launched (a rollout to
+    /// another binary or config); those running are left as they are.
+    pub fn relaunch(&mut self, launch: Launch) {
+        self.launch = launch;
+    }
+
+    /// SIGTERM, as a rollout ends a pod, and waits up to `grace` for the
+    /// exit (SIGKILL then: recorded as hung). Returns its instance name.
+    pub fn stop(&mut self, slot: usize, grace: Duration) -> Option<String> {
+        let mut replica = self.slots.get_mut(slot)?.take()?;
+        let ended = replica.terminate(grace);
+        self.records.push(replica.record(ended));
+        Some(replica.instance)
     }
 
     /// SIGSTOP until `until`, if the replica runs (not stopped already).
@@ -312,22 +348,8 @@ impl ReplicaSet {
             replica.resume();
             replica.signal(Signal::SIGTERM);
         }
-        let deadline = Instant::now() + grace;
-        for replica in self.slots.iter_mut().filter_map(Option::take) {
-            let mut replica = replica;
-            let ended = loop {
-                match replica.child.try_wait() {
-                    Ok(Some(exit)) => break Ended::Terminated(exit.code()),
-                    Ok(None) if Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(50));
-                    }
-                    _ => {
-                        replica.signal(Signal::SIGKILL);
-                        let _ = replica.child.wait();
-                        break Ended::Hung;
-                    }
-                }
-            };
+        for mut replica in self.slots.iter_mut().filter_map(Option::take) {
+            let ended = replica.terminate(grace);
             self.records.push(replica.record(ended));
         }
         std::mem::take(&mut self.records)

@@ -57,10 +57,11 @@ pub struct World {
 /// The operator config of the run: the lock ttl of the scale, audit
 /// streams that keep everything, tickets kept past the end of the run,
 /// and retries generous enough that passing provider faults do not fail
-/// scans.
-fn config_yaml(scale: &Scale, providers: &str) -> String {
+/// scans. `prefix` is the Redis key prefix ([`PREFIX`], where the run's
+/// audit is read).
+pub fn config_yaml(scale: &Scale, providers: &str, prefix: &str) -> String {
     format!(
-        "redis: {{prefix: {PREFIX}, timeout: 1s}}\n\
+        "redis: {{prefix: {prefix}, timeout: 1s}}\n\
          lock: {{ttl: {ttl}ms}}\n\
          tickets: {{retention: 1h, abandonAfter: 1h, auditCap: 100000}}\n\
          steps:\n\
@@ -113,7 +114,7 @@ impl World {
             .write_providers_section(dir, "secops-")
             .map_err(io("write the providers section"))?;
         let config = dir.join("config.yaml");
-        std::fs::write(&config, config_yaml(scale, &providers))
+        std::fs::write(&config, config_yaml(scale, &providers, PREFIX))
             .map_err(io("write the operator config"))?;
         let api = Objects::new(emu.client()?);
         Ok(World {
@@ -198,27 +199,32 @@ impl World {
 
     /// What the receivers accepted, in order per receiver.
     pub fn deliveries(&self) -> Vec<Delivery> {
-        let webhook = self.stubs.sink.deliveries().into_iter().map(|d| {
-            let body = d.json();
-            Delivery {
-                channel: Channel::Webhook,
-                key: d.header("idempotency-key").map(str::to_owned),
-                ticket: body
-                    .get("ticket_id")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned),
-                token: body.get("fencing_token").and_then(Value::as_u64),
-            }
-        });
-        let wecom = self.stubs.wecom.messages().into_iter().map(|text| {
-            let (ticket, token) = parse_wecom_ticket_line(&text);
-            Delivery {
-                channel: Channel::WeCom,
-                key: None,
-                ticket,
-                token,
-            }
-        });
-        webhook.chain(wecom).collect()
+        deliveries(&self.stubs)
     }
+}
+
+/// What the stubs' receivers accepted, in order per receiver.
+pub fn deliveries(stubs: &ProviderStubs) -> Vec<Delivery> {
+    let webhook = stubs.sink.deliveries().into_iter().map(|d| {
+        let body = d.json();
+        Delivery {
+            channel: Channel::Webhook,
+            key: d.header("idempotency-key").map(str::to_owned),
+            ticket: body
+                .get("ticket_id")
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            token: body.get("fencing_token").and_then(Value::as_u64),
+        }
+    });
+    let wecom = stubs.wecom.messages().into_iter().map(|text| {
+        let (ticket, token) = parse_wecom_ticket_line(&text);
+        Delivery {
+            channel: Channel::WeCom,
+            key: None,
+            ticket,
+            token,
+        }
+    });
+    webhook.chain(wecom).collect()
 }

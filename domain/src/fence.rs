@@ -31,6 +31,13 @@
 //! 6. **Deletion.** `retire.lua` leaves a tombstone for the object's runs,
 //!    fails every run in progress under a fresh token and removes their
 //!    tickets; a late claim for that owner is refused.
+//! 7. **Whose asset.** The lock, fence, tickets, audit and tombstones are
+//!    those of `(namespace, assetId)`. While the bridge to the previous
+//!    release's layout is on, the claim also takes that release's lock
+//!    (keyed by `assetId` alone), draws above both fences and moves both,
+//!    and every write goes to both copies of the ticket and is refused
+//!    unless both hold the caller's token: an executor of either release
+//!    that lost the run is stale in both layouts.
 //!
 //! A token lives in three representations: `u64` in the ticket and the
 //! pipeline, an integer string in the scripts' arguments (Redis's Lua

@@ -13,13 +13,17 @@
 //! The model check of the fencing protocol uses this crate alone.
 
 pub mod asset;
+mod fact_json;
 pub mod fence;
 mod package;
 pub mod plan;
 mod policy;
+mod purl;
+pub mod reference;
 mod request;
 mod risk;
 pub mod run;
+mod sbom;
 pub mod shard;
 pub mod share;
 mod target;
@@ -34,9 +38,11 @@ pub use policy::{
     DEFAULT_CVSS_THRESHOLD, DEFAULT_EPSS_THRESHOLD, Policy, ThreatIntelPolicy,
     UnknownThreatIntelPolicy,
 };
+pub use purl::package_of_purl;
 pub use request::{Origin, ScanRequest};
 pub use risk::{assess, needs_threat_intel};
 pub use run::{
     RESCAN_ANNOTATION, Recorded, RunDecision, RunView, is_alerting, owner_id, run_order,
 };
+pub use sbom::{DIGEST_PATTERN, Digest, SbomFacts, SbomProblem, SbomRead, SbomRef, SbomRefError};
 pub use target::Target;

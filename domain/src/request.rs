@@ -4,6 +4,7 @@
 use crate::asset::AssetId;
 use crate::package::Package;
 use crate::policy::Policy;
+use crate::sbom::SbomRef;
 use crate::target::Target;
 use serde::Serialize;
 
@@ -25,6 +26,9 @@ pub struct ScanRequest {
     pub run: String,
     pub target: Target,
     pub software: Vec<Package>,
+    /// Where the packages are when they are not listed in `software` (then
+    /// empty): read by the run when it queries vulnerabilities.
+    pub sbom: Option<SbomRef>,
     pub policy: Policy,
     /// Notification channel names.
     pub channels: Vec<String>,

@@ -9,3 +9,12 @@ pub enum Target {
     /// Online as the inventory says.
     Inventory { id: String },
 }
+
+impl Target {
+    /// An inventory target; `id` becomes one path segment of the
+    /// inventory's URL, so it must be one ([`crate::reference::segment`]).
+    pub fn inventory(id: &str) -> Result<Target, crate::reference::RefError> {
+        crate::reference::segment(id)?;
+        Ok(Target::Inventory { id: id.to_owned() })
+    }
+}

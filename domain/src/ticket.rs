@@ -5,8 +5,9 @@
 //! The script enforces it (a write that breaks it never lands); this copy
 //! plans the next step. A test compares both on every (from, to) pair.
 
+pub use crate::fact_json::FactJson;
 use crate::fence::Fence;
-use serde::de::DeserializeOwned;
+use crate::sbom::SbomFacts;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -276,9 +277,8 @@ fn is_zero(n: &u32) -> bool {
     *n == 0
 }
 
-/// Where a notification stands. `Sending` is written before the call, so a
-/// takeover knows a delivery may already have happened and re-sends with the
-/// same key.
+/// Where a notification stands. `Sending` is written before the call, so a takeover knows
+/// a delivery may already have happened and re-sends with the same key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NotificationState {
@@ -295,6 +295,8 @@ pub struct NotificationFacts {
     pub state: NotificationState,
     /// Unix ms of the successful delivery.
     pub sent_at: Option<u64>,
+    /// Unix ms of the intent's write (the first attempt), quoted by re-sends.
+    pub attempted_at: Option<u64>,
     /// Receipt per channel (what each receiver answered).
     #[serde(default)]
     pub receipt: BTreeMap<String, String>,
@@ -336,6 +338,12 @@ pub struct Facts {
     pub risk: Option<RiskFacts>,
     #[serde(default)]
     pub notification: Option<NotificationFacts>,
+    /// The SBOM the run read its packages from (recorded with the
+    /// vulnerabilities), or could not use. Absent for listed software, and
+    /// in tickets of operators before it existed; an operator of the
+    /// previous version ignores it (an unknown fact name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sbom: Option<SbomFacts>,
 }
 
 impl Facts {
@@ -352,6 +360,7 @@ impl Facts {
             "threat_intel" => self.threat_intel = json.parse()?,
             "risk" => self.risk = json.parse()?,
             "notification" => self.notification = json.parse()?,
+            "sbom" => self.sbom = json.parse()?,
             _ => {}
         }
         Ok(())
@@ -365,29 +374,14 @@ impl Facts {
             threat_intel,
             risk,
             notification,
+            sbom,
         } = newer;
         self.online = online.or(self.online);
         self.vulnerabilities = vulnerabilities.or(self.vulnerabilities.take());
         self.threat_intel = threat_intel.or(self.threat_intel.take());
         self.risk = risk.or(self.risk.take());
         self.notification = notification.or(self.notification.take());
-    }
-}
-
-/// A fact's JSON: as stored (text), or as a value in hand.
-pub trait FactJson {
-    fn parse<T: DeserializeOwned>(self) -> Result<T, serde_json::Error>;
-}
-
-impl FactJson for &str {
-    fn parse<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
-        serde_json::from_str(self)
-    }
-}
-
-impl FactJson for &serde_json::Value {
-    fn parse<T: DeserializeOwned>(self) -> Result<T, serde_json::Error> {
-        T::deserialize(self)
+        self.sbom = sbom.or(self.sbom.take());
     }
 }
 

@@ -18,6 +18,7 @@ mod proxy;
 mod replicas;
 mod report;
 mod run;
+mod software;
 mod stack;
 mod summary;
 
@@ -71,6 +72,14 @@ struct Args {
     /// driver), e.g. an older build for a before/after comparison.
     #[arg(long)]
     operator: Option<PathBuf>,
+    /// Packages per asset beyond the high-risk assets' (0: none, the mix
+    /// of earlier figures); at most 496 listed inline.
+    #[arg(long, default_value_t = 0)]
+    packages: usize,
+    /// Where the packages are: listed in `spec.software`, or in an SBOM
+    /// the AssetScan names (served by the stub SBOM source).
+    #[arg(long, value_enum, default_value = "inline")]
+    software: software::Listing,
     /// Run against this cluster (its current context; the CRDs installed)
     /// instead of the emulator, in a namespace of the run's own, deleted
     /// at the end.
@@ -116,7 +125,12 @@ async fn run(args: &Args) -> Result<()> {
             ..ScanStartsSection::default()
         },
         replicas_per_shard: args.replicas_per_shard,
+        mix: software::Mix {
+            packages: args.packages,
+            listing: args.software,
+        },
     };
+    println!("software: {}", settings.mix.describe());
     let mut reports = Vec::new();
     for &count in &args.counts {
         for &shards in &args.shards {

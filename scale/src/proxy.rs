@@ -7,16 +7,28 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{HeaderName, StatusCode};
 use axum::response::Response;
+use futures::StreamExt;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// Request counts keyed by `"<verb> <resource>[/<subresource>]"`.
+/// Request counts keyed by `"<verb> <resource>[/<subresource>]"`, and the
+/// bytes of the bodies sent to the API server and received from it
+/// (watches included).
 #[derive(Clone, Default)]
-pub struct Counts(Arc<Mutex<BTreeMap<String, u64>>>);
+pub struct Counts(Arc<Mutex<BTreeMap<String, u64>>>, Arc<[AtomicU64; 2]>);
 
 impl Counts {
     pub fn snapshot(&self) -> BTreeMap<String, u64> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Body bytes sent to the API server, and received from it.
+    pub fn bytes(&self) -> (u64, u64) {
+        (
+            self.1[0].load(Ordering::Relaxed),
+            self.1[1].load(Ordering::Relaxed),
+        )
     }
 
     fn add(&self, key: String) {
@@ -117,6 +129,7 @@ async fn forward(State(up): State<Upstream>, request: Request) -> Response {
     let Ok(bytes) = axum::body::to_bytes(body, 64 << 20).await else {
         return status(StatusCode::PAYLOAD_TOO_LARGE);
     };
+    up.counts.1[0].fetch_add(bytes.len() as u64, Ordering::Relaxed);
     let mut outgoing = up.http.request(parts.method, url).body(bytes);
     for (name, value) in &parts.headers {
         if !hop_by_hop(name) {
@@ -137,8 +150,14 @@ async fn forward(State(up): State<Upstream>, request: Request) -> Response {
             response = response.header(name, value);
         }
     }
+    let counts = up.counts.clone();
+    let received = answer.bytes_stream().inspect(move |chunk| {
+        if let Ok(chunk) = chunk {
+            counts.1[1].fetch_add(chunk.len() as u64, Ordering::Relaxed);
+        }
+    });
     response
-        .body(Body::from_stream(answer.bytes_stream()))
+        .body(Body::from_stream(received))
         .unwrap_or_else(|_| status(StatusCode::BAD_GATEWAY))
 }
 

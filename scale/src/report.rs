@@ -60,6 +60,54 @@ pub struct RestartIdle {
     pub peak_rss_kib: u64,
 }
 
+/// What the assets' software cost: the stored objects, the API traffic,
+/// the SBOM source, and how many OSV lookups the assets shared.
+pub struct SoftwareCost {
+    /// The mix, in words.
+    pub mix: String,
+    /// Mean bytes of a stored AssetScan as created, and after its run.
+    pub stored_created: f64,
+    pub stored_after: f64,
+    /// Body bytes the replicas sent to the API server and received from it
+    /// (watches included), until all finished.
+    pub api_sent: u64,
+    pub api_received: u64,
+    pub sbom_calls: u64,
+    pub sbom_bytes: u64,
+    /// Packages the runs asked about, and the queries OSV received.
+    pub packages_asked: u64,
+    pub osv_queries: u64,
+}
+
+impl SoftwareCost {
+    fn print(&self, scans: usize) {
+        let n = scans.max(1) as f64;
+        let kib = |bytes: u64| bytes as f64 / 1024.0 / n;
+        println!("software: {}", self.mix);
+        println!(
+            "  stored AssetScan: {:.0} B as created, {:.0} B after its run (mean)",
+            self.stored_created, self.stored_after
+        );
+        println!(
+            "  API bytes per scan: {:.1} KiB sent, {:.1} KiB received (watches included)",
+            kib(self.api_sent),
+            kib(self.api_received)
+        );
+        println!(
+            "  SBOM source per scan: {:.2} calls, {:.1} KiB",
+            self.sbom_calls as f64 / n,
+            kib(self.sbom_bytes)
+        );
+        let shared = 1.0 - self.osv_queries as f64 / self.packages_asked.max(1) as f64;
+        println!(
+            "  OSV: {:.1} packages asked per scan, {:.2} queries sent per scan: {:.2}% of lookups shared across assets",
+            self.packages_asked as f64 / n,
+            self.osv_queries as f64 / n,
+            100.0 * shared.max(0.0)
+        );
+    }
+}
+
 pub struct Report {
     pub count: usize,
     pub shards: u32,
@@ -90,6 +138,7 @@ pub struct Report {
     /// idle span is 0).
     pub restart_idle: Option<RestartIdle>,
     pub idle: Duration,
+    pub software: SoftwareCost,
 }
 
 impl Report {
@@ -157,6 +206,7 @@ impl Report {
         );
         self.print_redis();
         self.footprint.print();
+        self.software.print(self.count);
         self.print_providers();
         self.print_latency();
         println!(

@@ -8,7 +8,8 @@ use crate::latency::Latency;
 use crate::progress::Progress;
 use crate::proxy::is_write;
 use crate::replicas::{Launch, Replicas};
-use crate::report::{Cost, ProviderPeak, Report, Rescale, RestartIdle, StartBound};
+use crate::report::{Cost, ProviderPeak, Report, Rescale, RestartIdle, SoftwareCost, StartBound};
+use crate::software::Mix;
 use crate::stack::{Backend, Stack};
 use anyhow::{Context as _, Result};
 use assetscan_operator::config::ScanStartsSection;
@@ -32,6 +33,7 @@ pub struct Settings {
     pub starts: ScanStartsSection,
     /// Replicas per shard (not sharded among themselves).
     pub replicas_per_shard: u32,
+    pub mix: Mix,
 }
 
 /// How long replicas get to stop after SIGTERM.
@@ -125,7 +127,7 @@ async fn prepare(
     count: usize,
 ) -> Result<(Stack, std::collections::HashMap<String, u64>, Progress)> {
     let stack = Stack::start(&settings.backend, count, &settings.starts).await?;
-    stack.create_scans(count).await?;
+    stack.create_scans(count, &settings.mix).await?;
     let created = footprint::scan_sizes(&stack.client, &stack.namespace).await?;
     let progress = Progress::watch(stack.api());
     Ok((stack, created, progress))
@@ -232,6 +234,7 @@ impl ScanPhase {
         let footprint: Footprint = footprint::measure(&stack.client, &stack.namespace, created)
             .await
             .context("measuring the footprint")?;
+        let software = software_cost(settings, stack, count, created, &footprint);
         Ok(Report {
             count,
             shards,
@@ -253,7 +256,32 @@ impl ScanPhase {
             latency: Latency::default(),
             restart_idle: None,
             idle: settings.idle,
+            software,
         })
+    }
+}
+
+/// The software's figures, once the replicas stopped.
+fn software_cost(
+    settings: &Settings,
+    stack: &Stack,
+    count: usize,
+    created: &std::collections::HashMap<String, u64>,
+    footprint: &Footprint,
+) -> SoftwareCost {
+    let n = count.max(1) as f64;
+    let stored_created = created.values().sum::<u64>() as f64 / n;
+    let (api_sent, api_received) = stack.counts.bytes();
+    SoftwareCost {
+        mix: settings.mix.describe(),
+        stored_created,
+        stored_after: stored_created + footprint.object_added as f64 / n,
+        api_sent,
+        api_received,
+        sbom_calls: stack.stubs.sbom.document_calls(),
+        sbom_bytes: stack.stubs.sbom.bytes_served(),
+        packages_asked: crate::stack::packages_asked(count, &settings.mix),
+        osv_queries: stack.stubs.osv.queries_received(),
     }
 }
 

@@ -6,9 +6,10 @@
 use crate::procstat::{cpu_seconds, peak_rss_kib};
 use crate::proxy::{self, Counts};
 use crate::report::Cost;
+use crate::software::{AssetSoftware, Mix};
 use anyhow::{Context as _, Result, bail};
 use assetscan_operator::config::ScanStartsSection;
-use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanSpec, Package, Target};
+use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanSpec, Target};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::ProviderStubs;
 use futures::{StreamExt, TryStreamExt};
@@ -156,20 +157,15 @@ fn membership(starts: &ScanStartsSection) -> String {
     format!(", membershipTtl: {}ms", ttl.as_millis())
 }
 
-/// The `index`th AssetScan of a run.
-fn scan(index: usize) -> AssetScan {
+/// The `index`th AssetScan of a run, with its software as `mix` says.
+fn scan(index: usize, mix: &Mix) -> AssetScan {
     let asset = asset(index);
     let high_risk = index % HIGH_RISK_EVERY == HIGH_RISK_EVERY - 1;
-    let software = VULNERABLE
-        .iter()
-        .filter(|_| high_risk)
-        .map(|(name, version)| Package {
-            name: Some((*name).into()),
-            ecosystem: Some("Debian:10".into()),
-            version: Some((*version).into()),
-            purl: None,
-        })
-        .collect();
+    let vulnerable: &[(&str, &str)] = if high_risk { &VULNERABLE } else { &[] };
+    let (software, sbom) = match mix.of(index, vulnerable) {
+        AssetSoftware::Inline(packages) => (packages, None),
+        AssetSoftware::Sbom(reference) => (Vec::new(), Some(reference)),
+    };
     AssetScan::new(
         &format!("scan-{index:06}"),
         AssetScanSpec {
@@ -179,6 +175,7 @@ fn scan(index: usize) -> AssetScan {
                 ..Target::default()
             },
             software,
+            sbom,
             policy: Default::default(),
             notify: if high_risk {
                 vec!["secops-webhook".into()]
@@ -190,6 +187,13 @@ fn scan(index: usize) -> AssetScan {
             report_history_limit: None,
         },
     )
+}
+
+/// Packages the runs of `count` assets ask about: the mix's per asset,
+/// and the vulnerable ones of the high-risk assets.
+pub fn packages_asked(count: usize, mix: &Mix) -> u64 {
+    let high_risk = count / HIGH_RISK_EVERY;
+    (count * mix.packages + high_risk * VULNERABLE.len()) as u64
 }
 
 pub fn asset(index: usize) -> String {
@@ -229,6 +233,8 @@ impl Stack {
         let redis = RedisServer::start()?;
         let stubs = ProviderStubs::start().await?;
         stubs.serve_examples();
+        // Only counts: a run of 100 000 assets would hold every request.
+        stubs.osv.forget_requests();
         let (server, url, client, namespace) = match backend {
             Backend::Emulator => {
                 let (server, url) = start_emulator(work.path(), count)?;
@@ -279,14 +285,17 @@ impl Stack {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
-    /// Creates `count` AssetScans, 16 at a time, their assets online.
-    pub async fn create_scans(&self, count: usize) -> Result<()> {
+    /// Creates `count` AssetScans with the software `mix` says (their
+    /// SBOMs served by the stub source), 16 at a time, their assets online.
+    pub async fn create_scans(&self, count: usize, mix: &Mix) -> Result<()> {
         let created = Instant::now();
+        mix.serve(&self.stubs.sbom, &VULNERABLE);
         futures::stream::iter(0..count)
             .map(|i| {
                 let api = self.api();
                 self.stubs.inventory.set_online(&asset(i), true);
-                async move { api.create(&PostParams::default(), &scan(i)).await }
+                let object = scan(i, mix);
+                async move { api.create(&PostParams::default(), &object).await }
             })
             .buffer_unordered(16)
             .try_collect::<Vec<_>>()

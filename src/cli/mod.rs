@@ -1,6 +1,7 @@
 //! The command line: `run`, `crd`, `scan`, `ticket`. Every setting is a flag
 //! with an environment variable.
 
+mod metrics_serving;
 mod scan;
 mod ticket;
 
@@ -15,6 +16,7 @@ use crate::telemetry::{LogFormat, Metrics};
 use assetscan_domain::AssetId;
 use assetscan_domain::shard::Shard;
 use clap::{Args, Parser, Subcommand};
+use metrics_serving::MetricsServing;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -97,6 +99,25 @@ impl Common {
         Ok((config, target))
     }
 
+    /// Whether Redis is reached without a password or without TLS: a
+    /// warning, and `assetscan_redis_insecure`.
+    fn report_redis_exposure(&self, metrics: &Metrics) -> Result<(), String> {
+        let (_, target) = self.load()?;
+        let exposure = target.exposure(&self.security()?);
+        metrics
+            .security
+            .set_redis(exposure.authenticated, exposure.encrypted);
+        if !exposure.authenticated || !exposure.encrypted {
+            warn!(
+                redis = %target.redacted(),
+                authenticated = exposure.authenticated,
+                tls = exposure.encrypted,
+                "Redis is reached without authentication or without TLS: whoever can reach it can hold every asset's lock and forge notifications (README, Redis in production)"
+            );
+        }
+        Ok(())
+    }
+
     /// The Redis credentials and TLS files of the flags.
     fn security(&self) -> Result<RedisSecurity, String> {
         let tls = RedisSecurity::tls_files(
@@ -168,6 +189,8 @@ struct RunArgs {
     /// Address of /metrics, /healthz and /readyz.
     #[arg(long, env = "METRICS_ADDR", default_value = "0.0.0.0:8080")]
     metrics_addr: SocketAddr,
+    #[command(flatten)]
+    metrics: MetricsServing,
     /// Reconciles in flight at once.
     #[arg(long, env = "ASSETSCAN_CONCURRENCY", default_value_t = 8)]
     concurrency: u16,
@@ -196,6 +219,11 @@ enum TicketCommand {
         asset: String,
         #[arg(long)]
         run: String,
+        /// The AssetScan's namespace (its asset's identity is namespace and
+        /// asset id); absent: the legacy layout (the `scan` command's runs,
+        /// and with the identity bridge on, a copy of every run's ticket).
+        #[arg(long)]
+        namespace: Option<String>,
     },
     /// Print an asset's audit history: acquisitions, accepted and rejected writes.
     History {
@@ -206,6 +234,10 @@ enum TicketCommand {
         /// At most this many records, oldest first.
         #[arg(long, default_value_t = 200)]
         limit: usize,
+        /// The AssetScan's namespace; absent: the legacy layout's stream
+        /// (with the identity bridge on, where every run's history is).
+        #[arg(long)]
+        namespace: Option<String>,
     },
     /// List tickets.
     List {
@@ -322,23 +354,25 @@ async fn run(args: RunArgs) -> Result<(), String> {
     };
     let shutdown = shutdown_on_signal();
     let metrics = Arc::new(Metrics::new());
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot reach the Kubernetes API: {e}"))?;
     // Probes first: the process is alive (and not ready) while it waits.
     let ready_store = Arc::new(OnceLock::new());
     let probes = tokio::spawn(crate::probes::serve(
         args.metrics_addr,
+        args.metrics.exposure(&client)?,
         metrics.clone(),
         ready_store.clone(),
         shutdown.clone(),
     ));
+    args.common.report_redis_exposure(&metrics)?;
     let Some((config, store)) = args.common.store_when_reachable(&shutdown).await? else {
         return Ok(());
     };
     let providers = Providers::from_config(&config.providers)
         .map_err(|e| e.to_string())?
         .paced(config.scan_starts.quota());
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| format!("cannot reach the Kubernetes API: {e}"))?;
     let channels = channel_policy(&config, args.namespace.as_deref())?;
     let settings = ControllerSettings {
         channels,
@@ -370,10 +404,23 @@ async fn run(args: RunArgs) -> Result<(), String> {
     }
 }
 
+/// `store` scoped by `namespace`, when one is given.
+fn scoped(store: TicketStore, namespace: Option<&str>) -> Result<TicketStore, String> {
+    match namespace {
+        Some(namespace) => store.scoped(namespace).map_err(|e| e.to_string()),
+        None => Ok(store),
+    }
+}
+
 async fn ticket_command(command: TicketCommand) -> Result<(), String> {
     match command {
-        TicketCommand::Show { common, asset, run } => {
-            let (_, store) = common.store().await?;
+        TicketCommand::Show {
+            common,
+            asset,
+            run,
+            namespace,
+        } => {
+            let store = scoped(common.store().await?.1, namespace.as_deref())?;
             let asset = AssetId::new(asset).map_err(|e| e.to_string())?;
             match store
                 .get_ticket(&asset, &run)
@@ -388,8 +435,9 @@ async fn ticket_command(command: TicketCommand) -> Result<(), String> {
             common,
             asset,
             limit,
+            namespace,
         } => {
-            let (_, store) = common.store().await?;
+            let store = scoped(common.store().await?.1, namespace.as_deref())?;
             let asset = AssetId::new(asset).map_err(|e| e.to_string())?;
             let entries = store
                 .audit(&asset, limit)

@@ -96,7 +96,7 @@ impl ScanArgs {
                 host: host.clone(),
                 ports: self.port.clone(),
             },
-            (None, Some(id)) => Target::Inventory { id: id.clone() },
+            (None, Some(id)) => Target::inventory(id).map_err(|e| format!("--inventory: {e}"))?,
             _ => return Err("give --host with --port, or --inventory".into()),
         };
         let mut software = Vec::new();
@@ -129,6 +129,7 @@ impl ScanArgs {
                 .unwrap_or_else(|| format!("cli-{}", now_ms())),
             target,
             software,
+            sbom: None,
             policy: Policy {
                 cvss_threshold: self.cvss_threshold,
                 threat_intel: self.threat_intel,

@@ -21,6 +21,23 @@ pub const NAMESPACE_LABELS_ACCESS: ApiAccess = ApiAccess {
     verbs: &["get"],
 };
 
+/// What the metrics port asks the API server about each new caller
+/// ([`crate::http_access`]): cluster-scoped reviews, granted by a
+/// ClusterRole of their own (`templates/metrics-rbac.yaml`) also when the
+/// operator watches one namespace; not granted with `metrics.secure=false`.
+pub const METRICS_ACCESS: &[ApiAccess] = &[
+    ApiAccess {
+        group: "authentication.k8s.io",
+        resource: "tokenreviews",
+        verbs: &["create"],
+    },
+    ApiAccess {
+        group: "authorization.k8s.io",
+        resource: "subjectaccessreviews",
+        verbs: &["create"],
+    },
+];
+
 /// Everything the controller calls.
 pub const OPERATOR_ACCESS: &[ApiAccess] = &[
     // The watch (list, watch), the fresh read before a run (get), and the

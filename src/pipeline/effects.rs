@@ -4,7 +4,7 @@
 //! progress ([`Observer`]).
 
 use assetscan_domain::ticket::{RiskFacts, Step, ThreatIntelFacts, Ticket, VulnFacts};
-use assetscan_domain::{Origin, ScanRequest};
+use assetscan_domain::{Origin, SbomFacts, SbomRead, SbomRef, ScanRequest};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -52,6 +52,20 @@ pub struct Notification {
     /// Who asked for the run (`null` for the CLI's): in the webhook's
     /// signed body and in every chat message.
     pub origin: Option<Origin>,
+    /// Set when this send may repeat an earlier attempt (a retry, or a
+    /// takeover at `NOTIFYING`), so that the chat channels say so. Not in
+    /// the webhook's body: a repeat there is the same body under the same
+    /// `Idempotency-Key`.
+    #[serde(skip)]
+    pub resend: Option<Resend>,
+}
+
+/// A send that may repeat an earlier attempt of the same notification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Resend {
+    /// Unix ms of the first attempt, when the ticket recorded it (tickets
+    /// written by older versions did not).
+    pub first_attempt_at: Option<u64>,
 }
 
 /// The outside world, one method per I/O step. Implemented over the
@@ -68,6 +82,20 @@ pub trait Effects: Send + Sync {
         &self,
         req: &ScanRequest,
     ) -> impl Future<Output = Result<VulnFacts, StepError>> + Send;
+    /// Reads the SBOM that lists the asset's packages: its packages and
+    /// what the run records of it, or why it cannot be used and the same
+    /// record with the problem. Without SBOM sources (the default) every
+    /// reference is refused.
+    fn read_sbom(
+        &self,
+        sbom: &SbomRef,
+    ) -> impl Future<Output = Result<SbomRead, (StepError, SbomFacts)>> + Send {
+        let facts = SbomFacts {
+            problem: Some(assetscan_domain::SbomProblem::SourceUnknown),
+            ..SbomFacts::of(sbom)
+        };
+        async move { Err((StepError::permanent("no SBOM source is configured"), facts)) }
+    }
     fn threat_intel(
         &self,
         req: &ScanRequest,

@@ -9,12 +9,14 @@
 
 pub(crate) mod drill;
 mod effects;
+mod facts;
 mod retry;
 mod run;
+mod software;
 
 use run::Run;
 
-pub use effects::{Effects, Notification, Observer, StepError};
+pub use effects::{Effects, Notification, Observer, Resend, StepError};
 pub use retry::RetryPolicy;
 
 use crate::store::{Claim, LeaseGuard, StoreError, TicketStore};
@@ -106,6 +108,16 @@ impl<E: Effects> Pipeline<E> {
         &self.steps
     }
 
+    /// The store of the objects of `namespace`, where an asset's identity
+    /// is `(namespace, assetId)`; the legacy layout for runs of no
+    /// namespace (the CLI's).
+    pub fn store_in(&self, namespace: Option<&str>) -> Result<TicketStore, StoreError> {
+        match namespace {
+            Some(namespace) => self.store.scoped(namespace),
+            None => Ok(self.store.clone()),
+        }
+    }
+
     /// Performs the run to its end, or until it is locked, superseded, loses
     /// its lock, or `shutdown` fires. Errors are the store's: every other
     /// way a run can end is an [`Outcome`].
@@ -115,11 +127,12 @@ impl<E: Effects> Pipeline<E> {
         observer: &impl Observer,
         shutdown: &CancellationToken,
     ) -> Result<Outcome, StoreError> {
+        let store = self.store_in(req.origin.as_ref().map(|o| o.namespace.as_str()))?;
         // Fast path: a finished run needs no lock.
         let found = if req.expect_open {
             None
         } else {
-            self.store.get_ticket(&req.asset, &req.run).await?
+            store.get_ticket(&req.asset, &req.run).await?
         };
         if let Some(ticket) = &found
             && ticket.status.is_terminal()
@@ -129,8 +142,7 @@ impl<E: Effects> Pipeline<E> {
         }
         drill::stop_before(req.asset.as_str(), "ACQUIRE");
         // The facts just read are not sent again unless the ticket changed.
-        let acquired = self
-            .store
+        let acquired = store
             .acquire_run(
                 &req.asset,
                 Claim {
@@ -170,20 +182,20 @@ impl<E: Effects> Pipeline<E> {
         info!(asset = %req.asset, run = %req.run, token = acquired.token, status = %acquired.ticket.status, "acquired");
         if !observer.on_claimed(&acquired.ticket).await {
             warn!(asset = %req.asset, token = acquired.token, "claim not recorded: stopping");
-            self.release_quietly(req, &acquired.lease).await;
+            release_quietly(&store, req, &acquired.lease).await;
             return Ok(Outcome::ClaimUnrecorded(acquired.ticket));
         }
-        let mut run = Run::new(self, req, observer, &acquired.lease, shutdown);
+        let mut run = Run::new(self, &store, req, observer, &acquired.lease, shutdown);
         let outcome = run.drive(acquired.ticket).await;
-        self.release_quietly(req, &acquired.lease).await;
+        release_quietly(&store, req, &acquired.lease).await;
         outcome
     }
+}
 
-    /// Releases whatever happened: a failed release only delays the next
-    /// holder by the ttl.
-    async fn release_quietly(&self, req: &ScanRequest, lease: &LeaseGuard) {
-        if let Err(err) = self.store.release(&req.asset, lease).await {
-            warn!(asset = %req.asset, error = %err, "release failed; the lock expires by itself");
-        }
+/// Releases whatever happened: a failed release only delays the next
+/// holder by the ttl.
+async fn release_quietly(store: &TicketStore, req: &ScanRequest, lease: &LeaseGuard) {
+    if let Err(err) = store.release(&req.asset, lease).await {
+        warn!(asset = %req.asset, error = %err, "release failed; the lock expires by itself");
     }
 }

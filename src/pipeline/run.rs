@@ -3,13 +3,15 @@
 //! from the ticket alone ([`assetscan_domain::plan`]), so a takeover
 //! continues from the last confirmed fact.
 
-use super::{Effects, Notification, Observer, Outcome, Pipeline, StepError, drill};
-use crate::store::{LeaseGuard, Patch, StoreError};
+use super::facts::{Facts, to_json};
+use super::{
+    Effects, Notification, Observer, Outcome, Pipeline, Resend, StepError, drill, software,
+};
+use crate::store::{LeaseGuard, Patch, StoreError, TicketStore};
 use assetscan_domain::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, Ticket, now_ms,
 };
 use assetscan_domain::{Next, ScanRequest, assess, needs_threat_intel, plan};
-use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::time::Duration;
@@ -19,6 +21,8 @@ use tracing::{info, warn};
 /// One acquired run in progress.
 pub(super) struct Run<'a, E, O> {
     pipeline: &'a Pipeline<E>,
+    /// The store scoped by the run's namespace.
+    store: &'a TicketStore,
     req: &'a ScanRequest,
     observer: &'a O,
     lease: &'a LeaseGuard,
@@ -26,6 +30,9 @@ pub(super) struct Run<'a, E, O> {
     /// Notify attempts made in this pass (notification retries are bounded
     /// per pass, not per run).
     notify_attempts: std::sync::atomic::AtomicU32,
+    /// Set by this pass's write of the notification's intent, taken by the
+    /// send that follows it: the only send that cannot repeat an earlier one.
+    first_send: std::sync::atomic::AtomicBool,
 }
 
 /// Why the loop stops before a terminal status.
@@ -43,6 +50,7 @@ enum Halt {
 impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     pub(super) fn new(
         pipeline: &'a Pipeline<E>,
+        store: &'a TicketStore,
         req: &'a ScanRequest,
         observer: &'a O,
         lease: &'a LeaseGuard,
@@ -50,11 +58,13 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     ) -> Self {
         Run {
             pipeline,
+            store,
             req,
             observer,
             lease,
             shutdown,
             notify_attempts: std::sync::atomic::AtomicU32::new(0),
+            first_send: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -241,15 +251,8 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                 (to, "online", serde_json::Value::Bool(online))
             }
             Step::VulnQuery => {
-                let vulns = effects
-                    .query_vulnerabilities(self.req)
-                    .await
-                    .map_err(failed)?;
-                (
-                    Status::VulnCheckDone,
-                    "vulnerabilities",
-                    to_json(&vulns.bounded()).map_err(failed)?,
-                )
+                let facts = software::query_vulnerabilities(effects, self.req).await?;
+                return Ok((Status::VulnCheckDone, facts));
             }
             Step::ThreatIntel => {
                 let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
@@ -279,6 +282,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                 idempotency_key: ticket.id.clone(),
                 state: NotificationState::Sending,
                 sent_at: None,
+                attempted_at: None,
                 receipt: BTreeMap::new(),
                 channels: self.req.channels.clone(),
             });
@@ -292,7 +296,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         let results = self
             .pipeline
             .effects
-            .notify(&pending, &self.notification(ticket))
+            .notify(&pending, &self.notification(ticket, &facts))
             .await;
         let mut failures = Vec::new();
         for (channel, result) in results {
@@ -331,8 +335,13 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
 
     /// The notification is built from the ticket and the object that asked
     /// for the run (the same for every executor), so a re-send after a
-    /// takeover is the same message under the same key.
-    fn notification(&self, ticket: &Ticket) -> Notification {
+    /// takeover is the same message under the same key; any send but the
+    /// one right after this pass wrote the intent is marked as a re-send,
+    /// with the first attempt's time from the intent (`facts`).
+    fn notification(&self, ticket: &Ticket, facts: &NotificationFacts) -> Notification {
+        let first = self
+            .first_send
+            .swap(false, std::sync::atomic::Ordering::Relaxed);
         Notification {
             ticket_id: ticket.id.clone(),
             asset: ticket.asset.clone(),
@@ -346,6 +355,9 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
             vulnerabilities: ticket.facts.vulnerabilities.clone().unwrap_or_default(),
             threat_intel: ticket.facts.threat_intel.clone(),
             origin: self.req.origin.clone(),
+            resend: (!first).then_some(Resend {
+                first_attempt_at: facts.attempted_at,
+            }),
         }
     }
 
@@ -398,13 +410,15 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         to: Status,
         mut patch: Patch,
     ) -> Result<Ticket, Result<Halt, StoreError>> {
-        if to == Status::Notifying && ticket.status != Status::Notifying {
+        let intent = to == Status::Notifying && ticket.status != Status::Notifying;
+        if intent {
             patch = patch.fact(
                 "notification",
                 NotificationFacts {
                     idempotency_key: ticket.id.clone(),
                     state: NotificationState::Sending,
                     sent_at: None,
+                    attempted_at: Some(now_ms()),
                     receipt: BTreeMap::new(),
                     channels: self.req.channels.clone(),
                 },
@@ -412,13 +426,16 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         }
         drill::stop_before(self.req.asset.as_str(), to.as_str());
         match self
-            .pipeline
             .store
             .advance_from(&self.req.asset, ticket, ticket.fencing_token, to, &patch)
             .await
         {
             Ok(next) => {
                 info!(asset = %self.req.asset, run = %self.req.run, from = %ticket.status, to = %next.status, revision = next.revision, "advanced");
+                if intent {
+                    self.first_send
+                        .store(true, std::sync::atomic::Ordering::Relaxed);
+                }
                 self.observer.on_ticket(&next).await;
                 Ok(next)
             }
@@ -429,9 +446,6 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         }
     }
 }
-
-/// Facts by name, as `advance.lua` merges them into the ticket.
-type Facts = serde_json::Map<String, serde_json::Value>;
 
 /// Polls `work` only while the lease is believed held, checked on the
 /// monotonic clock before every poll; `None` once it is not. A process that
@@ -448,9 +462,4 @@ async fn while_held<F: Future>(lease: &LeaseGuard, work: F) -> Option<F::Output>
         work.as_mut().poll(cx).map(Some)
     })
     .await
-}
-
-fn to_json(value: &impl Serialize) -> Result<serde_json::Value, StepError> {
-    serde_json::to_value(value)
-        .map_err(|e| StepError::permanent(format!("cannot record fact: {e}")))
 }

@@ -7,10 +7,11 @@ use super::intel::IntelError;
 use super::notify::NotifyError;
 use super::online::OnlineError;
 use super::pace::Provider;
+use super::sbom::SbomError;
 use super::vulns::VulnError;
 use crate::pipeline::{Effects, Notification, StepError};
-use assetscan_domain::ScanRequest;
 use assetscan_domain::ticket::{ThreatIntelFacts, VulnFacts};
+use assetscan_domain::{SbomFacts, SbomRead, SbomRef, ScanRequest};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -28,6 +29,16 @@ impl Effects for Providers {
             .vulnerabilities
             .query(req.asset.as_str(), &req.software)
             .await?)
+    }
+
+    async fn read_sbom(&self, sbom: &SbomRef) -> Result<SbomRead, (StepError, SbomFacts)> {
+        self.sbom_sources.read(sbom).await.map_err(|e| {
+            let facts = SbomFacts {
+                problem: Some(e.problem()),
+                ..SbomFacts::of(sbom)
+            };
+            (StepError::from(e), facts)
+        })
     }
 
     async fn threat_intel(
@@ -61,13 +72,18 @@ impl Effects for Providers {
     }
 }
 
+/// The step's error as the ticket (and so the status a tenant reads) keeps
+/// it: `summary`, the error's class and code without the provider's answer.
+/// The whole error, excerpt included, goes to the operator's log.
 fn step_error(
     error: &dyn std::error::Error,
+    summary: String,
     retryable: bool,
     retry_after: Option<Duration>,
 ) -> StepError {
+    tracing::warn!(error = %error, "provider call failed");
     StepError {
-        message: error.to_string(),
+        message: summary,
         retryable,
         retry_after,
     }
@@ -75,7 +91,7 @@ fn step_error(
 
 impl From<OnlineError> for StepError {
     fn from(e: OnlineError) -> StepError {
-        step_error(&e, e.is_retryable(), None)
+        step_error(&e, e.summary(), e.is_retryable(), None)
     }
 }
 
@@ -85,18 +101,28 @@ impl From<VulnError> for StepError {
             VulnError::Http(http) => http.retry_after(),
             _ => None,
         };
-        step_error(&e, e.is_retryable(), retry_after)
+        step_error(&e, e.summary(), e.is_retryable(), retry_after)
+    }
+}
+
+impl From<SbomError> for StepError {
+    fn from(e: SbomError) -> StepError {
+        let retry_after = match &e {
+            SbomError::Http { error, .. } => error.retry_after(),
+            _ => None,
+        };
+        step_error(&e, e.summary(), e.is_retryable(), retry_after)
     }
 }
 
 impl From<IntelError> for StepError {
     fn from(e: IntelError) -> StepError {
-        step_error(&e, e.is_retryable(), None)
+        step_error(&e, e.summary(), e.is_retryable(), None)
     }
 }
 
 impl From<NotifyError> for StepError {
     fn from(e: NotifyError) -> StepError {
-        step_error(&e, e.is_retryable(), e.retry_after())
+        step_error(&e, e.summary(), e.is_retryable(), e.retry_after())
     }
 }

@@ -26,6 +26,7 @@ pub mod intel;
 pub mod notify;
 pub mod online;
 pub mod pace;
+pub mod sbom;
 pub mod secret;
 pub mod vulns;
 
@@ -37,6 +38,7 @@ use assetscan_domain::Origin;
 use intel::{ThreatIntel, ThreatIntelConfig};
 use notify::{Notifier, NotifierConfig, notifiers_from_config};
 use online::{OnlineConfig, OnlineProbe};
+use sbom::{SbomSourceConfig, SbomSources};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use vulns::{VulnSource, VulnSourceConfig};
@@ -67,6 +69,10 @@ pub struct ProvidersConfig {
     /// Channels by name; empty means nobody is told.
     #[serde(default)]
     pub notifications: BTreeMap<String, NotifierConfig>,
+    /// SBOM sources by name, for AssetScans that name their software by
+    /// reference (`spec.sbom`); empty means none can.
+    #[serde(default)]
+    pub sbom_sources: BTreeMap<String, SbomSourceConfig>,
 }
 
 /// Every provider, built and validated. Implements the pipeline's
@@ -77,6 +83,7 @@ pub struct Providers {
     pub vulnerabilities: VulnSource,
     pub threat_intel: ThreatIntel,
     pub notifiers: BTreeMap<String, Notifier>,
+    pub sbom_sources: SbomSources,
     /// Each provider's bucket of the start bound, when paced.
     pace: Option<pace::Pace>,
 }
@@ -88,6 +95,7 @@ impl Providers {
             vulnerabilities: VulnSource::from_config(&config.vulnerabilities)?,
             threat_intel: ThreatIntel::from_config(&config.threat_intel)?,
             notifiers: notifiers_from_config(&config.notifications)?,
+            sbom_sources: SbomSources::from_config(&config.sbom_sources)?,
             pace: None,
         })
     }

@@ -1,14 +1,17 @@
 //! Claiming a run: the first step of the fence. `acquire.lua` takes the
 //! asset's lock, draws a new token and claims the ticket with it, in one
-//! atomic step (see [`assetscan_domain::fence`]).
+//! atomic step (see [`assetscan_domain::fence`]). With the bridge
+//! (`keys.rs`), the legacy family's lock, fence and ticket copy are taken,
+//! moved and written in the same step.
 
 use super::StoreError;
 use super::scripts::ACQUIRE;
 use super::watchdog::LeaseGuard;
-use super::{TicketStore, assemble, millis};
+use super::{AssetKeys, TicketStore, assemble, millis};
 use assetscan_domain::AssetId;
 use assetscan_domain::asset::validate_run;
 use assetscan_domain::ticket::{Ticket, now_ms};
+use redis::ScriptInvocation;
 use tokio::time::Instant;
 
 /// What [`TicketStore::acquire_run`] claims, and what the caller knows.
@@ -123,17 +126,7 @@ impl TicketStore {
                 }
             })?;
         let sent_at = Instant::now();
-        let mut script = ACQUIRE.prepare_invoke();
-        script
-            .key(keys.lock())
-            .key(keys.fence())
-            .key(&ticket_key)
-            .key(keys.audit())
-            .key(keys.retired(owner.unwrap_or_default()))
-            .key(keys.facts(run));
-        if let Some(earlier) = supersedes {
-            script.key(keys.ticket(earlier));
-        }
+        let (mut script, locks, bridge_at) = claim_keys(&keys, run, owner, supersedes);
         let (token, raw, facts, current): (u64, String, Vec<(String, String)>, i64) = script
             .arg(holder)
             .arg(self.ttl_ms())
@@ -144,10 +137,11 @@ impl TicketStore {
             .arg(millis(self.config.abandon_after))
             .arg(self.asset_keep_ms())
             .arg(known.map_or_else(String::new, |k| k.fence().script_arg()))
+            .arg(bridge_at)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| StoreError::from_redis("acquire", asset.as_str(), e))?;
-        let lease = self.watchdog.track(keys.lock(), holder.to_owned(), sent_at);
+        let lease = self.watchdog.track(locks, holder.to_owned(), sent_at);
         let ticket = match assemble(&ticket_key, &raw, &facts) {
             Ok(mut ticket) => {
                 if let (1, Some(known)) = (current, known) {
@@ -170,4 +164,42 @@ impl TicketStore {
             lease,
         })
     }
+}
+
+/// `acquire.lua`'s KEYS for a claim of `run`, the locks it takes, and its
+/// ARGV[10]: with the bridge, the legacy family's keys follow from KEYS[7]
+/// (KEYS[8] after a superseded run's ticket).
+fn claim_keys(
+    keys: &AssetKeys,
+    run: &str,
+    owner: Option<&str>,
+    supersedes: Option<&str>,
+) -> (ScriptInvocation<'static>, Vec<String>, String) {
+    let mut script = ACQUIRE.prepare_invoke();
+    script
+        .key(keys.lock())
+        .key(keys.fence())
+        .key(keys.ticket(run))
+        .key(keys.audit())
+        .key(keys.retired(owner.unwrap_or_default()))
+        .key(keys.facts(run));
+    if let Some(earlier) = supersedes {
+        script.key(keys.ticket(earlier));
+    }
+    let mut locks = vec![keys.lock()];
+    let Some(legacy) = keys.legacy() else {
+        return (script, locks, String::new());
+    };
+    script
+        .key(legacy.lock())
+        .key(legacy.fence())
+        .key(legacy.ticket(run))
+        .key(legacy.facts(run))
+        .key(legacy.retired(owner.unwrap_or_default()));
+    if let Some(earlier) = supersedes {
+        script.key(legacy.ticket(earlier));
+    }
+    locks.push(legacy.lock());
+    let first = if supersedes.is_some() { "8" } else { "7" };
+    (script, locks, first.to_owned())
 }

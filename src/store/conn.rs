@@ -11,11 +11,15 @@
 //! of round trips an operation costs is part of the store's contract, and
 //! the count is how tests and benchmarks check it from the client's side.
 
+mod exposure;
+mod health;
 mod managed;
 mod sentinel;
 mod tls_files;
 
 use super::{StoreConfig, StoreError};
+pub use exposure::RedisExposure;
+pub use health::RedisHealth;
 use managed::{Endpoint, Managed};
 pub use redis::TlsCertificates;
 use redis::aio::ConnectionLike;
@@ -134,6 +138,7 @@ pub struct RedisSecurity {
 pub struct RedisConn {
     pub(crate) link: Link,
     round_trips: Arc<AtomicU64>,
+    health: RedisHealth,
 }
 
 /// The client of one kind of deployment.
@@ -202,6 +207,7 @@ impl RedisConn {
         RedisConn {
             link,
             round_trips: Arc::new(AtomicU64::new(0)),
+            health: RedisHealth::connected(),
         }
     }
 
@@ -213,6 +219,35 @@ impl RedisConn {
     /// pipeline counts once: it is one round trip).
     pub fn round_trips(&self) -> u64 {
         self.round_trips.load(Ordering::Relaxed)
+    }
+
+    /// What the latest command's outcome says about Redis (readiness).
+    pub fn health(&self) -> &RedisHealth {
+        &self.health
+    }
+
+    /// A clone whose requests count apart from this one's: for a
+    /// background task's own traffic, which no operation pays for.
+    pub(crate) fn counted_apart(&self) -> RedisConn {
+        RedisConn::new(self.link.clone())
+    }
+
+    /// The address of the node that takes the writes (`host:port`), while
+    /// a connection to it is live; never on a Cluster (one per slot range).
+    pub(crate) fn node(&self) -> Option<Arc<str>> {
+        match &self.link {
+            Link::Primary(managed) => managed.node(),
+            Link::Cluster(_) => None,
+        }
+    }
+
+    /// Whether `node` is the master the sentinels name now (always, for a
+    /// single URL: nobody else names one).
+    pub(crate) async fn is_named_master(&self, node: &str) -> RedisResult<bool> {
+        match &self.link {
+            Link::Primary(managed) => managed.is_named_master(node).await,
+            Link::Cluster(_) => Ok(false),
+        }
     }
 
     /// Counts a request sent outside [`ConnectionLike`] (a routed pipeline).
@@ -241,13 +276,22 @@ fn standalone_client(url: &str, security: &RedisSecurity) -> RedisResult<(Client
     Ok((client, db))
 }
 
+/// `reply`, its outcome recorded in `health` when it ends.
+async fn recorded<T>(health: RedisHealth, reply: RedisFuture<'_, T>) -> RedisResult<T> {
+    let result = reply.await;
+    health.record(&result);
+    result
+}
+
 impl ConnectionLike for RedisConn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         self.count_round_trip();
-        match &mut self.link {
+        let health = self.health.clone();
+        let reply = match &mut self.link {
             Link::Primary(c) => c.req_packed_command(cmd),
             Link::Cluster(c) => c.req_packed_command(cmd),
-        }
+        };
+        Box::pin(recorded(health, reply))
     }
 
     fn req_packed_commands<'a>(
@@ -257,10 +301,12 @@ impl ConnectionLike for RedisConn {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         self.count_round_trip();
-        match &mut self.link {
+        let health = self.health.clone();
+        let replies = match &mut self.link {
             Link::Primary(c) => c.req_packed_commands(pipeline, offset, count),
             Link::Cluster(c) => c.req_packed_commands(pipeline, offset, count),
-        }
+        };
+        Box::pin(recorded(health, replies))
     }
 
     fn get_db(&self) -> i64 {

@@ -3,7 +3,7 @@
 
 use super::scripts::{RELEASE, RENEW, RETIRE};
 use super::watchdog::LeaseGuard;
-use super::{StoreError, TicketStore, millis};
+use super::{AssetKeys, StoreError, TicketStore, millis};
 use assetscan_domain::AssetId;
 use assetscan_domain::asset::validate_run;
 use assetscan_domain::ticket::now_ms;
@@ -18,6 +18,10 @@ impl TicketStore {
     /// A ticket created between listing the runs and this call is not in
     /// `runs`: list again afterwards (the tombstone keeps any further one
     /// from appearing) and retire what the second listing finds.
+    ///
+    /// With the bridge, both families are retired, the legacy one first:
+    /// from then on an executor of either layout is refused the owner's
+    /// runs. The count is of the tickets removed in the namespaced family.
     pub async fn retire(
         &self,
         asset: &AssetId,
@@ -27,8 +31,26 @@ impl TicketStore {
     ) -> Result<usize, StoreError> {
         validate_run(owner)?;
         let keys = self.keys(asset);
+        if let Some(legacy) = keys.legacy() {
+            self.retire_family(asset, &legacy, &keys.audit(), owner, runs, holder)
+                .await?;
+        }
+        self.retire_family(asset, &keys, &keys.audit(), owner, runs, holder)
+            .await
+    }
+
+    /// One `retire.lua` call over one key family, audited in `audit`.
+    async fn retire_family(
+        &self,
+        asset: &AssetId,
+        keys: &AssetKeys,
+        audit: &str,
+        owner: &str,
+        runs: &[String],
+        holder: &str,
+    ) -> Result<usize, StoreError> {
         let mut invocation = RETIRE.key(keys.fence());
-        invocation.key(keys.audit()).key(keys.retired(owner));
+        invocation.key(audit).key(keys.retired(owner));
         for run in runs {
             validate_run(run)?;
             invocation.key(keys.ticket(run));
@@ -72,9 +94,12 @@ impl TicketStore {
     /// Releases the lock for `holder`, if it holds it (never another's).
     pub async fn release_holder(&self, asset: &AssetId, holder: &str) -> Result<bool, StoreError> {
         let keys = self.keys(asset);
-        let released: i64 = RELEASE
-            .key(keys.lock())
-            .key(keys.audit())
+        let mut invocation = RELEASE.key(keys.lock());
+        invocation.key(keys.audit());
+        if let Some(legacy) = keys.legacy() {
+            invocation.key(legacy.lock());
+        }
+        let released: i64 = invocation
             .arg(holder)
             .arg(now_ms())
             .arg(self.config.audit_cap)

@@ -31,6 +31,9 @@ pub enum StoreError {
     InvalidAssetId { id: String, reason: &'static str },
     #[error("invalid run id {id}: {reason}")]
     InvalidRunId { id: String, reason: &'static str },
+    /// `namespace` is cut to a bounded prefix.
+    #[error("invalid namespace {namespace:?}: not a Kubernetes namespace name")]
+    InvalidNamespace { namespace: String },
     #[error("script {script} rejected its arguments: {reason}")]
     BadArgs {
         script: &'static str,
@@ -56,7 +59,7 @@ pub enum StoreError {
         key: String,
         timeout: std::time::Duration,
     },
-    #[error("cannot connect to redis at {target}: {source}")]
+    #[error("cannot connect to redis at {target}: {source}{}", refusal_hint(.source))]
     Connect {
         target: String,
         #[source]
@@ -161,6 +164,7 @@ impl StoreError {
             StoreError::TicketCorrupt { .. } => "TicketCorrupt",
             StoreError::InvalidAssetId { .. } => "InvalidAssetId",
             StoreError::InvalidRunId { .. } => "InvalidRunId",
+            StoreError::InvalidNamespace { .. } => "InvalidNamespace",
             StoreError::BadArgs { .. } => "BadArgs",
             StoreError::Protocol { .. } => "Protocol",
             StoreError::Redis { source, .. } if is_acl_refusal(source) => "RedisPermissionDenied",

@@ -35,6 +35,7 @@ mod error;
 mod keys;
 mod members;
 mod replica_ack;
+mod replicas;
 mod scripts;
 mod watchdog;
 mod write;
@@ -42,11 +43,13 @@ mod write;
 pub use audit::AuditEntry;
 pub use claim::{Acquired, Claim};
 pub use conn::{
-    Credentials, RedisConn, RedisSecurity, RedisTarget, SentinelTarget, TlsCertificates,
+    Credentials, RedisConn, RedisExposure, RedisHealth, RedisSecurity, RedisTarget, SentinelTarget,
+    TlsCertificates,
 };
 pub use error::StoreError;
 pub use keys::AssetKeys;
 pub use replica_ack::{ReplicaAck, ReplicaAckMode};
+pub use replicas::ReplicaStats;
 pub use watchdog::{LeaseGuard, Watchdog, WatchdogStats};
 pub use write::Patch;
 
@@ -54,6 +57,7 @@ use assetscan_domain::AssetId;
 use assetscan_domain::asset::validate_run;
 use assetscan_domain::ticket::Ticket;
 use redis::AsyncCommands;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Store settings.
@@ -81,6 +85,14 @@ pub struct StoreConfig {
     /// Behind Sentinel: how long a command whose master went away keeps
     /// asking the sentinels for the new one and retrying (see `conn`).
     pub failover_wait: Duration,
+    /// The bridge to the previous release's layout: a namespaced claim
+    /// also takes the asset's legacy lock and fence, every ticket write is
+    /// copied to the legacy ticket, and retirement covers both families, so
+    /// that an executor of the previous release (which knows only the
+    /// legacy keys) and this one exclude each other. On by default; off
+    /// once no replica of the previous release runs (namespaces are then
+    /// fully isolated). Deprecated: it goes in the next release.
+    pub identity_bridge: bool,
 }
 
 impl Default for StoreConfig {
@@ -95,6 +107,7 @@ impl Default for StoreConfig {
             security: RedisSecurity::default(),
             replica_ack: ReplicaAck::default(),
             failover_wait: Duration::from_secs(10),
+            identity_bridge: true,
         }
     }
 }
@@ -105,8 +118,11 @@ pub struct TicketStore {
     conn: RedisConn,
     config: StoreConfig,
     watchdog: Watchdog,
-    /// The replica wait's timeout, when writes around side effects wait.
-    replica_ack: Option<Duration>,
+    /// The replica wait, when writes around side effects wait.
+    replica_ack: Option<replica_ack::ReplicaWait>,
+    /// The namespace the asset ids are scoped by ([`TicketStore::scoped`]);
+    /// `None`: the legacy layout (runs of no namespace, the CLI's).
+    namespace: Option<Arc<str>>,
 }
 
 impl TicketStore {
@@ -117,12 +133,31 @@ impl TicketStore {
     ) -> Result<TicketStore, StoreError> {
         let conn = RedisConn::connect(target, &config).await?;
         let watchdog = Watchdog::start(conn.clone(), config.lock_ttl);
-        let replica_ack = config.replica_ack.resolve(target, config.timeout);
+        let replica_ack = config
+            .replica_ack
+            .resolve(target, config.timeout)
+            .map(|timeout| replica_ack::ReplicaWait::start(&conn, timeout, config.failover_wait));
         Ok(TicketStore {
             conn,
             config,
             watchdog,
             replica_ack,
+            namespace: None,
+        })
+    }
+
+    /// This store with asset ids scoped by `namespace`: an asset's identity
+    /// is then `(namespace, assetId)` (see `keys.rs`). Refused for a name
+    /// that could not be a Kubernetes namespace.
+    pub fn scoped(&self, namespace: &str) -> Result<TicketStore, StoreError> {
+        if !keys::valid_namespace(namespace) {
+            return Err(StoreError::InvalidNamespace {
+                namespace: namespace.chars().take(80).collect(),
+            });
+        }
+        Ok(TicketStore {
+            namespace: Some(namespace.into()),
+            ..self.clone()
         })
     }
 
@@ -134,6 +169,19 @@ impl TicketStore {
         &self.watchdog
     }
 
+    /// The latest command's outcome, from this store's and its watchdog's
+    /// own traffic: what readiness answers from.
+    pub fn redis_health(&self) -> &RedisHealth {
+        self.conn.health()
+    }
+
+    /// What the replica wait found, when notifications' writes wait for
+    /// replicas outside a Cluster.
+    pub fn replica_stats(&self) -> Option<&ReplicaStats> {
+        let replicas = self.replica_ack.as_ref()?.replicas.as_ref()?;
+        Some(replicas.stats())
+    }
+
     /// Requests this store and its watchdog sent to Redis so far: what an
     /// operation costs in round trips, as the client sees it.
     pub fn round_trips(&self) -> u64 {
@@ -141,7 +189,15 @@ impl TicketStore {
     }
 
     pub fn keys(&self, asset: &AssetId) -> AssetKeys {
-        AssetKeys::new(&self.config.prefix, asset)
+        match &self.namespace {
+            Some(namespace) => AssetKeys::namespaced(
+                &self.config.prefix,
+                namespace,
+                asset,
+                self.config.identity_bridge,
+            ),
+            None => AssetKeys::new(&self.config.prefix, asset),
+        }
     }
 
     /// Reads a ticket without the lock: the reconcile fast path. Header and
@@ -154,17 +210,30 @@ impl TicketStore {
     ) -> Result<Option<Ticket>, StoreError> {
         validate_run(run)?;
         let keys = self.keys(asset);
-        let key = keys.ticket(run);
-        let (raw, facts): (Option<String>, Vec<(String, String)>) = redis::pipe()
-            .get(&key)
-            .hgetall(keys.facts(run))
+        let families: Vec<AssetKeys> = std::iter::once(keys.clone()).chain(keys.legacy()).collect();
+        let mut pipe = redis::pipe();
+        for family in &families {
+            pipe.get(family.ticket(run)).hgetall(family.facts(run));
+        }
+        let copies: Vec<(Option<String>, Facts)> = pipe
             .query_async(&mut self.conn.clone())
             .await
             .map_err(|source| StoreError::Redis {
-                op: "get ticket",
-                source,
-            })?;
-        raw.map(|raw| assemble(&key, &raw, &facts)).transpose()
+            op: "get ticket",
+            source,
+        })?;
+        // With the bridge, the newer copy: an executor of the legacy layout
+        // may have moved the run on since this one's last write.
+        let mut newest: Option<Ticket> = None;
+        for (family, (raw, facts)) in families.iter().zip(copies) {
+            if let Some(raw) = raw {
+                let ticket = assemble(&family.ticket(run), &raw, &facts)?;
+                if newest.as_ref().is_none_or(|n| ticket.fence() > n.fence()) {
+                    newest = Some(ticket);
+                }
+            }
+        }
+        Ok(newest)
     }
 
     /// The asset's audit stream, oldest first (at most `count` entries).
@@ -176,17 +245,21 @@ impl TicketStore {
         audit::read(&mut self.conn.clone(), &self.keys(asset).audit(), count).await
     }
 
-    /// Run ids of the asset's tickets.
+    /// Run ids of the asset's tickets (of both families, with the bridge).
     pub async fn runs(&self, asset: &AssetId) -> Result<Vec<String>, StoreError> {
         let keys = self.keys(asset);
-        let prefix = keys.ticket("");
-        let mut found: Vec<String> = self
-            .scan(&keys.ticket_pattern())
-            .await?
-            .into_iter()
-            .filter_map(|k| k.strip_prefix(&prefix).map(str::to_owned))
-            .collect();
+        let mut found = Vec::new();
+        for family in std::iter::once(keys.clone()).chain(keys.legacy()) {
+            let prefix = family.ticket("");
+            found.extend(
+                self.scan(&family.ticket_pattern())
+                    .await?
+                    .into_iter()
+                    .filter_map(|k| k.strip_prefix(&prefix).map(str::to_owned)),
+            );
+        }
         found.sort();
+        found.dedup();
         Ok(found)
     }
 
@@ -257,6 +330,9 @@ impl TicketStore {
         }
     }
 }
+
+/// A facts hash as HGETALL gives it: name, JSON.
+type Facts = Vec<(String, String)>;
 
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)

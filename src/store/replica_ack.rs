@@ -8,21 +8,26 @@
 //! channels confirmed, `NOTIFIED`). Lose the intent and a run that notified
 //! goes back to before `NOTIFYING` on the new master, and notifies again.
 //!
-//! So those writes are followed by `WAIT 1 <timeout>` **in the same request,
-//! on the same connection** (a pipeline): `WAIT` counts the replicas that
-//! acknowledged this connection's writes, so on another connection (one
-//! replaced after a failover) it would answer for writes it never sent. No
-//! replica within the timeout is [`StoreError::NotReplicated`]: the write
-//! may be lost, so the caller does not act on it (the pipeline sends
-//! nothing and the run is retried like any Redis outage). The scripts are
-//! untouched: the wait is the client's, so operators of an older version
-//! running beside this one are unaffected.
+//! So those writes are followed by `WAIT <n> <timeout>` **in the same
+//! request, on the same connection** (a pipeline): `WAIT` counts the
+//! replicas that acknowledged this connection's writes, so on another
+//! connection (one replaced after a failover) it would answer for writes it
+//! never sent. `n` is the number of replicas the master has, connected and
+//! in sync, at most one ([`super::replicas`]): none, and the write goes
+//! ahead unreplicated (there is nothing a failover could promote that holds
+//! it), counted and warned about. Fewer than `n` within the timeout is
+//! [`StoreError::NotReplicated`]: the write may be lost, so the caller does
+//! not act on it (the pipeline sends nothing and the run is retried like any
+//! Redis outage). On a Cluster every write waits for one replica. The
+//! scripts are untouched: the wait is the client's, so operators of an
+//! older version running beside this one are unaffected.
 //!
 //! `WAITAOF` (Redis 7.2+) would also wait for the append-only file to be
 //! written; Redis 7.0 does not have it, and `WAIT` is what protects against a
 //! failover, so the store uses `WAIT` everywhere.
 
 use super::conn::{Link, RedisConn, RedisTarget};
+use super::replicas::{MAX_WAIT, Replicas};
 use super::{StoreError, millis};
 use assetscan_domain::ticket::Status;
 use redis::aio::ConnectionLike;
@@ -81,24 +86,71 @@ pub(super) fn guards_side_effect(to: Status) -> bool {
     matches!(to, Status::Notifying | Status::Notified)
 }
 
-/// Runs `invocation` of `script` and `WAIT 1 <timeout>` in one request on one
-/// connection (routed to the master of `key`'s slot on a Cluster), loading
-/// the script once if the node lost it. The script's error replies come
-/// first; then a write no replica acknowledged is
-/// [`StoreError::NotReplicated`].
+/// The wait as a store applies it: the timeout, and the view of the
+/// master's replicas (none on a Cluster, where every write waits for one).
+#[derive(Clone)]
+pub(super) struct ReplicaWait {
+    pub(super) timeout: Duration,
+    pub(super) replicas: Option<Replicas>,
+}
+
+impl ReplicaWait {
+    /// Starts the view of `conn`'s master's replicas unless on a Cluster;
+    /// `grace` is the failover wait.
+    pub(super) fn start(conn: &RedisConn, timeout: Duration, grace: Duration) -> ReplicaWait {
+        ReplicaWait {
+            timeout,
+            replicas: (!conn.is_cluster()).then(|| Replicas::start(conn, grace)),
+        }
+    }
+
+    /// The write to `key` may be lost: not acted on.
+    fn not_replicated(&self, key: &str) -> StoreError {
+        StoreError::NotReplicated {
+            key: key.to_owned(),
+            timeout: self.timeout,
+        }
+    }
+}
+
+/// Runs `invocation` of `script` and `WAIT <n> <timeout>` in one request on
+/// one connection (routed to the master of `key`'s slot on a Cluster),
+/// loading the script once if the node lost it; `n` is what `wait` says
+/// (none: the script alone, then a fresh check that its master is still
+/// alone, else the same again with the wait).
+/// The script's error replies come first, then a refused `WAIT`; then a
+/// write fewer replicas acknowledged than it waited for is
+/// [`StoreError::NotReplicated`], unless its master turns out to be alone
+/// now (its replica gone, the sentinels naming it).
 pub(super) async fn invoke_acknowledged<T: FromRedisValue>(
     conn: &mut RedisConn,
     script: &Script,
     invocation: &ScriptInvocation<'_>,
-    op: &'static str,
-    key: &str,
-    timeout: Duration,
+    (op, key): (&'static str, &str),
+    wait: &ReplicaWait,
 ) -> Result<T, StoreError> {
+    let mut wanted = match &wait.replicas {
+        Some(replicas) => replicas.to_wait().await,
+        None => MAX_WAIT,
+    };
+    if let (0, Some(replicas)) = (wanted, &wait.replicas) {
+        let reply = invocation
+            .invoke_async(conn)
+            .await
+            .map_err(|e| StoreError::from_redis(op, key, e))?;
+        wanted = replicas.to_wait_now().await;
+        if wanted == 0 {
+            replicas.went_unreplicated(key);
+            return Ok(reply);
+        }
+        // A replica by now, or another master named: the same write again
+        // (`X → X` under the same token), this time with the wait.
+    }
     let mut pipe = redis::pipe();
     pipe.invoke_script(invocation)
         .cmd("WAIT")
-        .arg(1)
-        .arg(millis(timeout));
+        .arg(wanted)
+        .arg(millis(wait.timeout));
     let redis_err = |source| StoreError::Redis { op, source };
     let mut replies = send(conn, &pipe, key).await.map_err(redis_err)?;
     if is_noscript(replies.first()) {
@@ -115,13 +167,19 @@ pub(super) async fn invoke_acknowledged<T: FromRedisValue>(
     let reply = reply
         .extract_error()
         .map_err(|e| StoreError::from_redis(op, key, e))?;
+    // A `WAIT` the ACL refuses is an error reply, like a script's.
+    let acked = acked
+        .extract_error()
+        .map_err(|e| StoreError::from_redis(op, key, e))?;
     let acked: i64 =
         redis::from_redis_value(acked).map_err(|e| redis_err(redis::RedisError::from(e)))?;
-    if acked < 1 {
-        return Err(StoreError::NotReplicated {
-            key: key.to_owned(),
-            timeout,
-        });
+    match &wait.replicas {
+        Some(replicas) if acked >= i64::from(wanted) => replicas.acknowledged(),
+        Some(replicas) if replicas.to_wait_now().await == 0 => replicas.went_unreplicated(key),
+        None if acked >= i64::from(wanted) => {}
+        _ => {
+            return Err(wait.not_replicated(key));
+        }
     }
     redis::from_redis_value(reply).map_err(|e| StoreError::from_redis(op, key, e.into()))
 }

@@ -35,7 +35,9 @@ pub struct WatchdogStats {
 }
 
 struct Lease {
-    lock_key: String,
+    /// The lock, and the bridge's legacy lock taken with it (same slot):
+    /// the lease holds while every one of them is renewed.
+    lock_keys: Vec<String>,
     holder: String,
     cancel: CancellationToken,
     deadline: Instant,
@@ -73,7 +75,7 @@ impl Shared {
     /// Fires and forgets the lease `id`, if still tracked.
     fn lose(&self, id: u64, why: &str) {
         if let Some(lease) = self.leases().remove(&id) {
-            warn!(lock = %lease.lock_key, holder = %lease.holder, why, "lock lost");
+            warn!(lock = ?lease.lock_keys, holder = %lease.holder, why, "lock lost");
             self.stats.losses.fetch_add(1, Ordering::Relaxed);
             lease.cancel.cancel();
         }
@@ -111,8 +113,14 @@ impl Watchdog {
         self.shared.leases().len()
     }
 
-    /// Tracks a lock taken at `taken_at` (the send time of the acquire call).
-    pub(crate) fn track(&self, lock_key: String, holder: String, taken_at: Instant) -> LeaseGuard {
+    /// Tracks the locks of one claim (one, or two with the bridge), taken
+    /// at `taken_at` (the send time of the acquire call).
+    pub(crate) fn track(
+        &self,
+        lock_keys: Vec<String>,
+        holder: String,
+        taken_at: Instant,
+    ) -> LeaseGuard {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let cancel = CancellationToken::new();
         let deadline = self.shared.deadline_after(taken_at);
@@ -120,7 +128,7 @@ impl Watchdog {
         leases.insert(
             id,
             Lease {
-                lock_key,
+                lock_keys,
                 holder: holder.clone(),
                 cancel: cancel.clone(),
                 deadline,
@@ -243,7 +251,7 @@ fn expire_due(shared: &Shared) {
 /// A lease to renew, as read from the table.
 struct Renewal {
     id: u64,
-    lock_key: String,
+    lock_keys: Vec<String>,
     holder: String,
 }
 
@@ -260,7 +268,7 @@ async fn renew_all(shared: &Shared, conn: &mut RedisConn, slots: &mut SlotMap) {
         .iter()
         .map(|(id, l)| Renewal {
             id: *id,
-            lock_key: l.lock_key.clone(),
+            lock_keys: l.lock_keys.clone(),
             holder: l.holder.clone(),
         })
         .collect();
@@ -313,7 +321,9 @@ async fn renew_group(
         let mut call = RENEW_MANY.prepare_invoke();
         call.arg(ttl_ms);
         for lease in &group.leases {
-            call.key(&lease.lock_key).arg(&lease.holder);
+            for key in &lease.lock_keys {
+                call.key(key).arg(&lease.holder);
+            }
         }
         return call.invoke_async(conn).await;
     };
@@ -323,14 +333,16 @@ async fn renew_group(
     };
     let mut pipe = redis::pipe();
     for lease in &group.leases {
-        pipe.cmd("EVALSHA")
-            .arg(RENEW.get_hash())
-            .arg(1)
-            .arg(&lease.lock_key)
-            .arg(&lease.holder)
-            .arg(ttl_ms);
+        for key in &lease.lock_keys {
+            pipe.cmd("EVALSHA")
+                .arg(RENEW.get_hash())
+                .arg(1)
+                .arg(key)
+                .arg(&lease.holder)
+                .arg(ttl_ms);
+        }
     }
-    let count = group.leases.len();
+    let count = group.leases.iter().map(|l| l.lock_keys.len()).sum();
     tally.count_round_trip();
     let mut replies = cluster
         .route_pipeline(pipe.clone(), 0, count, route.clone())
@@ -354,9 +366,15 @@ async fn renew_group(
         .collect())
 }
 
+/// `renewed` holds one answer per lock key, lease by lease in `group`'s
+/// order: a lease is renewed when all of its keys are.
 fn apply(shared: &Shared, group: &[Renewal], renewed: &[i64], sent_at: Instant) {
-    for (i, Renewal { id, .. }) in group.iter().enumerate() {
-        if renewed.get(i) == Some(&1) {
+    let mut answers = renewed.iter();
+    for Renewal { id, lock_keys, .. } in group {
+        let all = lock_keys
+            .iter()
+            .fold(true, |all, _| answers.next() == Some(&1) && all);
+        if all {
             let mut leases = shared.leases();
             if let Some(lease) = leases.get_mut(id) {
                 lease.deadline = lease.deadline.max(shared.deadline_after(sent_at));
@@ -428,7 +446,8 @@ impl SlotMap {
         let mut by_node: HashMap<(String, u16), Vec<Renewal>> = HashMap::new();
         let mut groups = Vec::new();
         for lease in batch {
-            match self.node_of(&lease.lock_key) {
+            // A lease's keys share one hash tag, so one node.
+            match lease.lock_keys.first().and_then(|k| self.node_of(k)) {
                 Some(node) => by_node.entry(node).or_default().push(lease),
                 None => groups.push(NodeGroup {
                     node: None,

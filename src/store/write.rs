@@ -148,9 +148,11 @@ impl TicketStore {
             reason: e.to_string(),
         };
         let mut invocation = ADVANCE.key(&ticket_key);
+        invocation.key(keys.audit()).key(keys.facts(run));
+        if let Some(legacy) = keys.legacy() {
+            invocation.key(legacy.ticket(run)).key(legacy.facts(run));
+        }
         invocation
-            .key(keys.audit())
-            .key(keys.facts(run))
             .arg(token)
             .arg(to.as_str())
             .arg(now_ms())
@@ -165,15 +167,14 @@ impl TicketStore {
                 .arg(serde_json::to_string(value).map_err(protocol)?);
         }
         let mut conn = self.conn.clone();
-        match self.replica_ack {
-            Some(timeout) if guards_side_effect(to) => {
+        match &self.replica_ack {
+            Some(wait) if guards_side_effect(to) => {
                 invoke_acknowledged(
                     &mut conn,
                     &ADVANCE,
                     &invocation,
-                    "advance",
-                    &ticket_key,
-                    timeout,
+                    ("advance", &ticket_key),
+                    wait,
                 )
                 .await
             }

@@ -4,4 +4,5 @@ pub mod redis;
 pub mod stubs;
 pub mod tools;
 pub mod wait;
+pub mod webhook_receiver;
 pub mod yaml;

@@ -27,6 +27,9 @@ pub struct OperatorCommand<'a> {
     kubeconfig: &'a Path,
     instance: &'a str,
     metrics_port: Option<u16>,
+    /// `--metrics-plain-http`: what the harnesses read their metrics with,
+    /// unless a test asks for the secured port.
+    plain_metrics: bool,
     log_filter: &'a str,
     env: Vec<(OsString, OsString)>,
 }
@@ -56,6 +59,7 @@ impl<'a> OperatorCommand<'a> {
             kubeconfig,
             instance,
             metrics_port: None,
+            plain_metrics: true,
             log_filter: "info,kube=warn,hyper=warn",
             env: Vec::new(),
         }
@@ -64,6 +68,14 @@ impl<'a> OperatorCommand<'a> {
     /// Serve `/metrics` and the probes on this loopback port.
     pub fn metrics_port(mut self, port: u16) -> Self {
         self.metrics_port = Some(port);
+        self
+    }
+
+    /// Serve the metrics port as deployed: TLS, and `/metrics` only for
+    /// callers the API server authenticates and authorizes (the process's
+    /// `get` then no longer reads it).
+    pub fn secured_metrics(mut self) -> Self {
+        self.plain_metrics = false;
         self
     }
 
@@ -94,11 +106,15 @@ impl<'a> OperatorCommand<'a> {
         command
             .args(&self.run)
             .args(["--metrics-addr", &metrics_addr])
+            .args(self.plain_metrics.then_some("--metrics-plain-http"))
             .env("KUBECONFIG", self.kubeconfig)
             .env("RUST_LOG", self.log_filter)
             .env_remove("REDIS_URL")
             .env_remove("ASSETSCAN_CONFIG")
             .env_remove("FAILPOINTS")
+            .env_remove("METRICS_PLAIN_HTTP")
+            .env_remove("METRICS_TLS_CERT_FILE")
+            .env_remove("METRICS_TLS_KEY_FILE")
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

@@ -6,9 +6,7 @@ use assetscan_testkit::stubs::{
     EpssStub, Fault, Fixtures, InventoryStub, OsvStub, ProviderStubs, SlackStub, WeComStub,
     WebhookSink,
 };
-use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{Value, json};
-use sha2::Sha256;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -81,10 +79,19 @@ async fn get(addr: SocketAddr, path: &str) -> Answer {
     call(addr, "GET", path, &[], b"").await
 }
 
-fn sign(secret: &str, body: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(body);
-    format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
+/// The Standard Webhooks signature of message `id` at timestamp 1 with the
+/// key `key` (the sink's secret is `whsec_` + base64 of it).
+fn sign(key: &str, id: &str, body: &[u8]) -> String {
+    assetscan_testkit::stubs::sink::standard_signature(key.as_bytes(), id, "1", body)
+}
+
+/// `whsec_` + base64 of `key`.
+fn whsec(key: &str) -> String {
+    use base64::Engine;
+    format!(
+        "whsec_{}",
+        base64::engine::general_purpose::STANDARD.encode(key)
+    )
 }
 
 /// The data set ships with the repository: a fresh clone needs nothing
@@ -232,56 +239,89 @@ async fn oversized_bodies_are_streamed_without_a_length() {
 
 #[tokio::test]
 async fn sink_checks_signatures_and_counts_distinct_keys() {
-    let sink = WebhookSink::start("k3y").await.unwrap();
-    let post = |body: &'static [u8], signature: String, key: Option<&'static str>| {
-        let addr = sink.addr();
-        async move {
-            let mut headers = vec![("X-AssetScan-Signature", signature.as_str())];
-            if let Some(key) = key {
-                headers.push(("Idempotency-Key", key));
+    const KEY: &str = "k3y-of-twenty-four-bytes";
+    let sink = WebhookSink::start(&whsec(KEY)).await.unwrap();
+    let post =
+        |body: &'static [u8], id: &'static str, signature: String, key: Option<&'static str>| {
+            let addr = sink.addr();
+            async move {
+                let mut headers = vec![
+                    ("webhook-id", id),
+                    ("webhook-timestamp", "1"),
+                    ("webhook-signature", signature.as_str()),
+                ];
+                if let Some(key) = key {
+                    headers.push(("Idempotency-Key", key));
+                }
+                call(addr, "POST", "/hook", &headers, body).await
             }
-            call(addr, "POST", "/hook", &headers, body).await
-        }
-    };
-    let first = post(b"{\"n\":1}", sign("k3y", b"{\"n\":1}"), Some("a/1")).await;
+        };
+    let first = post(
+        b"{\"n\":1}",
+        "a/1",
+        sign(KEY, "a/1", b"{\"n\":1}"),
+        Some("a/1"),
+    )
+    .await;
     assert_eq!(
         (first.status, first.json()["duplicate"].clone()),
         (200, json!(false))
     );
-    let again = post(b"{\"n\":1}", sign("k3y", b"{\"n\":1}"), Some("a/1")).await;
+    let again = post(
+        b"{\"n\":1}",
+        "a/1",
+        sign(KEY, "a/1", b"{\"n\":1}"),
+        Some("a/1"),
+    )
+    .await;
     assert_eq!(
         (again.status, again.json()["duplicate"].clone()),
         (200, json!(true))
     );
     assert_eq!(
-        post(b"{\"n\":2}", sign("k3y", b"{\"n\":2}"), Some("a/2"))
-            .await
-            .status,
+        post(
+            b"{\"n\":2}",
+            "a/2",
+            sign(KEY, "a/2", b"{\"n\":2}"),
+            Some("a/2")
+        )
+        .await
+        .status,
         200
     );
-    // Refused: the same body, signed wrongly or sent without a key.
-    for (signature, key, status, why) in [
+    // Refused: the same body, signed wrongly, under another id, or sent
+    // without a key.
+    for (id, signature, key, status, why) in [
         (
-            sign("k3y", b"{\"n\":2}"),
+            "a/3",
+            sign(KEY, "a/3", b"{\"n\":2}"),
             Some("a/3"),
             401,
             "signature of other bytes",
         ),
         (
-            sign("other", b"{\"n\":3}"),
+            "a/3",
+            sign("other", "a/3", b"{\"n\":3}"),
             Some("a/3"),
             401,
             "other secret",
         ),
-        (sign("k3y", b"{\"n\":3}"), None, 400, "no key"),
+        (
+            "a/4",
+            sign(KEY, "a/3", b"{\"n\":3}"),
+            Some("a/3"),
+            401,
+            "other id",
+        ),
+        ("a/3", sign(KEY, "a/3", b"{\"n\":3}"), None, 400, "no key"),
     ] {
-        let refused = post(b"{\"n\":3}", signature, key).await;
+        let refused = post(b"{\"n\":3}", id, signature, key).await;
         assert_eq!(refused.status, status, "{why}");
     }
 
     assert_eq!(sink.deliveries().len(), 3);
     assert_eq!(sink.effects(), 2);
-    assert_eq!(sink.rejected(), 3);
+    assert_eq!(sink.rejected(), 4);
     assert_eq!(sink.deliveries()[0].header("Idempotency-Key"), Some("a/1"));
     assert_eq!(sink.deliveries()[2].json(), json!({"n": 2}));
 }

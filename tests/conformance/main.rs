@@ -27,6 +27,8 @@ mod backend;
 mod cluster;
 #[path = "../../testkit/tests/common/mod.rs"]
 mod common;
+#[path = "../metrics_kit/mod.rs"]
+mod metrics_kit;
 
 use args::Args;
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions, parse_manifests};

@@ -631,7 +631,9 @@ pub async fn check_transitions_mirrored_from(harness: &Harness, obj: &AssetScan,
     let status = obj.status.as_ref().unwrap();
     let run = status.run.clone().unwrap();
     let asset = AssetId::new(obj.spec.asset_id.clone()).unwrap();
-    let store = harness.store().await;
+    // The controller's keys: those of the object's namespace.
+    let namespace = obj.namespace().expect("a namespaced object");
+    let store = harness.store().await.scoped(&namespace).unwrap();
     let ticket_key = store.keys(&asset).ticket(&run);
     let accepted: Vec<(i64, i64)> = store
         .audit(&asset, 10_000)

@@ -64,6 +64,14 @@ impl Backend {
         matches!(self, Backend::Cluster(_))
     }
 
+    /// Whether the chart's metrics-reader ClusterRole is already bound to
+    /// `metrics_kit::READER` in the scenario's namespace: a cluster's
+    /// preparation binds it (and removes it at the end); an emulator
+    /// scenario binds it itself.
+    pub fn binds_metrics_reader(&self) -> bool {
+        matches!(self, Backend::Cluster(_))
+    }
+
     /// How many scenarios run at once. On a cluster they share the run's
     /// namespace, and an operator process reconciles everything in it.
     pub fn parallel(&self) -> usize {

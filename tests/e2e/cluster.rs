@@ -10,8 +10,9 @@
 //! run never deletes what it did not create.
 
 use crate::backend::GarbageCollector;
+use crate::metrics_kit::{self, cluster_api};
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanReport};
-use assetscan_operator::kubernetes::rbac::OPERATOR_ACCESS;
+use assetscan_operator::kubernetes::rbac::{METRICS_ACCESS, OPERATOR_ACCESS};
 use assetscan_testkit::emulator::read_crd_dir;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::authorization::v1::{
@@ -49,7 +50,7 @@ pub enum E2eError {
     #[error("{what}: {reason}")]
     Local { what: &'static str, reason: String },
     #[error(
-        "the chart renders {kind} {name} for a namespaced install; the run installs namespaced RBAC only"
+        "the chart renders {kind} {name} for a namespaced install; the run installs namespaced RBAC and the metrics ClusterRoles only"
     )]
     ClusterScoped { kind: String, name: String },
     #[error(
@@ -81,6 +82,8 @@ struct Ledger {
     namespaces: Vec<String>,
     /// `(kind, name)` of the chart's objects, inside the first namespace.
     rbac: Vec<(String, String)>,
+    /// `(kind, name)` of the chart's metrics ClusterRoles and bindings.
+    cluster_rbac: Vec<(String, String)>,
 }
 
 /// The cluster the run was given, through the caller's (admin) kubeconfig.
@@ -233,19 +236,28 @@ impl Cluster {
                 .as_str()
                 .unwrap_or_default()
                 .to_owned();
-            if !matches!(kind.as_str(), "ServiceAccount" | "Role" | "RoleBinding") {
+            let cluster_scoped = matches!(kind.as_str(), "ClusterRole" | "ClusterRoleBinding");
+            let namespaced = matches!(kind.as_str(), "ServiceAccount" | "Role" | "RoleBinding");
+            let metrics_role = cluster_scoped && name.contains("-metrics-");
+            if !namespaced && !metrics_role {
                 return Err(E2eError::ClusterScoped { kind, name });
             }
             let obj: DynamicObject =
                 serde_json::from_value(doc.clone()).map_err(local("read the rendered chart"))?;
-            let api = dynamic(&self.admin, namespace, &doc);
+            let api = match cluster_scoped {
+                true => cluster_api(&self.admin, &doc),
+                false => dynamic(&self.admin, namespace, &doc),
+            };
             api.create(&PostParams::default(), &obj)
                 .await
                 .map_err(install(format!("create {kind} {name}")))?;
             if kind == "ServiceAccount" {
                 account = Some(name.clone());
             }
-            self.ledger.rbac.push((kind, name));
+            match cluster_scoped {
+                true => self.ledger.cluster_rbac.push((kind, name)),
+                false => self.ledger.rbac.push((kind, name)),
+            }
         }
         account.ok_or_else(|| E2eError::Helm("it renders no ServiceAccount".into()))
     }
@@ -369,6 +381,16 @@ impl Cluster {
                 lines.push(format!("{kind} {ns}/{name}: {state}"));
             }
         }
+        for (kind, name) in self.ledger.cluster_rbac.iter().rev() {
+            let doc = json!({"apiVersion": rbac_api_version(kind), "kind": kind});
+            let api = cluster_api(&self.admin, &doc);
+            let _ = api.delete(name, &DeleteParams::default()).await;
+            let state = match api.get_opt(name).await {
+                Ok(None) => "gone".to_owned(),
+                other => format!("LEFT BEHIND ({other:?})"),
+            };
+            lines.push(format!("{kind} {name}: {state}"));
+        }
         let crds = Api::<CustomResourceDefinition>::all(self.admin.clone());
         for name in self.ledger.crds.iter().rev() {
             let _ = crds.delete(name, &DeleteParams::default()).await;
@@ -389,15 +411,32 @@ impl Cluster {
 
 /// `helm template` of the chart's ServiceAccount and RBAC templates for a
 /// release in `namespace` that watches only it, without the aggregated
-/// ClusterRoles (which only extend the built-in user roles).
+/// ClusterRoles (which only extend the built-in user roles); with the
+/// metrics ClusterRoles, the reader bound to `metrics_kit::READER` there.
 fn chart_rbac(namespace: &str) -> Result<Vec<Value>, E2eError> {
     let chart = assetscan_testkit::tools::repo().join("charts/assetscan-operator");
     let watch = format!("watchNamespace={namespace}");
+    let (reader, reader_namespace) = (
+        format!(
+            "metrics.reader.serviceAccounts[0].name={}",
+            metrics_kit::READER
+        ),
+        format!("metrics.reader.serviceAccounts[0].namespace={namespace}"),
+    );
     let flags = [
         "--set",
         &watch,
         "--set",
+        &reader,
+        "--set",
+        &reader_namespace,
+        "--show-only",
+        "templates/metrics-rbac.yaml",
+        "--set",
         "rbac.aggregateToDefaultRoles=false",
+        // Only the RBAC is used: the operator runs out of the cluster.
+        "--set",
+        "redis.allowUnauthenticated=true",
         "--show-only",
         "templates/serviceaccount.yaml",
         "--show-only",
@@ -423,12 +462,17 @@ fn dynamic(client: &Client, namespace: &str, doc: &Value) -> Api<DynamicObject> 
     Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&gvk))
 }
 
-/// Asks, as the operator, for every access src/kubernetes/rbac.rs lists.
-/// A new Role takes a moment to reach the authorizer: a denial counts once
-/// it persists for 10 s.
+/// Asks, as the operator, for every access src/kubernetes/rbac.rs lists
+/// (the metrics reviews cluster-wide, the rest in `namespace`). A new Role
+/// takes a moment to reach the authorizer: a denial counts once it persists
+/// for 10 s.
 async fn check_access(operator: &Client, namespace: &str) -> Result<(), E2eError> {
     let reviews = Api::<SelfSubjectAccessReview>::all(operator.clone());
-    for access in OPERATOR_ACCESS {
+    let scoped = OPERATOR_ACCESS
+        .iter()
+        .map(|a| (a, Some(namespace.to_owned())));
+    let cluster_wide = METRICS_ACCESS.iter().map(|a| (a, None));
+    for (access, scope) in scoped.chain(cluster_wide) {
         let (resource, subresource) = match access.resource.split_once('/') {
             Some((r, s)) => (r, Some(s.to_owned())),
             None => (access.resource, None),
@@ -437,7 +481,7 @@ async fn check_access(operator: &Client, namespace: &str) -> Result<(), E2eError
             let review = SelfSubjectAccessReview {
                 spec: SelfSubjectAccessReviewSpec {
                     resource_attributes: Some(ResourceAttributes {
-                        namespace: Some(namespace.to_owned()),
+                        namespace: scope.clone(),
                         group: Some(access.group.to_owned()),
                         resource: Some(resource.to_owned()),
                         subresource: subresource.clone(),

@@ -21,6 +21,8 @@ mod backend;
 mod cluster;
 #[path = "../controller_kit/mod.rs"]
 mod controller_kit;
+#[path = "../metrics_kit/mod.rs"]
+mod metrics_kit;
 mod scenarios;
 mod stack;
 

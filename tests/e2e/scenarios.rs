@@ -5,6 +5,7 @@
 
 use crate::backend::GarbageCollector;
 use crate::controller_kit::kit::scans::{run_ended, scan, status};
+use crate::metrics_kit;
 use crate::stack::{Stack, metric_of};
 use assetscan_operator::domain::RESCAN_ANNOTATION;
 use assetscan_operator::domain::ticket::{NotificationState, Status};
@@ -26,6 +27,7 @@ pub const SCENARIOS: &[(&str, Scenario)] = &[
     ("lifecycle", |s| Box::pin(lifecycle(s))),
     ("reports_pruned_and_collected", |s| Box::pin(reports(s))),
     ("stalled_executor_fenced", |s| Box::pin(stalled_executor(s))),
+    ("metrics_behind_rbac", |s| Box::pin(metrics_behind_rbac(s))),
 ];
 
 /// The run of generation `g`, scan `n`, of an object with owner id `owner`.
@@ -391,4 +393,36 @@ async fn stalled_executor(s: Stack) {
     assert_eq!(status(&now).fencing_token, b_status.fencing_token);
     assert_eq!(status(&now).phase, Some(Status::Finished));
     assert_eq!(s.stubs.sink.effects(), 1, "notified once");
+}
+
+/// The metrics port as deployed: TLS (a Secret's certificate), `/metrics`
+/// 401 without a token, 403 to a ServiceAccount without the chart's
+/// metrics-reader role, 200 to one bound to it, the tokens reviewed by the
+/// backend's API server (TokenReview, SubjectAccessReview) with the
+/// operator's credentials (on a cluster, the chart's ClusterRole for them).
+async fn metrics_behind_rbac(s: Stack) {
+    if !s.backend.binds_metrics_reader() {
+        let docs = metrics_kit::reader_role("assetscan-e2e", &s.namespace);
+        metrics_kit::create_cluster_scoped(&s.admin, &docs).await;
+    }
+    let (reader, outsider) = metrics_kit::tokens(&s.admin, &s.namespace).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (cert, key, ca) = metrics_kit::tls_files(dir.path());
+    let flags: [std::ffi::OsString; 4] = [
+        "--metrics-tls-cert-file".into(),
+        cert.into(),
+        "--metrics-tls-key-file".into(),
+        key.into(),
+    ];
+    let op = s.operator("op-metrics", |c| c.secured_metrics().args(flags));
+    let port = op.port();
+    let https = metrics_kit::https_client(([127, 0, 0, 1], port).into(), Some(&ca));
+    op.wait_for("/readyz answers 200 over https", s.patience(), async || {
+        let answer = metrics_kit::https_get(&https, port, "/readyz", None)
+            .await
+            .ok()?;
+        (answer.0 == 200).then_some(())
+    })
+    .await;
+    metrics_kit::check_answers(&https, port, &reader, &outsider).await;
 }

@@ -3,7 +3,7 @@
 use assetscan_operator::domain::ticket::{NotificationState, Status};
 use assetscan_operator::kubernetes::controller::ConditionType;
 use assetscan_operator::kubernetes::crd::{
-    AssetScan, AssetScanSpec, AssetScanStatus, Package, Target,
+    AssetScan, AssetScanSpec, AssetScanStatus, Package, SbomReference, Target,
 };
 
 /// Debian 10 packages the OSV stub maps to critical findings.
@@ -33,6 +33,7 @@ pub fn scan(name: &str) -> ScanBuilder {
                 ..Target::default()
             },
             software: vec![],
+            sbom: None,
             policy: Default::default(),
             notify: vec!["secops-webhook".into()],
             rescan_interval: None,
@@ -80,6 +81,18 @@ impl ScanBuilder {
             purl: Some(purl.to_owned()),
             ..Package::default()
         }];
+        self
+    }
+
+    /// With its packages by reference: the SBOM at `reference` in
+    /// `source`, pinned to `digest` if given (and no listed software).
+    pub fn sbom(mut self, source: &str, reference: &str, digest: Option<&str>) -> Self {
+        self.spec.software.clear();
+        self.spec.sbom = Some(SbomReference {
+            source: source.to_owned(),
+            reference: reference.to_owned(),
+            digest: digest.map(str::to_owned),
+        });
         self
     }
 

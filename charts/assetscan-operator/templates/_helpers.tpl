@@ -114,7 +114,33 @@ rediss+sentinel:// with TLS.
 {{- end }}
 {{- end }}
 
+{{/*
+Refuses a Redis the operator would reach without a password, unless
+redis.allowUnauthenticated says so: whoever can write to that Redis can hold
+every asset's lock and forge notifications. A password counts when it comes
+from redis.password.existingSecret, from a URL Secret (redis.existingSecret,
+whose content the chart cannot see), or from the userinfo of redis.url or
+config.redis.url.
+*/}}
+{{- define "assetscan-operator.checkRedisAuth" -}}
+{{- $r := .Values.redis }}
+{{- $withPassword := "^[a-z+:]+//[^/@]*:[^/@]+@" }}
+{{- $configUrl := "" }}
+{{- if .Values.config.redis }}{{- $configUrl = .Values.config.redis.url | default "" }}{{- end }}
+{{- $hasPassword := or $r.password.existingSecret $r.existingSecret (regexMatch $withPassword ($r.url | default "")) (regexMatch $withPassword $configUrl) }}
+{{- if and (not $hasPassword) (not $r.allowUnauthenticated) }}
+{{- fail "Redis without a password: set redis.password.existingSecret (README, Redis in production), or redis.allowUnauthenticated: true to run without one (the operator then warns and sets assetscan_redis_insecure)" }}
+{{- end }}
+{{- end }}
+
 {{/* The pod template, shared by the Deployment and the StatefulSet. */}}
+{{/*
+The metrics port's scheme: https unless metrics.secure is off.
+*/}}
+{{- define "assetscan-operator.metricsScheme" -}}
+{{- ternary "https" "http" .Values.metrics.secure -}}
+{{- end }}
+
 {{- define "assetscan-operator.podTemplate" -}}
 {{- $ttl := include "assetscan-operator.lockTtlSeconds" . | int64 }}
 {{- $grace := .Values.terminationGracePeriodSeconds | int64 }}
@@ -125,6 +151,7 @@ rediss+sentinel:// with TLS.
 {{- fail "no Redis: set redis.url, redis.existingSecret, redis.sentinel or config.redis.url" }}
 {{- end }}
 {{- include "assetscan-operator.checkRedisTls" . }}
+{{- include "assetscan-operator.checkRedisAuth" . }}
 {{- $redisTls := .Values.redis.tls }}
 metadata:
   labels:
@@ -162,6 +189,15 @@ spec:
           value: {{ include "assetscan-operator.configPath" . | quote }}
         - name: METRICS_ADDR
           value: {{ printf "0.0.0.0:%d" (.Values.metrics.port | int) | quote }}
+        {{- if not .Values.metrics.secure }}
+        - name: METRICS_PLAIN_HTTP
+          value: "true"
+        {{- else if .Values.metrics.tls.secretName }}
+        - name: METRICS_TLS_CERT_FILE
+          value: /etc/assetscan/metrics-tls/tls.crt
+        - name: METRICS_TLS_KEY_FILE
+          value: /etc/assetscan/metrics-tls/tls.key
+        {{- end }}
         - name: ASSETSCAN_CONCURRENCY
           value: {{ .Values.concurrency | int | quote }}
         - name: LOG_FORMAT
@@ -248,16 +284,19 @@ spec:
         httpGet:
           path: /healthz
           port: metrics
+          scheme: {{ include "assetscan-operator.metricsScheme" . | upper }}
         {{- toYaml .Values.probes.startup | nindent 8 }}
       livenessProbe:
         httpGet:
           path: /healthz
           port: metrics
+          scheme: {{ include "assetscan-operator.metricsScheme" . | upper }}
         {{- toYaml .Values.probes.liveness | nindent 8 }}
       readinessProbe:
         httpGet:
           path: /readyz
           port: metrics
+          scheme: {{ include "assetscan-operator.metricsScheme" . | upper }}
         {{- toYaml .Values.probes.readiness | nindent 8 }}
       resources:
         {{- toYaml .Values.resources | nindent 8 }}
@@ -272,6 +311,11 @@ spec:
         {{- if $redisTls.caSecret.name }}
         - name: redis-ca
           mountPath: {{ include "assetscan-operator.redisTlsDir" . }}/ca
+          readOnly: true
+        {{- end }}
+        {{- if and .Values.metrics.secure .Values.metrics.tls.secretName }}
+        - name: metrics-tls
+          mountPath: /etc/assetscan/metrics-tls
           readOnly: true
         {{- end }}
         {{- if $redisTls.clientCertSecret }}
@@ -295,6 +339,15 @@ spec:
         secretName: {{ $redisTls.caSecret.name }}
         items:
           - {key: {{ $redisTls.caSecret.key }}, path: {{ $redisTls.caSecret.key }}}
+        defaultMode: 0440
+    {{- end }}
+    {{- if and .Values.metrics.secure .Values.metrics.tls.secretName }}
+    - name: metrics-tls
+      secret:
+        secretName: {{ .Values.metrics.tls.secretName }}
+        items:
+          - {key: tls.crt, path: tls.crt}
+          - {key: tls.key, path: tls.key}
         defaultMode: 0440
     {{- end }}
     {{- if $redisTls.clientCertSecret }}

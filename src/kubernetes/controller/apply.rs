@@ -228,7 +228,12 @@ async fn act<E: Effects + 'static>(
             ctx.metrics.reconciled("up_to_date");
             ctx.forget(obj);
             ctx.waiting.cleared(obj);
-            write_missing_report(obj, ctx.pipeline.store(), mirror).await?;
+            write_missing_report(
+                obj,
+                &ctx.pipeline.store_in(obj.metadata.namespace.as_deref())?,
+                mirror,
+            )
+            .await?;
             return Ok(delay.map_or_else(Action::await_change, Action::requeue));
         }
         RunDecision::Suspended => {

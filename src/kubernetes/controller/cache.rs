@@ -4,10 +4,12 @@
 //! Every cached AssetScan would otherwise carry its `metadata.managedFields`
 //! (about 22 KB each once a few managers have written it) and, when applied
 //! with `kubectl apply`, a copy of itself in the last-applied annotation: at
-//! 10 000 objects that is most of a replica's memory. Both are dropped as
-//! each object arrives from the watch, before it enters the store. Nothing
-//! the operator writes depends on them: status and finalizer patches carry
-//! only their own fields, and conditional writes use the resourceVersion.
+//! 10 000 objects that is most of a replica's memory; and its inline
+//! software list (up to 500 packages). All three are dropped as each object
+//! arrives from the watch, before it enters the store. Nothing the operator
+//! writes depends on them: status and finalizer patches carry only their own
+//! fields, conditional writes use the resourceVersion, and a run reads its
+//! software from the object as stored (see [`trim`]).
 //!
 //! A reconcile decides from the cached object, not from a fresh GET. The
 //! watch delivers the operator's own status writes a few milliseconds after
@@ -47,9 +49,13 @@ pub const DELIVERY_WAIT: Duration = Duration::from_secs(10);
 /// this one, so that a long watch outage costs no scan on every write.
 const SWEEP_ABOVE: usize = 1024;
 
-/// Drops the fields of `obj` the operator never reads.
+/// Drops the fields of `obj` the operator never reads from the cache. The
+/// software list is one of them: a run reads what it scans from the object
+/// as stored when it starts (`apply` reads it before every run), so the
+/// cache costs the same per object whether it lists 5 packages or 500.
 pub fn trim(obj: &mut AssetScan) {
     obj.metadata.managed_fields = None;
+    obj.spec.software = Vec::new();
     if let Some(annotations) = obj.metadata.annotations.as_mut() {
         annotations.remove(LAST_APPLIED);
         if annotations.is_empty() {
@@ -382,8 +388,9 @@ mod tests {
     }
 
     #[test]
-    fn trim_drops_managed_fields_and_last_applied_only() {
-        let spec = serde_json::json!({"assetId": "asset-1", "target": {}});
+    fn trim_drops_managed_fields_last_applied_and_software_only() {
+        let spec = serde_json::json!({"assetId": "asset-1", "target": {},
+            "software": [{"purl": "pkg:npm/a@1"}], "sbom": {"source": "s", "ref": "r"}});
         let mut obj = AssetScan::new("a", serde_json::from_value(spec).expect("spec"));
         obj.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
         obj.metadata.annotations = Some(BTreeMap::from([
@@ -391,6 +398,8 @@ mod tests {
             ("keep".to_owned(), "yes".to_owned()),
         ]));
         trim(&mut obj);
+        assert!(obj.spec.software.is_empty());
+        assert!(obj.spec.sbom.is_some(), "a reference is small: kept");
         assert_eq!(obj.metadata.managed_fields, None);
         assert_eq!(
             obj.metadata.annotations,

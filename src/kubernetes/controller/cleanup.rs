@@ -23,7 +23,7 @@ pub(super) async fn cleanup<E: Effects + 'static>(
     let Ok(asset) = AssetId::new(obj.spec.asset_id.clone()) else {
         return Ok(Action::await_change());
     };
-    let store = ctx.pipeline.store();
+    let store = &ctx.pipeline.store_in(obj.metadata.namespace.as_deref())?;
     ctx.redis_ready_after_failure(obj).await?;
     let owner = owner_id(obj);
     let holder = ctx.holder(obj);

@@ -132,6 +132,12 @@ impl<E> Context<E> {
         &self.cache
     }
 
+    /// The objects of the watch cache, as trimmed: what this replica holds
+    /// in memory per AssetScan.
+    pub fn cached(&self) -> Vec<Arc<AssetScan>> {
+        self.cache.store().state()
+    }
+
     /// The lock holder id of this process for `obj`. Stable per process and
     /// object: a reconcile of the same object in the same process may
     /// re-enter its own lock after an error.

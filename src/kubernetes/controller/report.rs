@@ -7,7 +7,7 @@
 use super::status::{last_error_status, saturating_i64, time_from_ms};
 use crate::kubernetes::crd::{
     AssetScan, AssetScanReport, AssetScanReportSpec, AssetScanStatus, DEFAULT_REPORT_HISTORY_LIMIT,
-    ReportFinding, ReportFindings, ReportNotification, ReportThreatIntel,
+    ReportFinding, ReportFindings, ReportNotification, ReportSbom, ReportThreatIntel,
 };
 use crate::telemetry::Metrics;
 use assetscan_domain::run_order;
@@ -57,6 +57,12 @@ fn verdict(ticket: &Ticket) -> &'static str {
     }
 }
 
+/// Whether the run scanned anything worth a report: not when it failed on
+/// its SBOM.
+fn scanned(ticket: &Ticket) -> bool {
+    (ticket.facts.sbom.as_ref()).is_none_or(|sbom| sbom.problem.is_none())
+}
+
 /// The report of `ticket`'s run (which ended) of `obj`.
 fn build(obj: &AssetScan, ticket: &Ticket) -> AssetScanReport {
     let facts = &ticket.facts;
@@ -91,6 +97,14 @@ fn build(obj: &AssetScan, ticket: &Ticket) -> AssetScanReport {
             }),
             started_at: time_from_ms(ticket.created_at),
             ended_at: time_from_ms(ticket.updated_at),
+            sbom: facts.sbom.as_ref().map(|s| ReportSbom {
+                source: s.source.clone(),
+                reference: s.reference.clone(),
+                digest: s.digest.as_ref().map(|d| d.to_string()),
+                packages: s.packages,
+                skipped: s.skipped,
+                unsupported: s.unsupported,
+            }),
             findings: facts.vulnerabilities.as_deref().map(findings),
             threat_intel: facts.threat_intel.as_ref().map(threat_intel),
             notification: facts.notification.as_ref().map(|n| ReportNotification {
@@ -245,9 +259,13 @@ impl<'a> ReportRecorder<'a> {
     /// write as the run's end). A report that could not be written leaves
     /// `status` as it was: the next reconcile of the finished object
     /// writes it.
+    ///
+    /// A run that failed because its SBOM could not be used scanned
+    /// nothing: it writes no report, so the previous one (the last scan of
+    /// the asset) stays the latest; the status says why the run failed.
     pub async fn record(&self, ticket: &Ticket, status: &mut AssetScanStatus) {
         let name = report_name(self.obj, &ticket.run);
-        if status.latest_report.as_deref() == Some(name.as_str()) {
+        if status.latest_report.as_deref() == Some(name.as_str()) || !scanned(ticket) {
             return;
         }
         let mut report = build(self.obj, ticket);
@@ -426,5 +444,34 @@ mod tests {
         );
         ticket.status = Status::Failed;
         assert_eq!(build(&obj, &ticket).spec.verdict, "Failed");
+    }
+
+    #[test]
+    fn a_report_names_its_sbom_and_a_run_failed_on_it_writes_none() {
+        let obj = object("web-01");
+        let mut ticket = Ticket::new("web-01", "1234abcd-g3-s1", 1_767_225_600_000);
+        ticket.status = Status::Finished;
+        assert!(scanned(&ticket), "listed software");
+        let sbom = assetscan_domain::SbomRef::new("artifacts", "web.cdx.json", None).unwrap();
+        let mut facts = assetscan_domain::SbomFacts {
+            packages: 300,
+            skipped: 2,
+            ..assetscan_domain::SbomFacts::of(&sbom)
+        };
+        ticket.facts.sbom = Some(facts.clone());
+        assert!(scanned(&ticket));
+        let json = serde_json::to_value(build(&obj, &ticket).spec.sbom).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"source": "artifacts", "ref": "web.cdx.json",
+                "packages": 300, "skipped": 2, "unsupported": 0})
+        );
+        ticket.status = Status::Failed;
+        facts.problem = Some(assetscan_domain::SbomProblem::NotFound);
+        ticket.facts.sbom = Some(facts);
+        assert!(
+            !scanned(&ticket),
+            "nothing scanned: the previous report stays"
+        );
     }
 }

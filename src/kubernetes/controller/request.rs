@@ -4,9 +4,10 @@
 
 use crate::duration::{self, SPEC_UNITS};
 use crate::kubernetes::crd::{self, AssetScan, AssetScanSpec};
+use assetscan_domain::reference::RefError;
 use assetscan_domain::run::{Recorded, RunView};
 use assetscan_domain::{AssetId, InvalidId, Origin, RESCAN_ANNOTATION, ScanRequest, fence};
-use assetscan_domain::{Package, PackageError, Policy, Target};
+use assetscan_domain::{Package, PackageError, Policy, SbomRef, SbomRefError, Target};
 use std::time::Duration;
 
 /// A spec the pipeline cannot run. The CRD's schema and CEL rules make this
@@ -18,6 +19,12 @@ pub enum SpecError {
     AssetId(#[source] InvalidId),
     #[error("spec.target needs exactly one of host (with ports) or inventoryRef")]
     Target,
+    #[error("spec.target.inventoryRef: {0}")]
+    InventoryRef(#[source] RefError),
+    #[error("spec.{0}")]
+    Sbom(#[source] SbomRefError),
+    #[error("spec.software and spec.sbom are both set: give one")]
+    SoftwareTwice,
     #[error("spec.software[{index}]: {source}")]
     Package {
         index: usize,
@@ -34,12 +41,17 @@ pub fn scan_request(obj: &AssetScan, run: &str, holder: String) -> Result<ScanRe
         .iter()
         .enumerate()
         .map(|(index, p)| package(p).map_err(|source| SpecError::Package { index, source }))
-        .collect::<Result<_, _>>()?;
+        .collect::<Result<Vec<_>, _>>()?;
+    let sbom = spec.sbom.as_ref().map(sbom_ref).transpose()?;
+    if sbom.is_some() && !software.is_empty() {
+        return Err(SpecError::SoftwareTwice);
+    }
     Ok(ScanRequest {
         asset: AssetId::new(spec.asset_id.clone()).map_err(SpecError::AssetId)?,
         run: run.to_owned(),
         target: target(&spec.target)?,
         software,
+        sbom,
         policy: policy(&spec.policy),
         channels: spec.notify.clone(),
         token_floor: token_floor(obj),
@@ -114,9 +126,13 @@ fn target(target: &crd::Target) -> Result<Target, SpecError> {
             host: host.clone(),
             ports: target.ports.clone(),
         }),
-        (None, Some(id)) => Ok(Target::Inventory { id: id.clone() }),
+        (None, Some(id)) => Target::inventory(id).map_err(SpecError::InventoryRef),
         _ => Err(SpecError::Target),
     }
+}
+
+fn sbom_ref(sbom: &crd::SbomReference) -> Result<SbomRef, SpecError> {
+    SbomRef::new(&sbom.source, &sbom.reference, sbom.digest.as_deref()).map_err(SpecError::Sbom)
 }
 
 fn package(package: &crd::Package) -> Result<Package, PackageError> {
@@ -157,6 +173,7 @@ mod tests {
                 ..Default::default()
             },
             software: vec![],
+            sbom: None,
             policy: crd::Policy::default(),
             notify: vec!["secops".into()],
             rescan_interval: None,
@@ -261,6 +278,79 @@ mod tests {
             scan_request(&scan, "r1", "me".into()).unwrap().token_floor,
             7
         );
+    }
+
+    #[test]
+    fn references_are_refused_by_the_code_as_by_the_schema() {
+        use crate::kubernetes::crd::{INVENTORY_REF_PATTERN, SBOM_REF_PATTERN};
+        use assetscan_domain::reference::{SEGMENT_PATTERN, segment, segments};
+        assert!(INVENTORY_REF_PATTERN.contains(SEGMENT_PATTERN));
+        assert_eq!(SBOM_REF_PATTERN.matches(SEGMENT_PATTERN).count(), 2);
+        let one = regex::Regex::new(INVENTORY_REF_PATTERN).unwrap();
+        let many = regex::Regex::new(SBOM_REF_PATTERN).unwrap();
+        for text in [
+            "web-01",
+            "a/b",
+            "images/web/1.4.2.cdx.json",
+            "..",
+            ".",
+            "...",
+            "a/../b",
+            "a/./b",
+            "./a",
+            "a/..",
+            "/a",
+            "a/",
+            "a//b",
+            "%2e%2e",
+            "a%2Fb",
+            "a\\b",
+            "a b",
+            "a?b",
+            "a#b",
+            "...a",
+            "a..",
+            "sha256:ab",
+            "é",
+            "",
+        ] {
+            assert_eq!(
+                one.is_match(text),
+                segment(text).is_ok(),
+                "{text:?}: inventoryRef"
+            );
+            assert_eq!(
+                many.is_match(text),
+                segments(text).is_ok(),
+                "{text:?}: sbom.ref"
+            );
+        }
+    }
+
+    #[test]
+    fn a_dot_segment_or_a_second_software_list_is_refused() {
+        let mut dots = spec();
+        dots.target.inventory_ref = Some("..".into());
+        let err = scan_request(&AssetScan::new("web", dots), "r1", "me".into()).unwrap_err();
+        assert!(matches!(err, SpecError::InventoryRef(_)), "{err}");
+        let mut by_ref = spec();
+        by_ref.sbom = Some(crd::SbomReference {
+            source: "artifacts".into(),
+            reference: "web/1.cdx.json".into(),
+            digest: None,
+        });
+        let req = scan_request(&AssetScan::new("web", by_ref.clone()), "r1", "me".into()).unwrap();
+        assert_eq!(req.sbom.as_ref().map(|s| s.path()), Some("web/1.cdx.json"));
+        by_ref.software = vec![named("PyPI", "a", "1")];
+        let err =
+            scan_request(&AssetScan::new("web", by_ref.clone()), "r1", "me".into()).unwrap_err();
+        assert!(matches!(err, SpecError::SoftwareTwice), "{err}");
+        by_ref.software.clear();
+        if let Some(sbom) = by_ref.sbom.as_mut() {
+            sbom.reference = "web/../../admin".into();
+        }
+        let err = scan_request(&AssetScan::new("web", by_ref), "r1", "me".into()).unwrap_err();
+        assert!(matches!(err, SpecError::Sbom(_)), "{err}");
     }
 
     #[test]

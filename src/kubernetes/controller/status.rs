@@ -6,6 +6,7 @@ use crate::kubernetes::crd::{
     AssetScanStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary,
 };
 use crate::providers::online::EgressRule;
+use assetscan_domain::SbomProblem;
 use assetscan_domain::ticket::{Facts, LastError, Severity, Status, Step, Ticket, VulnFacts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -158,14 +159,20 @@ impl RunConditions {
     }
 }
 
-/// `Failed`, or the egress rule that refused the online check's target
-/// (`EgressRefusedLoopback`, …): the tenant sees which rule, not a failure
-/// of the operator.
+/// `Failed`, or what the tenant can mend named instead: the way an SBOM
+/// could not be used (`SbomNotFound`, …), or the egress rule that refused
+/// the online check's target (`EgressRefusedLoopback`, …).
 fn failed_reason(ticket: &Ticket) -> &'static str {
-    (ticket.last_error.as_ref())
-        .filter(|e| e.step == Step::OnlineCheck)
-        .and_then(|e| EgressRule::named_in(&e.message))
-        .map_or("Failed", EgressRule::reason)
+    let sbom = (ticket.facts.sbom.as_ref())
+        .and_then(|sbom| sbom.problem)
+        .map(SbomProblem::reason);
+    let egress = || {
+        (ticket.last_error.as_ref())
+            .filter(|e| e.step == Step::OnlineCheck)
+            .and_then(|e| EgressRule::named_in(&e.message))
+            .map(EgressRule::reason)
+    };
+    sbom.or_else(egress).unwrap_or("Failed")
 }
 
 /// `HighRisk`: about the asset, not the operator.
@@ -521,6 +528,7 @@ mod tests {
             idempotency_key: t.id.clone(),
             state: NotificationState::Sending,
             sent_at: None,
+            attempted_at: None,
             receipt: BTreeMap::new(),
             channels: vec!["secops".into()],
         });
@@ -569,6 +577,28 @@ mod tests {
         assert_eq!(
             ready.message,
             "vuln_query failed after 5 attempt(s): osv: 503 Service Unavailable"
+        );
+    }
+
+    #[test]
+    fn an_sbom_that_could_not_be_used_names_its_problem() {
+        let mut t = ticket(Status::Failed);
+        let sbom = assetscan_domain::SbomRef::new("artifacts", "web.cdx.json", None).unwrap();
+        t.facts.sbom = Some(assetscan_domain::SbomFacts {
+            problem: Some(SbomProblem::DigestMismatch),
+            ..assetscan_domain::SbomFacts::of(&sbom)
+        });
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        for type_ in [ConditionType::Ready, ConditionType::Stalled] {
+            let condition = type_.find(&s.conditions).unwrap();
+            assert_eq!(condition.reason, "SbomDigestMismatch", "{type_:?}");
+        }
+        // Read, and the run failed later: the run's own reason.
+        t.facts.sbom.as_mut().unwrap().problem = None;
+        let s = status_from_ticket(&t, None, None, at(1_000), None);
+        assert_eq!(
+            ConditionType::Ready.find(&s.conditions).unwrap().reason,
+            "Failed"
         );
     }
 

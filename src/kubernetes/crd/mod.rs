@@ -28,9 +28,9 @@ mod status;
 
 pub use report::{
     AssetScanReport, AssetScanReportSpec, DEFAULT_REPORT_HISTORY_LIMIT, ReportFinding,
-    ReportFindings, ReportNotification, ReportThreatIntel,
+    ReportFindings, ReportNotification, ReportSbom, ReportThreatIntel,
 };
-pub use spec::{AssetScan, AssetScanSpec, Package, Policy, Target};
+pub use spec::{AssetScan, AssetScanSpec, Package, Policy, SbomReference, Target};
 pub use status::{
     AssetScanStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary, is_fence_refusal,
 };
@@ -49,6 +49,22 @@ use schemars::{Schema, SchemaGenerator, json_schema};
 /// whitespace or control characters; at most 128 bytes), but stricter: ASCII
 /// only, so 128 characters are 128 bytes, and no leading punctuation.
 pub const ASSET_ID_PATTERN: &str = "^[A-Za-z0-9][A-Za-z0-9._:/-]*$";
+
+/// `target.inventoryRef`: one segment ([`assetscan_domain::reference`]).
+pub const INVENTORY_REF_PATTERN: &str = concat!(
+    "^",
+    "[A-Za-z0-9._~@=,:+-]*[A-Za-z0-9_~@=,:+-][A-Za-z0-9._~@=,:+-]*",
+    "$"
+);
+
+/// `sbom.ref`: segments separated by `/` ([`assetscan_domain::reference`]).
+pub const SBOM_REF_PATTERN: &str = concat!(
+    "^",
+    "[A-Za-z0-9._~@=,:+-]*[A-Za-z0-9_~@=,:+-][A-Za-z0-9._~@=,:+-]*",
+    "(/",
+    "[A-Za-z0-9._~@=,:+-]*[A-Za-z0-9_~@=,:+-][A-Za-z0-9._~@=,:+-]*",
+    ")*$"
+);
 
 /// A Go-style duration restricted to whole `h`, `m` and `s` units (`6h`,
 /// `30m`, `1h30m`): the operator's duration grammar (`crate::duration`) with

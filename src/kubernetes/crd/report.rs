@@ -82,6 +82,9 @@ pub struct AssetScanReportSpec {
     pub reasons_omitted: u32,
     pub started_at: Time,
     pub ended_at: Time,
+    /// The SBOM the run scanned, when the AssetScan names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sbom: Option<ReportSbom>,
     /// What the vulnerability query found; absent when it did not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub findings: Option<ReportFindings>,
@@ -94,6 +97,24 @@ pub struct AssetScanReportSpec {
     /// The failure that ended the run, if it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastErrorStatus>,
+}
+
+/// Which SBOM a run scanned: source, reference, the digest of the document
+/// read, and what was taken from it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportSbom {
+    pub source: String,
+    #[serde(rename = "ref")]
+    pub reference: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Distinct packages taken from its purls.
+    pub packages: u32,
+    /// Entries without a purl, skipped.
+    pub skipped: u32,
+    /// Purls of a type without a vulnerability ecosystem, skipped.
+    pub unsupported: u32,
 }
 
 /// Findings, most severe first, bounded; what was cut is counted.

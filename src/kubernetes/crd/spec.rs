@@ -1,7 +1,9 @@
 //! What a user asks to have scanned: the AssetScan's spec, validated by its
 //! schema and CEL rules before the operator ever sees it.
 
-use super::{ASSET_ID_PATTERN, AssetScanStatus, DURATION_PATTERN};
+use super::{
+    ASSET_ID_PATTERN, AssetScanStatus, DURATION_PATTERN, INVENTORY_REF_PATTERN, SBOM_REF_PATTERN,
+};
 use assetscan_domain::{DEFAULT_CVSS_THRESHOLD, DEFAULT_EPSS_THRESHOLD, ThreatIntelPolicy};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -17,6 +19,9 @@ const TARGET_MESSAGE: &str = "set exactly one of: host (with ports), or inventor
 
 const PACKAGE_RULE: &str = "has(self.purl) ? !has(self.name) && !has(self.ecosystem) && !has(self.version) : has(self.name) && has(self.ecosystem) && has(self.version)";
 const PACKAGE_MESSAGE: &str = "set exactly one of: purl, or name with ecosystem and version";
+
+const SOFTWARE_RULE: &str = "!has(self.sbom) || !has(self.software) || size(self.software) == 0";
+const SOFTWARE_MESSAGE: &str = "set at most one of: software (listed), or sbom (by reference)";
 
 const RESCAN_RULE: &str = "duration(self) >= duration('1m')";
 const RESCAN_MESSAGE: &str = "rescanInterval must be at least 1m";
@@ -42,6 +47,7 @@ const RESCAN_MESSAGE: &str = "rescanInterval must be at least 1m";
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
     validation = Rule::new(KEEP_STATUS_RULE).message(KEEP_STATUS_MESSAGE)
 )]
+#[x_kube(validation = Rule::new(SOFTWARE_RULE).message(SOFTWARE_MESSAGE))]
 #[serde(rename_all = "camelCase")]
 pub struct AssetScanSpec {
     /// The asset's id: the scope of the lock, the fencing counter and the
@@ -57,6 +63,13 @@ pub struct AssetScanSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 500))]
     pub software: Vec<Package>,
+
+    /// The asset's packages by reference: an SBOM (CycloneDX 1.4-1.6 or
+    /// SPDX 2.3, JSON) in a source the operator's configuration names, read
+    /// when a run queries vulnerabilities. Instead of `software`, for assets
+    /// of more than a few packages: the list stays out of etcd.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sbom: Option<SbomReference>,
 
     /// How findings are judged.
     #[serde(default)]
@@ -107,10 +120,40 @@ pub struct Target {
     #[schemars(schema_with = "super::ports_schema")]
     pub ports: Vec<u16>,
 
-    /// Id of the asset in the operator's inventory, which knows how to reach it.
+    /// Id of the asset in the operator's inventory, which knows how to reach
+    /// it: one path segment of the inventory's URL (letters, digits and
+    /// `._~@=,:+-`, not only dots).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 253))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = INVENTORY_REF_PATTERN))]
     pub inventory_ref: Option<String>,
+}
+
+/// Where the asset's SBOM is: a source the platform team configured, the
+/// document's reference in it, and optionally the digest it must have.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct SbomReference {
+    /// The SBOM source's name in the operator's configuration
+    /// (`providers.sbomSources`).
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    )]
+    pub source: String,
+
+    /// The document's path below the source's base URL, `/`-separated:
+    /// letters, digits and `._~@=,:+-`; no empty, `.` or `..` segment, no
+    /// `%` (the operator encodes).
+    #[serde(rename = "ref")]
+    #[schemars(length(min = 1, max = 512), regex(pattern = SBOM_REF_PATTERN))]
+    pub reference: String,
+
+    /// `sha256:<64 hex>`: the run fails unless the document has this digest.
+    /// Absent: whatever the source serves is scanned, and its digest is
+    /// recorded in the run's ticket and report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = assetscan_domain::DIGEST_PATTERN))]
+    pub digest: Option<String>,
 }
 
 /// A package to look up: `name` + `ecosystem` + `version` (OSV terms, e.g.

@@ -44,9 +44,10 @@ pub(crate) struct Reply {
 
 impl HttpClient {
     /// The one constructor: `settings` over `profile`'s defaults, checked,
-    /// the bearer token read. Redirects are followed (at most 5) only for
-    /// [`Exposure::Path`] endpoints; a webhook is never redirected, so its
-    /// credential is not replayed to another host.
+    /// the bearer token read. Redirects are followed (at most 5) only where
+    /// the profile says so (APIs and feeds); a webhook is never redirected,
+    /// so its credential is not replayed to another host, nor a document
+    /// source, so its documents come from its base URL alone.
     pub fn new(
         profile: &HttpProfile,
         settings: &HttpSettings,
@@ -58,9 +59,10 @@ impl HttpClient {
             token,
         } = settings.resolve(profile)?;
         install_crypto_provider();
-        let redirects = match exposure {
-            Exposure::Path => reqwest::redirect::Policy::limited(5),
-            Exposure::HostOnly => reqwest::redirect::Policy::none(),
+        let redirects = if profile.follow_redirects {
+            reqwest::redirect::Policy::limited(5)
+        } else {
+            reqwest::redirect::Policy::none()
         };
         let client = reqwest::Client::builder()
             .timeout(timeout)
@@ -190,15 +192,16 @@ impl Reply {
                 serde_json::error::Category::Data => "JSON of the wrong shape",
                 _ => "not JSON",
             };
-            self.malformed(format!("{what}: {e}"))
+            self.malformed(what, format!("{what}: {e}"))
         })
     }
 
     /// A [`HttpError::Malformed`] about this reply.
-    pub fn malformed(&self, reason: impl Into<String>) -> HttpError {
+    pub fn malformed(&self, class: &'static str, reason: impl Into<String>) -> HttpError {
         HttpError::Malformed {
             provider: self.provider,
             endpoint: self.endpoint.clone(),
+            class,
             reason: reason.into(),
             excerpt: self.excerpt(),
         }

@@ -47,6 +47,9 @@ pub enum HttpError {
     Malformed {
         provider: &'static str,
         endpoint: String,
+        /// What is wrong, in the operator's words only (`not JSON`): the
+        /// `reason` may quote the body.
+        class: &'static str,
         reason: String,
         excerpt: String,
     },
@@ -80,6 +83,27 @@ impl HttpError {
         match self {
             HttpError::Status { retry_after, .. } => *retry_after,
             _ => None,
+        }
+    }
+
+    /// The failure without a word of the provider's answer (no body excerpt,
+    /// no parser message that may quote it): what a tenant reads in the
+    /// status. The full error goes to the operator's log.
+    pub fn summary(&self) -> String {
+        match self {
+            HttpError::Status {
+                provider,
+                endpoint,
+                status,
+                ..
+            } => format!("{provider}: {endpoint} answered HTTP {status}"),
+            HttpError::Malformed {
+                provider,
+                endpoint,
+                class,
+                ..
+            } => format!("{provider}: unexpected response from {endpoint}: {class}"),
+            other => other.to_string(),
         }
     }
 

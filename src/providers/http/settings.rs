@@ -32,6 +32,8 @@ pub(crate) struct HttpProfile {
     pub timeout: Duration,
     pub max_body_bytes: u64,
     pub exposure: Exposure,
+    /// Redirects followed (at most 5), or refused.
+    pub follow_redirects: bool,
 }
 
 impl HttpProfile {
@@ -47,6 +49,24 @@ impl HttpProfile {
             timeout,
             max_body_bytes,
             exposure: Exposure::Path,
+            follow_redirects: true,
+        }
+    }
+
+    /// A document source the platform team configured (an SBOM store): its
+    /// URLs hold no secret, but a redirect is refused, so that what is read
+    /// comes from the configured base URL and nowhere else.
+    pub const fn document(
+        provider: &'static str,
+        timeout: Duration,
+        max_body_bytes: u64,
+    ) -> HttpProfile {
+        HttpProfile {
+            provider,
+            timeout,
+            max_body_bytes,
+            exposure: Exposure::Path,
+            follow_redirects: false,
         }
     }
 
@@ -59,6 +79,7 @@ impl HttpProfile {
             timeout: Duration::from_secs(10),
             max_body_bytes: 64 * 1024,
             exposure: Exposure::HostOnly,
+            follow_redirects: false,
         }
     }
 }

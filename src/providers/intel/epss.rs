@@ -150,7 +150,10 @@ fn check_range(reply: &Reply, row: &Row) -> Result<(), HttpError> {
     if unit.contains(&row.epss) && unit.contains(&row.percentile) {
         Ok(())
     } else {
-        Err(reply.malformed(format!("{}: epss/percentile outside 0..1", row.cve)))
+        Err(reply.malformed(
+            "an EPSS score outside 0..1",
+            format!("{}: epss/percentile outside 0..1", row.cve),
+        ))
     }
 }
 

@@ -13,6 +13,17 @@ pub enum IntelError {
 }
 
 impl IntelError {
+    /// Without the provider's answer (see [`HttpError::summary`]).
+    pub fn summary(&self) -> String {
+        match self {
+            IntelError::NoCatalog(e) => format!(
+                "known-exploited catalog unavailable (none loaded yet): {}",
+                e.summary()
+            ),
+            IntelError::Epss(e) => e.summary(),
+        }
+    }
+
     pub fn is_retryable(&self) -> bool {
         match self {
             IntelError::NoCatalog(_) => true,

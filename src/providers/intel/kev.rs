@@ -225,6 +225,6 @@ impl KevFeed {
             .await?
             .success()?;
         KevCatalog::parse(&reply.body)
-            .map_err(|e| reply.malformed(format!("not a KEV catalog: {e}")))
+            .map_err(|e| reply.malformed("not a KEV catalog", format!("not a KEV catalog: {e}")))
     }
 }

@@ -33,6 +33,23 @@ impl NotifyError {
         }
     }
 
+    /// Without the receiver's answer (see [`HttpError::summary`]): WeCom's
+    /// `errmsg` and a Slack body that is not one of its codes are left out.
+    pub fn summary(&self) -> String {
+        match self {
+            NotifyError::Http(e) => e.summary(),
+            NotifyError::WeCom { errcode, .. } => {
+                format!("wecom: the robot answered errcode {errcode}")
+            }
+            NotifyError::Slack {
+                status,
+                code: SlackError::Other(_),
+                ..
+            } => format!("slack: the webhook answered HTTP {status} (unknown code)"),
+            other => other.to_string(),
+        }
+    }
+
     /// How long the receiver asked us to wait (Slack's 429 `Retry-After`).
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

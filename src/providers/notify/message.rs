@@ -3,6 +3,7 @@
 
 use crate::pipeline::Notification;
 use assetscan_domain::ticket::{Finding, Severity};
+use k8s_openapi::jiff::Timestamp;
 
 /// Chat messages list at most this many findings; the webhook gets all the
 /// facts hold.
@@ -21,17 +22,38 @@ pub(super) fn headline(n: &Notification) -> String {
     )
 }
 
-/// `ticket web-1/r1, fencing token 7`: how humans tell repeats apart.
+/// `ticket web-1/r1, fencing token 7`: how humans tell repeats apart. A
+/// send that may repeat an earlier one says so here ([`resend_note`]).
 pub(super) fn ticket_line(n: &Notification) -> String {
-    format!("ticket {}, fencing token {}", n.ticket_id, n.fencing_token)
+    let line = format!("ticket {}, fencing token {}", n.ticket_id, n.fencing_token);
+    match resend_note(n) {
+        Some(note) => format!("{line}; {note}"),
+        None => line,
+    }
 }
 
-/// `requested by team-a/payments-db (uid 0b7…)`: whose object raised the
+/// `re-sent: may repeat the message first attempted at
+/// 2026-12-06T04:00:00Z`: a chat channel has no idempotency key, so a
+/// re-send after a retry or a takeover may be a second message; this tells
+/// a reader that it is the same alert, and since when.
+pub(super) fn resend_note(n: &Notification) -> Option<String> {
+    let resend = n.resend?;
+    let first = resend
+        .first_attempt_at
+        .and_then(|ms| i64::try_from(ms).ok())
+        .and_then(|ms| Timestamp::from_millisecond(ms).ok());
+    Some(match first {
+        Some(at) => format!("re-sent: may repeat the message first attempted at {at:.0}"),
+        None => "re-sent: may repeat an earlier message".to_owned(),
+    })
+}
+
+/// `requested by team-a/payments-db, uid 0b7…`: whose object raised the
 /// alert. `None` for a run of no object (the CLI's).
 pub(super) fn origin_line(n: &Notification) -> Option<String> {
     let o = n.origin.as_ref()?;
     Some(format!(
-        "requested by {}/{} (uid {})",
+        "requested by {}/{}, uid {}",
         o.namespace, o.name, o.uid
     ))
 }

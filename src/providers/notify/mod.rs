@@ -11,7 +11,9 @@
 
 mod error;
 mod message;
+mod signature;
 mod slack;
+mod untrusted;
 mod webhook;
 mod wecom;
 

@@ -14,6 +14,7 @@ use super::error::{NotifyError, SlackError};
 use super::message::{
     finding_line, headline, known_exploited, origin_line, ticket_line, top_findings,
 };
+use super::untrusted::slack as escape;
 use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, SecretUrl};
@@ -101,18 +102,11 @@ fn message(n: &Notification) -> Value {
     blocks.push(json!({"type": "context", "elements": context}));
     let origin = origin_line(n).map(|o| format!(", {o}")).unwrap_or_default();
     json!({
-        "text": format!("{} ({}{origin})", headline(n), ticket_line(n)),
+        "text": escape(&format!("{} ({}{origin})", headline(n), ticket_line(n))),
         "blocks": blocks,
     })
 }
 
 fn section(text: &str) -> Value {
     json!({"type": "section", "text": {"type": "mrkdwn", "text": truncate_chars(text, SECTION_CHARS)}})
-}
-
-/// Slack's mrkdwn reserves `&`, `<` and `>`.
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }

@@ -17,25 +17,23 @@
 //!
 //! | header | value |
 //! |---|---|
-//! | `Idempotency-Key` | the ticket id: receivers deduplicate on it |
+//! | `webhook-id`, `webhook-timestamp`, `webhook-signature` | the Standard Webhooks signature (see [`super::signature`]) |
+//! | `Idempotency-Key` | the ticket id: receivers deduplicate on it (it is the `webhook-id` too) |
 //! | `X-AssetScan-Ticket` | the ticket id |
 //! | `X-AssetScan-Fencing-Token` | the sender's fencing token |
-//! | `X-AssetScan-Timestamp` | unix seconds at sending |
-//! | `X-AssetScan-Signature` | `sha256=<hex HMAC-SHA256 of the exact body bytes>` |
 //!
-//! The signature covers the body only; the body carries the ticket id and
-//! fencing token, so a forged header cannot change what was signed. Any 2xx
-//! is a delivery; the receipt is the status and the start of the body.
+//! A re-send of the same notification (a retry, a takeover) has the same
+//! `webhook-id` and a new timestamp. Any 2xx is a delivery; the receipt is
+//! the status (`HTTP 200`), never the receiver's words (logged at debug).
 
 use super::error::NotifyError;
+use super::signature::Signer;
 use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpError, HttpProfile, HttpSettings, SecretUrl};
-use crate::providers::secret::{Secret, SecretFrom};
-use hmac::{Hmac, KeyInit, Mac};
+use crate::providers::secret::SecretFrom;
 use reqwest::header::CONTENT_TYPE;
 use serde::Deserialize;
-use sha2::Sha256;
 
 const PROVIDER: &str = "webhook";
 
@@ -44,8 +42,6 @@ const PROFILE: HttpProfile = HttpProfile::webhook(PROVIDER);
 pub const IDEMPOTENCY_KEY: &str = "Idempotency-Key";
 pub const TICKET_HEADER: &str = "X-AssetScan-Ticket";
 pub const FENCING_TOKEN_HEADER: &str = "X-AssetScan-Fencing-Token";
-pub const TIMESTAMP_HEADER: &str = "X-AssetScan-Timestamp";
-pub const SIGNATURE_HEADER: &str = "X-AssetScan-Signature";
 
 /// `{kind: webhook, ...}` in `notifications`.
 #[derive(Clone, Debug, Deserialize)]
@@ -53,8 +49,14 @@ pub const SIGNATURE_HEADER: &str = "X-AssetScan-Signature";
 pub struct WebhookConfig {
     /// The receiver's URL (treated as a secret: it may embed a token).
     pub url_from: SecretFrom,
-    /// The HMAC-SHA256 key for `X-AssetScan-Signature`.
+    /// The Standard Webhooks secret: `whsec_` then the base64 of 24 to 64
+    /// random bytes.
     pub secret_from: SecretFrom,
+    /// Also send the signature of earlier versions (`X-AssetScan-Signature`,
+    /// `X-AssetScan-Timestamp`), for receivers not yet moved to the
+    /// Standard Webhooks headers. Deprecated: removed in 0.3.0.
+    #[serde(default)]
+    pub legacy_signature: bool,
     /// `timeout` (default `10s`), `maxBodyBytes` for the receiver's answer
     /// (default 64 KiB), `bearerTokenFrom`.
     #[serde(flatten)]
@@ -77,7 +79,8 @@ impl WebhookNotifier {
         Ok(WebhookNotifier {
             http: HttpClient::new(&PROFILE, &config.http)?,
             url: SecretUrl::load(PROVIDER, "urlFrom", &config.url_from)?,
-            signer: Signer::new(&key)?,
+            signer: Signer::new(&key, config.legacy_signature)
+                .map_err(|e| ProviderConfigError::invalid(PROVIDER, "secretFrom", e.to_string()))?,
         })
     }
 
@@ -86,55 +89,25 @@ impl WebhookNotifier {
             provider: PROVIDER,
             reason: e.to_string(),
         })?;
-        let request = self
-            .http
-            .post(self.url.url())
-            .header(CONTENT_TYPE, "application/json")
-            .header(IDEMPOTENCY_KEY, &notification.ticket_id)
-            .header(TICKET_HEADER, &notification.ticket_id)
-            .header(FENCING_TOKEN_HEADER, notification.fencing_token.to_string())
-            .header(
-                TIMESTAMP_HEADER,
-                (assetscan_domain::ticket::now_ms() / 1000).to_string(),
-            )
-            .header(
-                SIGNATURE_HEADER,
-                format!("sha256={}", self.signer.sign(&body)),
-            )
-            .body(body);
+        let timestamp = assetscan_domain::ticket::now_ms() / 1000;
+        let signature = self
+            .signer
+            .headers(&notification.ticket_id, timestamp, &body);
+        let request = signature.into_iter().fold(
+            self.http
+                .post(self.url.url())
+                .header(CONTENT_TYPE, "application/json")
+                .header(IDEMPOTENCY_KEY, &notification.ticket_id)
+                .header(TICKET_HEADER, &notification.ticket_id)
+                .header(FENCING_TOKEN_HEADER, notification.fencing_token.to_string()),
+            |request, (name, value)| request.header(name, value),
+        );
+        let request = request.body(body);
         let reply = self.http.send(request).await?.success()?;
-        let excerpt = reply.excerpt();
-        Ok(match excerpt.is_empty() {
-            true => format!("HTTP {}", reply.status.as_u16()),
-            false => format!("HTTP {}: {excerpt}", reply.status.as_u16()),
-        })
-    }
-}
-
-/// An HMAC-SHA256 keyed once with the configured secret. Its `Debug` hides
-/// the keyed state.
-#[derive(Clone)]
-struct Signer(Hmac<Sha256>);
-
-impl Signer {
-    fn new(key: &Secret) -> Result<Signer, ProviderConfigError> {
-        <Hmac<Sha256> as KeyInit>::new_from_slice(key.expose().as_bytes())
-            .map(Signer)
-            .map_err(|e| ProviderConfigError::invalid(PROVIDER, "secretFrom", e.to_string()))
-    }
-
-    /// Hex HMAC-SHA256 of `body`. Receivers compute the same over the raw
-    /// bytes they received and compare in constant time.
-    fn sign(&self, body: &[u8]) -> String {
-        let mut mac = self.0.clone();
-        mac.update(body);
-        hex::encode(mac.finalize().into_bytes())
-    }
-}
-
-impl std::fmt::Debug for Signer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Signer(***)")
+        // The receipt lands in the AssetScanReport a tenant reads: the
+        // status only, the receiver's words to the operator's log.
+        tracing::debug!(status = reply.status.as_u16(), answer = %reply.excerpt(), "webhook delivered");
+        Ok(format!("HTTP {}", reply.status.as_u16()))
     }
 }
 
@@ -143,14 +116,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn signature_matches_rfc_4231_case_2() {
-        // RFC 4231 test case 2: key "Jefe", data "what do ya want for nothing?".
-        let signer = Signer::new(&Secret::new("Jefe")).unwrap();
-        let sig = signer.sign(b"what do ya want for nothing?");
-        assert_eq!(format!("{signer:?}"), "Signer(***)");
-        assert_eq!(
-            sig,
-            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    fn legacy_signature_is_an_opt_in_key_of_the_channel() {
+        let parse = |yaml: &str| crate::yaml::from_str::<WebhookConfig>(yaml);
+        let config = parse("{urlFrom: {env: U}, secretFrom: {env: S}, timeout: 2s}").unwrap();
+        assert!(!config.legacy_signature);
+        let config =
+            parse("{urlFrom: {env: U}, secretFrom: {env: S}, legacySignature: true}").unwrap();
+        assert!(config.legacy_signature);
+        assert!(
+            parse("{urlFrom: {env: U}, secretFrom: {env: S}, legacySignatures: true}").is_err()
         );
     }
 }

@@ -16,6 +16,7 @@ use super::error::NotifyError;
 use super::message::{
     finding_line, headline, known_exploited, origin_line, ticket_line, top_findings,
 };
+use super::untrusted;
 use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url};
@@ -99,29 +100,31 @@ impl WeComNotifier {
 
 /// The message, most important first so that truncation to
 /// [`MAX_CONTENT_BYTES`] cuts the tail of the findings, never the ticket id.
+/// Every line's text is escaped ([`untrusted::wecom`]); only the template
+/// adds markup.
 fn markdown(n: &Notification) -> String {
     let mut text = format!(
         "## <font color=\"warning\">{}</font>\n> {}\n",
-        headline(n),
-        ticket_line(n)
+        untrusted::wecom(&headline(n)),
+        untrusted::wecom(&ticket_line(n))
     );
     if let Some(origin) = origin_line(n) {
-        text.push_str(&format!("> {origin}\n"));
+        text.push_str(&format!("> {}\n", untrusted::wecom(&origin)));
     }
     if !known_exploited(n).is_empty() {
         text.push_str(&format!(
             "> known exploited: {}\n",
-            known_exploited(n).join(", ")
+            untrusted::wecom(&known_exploited(n).join(", "))
         ));
     }
     text.push_str("\n**Why**\n");
     for reason in &n.risk.reasons {
-        text.push_str(&format!("- {reason}\n"));
+        text.push_str(&format!("- {}\n", untrusted::wecom(reason)));
     }
     if !top_findings(n).is_empty() {
         text.push_str("\n**Top findings**\n");
         for f in top_findings(n) {
-            text.push_str(&format!("- {}\n", finding_line(f)));
+            text.push_str(&format!("- {}\n", untrusted::wecom(&finding_line(f))));
         }
     }
     truncate_bytes(&text, MAX_CONTENT_BYTES)

@@ -22,6 +22,14 @@ pub enum OnlineError {
 }
 
 impl OnlineError {
+    /// Without the provider's answer (see [`HttpError::summary`]).
+    pub fn summary(&self) -> String {
+        match self {
+            OnlineError::Http(e) => e.summary(),
+            other => other.to_string(),
+        }
+    }
+
     pub fn is_retryable(&self) -> bool {
         match self {
             OnlineError::InvalidTarget(_) | OnlineError::Refused { .. } => false,

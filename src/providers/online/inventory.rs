@@ -38,8 +38,11 @@ impl InventoryProbe {
         })
     }
 
-    /// `id` is the asset's id in the inventory.
+    /// `id` is the asset's id in the inventory: one path segment below
+    /// `baseUrl` (checked again here, whatever built the target).
     pub async fn check(&self, id: &str) -> Result<bool, OnlineError> {
+        assetscan_domain::reference::segment(id)
+            .map_err(|e| OnlineError::InvalidTarget(format!("inventoryRef: {e}")))?;
         #[derive(Deserialize)]
         struct Answer {
             online: bool,

@@ -93,6 +93,26 @@ mod tests {
         assert!(crate::yaml::from_str::<OnlineConfig>(typo).is_err());
     }
 
+    /// `..` would make `GET <base>/assets/..` (the segment dropped by URL
+    /// normalisation, another path of the inventory API): refused before
+    /// any request, whatever built the target.
+    #[tokio::test]
+    async fn an_inventory_id_stays_one_segment() {
+        let config: OnlineConfig =
+            crate::yaml::from_str("{inventory: {baseUrl: 'http://127.0.0.1:9/api'}}").unwrap();
+        let probe = OnlineProbe::from_config(&config).unwrap();
+        for id in ["..", ".", "a/b", "%2e%2e", ""] {
+            let err = probe
+                .is_online(&Target::Inventory { id: id.into() })
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, OnlineError::InvalidTarget(_)),
+                "{id:?}: {err}"
+            );
+        }
+    }
+
     fn tcp(host: &str, ports: Vec<u16>) -> Target {
         Target::Tcp {
             host: host.into(),

@@ -13,6 +13,14 @@ pub enum VulnError {
 }
 
 impl VulnError {
+    /// Without the provider's answer (see [`HttpError::summary`]).
+    pub fn summary(&self) -> String {
+        match self {
+            VulnError::Http(e) => e.summary(),
+            other => other.to_string(),
+        }
+    }
+
     pub fn is_retryable(&self) -> bool {
         match self {
             VulnError::TooManyPages { .. } => false,

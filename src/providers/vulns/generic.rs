@@ -108,11 +108,19 @@ impl GenericVulnClient {
         let mut findings = Vec::new();
         for entry in response.vulnerabilities {
             if entry.id.trim().is_empty() {
-                return Err(reply.malformed("a vulnerability without an id").into());
+                return Err(reply
+                    .malformed(
+                        "a vulnerability without an id",
+                        "a vulnerability without an id",
+                    )
+                    .into());
             }
             if let Some(cvss) = entry.cvss.filter(|c| !(0.0..=10.0).contains(c)) {
                 return Err(reply
-                    .malformed(format!("{}: cvss {cvss} is outside 0..10", entry.id))
+                    .malformed(
+                        "a CVSS score outside 0..10",
+                        format!("{}: cvss {cvss} is outside 0..10", entry.id),
+                    )
                     .into());
             }
             if seen.insert(entry.id.clone()) {

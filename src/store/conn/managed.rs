@@ -65,21 +65,36 @@ pub(super) enum Endpoint {
 }
 
 impl Endpoint {
-    async fn connect(&self, config: &AsyncConnectionConfig) -> RedisResult<MultiplexedConnection> {
-        match self {
-            Endpoint::Fixed(client) => {
-                client
-                    .get_multiplexed_async_connection_with_config(config)
-                    .await
+    /// A new connection, and the address of the node it goes to.
+    async fn connect(
+        &self,
+        config: &AsyncConnectionConfig,
+    ) -> RedisResult<(MultiplexedConnection, Arc<str>)> {
+        let client = match self {
+            Endpoint::Fixed(client) => client.clone(),
+            Endpoint::Sentinel { .. } => self.named_master().await?,
+        };
+        let node = Arc::from(client.get_connection_info().addr().to_string());
+        let conn = client
+            .get_multiplexed_async_connection_with_config(config)
+            .await?;
+        Ok((conn, node))
+    }
+
+    /// A client of the master the sentinels name now (the `redis` crate
+    /// checks that the node agrees it is the master); the fixed client
+    /// otherwise.
+    /// Boxed: the `redis` crate's lookup is a deep future, and the
+    /// background task that awaits it must be provably `Send`.
+    fn named_master(&self) -> futures::future::BoxFuture<'_, RedisResult<Client>> {
+        Box::pin(async move {
+            match self {
+                Endpoint::Fixed(client) => Ok(client.clone()),
+                Endpoint::Sentinel { sentinels, .. } => {
+                    sentinels.lock().await.async_get_client().await
+                }
             }
-            Endpoint::Sentinel { sentinels, .. } => {
-                sentinels
-                    .lock()
-                    .await
-                    .get_async_connection_with_config(config)
-                    .await
-            }
-        }
+        })
     }
 }
 
@@ -115,6 +130,8 @@ struct Current {
     /// old one does not throw the new one away.
     id: u64,
     conn: MultiplexedConnection,
+    /// The address of the node it talks to (`host:port`).
+    node: Arc<str>,
 }
 
 struct Failure {
@@ -190,14 +207,14 @@ impl Managed {
         let attempt = self.shared.endpoint.connect(&self.shared.config);
         let result = match tokio::time::timeout(self.shared.timeout, attempt).await {
             Ok(result) => result,
-            Err(_) => Err(RedisError::from(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("no connection within {:?}", self.shared.timeout),
+            Err(_) => Err(timed_out(format!(
+                "no connection within {:?}",
+                self.shared.timeout
             ))),
         };
         let mut state = self.state();
         match result {
-            Ok(conn) => {
+            Ok((conn, node)) => {
                 if state.failure.take().is_some() {
                     info!(redis = %self.shared.target, "connected to redis again");
                 }
@@ -205,6 +222,7 @@ impl Managed {
                 let current = Current {
                     id: state.next_id,
                     conn,
+                    node,
                 };
                 state.current = Some(current.clone());
                 Ok(current)
@@ -235,7 +253,7 @@ impl Managed {
         F: Future<Output = RedisResult<T>>,
     {
         let once = async || {
-            let Current { id, conn } = self.connection().await?;
+            let Current { id, conn, .. } = self.connection().await?;
             let result = send(conn).await;
             self.check(id, &result);
             result
@@ -259,6 +277,29 @@ impl Managed {
         }
     }
 
+    /// The address of the node the live connection talks to, if there is
+    /// one.
+    pub(super) fn node(&self) -> Option<Arc<str>> {
+        self.current().map(|c| c.node)
+    }
+
+    /// Whether `node` is the master the sentinels name now, bounded by the
+    /// timeout; a fixed endpoint has nobody else to name a master, so yes.
+    pub(super) async fn is_named_master(&self, node: &str) -> RedisResult<bool> {
+        if matches!(self.shared.endpoint, Endpoint::Fixed(_)) {
+            return Ok(true);
+        }
+        let named = tokio::time::timeout(self.shared.timeout, self.shared.endpoint.named_master())
+            .await
+            .map_err(|_| {
+                timed_out(format!(
+                    "no sentinel answered within {:?}",
+                    self.shared.timeout
+                ))
+            })??;
+        Ok(*named.get_connection_info().addr().to_string() == *node)
+    }
+
     /// Drops connection `id` if `result` shows it unusable.
     fn check<T>(&self, id: u64, result: &RedisResult<T>) {
         let Err(error) = result else {
@@ -272,6 +313,11 @@ impl Managed {
             state.current = None;
         }
     }
+}
+
+/// An attempt that did not finish in time, as an I/O timeout.
+fn timed_out(what: String) -> RedisError {
+    RedisError::from(std::io::Error::new(std::io::ErrorKind::TimedOut, what))
 }
 
 /// Whether a command's error means the connection must be replaced: it broke

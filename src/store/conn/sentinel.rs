@@ -81,6 +81,16 @@ impl SentinelTarget {
         })
     }
 
+    /// `rediss+sentinel://`: TLS to the sentinels and the master.
+    pub(super) fn is_tls(&self) -> bool {
+        self.tls
+    }
+
+    /// A password in the URL (for the master, unless the flags give one).
+    pub(super) fn has_password(&self) -> bool {
+        self.credentials.password.is_some()
+    }
+
     pub(super) fn db(&self) -> i64 {
         self.db
     }

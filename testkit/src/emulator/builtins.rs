@@ -90,13 +90,34 @@ pub fn kinds() -> Vec<ResourceType> {
         ".metadata.creationTimestamp",
     )];
 
-    vec![ns, cm, secret, core_event, events_v1, lease, crd]
+    let mut account = ResourceType::builtin("", "v1", "ServiceAccount", "serviceaccounts", true);
+    account.short_names = vec!["sa".into()];
+    let rbac = "rbac.authorization.k8s.io";
+    let mut role = ResourceType::builtin(rbac, "v1", "ClusterRole", "clusterroles", false);
+    role.printer_columns = vec![column(
+        "Created At",
+        "string",
+        ".metadata.creationTimestamp",
+    )];
+    let mut binding = ResourceType::builtin(
+        rbac,
+        "v1",
+        "ClusterRoleBinding",
+        "clusterrolebindings",
+        false,
+    );
+    binding.printer_columns = vec![column("Role", "string", ".roleRef.name"), age_column()];
+
+    vec![
+        ns, cm, secret, core_event, events_v1, lease, crd, account, role, binding,
+    ]
 }
 
 /// Built-in kinds must decode as their Go types do: a `stringData` value
 /// that is not a string is a 400, not silently stored. The k8s-openapi
 /// types stand in for the Go structs.
 pub fn decode_check(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
     use k8s_openapi::api::{coordination::v1::Lease, core::v1, events::v1::Event as EventV1};
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     fn check<T: serde::de::DeserializeOwned>(obj: &Value) -> Result<(), String> {
@@ -109,6 +130,9 @@ pub fn decode_check(rt: &ResourceType, obj: &Value) -> Result<(), ApiError> {
         ("", "events") => check::<v1::Event>(obj),
         ("events.k8s.io", "events") => check::<EventV1>(obj),
         ("coordination.k8s.io", "leases") => check::<Lease>(obj),
+        ("", "serviceaccounts") => check::<v1::ServiceAccount>(obj),
+        ("rbac.authorization.k8s.io", "clusterroles") => check::<ClusterRole>(obj),
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => check::<ClusterRoleBinding>(obj),
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             check::<CustomResourceDefinition>(obj)
         }

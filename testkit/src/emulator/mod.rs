@@ -48,16 +48,23 @@
 //!
 //! # Not emulated
 //!
-//! * Authentication, authorization (RBAC), admission webhooks, API priority
-//!   and fairness (429s only come from fault injection), audit.
+//! * Authentication and authorization of the emulator's own callers (every
+//!   request is served), admission webhooks, API priority and fairness
+//!   (429s only come from fault injection), audit. What it answers other
+//!   servers that delegate to it is emulated (see `access`): ServiceAccount
+//!   tokens from the TokenRequest subresource, TokenReview, and
+//!   SubjectAccessReview evaluated on ClusterRoles and ClusterRoleBindings
+//!   (no Roles, RoleBindings or aggregated roles; the reviews are not
+//!   listed in discovery).
 //! * Controllers: no scheduler or kubelet. The garbage collector finds
 //!   owners by uid alone and ignores `blockOwnerDeletion` (see `gc`). The
 //!   namespace controller is emulated (deleting a namespace deletes its
 //!   contents), and so is CRD cleanup (deleting a CRD deletes its objects at
 //!   once, without waiting for their finalizers).
 //! * Built-in kinds other than Namespaces, ConfigMaps, Secrets, core/v1 and
-//!   events.k8s.io/v1 Events (one storage, two representations), Leases and
-//!   CustomResourceDefinitions. Built-ins are not schema-validated, except
+//!   events.k8s.io/v1 Events (one storage, two representations), Leases,
+//!   CustomResourceDefinitions, ServiceAccounts, ClusterRoles and
+//!   ClusterRoleBindings. Built-ins are not schema-validated, except
 //!   for the events.k8s.io/v1 Event rules (required fields on create,
 //!   immutable fields on update).
 //! * Strategic merge patch on built-ins is applied as a JSON merge patch (no
@@ -106,6 +113,7 @@ mod discovery;
 mod fieldmanager;
 mod fieldset;
 mod keys;
+mod rbac;
 mod registry;
 mod resources;
 mod schema;
@@ -129,7 +137,9 @@ mod read;
 mod request;
 mod update;
 mod watch;
-// Serving: what the tasks share, the garbage collector, HTTP.
+// Serving: what the tasks share, the garbage collector, HTTP, and the
+// reviews the API server answers for other servers.
+mod access;
 mod gc;
 mod paths;
 mod respond;

@@ -16,6 +16,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
+use super::access;
 use super::create;
 use super::deletion;
 use super::discovery;
@@ -119,6 +120,11 @@ async fn answer(
             None => error_response(&ApiError::UnknownResource),
         }
     };
+    if let Route::Resource(target) = &route
+        && let Some(reviewed) = access::answer(shared, &method, target, body)
+    {
+        return reviewed;
+    }
     match route {
         Route::Version => get_only(&|| Some(discovery::version())),
         Route::Health => (StatusCode::OK, "ok").into_response(),

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use super::error::ApiError;
+use super::rbac::Tokens;
 use super::registry::Registry;
 use super::store::Store;
 
@@ -19,6 +20,8 @@ pub struct State {
     pub store: Store,
     /// Bumped when the set of served resources changes (OpenAPI hash).
     pub generation: u64,
+    /// The ServiceAccount tokens issued through TokenRequest.
+    pub tokens: Tokens,
 }
 
 impl State {
@@ -30,6 +33,7 @@ impl State {
             registry: Registry::default(),
             store: Store::new(watch_history, write_history),
             generation: 1,
+            tokens: Tokens::new(),
         }
     }
 

@@ -26,9 +26,20 @@ impl SentinelGroup {
     /// every sentinel sees the replica and the two other sentinels (so a
     /// failover can be agreed and has a replica to promote).
     pub fn start() -> Result<SentinelGroup, FixtureError> {
+        Self::start_with_replicas(1)
+    }
+
+    /// [`SentinelGroup::start`] with `replicas` replicas; none is a
+    /// Sentinel in front of one data node (discovery only).
+    pub fn start_with_replicas(replicas: usize) -> Result<SentinelGroup, FixtureError> {
         let master = RedisServer::start()?;
-        let replica = RedisServer::start()?;
-        replica.command(&["REPLICAOF", "127.0.0.1", &master.port().to_string()])?;
+        let mut nodes = vec![master];
+        for _ in 0..replicas {
+            let replica = RedisServer::start()?;
+            replica.command(&["REPLICAOF", "127.0.0.1", &nodes[0].port().to_string()])?;
+            nodes.push(replica);
+        }
+        let master = &nodes[0];
         let config = format!(
             "sentinel monitor {MASTER_NAME} 127.0.0.1 {port} 2\n\
              sentinel down-after-milliseconds {MASTER_NAME} {down}\n\
@@ -45,16 +56,14 @@ impl SentinelGroup {
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let group = SentinelGroup {
-            nodes: vec![master, replica],
-            sentinels,
-        };
-        group.wait_until("the sentinels to see the replica and each other", || {
+        let group = SentinelGroup { nodes, sentinels };
+        let replicas = replicas.to_string();
+        group.wait_until("the sentinels to see the replicas and each other", || {
             Ok(group.sentinels.iter().all(|s| {
                 let info: Result<std::collections::HashMap<String, String>, _> =
                     s.query(redis::cmd("SENTINEL").arg("MASTER").arg(MASTER_NAME));
                 info.is_ok_and(|m| {
-                    m.get("num-slaves").map(String::as_str) == Some("1")
+                    m.get("num-slaves") == Some(&replicas)
                         && m.get("num-other-sentinels").map(String::as_str) == Some("2")
                 })
             }))
@@ -161,6 +170,24 @@ impl SentinelGroup {
             node.kill();
         }
         self.wait_for_new_master(old)
+    }
+
+    /// Starts the node on `port` again after [`SentinelGroup::kill_master`]
+    /// (empty: no persistence) and makes it a replica of the current master
+    /// at once, as the sentinels would at their next look; returns once it
+    /// finished its sync.
+    pub fn revive(&mut self, port: u16) -> Result<(), FixtureError> {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.port() == port)
+            .ok_or_else(|| FixtureError::Command {
+                what: format!("restart port {port}"),
+                detail: "not a node of this group".into(),
+            })?;
+        node.restart()?;
+        self.reconfigure_now(port)?;
+        self.wait_demoted(port)
     }
 
     /// Makes the node on `port` deaf to the sentinels' reconfiguration, as

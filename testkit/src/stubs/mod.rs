@@ -14,6 +14,7 @@ pub mod inventory;
 pub mod kev;
 pub mod osv;
 pub mod peak;
+pub mod sbom;
 pub mod server;
 pub mod sink;
 pub mod slack;
@@ -25,6 +26,7 @@ pub use fixtures::{FixtureDataError, Fixtures};
 pub use inventory::InventoryStub;
 pub use kev::KevStub;
 pub use osv::OsvStub;
+pub use sbom::SbomStub;
 pub use server::{Fault, Faults, StubServer};
 pub use sink::{Delivery, WebhookSink};
 pub use slack::SlackStub;
@@ -33,6 +35,9 @@ pub use wecom::WeComStub;
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
+
+/// The `maxBodyBytes` of the stub SBOM source in the stubs' config.
+pub const SBOM_MAX_BODY_BYTES: usize = 256 * 1024;
 
 /// Provider calls so far, per stub route ([`ProviderStubs::counters`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -73,11 +78,13 @@ pub struct ProviderStubs {
     pub sink: WebhookSink,
     pub wecom: WeComStub,
     pub slack: SlackStub,
+    /// The SBOM source `artifacts` (empty until a test puts documents).
+    pub sbom: SbomStub,
 }
 
 impl ProviderStubs {
-    /// The sink's HMAC secret.
-    pub const WEBHOOK_SECRET: &'static str = "assetscan-test-webhook-secret";
+    /// The sink's Standard Webhooks secret (the base64 of 32 bytes).
+    pub const WEBHOOK_SECRET: &'static str = "whsec_YXNzZXRzY2FuLXRlc3Qtd2ViaG9vay1zZWNyZXQtMzI=";
     /// The WeCom robot's key.
     pub const WECOM_KEY: &'static str = "693a91f6-7xxx-4bc4-97a0-0ec2sifa5aaa";
 
@@ -100,8 +107,12 @@ impl ProviderStubs {
             sink: WebhookSink::start(Self::WEBHOOK_SECRET).await?,
             wecom: WeComStub::start(Self::WECOM_KEY).await?,
             slack: SlackStub::start().await?,
+            sbom: SbomStub::start().await?,
         })
     }
+
+    /// The `maxBodyBytes` of the stub SBOM source in the stubs' config.
+    pub const SBOM_MAX_BODY_BYTES: usize = 256 * 1024;
 
     /// Provider calls so far, per stub route.
     pub fn counters(&self) -> StubCounters {
@@ -128,6 +139,7 @@ impl ProviderStubs {
             &*self.sink,
             &*self.wecom,
             &*self.slack,
+            &*self.sbom,
         ]
         .iter()
         .flat_map(|stub| stub.call_times())
@@ -156,8 +168,9 @@ impl ProviderStubs {
 
     /// Writes the channel secrets as files into `dir` and returns the
     /// operator's `providers` config section (YAML) pointing at the stubs:
-    /// the inventory (the TCP probe needs no stub), OSV, KEV, EPSS, and
-    /// channels `webhook`, `wecom` and `slack`.
+    /// the inventory (the TCP probe needs no stub), OSV, KEV, EPSS,
+    /// channels `webhook`, `wecom` and `slack`, and the SBOM source
+    /// `artifacts` (1 s timeout, [`SBOM_MAX_BODY_BYTES`]).
     pub fn write_config(&self, dir: &Path) -> std::io::Result<String> {
         self.write_channels_config(dir, "")
     }
@@ -195,12 +208,15 @@ notifications:
   {channel_prefix}webhook: {{kind: webhook, urlFrom: {{file: "{webhook_url}"}}, secretFrom: {{file: "{webhook_secret}"}}}}
   {channel_prefix}wecom: {{kind: wecom, baseUrl: "{wecom}", keyFrom: {{file: "{wecom_key}"}}}}
   {channel_prefix}slack: {{kind: slack, urlFrom: {{file: "{slack_url}"}}}}
+sbomSources:
+  artifacts: {{baseUrl: "{sbom}", timeout: 1s, maxBodyBytes: {SBOM_MAX_BODY_BYTES}}}
 "#,
             inventory = self.inventory.url(),
             osv = self.osv.url(),
             kev = self.kev.feed_url(),
             epss = self.epss.url(),
             wecom = self.wecom.url(),
+            sbom = self.sbom.base_url(),
         ))
     }
 }

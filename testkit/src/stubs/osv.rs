@@ -32,6 +32,10 @@ pub struct OsvState {
     page_size: Option<usize>,
     canned: Option<Value>,
     requests: Vec<Value>,
+    /// Queries (packages asked about) over every querybatch request.
+    queries: u64,
+    /// Keep no request bodies (a long run would hold every one).
+    forget_requests: bool,
 }
 
 pub type OsvStub = Stub<OsvState>;
@@ -129,6 +133,19 @@ impl OsvStub {
         self.state().requests.clone()
     }
 
+    /// Packages asked about over every querybatch request so far.
+    pub fn queries_received(&self) -> u64 {
+        self.state().queries
+    }
+
+    /// Stops keeping request bodies ([`OsvStub::querybatch_requests`] stays
+    /// empty); the counts go on.
+    pub fn forget_requests(&self) {
+        let mut state = self.state();
+        state.forget_requests = true;
+        state.requests.clear();
+    }
+
     pub fn querybatch_calls(&self) -> u64 {
         self.calls(QUERYBATCH_ROUTE)
     }
@@ -159,7 +176,10 @@ async fn querybatch(State(state): State<Shared<OsvState>>, body: Bytes) -> Respo
         return error(StatusCode::BAD_REQUEST, 3, "invalid JSON");
     };
     let mut state = lock(&state);
-    state.requests.push(request.clone());
+    state.queries += request["queries"].as_array().map_or(0, |q| q.len() as u64);
+    if !state.forget_requests {
+        state.requests.push(request.clone());
+    }
     if let Some(canned) = &state.canned {
         return Json(canned.clone()).into_response();
     }

@@ -5,10 +5,13 @@
 //! back as `{}`), pages with `next_page_token` (re-sending only the queries
 //! that carried one), then `GET /v1/vulns/{id}` fetches each distinct record,
 //! a few at a time, to score it ([`record`]). Scored records are kept by id
-//! and `modified` ([`cache`]), so an unchanged record is fetched once.
+//! and `modified` ([`cache`]), so an unchanged record is fetched once; the
+//! answer for each package is kept for `lookupWindow` ([`lookups`]), so the
+//! same package on many assets is asked about once per window.
 
 mod batch;
 mod cache;
+mod lookups;
 mod record;
 
 use super::error::VulnError;
@@ -20,12 +23,13 @@ use assetscan_domain::ticket::{Finding, VulnFacts};
 use batch::{BatchRequest, BatchResponse, Query};
 use cache::RecordCache;
 use futures::stream::{self, StreamExt, TryStreamExt};
+use lookups::{LookupCache, Vulns};
 use record::{OsvRecord, Scored, score};
 use reqwest::Url;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 const PROVIDER: &str = "osv";
 
@@ -53,6 +57,13 @@ pub struct OsvConfig {
     /// Scored records kept in memory by id + `modified`; 0 disables. When
     /// full, the cache starts over. Default 10000.
     pub cache_capacity: usize,
+    /// How long the answer for a package (which ids affect it) is reused
+    /// by every asset's run: `0s` asks for each run. Default `10m`.
+    #[serde(deserialize_with = "crate::duration::config")]
+    pub lookup_window: Duration,
+    /// Packages whose answer is kept; when full, expired answers go first,
+    /// then all. Default 50000.
+    pub lookup_capacity: usize,
 }
 
 impl Default for OsvConfig {
@@ -65,6 +76,8 @@ impl Default for OsvConfig {
             batch_size: 1000,
             max_pages: 20,
             cache_capacity: 10_000,
+            lookup_window: Duration::from_secs(600),
+            lookup_capacity: 50_000,
         }
     }
 }
@@ -79,6 +92,7 @@ pub struct OsvClient {
     batch_size: usize,
     max_pages: u32,
     cache: RecordCache,
+    lookups: LookupCache,
 }
 
 impl OsvClient {
@@ -103,6 +117,7 @@ impl OsvClient {
             batch_size: in_range("batchSize", config.batch_size, 1000)?,
             max_pages,
             cache: RecordCache::new(config.cache_capacity),
+            lookups: LookupCache::new(config.lookup_window, config.lookup_capacity),
         })
     }
 
@@ -119,58 +134,73 @@ impl OsvClient {
     }
 
     /// Distinct vulnerability ids over all packages, with the packages each
-    /// one matched.
+    /// one matched: from the answers of the window, and for the other
+    /// packages from `querybatch`, whose answers are kept for the window.
     async fn find_hits(&self, software: &[Package]) -> Result<BTreeMap<String, Hit>, VulnError> {
-        let url = join_path(&self.base, &["v1", "querybatch"]);
         let mut hits: BTreeMap<String, Hit> = BTreeMap::new();
-        for batch in software.chunks(self.batch_size) {
-            // Queries still to send, with the page token each one carries.
-            let mut pending: Vec<(&Package, Option<String>)> =
-                batch.iter().map(|s| (s, None)).collect();
-            let mut pages = 0;
-            while !pending.is_empty() {
-                pages += 1;
-                if pages > self.max_pages {
-                    return Err(VulnError::TooManyPages {
-                        provider: PROVIDER,
-                        pages: self.max_pages,
-                    });
-                }
-                let request = BatchRequest {
-                    queries: pending
-                        .iter()
-                        .map(|(s, token)| Query::new(s, token.as_deref()))
-                        .collect(),
-                };
-                let reply = self
-                    .http
-                    .send(self.http.post(url.clone()).json(&request))
-                    .await?
-                    .success()?;
-                let response: BatchResponse = reply.json()?;
-                if response.results.len() != pending.len() {
-                    let reason = format!(
-                        "{} results for {} queries",
-                        response.results.len(),
-                        pending.len()
-                    );
-                    return Err(reply.malformed(reason).into());
-                }
-                let mut next = Vec::new();
-                for ((software, _), result) in pending.into_iter().zip(response.results) {
-                    for vuln in result.vulns {
-                        let hit = hits.entry(vuln.id).or_default();
-                        hit.packages.insert(software.to_string());
-                        hit.modified = vuln.modified;
-                    }
-                    if let Some(token) = result.next_page_token.filter(|t| !t.is_empty()) {
-                        next.push((software, Some(token)));
-                    }
-                }
-                pending = next;
+        let mut unknown = Vec::new();
+        for package in software {
+            match self.lookups.get(&package.to_string()) {
+                Some(vulns) => add_hits(&mut hits, package, &vulns),
+                None => unknown.push(package),
+            }
+        }
+        for batch in unknown.chunks(self.batch_size) {
+            let asked = Instant::now();
+            for (package, vulns) in batch.iter().zip(self.ask(batch).await?) {
+                add_hits(&mut hits, package, &vulns);
+                self.lookups.put(package.to_string(), asked, vulns);
             }
         }
         Ok(hits)
+    }
+
+    /// One batch's answers, one per package in order, every page read.
+    async fn ask(&self, batch: &[&Package]) -> Result<Vec<Vulns>, VulnError> {
+        let url = join_path(&self.base, &["v1", "querybatch"]);
+        let mut found: Vec<Vec<(String, Option<String>)>> = vec![Vec::new(); batch.len()];
+        // Queries still to send: the package's index, its page token.
+        let mut pending: Vec<(usize, Option<String>)> =
+            (0..batch.len()).map(|i| (i, None)).collect();
+        let mut pages = 0;
+        while !pending.is_empty() {
+            pages += 1;
+            if pages > self.max_pages {
+                return Err(VulnError::TooManyPages {
+                    provider: PROVIDER,
+                    pages: self.max_pages,
+                });
+            }
+            let request = BatchRequest {
+                queries: pending
+                    .iter()
+                    .map(|(i, token)| Query::new(batch[*i], token.as_deref()))
+                    .collect(),
+            };
+            let reply = self
+                .http
+                .send(self.http.post(url.clone()).json(&request))
+                .await?
+                .success()?;
+            let response: BatchResponse = reply.json()?;
+            if response.results.len() != pending.len() {
+                let reason = format!(
+                    "{} results for {} queries",
+                    response.results.len(),
+                    pending.len()
+                );
+                return Err(reply.malformed("not one result per query", reason).into());
+            }
+            let mut next = Vec::new();
+            for ((i, _), result) in pending.into_iter().zip(response.results) {
+                found[i].extend(result.vulns.into_iter().map(|v| (v.id, v.modified)));
+                if let Some(token) = result.next_page_token.filter(|t| !t.is_empty()) {
+                    next.push((i, Some(token)));
+                }
+            }
+            pending = next;
+        }
+        Ok(found.into_iter().map(Vulns::from).collect())
     }
 
     async fn finding(&self, id: String, hit: Hit) -> Result<Finding, VulnError> {
@@ -199,10 +229,22 @@ impl OsvClient {
         let record: OsvRecord = reply.json()?;
         if record.id != id {
             return Err(reply
-                .malformed(format!("asked for {id}, got {}", record.id))
+                .malformed(
+                    "another record than the one asked for",
+                    format!("asked for {id}, got {}", record.id),
+                )
                 .into());
         }
         Ok(score(&record))
+    }
+}
+
+/// Records that `package` is affected by each of `vulns`.
+fn add_hits(hits: &mut BTreeMap<String, Hit>, package: &Package, vulns: &Vulns) {
+    for (id, modified) in vulns.iter() {
+        let hit = hits.entry(id.clone()).or_default();
+        hit.packages.insert(package.to_string());
+        hit.modified.clone_from(modified);
     }
 }
 

@@ -1,0 +1,76 @@
+//! `make upgrade-test`: a rolling upgrade from the previous release to
+//! this tree, and a rollback, with scans and alerts in flight, checked by
+//! the chaos checker ([`crate::check`]) over the history the run records.
+//!
+//! The phases, on the API emulator or on the cluster a kubeconfig names:
+//! 1. the previous release's CRDs; three replicas of its operator; a
+//!    first batch of AssetScans created, scanned and notified (high risks
+//!    through the webhook receiver, which records every delivery);
+//! 2. this tree's CRDs;
+//! 3. the replicas replaced one by one with this tree's, as a rollout
+//!    does (SIGTERM, then the new pod), new AssetScans created all along;
+//!    each step waits until the new replica has claimed a run in the
+//!    shared Redis, so both versions run side by side;
+//! 4. one replica rolled back to the previous release, then forward again;
+//! 5. every run settles; the history is checked, and every object is
+//!    validated under both releases' CRDs.
+//!
+//! `--inject` makes it fail on purpose: this tree's replicas taking
+//! another lock for the same object (another Redis key prefix), or
+//! skipping the legacy lock (`redis.identityBridge: false`, so only the
+//! namespaced lock), or this tree's CRD requiring a new field.
+
+mod cluster;
+mod phases;
+pub mod release;
+mod report;
+mod setup;
+pub mod validate;
+
+pub use report::Verdict;
+
+use std::path::PathBuf;
+
+/// A violation made on purpose, to show the run fails on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inject {
+    /// This tree's replicas use another Redis key prefix: another lock,
+    /// fence and ticket for the same AssetScan.
+    DifferentLock,
+    /// This tree's replicas run with the bridge off: they take only the
+    /// namespaced lock, not the legacy one the previous release takes.
+    NoBridge,
+    /// This tree's AssetScan CRD requires a new spec field.
+    RequiredField,
+}
+
+/// The Redis key prefix of the replicas under [`Inject::DifferentLock`].
+pub const OTHER_PREFIX: &str = "ascx";
+
+/// What an upgrade run is given.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub previous_commit: String,
+    /// The previous release's source tree (its `crds/` and `lua/`).
+    pub previous_tree: PathBuf,
+    pub previous_operator: PathBuf,
+    /// This tree's root and operator binary.
+    pub tree: PathBuf,
+    pub operator: PathBuf,
+    /// A real cluster; the API emulator when absent.
+    pub kubeconfig: Option<PathBuf>,
+    pub inject: Option<Inject>,
+    /// AssetScans of the first batch; as many more are created during the
+    /// rollout.
+    pub objects: usize,
+    /// Where to write the objects the previous release's operator wrote
+    /// (the fixtures of the CRD compatibility test).
+    pub capture: Option<PathBuf>,
+    /// Logs, configs and the recorded history.
+    pub dir: PathBuf,
+}
+
+/// Runs the phases, then checks and prints what was found.
+pub async fn run(options: Options) -> Result<Verdict, crate::ChaosError> {
+    phases::run(options).await
+}

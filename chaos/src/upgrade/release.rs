@@ -1,0 +1,187 @@
+//! The previous release as the repository records it: the commit the
+//! latest release section of CHANGELOG.md names, its Lua scripts compared
+//! with this tree's, and its CRDs compared with the copy kept as test
+//! fixtures. Nothing here needs a git tag.
+
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+
+/// The commit of the latest release in a CHANGELOG: the first
+/// `Commit: <40 hex>` line (the Unreleased section above it has none).
+pub fn release_commit(changelog: &str) -> Option<&str> {
+    changelog.lines().find_map(|line| {
+        let id = line.strip_prefix("Commit: ")?.get(..40)?;
+        id.chars().all(|c| c.is_ascii_hexdigit()).then_some(id)
+    })
+}
+
+/// How the Lua scripts of two trees differ, file by file (`lua/*.lua`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct ScriptChanges {
+    pub changed: Vec<String>,
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+impl ScriptChanges {
+    pub fn none(&self) -> bool {
+        self.changed.is_empty() && self.added.is_empty() && self.removed.is_empty()
+    }
+}
+
+fn scripts(dir: &Path) -> std::io::Result<BTreeSet<String>> {
+    let mut names = BTreeSet::new();
+    for entry in std::fs::read_dir(dir)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".lua") {
+            names.insert(name);
+        }
+    }
+    Ok(names)
+}
+
+/// Compares `previous/lua` with `current/lua`.
+pub fn script_changes(previous: &Path, current: &Path) -> std::io::Result<ScriptChanges> {
+    let (old_dir, new_dir) = (previous.join("lua"), current.join("lua"));
+    let (old, new) = (scripts(&old_dir)?, scripts(&new_dir)?);
+    let mut changes = ScriptChanges {
+        added: new.difference(&old).cloned().collect(),
+        removed: old.difference(&new).cloned().collect(),
+        ..ScriptChanges::default()
+    };
+    for name in old.intersection(&new) {
+        if std::fs::read(old_dir.join(name))? != std::fs::read(new_dir.join(name))? {
+            changes.changed.push(name.clone());
+        }
+    }
+    Ok(changes)
+}
+
+/// `git show <commit>:<path>` in `repo`, when the history is there (a
+/// shallow clone may not have it: `None`).
+pub fn file_at(repo: &Path, commit: &str, path: &str) -> Option<String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(repo)
+        .args(["show", &format!("{commit}:{path}")])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// How the schemas of two CRD sets differ, as paths
+/// (`<crd>/<version>:spec.policy.cvssThreshold`).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SchemaChanges {
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    /// Required in the newer set, not in the older one.
+    pub newly_required: Vec<String>,
+}
+
+/// Every property path of a CRD set's schemas, and which are required.
+fn properties(crds: &[Value]) -> (BTreeSet<String>, BTreeSet<String>) {
+    fn walk(
+        path: &str,
+        schema: &Value,
+        all: &mut BTreeSet<String>,
+        required: &mut BTreeSet<String>,
+    ) {
+        if !schema.is_object() {
+            return;
+        }
+        for name in schema["required"].as_array().into_iter().flatten() {
+            if let Some(name) = name.as_str() {
+                required.insert(format!("{path}.{name}"));
+            }
+        }
+        for (name, child) in schema["properties"].as_object().into_iter().flatten() {
+            let here = format!("{path}.{name}");
+            all.insert(here.clone());
+            walk(&here, child, all, required);
+        }
+        walk(&format!("{path}[]"), &schema["items"], all, required);
+    }
+    let (mut all, mut required) = (BTreeSet::new(), BTreeSet::new());
+    for crd in crds {
+        let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+        for version in crd["spec"]["versions"].as_array().into_iter().flatten() {
+            let root = format!("{name}/{}:", version["name"].as_str().unwrap_or_default());
+            walk(
+                &root,
+                &version["schema"]["openAPIV3Schema"],
+                &mut all,
+                &mut required,
+            );
+        }
+    }
+    (all, required)
+}
+
+/// What changed from `previous` to `current`.
+pub fn schema_changes(previous: &[Value], current: &[Value]) -> SchemaChanges {
+    let (old, old_required) = properties(previous);
+    let (new, new_required) = properties(current);
+    let clean = |set: Vec<&String>| set.into_iter().map(|p| p.replacen(":.", ":", 1)).collect();
+    SchemaChanges {
+        added: clean(new.difference(&old).collect()),
+        removed: clean(old.difference(&new).collect()),
+        newly_required: clean(new_required.difference(&old_required).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_latest_release_commit_is_the_first_named() {
+        let text = "## [Unreleased]\n\n## [0.2.0] - 2027-01-01\n\nCommit: 0123456789abcdef0123456789abcdef01234567\n\n## [0.1.0]\n\nCommit: ffffffffffffffffffffffffffffffffffffffff\n";
+        assert_eq!(
+            release_commit(text),
+            Some("0123456789abcdef0123456789abcdef01234567")
+        );
+        assert_eq!(
+            release_commit("Commit: not-hex-at-all-and-long-enough-to-be-forty"),
+            None
+        );
+        assert_eq!(release_commit("## [Unreleased]\n"), None);
+    }
+
+    #[test]
+    fn script_changes_name_each_file() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for dir in [a.path(), b.path()] {
+            std::fs::create_dir(dir.join("lua")).unwrap();
+            std::fs::write(dir.join("lua/same.lua"), "return 1").unwrap();
+        }
+        assert!(script_changes(a.path(), b.path()).unwrap().none());
+        std::fs::write(b.path().join("lua/same.lua"), "return 2").unwrap();
+        std::fs::write(b.path().join("lua/new.lua"), "return 3").unwrap();
+        let changes = script_changes(a.path(), b.path()).unwrap();
+        assert_eq!(changes.changed, vec!["same.lua"]);
+        assert_eq!(changes.added, vec!["new.lua"]);
+        assert!(changes.removed.is_empty());
+    }
+
+    #[test]
+    fn schema_changes_name_added_removed_and_required_fields() {
+        let crd = |spec: Value| {
+            serde_json::json!({"metadata": {"name": "a.x"}, "spec": {"versions": [{"name": "v1",
+                "schema": {"openAPIV3Schema": {"properties": {"spec": spec}}}}]}})
+        };
+        let old = crd(
+            serde_json::json!({"properties": {"a": {}, "b": {"items": {"properties": {"c": {}}}}}}),
+        );
+        let new =
+            crd(serde_json::json!({"required": ["d"], "properties": {"a": {}, "b": {}, "d": {}}}));
+        let changes = schema_changes(&[old], &[new]);
+        assert_eq!(changes.added, vec!["a.x/v1:spec.d"]);
+        assert_eq!(changes.removed, vec!["a.x/v1:spec.b[].c"]);
+        assert_eq!(changes.newly_required, vec!["a.x/v1:spec.d"]);
+    }
+}

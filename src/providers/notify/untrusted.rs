@@ -1,0 +1,79 @@
+//! Text a tenant (package strings, names) or a provider (OSV summaries and
+//! ids, the reasons built from them) controls, made inert for a chat
+//! channel's markup: shown as written, never as a link, a mention or
+//! formatting. Every chat line is built from such text, so each channel
+//! escapes whole lines; only its own template adds markup.
+
+/// URLs with a scheme lose it (`https://x` reads `https[://]x`), the way
+/// security tools defang indicators: no client turns them into a link.
+fn defang_urls(text: &str) -> String {
+    text.replace("://", "[://]")
+}
+
+/// Line breaks and other control characters become spaces: a string cannot
+/// start a line of its own (a heading, a quote).
+fn one_line(text: &str) -> impl Iterator<Item = char> + '_ {
+    text.chars().map(|c| if c.is_control() { ' ' } else { c })
+}
+
+/// Slack's mrkdwn: `&`, `<` and `>` as entities, which covers `<URL|text>`
+/// links and `<@U…>`, `<!channel>` mentions; one line; then URLs defanged.
+pub(super) fn slack(text: &str) -> String {
+    let escaped: String = one_line(text)
+        .map(|c| match c {
+            '&' => "&amp;".to_owned(),
+            '<' => "&lt;".to_owned(),
+            '>' => "&gt;".to_owned(),
+            c => c.to_string(),
+        })
+        .collect();
+    defang_urls(&escaped)
+}
+
+/// WeCom's markdown has no escape character, so each character it reads as
+/// markup (`[text](url)` links, `<@userid>` mentions, `<font>` tags,
+/// `**bold**`, `` `code` ``, `#` headings, `>` quotes, entities) becomes
+/// its full-width form, which reads the same and means nothing; line breaks
+/// become spaces, so a string cannot start a heading or a quote line. URLs
+/// are defanged first, so that the defang's brackets are full-width too.
+pub(super) fn wecom(text: &str) -> String {
+    let defanged = defang_urls(text);
+    one_line(&defanged)
+        .map(|c| match c {
+            '<' => '＜',
+            '>' => '＞',
+            '[' => '［',
+            ']' => '］',
+            '(' => '（',
+            ')' => '）',
+            '*' => '＊',
+            '`' => '｀',
+            '#' => '＃',
+            '&' => '＆',
+            '_' => '＿',
+            '~' => '～',
+            c => c,
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markup_becomes_text() {
+        assert_eq!(
+            slack("<!channel> <https://evil.example|x> & http://a.b\n> q"),
+            "&lt;!channel&gt; &lt;https[://]evil.example|x&gt; &amp; http[://]a.b &gt; q"
+        );
+        assert_eq!(
+            wecom("[x](https://e.example) <@all>\n# h **b** `c` &lt;"),
+            "［x］（https［://］e.example） ＜@all＞ ＃ h ＊＊b＊＊ ｀c｀ ＆lt;"
+        );
+        assert_eq!(
+            wecom("pkg:pypi/requests@2.31.0"),
+            "pkg:pypi/requests@2.31.0"
+        );
+    }
+}

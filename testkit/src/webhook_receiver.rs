@@ -1,0 +1,110 @@
+//! The README's webhook receiver (`examples/webhook-receiver/receiver.py`)
+//! as a real process: Python with the Standard Webhooks library, from
+//! `scripts/ensure-webhook-receiver.sh`. Started with its clock ahead
+//! (libfaketime preloaded), it sees a delivery as older than it is: how a test replays a
+//! captured delivery past the library's tolerance without waiting for it.
+
+use crate::tools::repo;
+use std::io;
+use std::path::PathBuf;
+use std::process::Stdio;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+
+/// A running receiver; killed when dropped.
+pub struct WebhookReceiver {
+    port: u16,
+    lines: Lines<BufReader<ChildStdout>>,
+    _child: Child,
+}
+
+/// The virtualenv's Python, installed by the script when missing.
+fn python() -> PathBuf {
+    let python = repo().join("target/tools/webhook-py/bin/python");
+    let has_library = || {
+        std::process::Command::new(&python)
+            .args(["-c", "import standardwebhooks"])
+            .output()
+            .is_ok_and(|out| out.status.success())
+    };
+    if !has_library() {
+        let status = std::process::Command::new("bash")
+            .arg(repo().join("scripts/ensure-webhook-receiver.sh"))
+            .status();
+        assert!(
+            status.is_ok_and(|s| s.success()) && has_library(),
+            "scripts/ensure-webhook-receiver.sh could not install the Standard Webhooks library"
+        );
+    }
+    python
+}
+
+/// Debian's libfaketime (`/usr/lib/<triplet>/faketime/libfaketime.so.1`),
+/// installed by the script when missing. Preloaded into the receiver itself
+/// rather than run through the `faketime` wrapper, which would leave the
+/// receiver running when the wrapper is killed.
+fn libfaketime() -> PathBuf {
+    let find = || {
+        std::fs::read_dir("/usr/lib")
+            .ok()?
+            .flatten()
+            .find_map(|dir| {
+                let lib = dir.path().join("faketime/libfaketime.so.1");
+                lib.is_file().then_some(lib)
+            })
+    };
+    if let Some(lib) = find() {
+        return lib;
+    }
+    let status = std::process::Command::new("bash")
+        .arg(repo().join("scripts/ensure-webhook-receiver.sh"))
+        .status();
+    match (status, find()) {
+        (Ok(s), Some(lib)) if s.success() => lib,
+        _ => panic!("scripts/ensure-webhook-receiver.sh could not install libfaketime"),
+    }
+}
+
+impl WebhookReceiver {
+    /// A receiver verifying with `secret`, its clock moved by `clock_offset`
+    /// (libfaketime's `FAKETIME`, such as `+6m`) when given.
+    pub async fn start(secret: &str, clock_offset: Option<&str>) -> io::Result<WebhookReceiver> {
+        let script = repo().join("examples/webhook-receiver/receiver.py");
+        let mut command = Command::new(python());
+        if let Some(offset) = clock_offset {
+            command
+                .env("LD_PRELOAD", libfaketime())
+                .env("FAKETIME", offset);
+        }
+        let mut child = command
+            .arg(script)
+            .env("WEBHOOK_SECRET", secret)
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| io::Error::other("no stdout"))?;
+        let mut lines = BufReader::new(stdout).lines();
+        let first = lines.next_line().await?.unwrap_or_default();
+        let port = first
+            .strip_prefix("listening on ")
+            .and_then(|p| p.parse().ok())
+            .ok_or_else(|| io::Error::other(format!("the receiver said {first:?}")))?;
+        Ok(WebhookReceiver {
+            port,
+            lines,
+            _child: child,
+        })
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/hook", self.port)
+    }
+
+    /// The receiver's next line of output (`accepted ID`, `refused: …`).
+    pub async fn next_line(&mut self) -> io::Result<String> {
+        Ok(self.lines.next_line().await?.unwrap_or_default())
+    }
+}
