@@ -1,4 +1,4 @@
-//! A fact's JSON, in the two forms a fact reaches [`crate::ticket::Facts::set`].
+//! A fact's JSON, in the two forms a fact reaches the ticket's `Facts::set`.
 
 use serde::de::DeserializeOwned;
 
