@@ -512,6 +512,13 @@ async fn every_operation(store: &TicketStore, asset: &str) -> Result<(), StoreEr
     assert!(!store.audit(&asset, 100).await?.is_empty());
     let runs = store.runs(&asset).await?;
     assert_eq!(store.retire(&asset, "owner", &runs, "h1").await?, 1);
+    // The replicas' membership: a heartbeat, then a graceful leave.
+    let group = format!("acl-{asset}");
+    let live = store
+        .heartbeat(&group, "h1", Duration::from_secs(10))
+        .await?;
+    assert_eq!(live.len(), 1, "{live:?}");
+    store.leave(&group, "h1").await?;
     Ok(())
 }
 

@@ -76,6 +76,20 @@ pub fn config_yaml(scale: &Scale, providers: &str, prefix: &str) -> String {
     )
 }
 
+/// The chaos run's config: [`config_yaml`], and a membership that lapses
+/// with the lock (`membershipTtl` = the lock's ttl), so that a paused
+/// replica's share moves on as soon as its lock may be taken and the
+/// replica wakes up to stale writes, as without a membership. The key is
+/// this release's: the upgrade test's config for the previous release never
+/// carries it.
+fn chaos_config_yaml(scale: &Scale, providers: &str) -> String {
+    format!(
+        "{}scanStarts: {{membershipTtl: {}ms}}\n",
+        config_yaml(scale, providers, PREFIX),
+        scale.lock_ttl.as_millis()
+    )
+}
+
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ChaosError {
     let context = context.into();
     move |source| ChaosError::Io { context, source }
@@ -114,7 +128,7 @@ impl World {
             .write_providers_section(dir, "secops-")
             .map_err(io("write the providers section"))?;
         let config = dir.join("config.yaml");
-        std::fs::write(&config, config_yaml(scale, &providers, PREFIX))
+        std::fs::write(&config, chaos_config_yaml(scale, &providers))
             .map_err(io("write the operator config"))?;
         let api = Objects::new(emu.client()?);
         Ok(World {

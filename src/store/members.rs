@@ -36,8 +36,10 @@ impl TicketStore {
         let key = self.members_key(group);
         let now = now_ms();
         let lapses = now.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+        // A pipeline, not a transaction: each command is atomic on its own,
+        // and another member's heartbeat between them changes nothing of
+        // what this one reads (its own entry, renewed; the lapsed, dropped).
         let (live,): (Vec<(String, f64)>,) = redis::pipe()
-            .atomic()
             .zadd(&key, member, lapses)
             .ignore()
             .zrembyscore(&key, "-inf", now)

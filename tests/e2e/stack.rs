@@ -54,7 +54,13 @@ impl Stack {
             .tempdir()
             .expect("temp dir");
         let config_path = dir.path().join("config.yaml");
-        let text = config_yaml(&stubs, dir.path());
+        // The scenarios watch both replicas decide every object (the fence
+        // between two executors is their point): no membership, so that
+        // neither leaves an object to the other (tests/shares.rs covers the
+        // shares).
+        let kit = config_yaml(&stubs, dir.path());
+        assert!(kit.contains("membershipTtl: 1s"), "{kit}");
+        let text = kit.replacen("membershipTtl: 1s", "membershipTtl: 0s", 1);
         std::fs::write(&config_path, &text).expect("write config");
         let config = Config::parse(&text, &config_path).expect("the config parses");
         let (emulator, namespace, admin, operator_client, operator_kubeconfig) = match backend {

@@ -79,7 +79,9 @@ pub fn file_at(repo: &Path, commit: &str, path: &str) -> Option<String> {
 pub struct SchemaChanges {
     pub added: Vec<String>,
     pub removed: Vec<String>,
-    /// Required in the newer set, not in the older one.
+    /// Required in the newer set, not in the older one, inside an object the
+    /// older set had: a required field of a newly added optional object
+    /// asks nothing of the objects written before it.
     pub newly_required: Vec<String>,
 }
 
@@ -130,7 +132,21 @@ pub fn schema_changes(previous: &[Value], current: &[Value]) -> SchemaChanges {
     SchemaChanges {
         added: clean(new.difference(&old).collect()),
         removed: clean(old.difference(&new).collect()),
-        newly_required: clean(new_required.difference(&old_required).collect()),
+        newly_required: clean(
+            new_required
+                .difference(&old_required)
+                .filter(|path| in_older_object(path, &old))
+                .collect(),
+        ),
+    }
+}
+
+/// Whether the object holding `path` (`<crd>/<version>:spec.sbom.ref` is held
+/// by `…:spec.sbom`) is in `older`; the schema's root always is.
+fn in_older_object(path: &str, older: &BTreeSet<String>) -> bool {
+    match path.rsplit_once('.') {
+        Some((parent, _)) => parent.ends_with(':') || older.contains(parent),
+        None => true,
     }
 }
 
@@ -177,10 +193,15 @@ mod tests {
         let old = crd(
             serde_json::json!({"properties": {"a": {}, "b": {"items": {"properties": {"c": {}}}}}}),
         );
-        let new =
-            crd(serde_json::json!({"required": ["d"], "properties": {"a": {}, "b": {}, "d": {}}}));
+        let new = crd(
+            serde_json::json!({"required": ["d"], "properties": {"a": {}, "b": {}, "d": {},
+            "e": {"required": ["f"], "properties": {"f": {}}}}}),
+        );
         let changes = schema_changes(&[old], &[new]);
-        assert_eq!(changes.added, vec!["a.x/v1:spec.d"]);
+        assert_eq!(
+            changes.added,
+            vec!["a.x/v1:spec.d", "a.x/v1:spec.e", "a.x/v1:spec.e.f"]
+        );
         assert_eq!(changes.removed, vec!["a.x/v1:spec.b[].c"]);
         assert_eq!(changes.newly_required, vec!["a.x/v1:spec.d"]);
     }
