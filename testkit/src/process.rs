@@ -27,8 +27,8 @@ pub struct OperatorCommand<'a> {
     kubeconfig: &'a Path,
     instance: &'a str,
     metrics_port: Option<u16>,
-    /// `--metrics-plain-http`: what the harnesses read their metrics with,
-    /// unless a test asks for the secured port.
+    /// `METRICS_PLAIN_HTTP=true`: what the harnesses read their metrics
+    /// with, unless a test asks for the secured port.
     plain_metrics: bool,
     log_filter: &'a str,
     env: Vec<(OsString, OsString)>,
@@ -106,7 +106,6 @@ impl<'a> OperatorCommand<'a> {
         command
             .args(&self.run)
             .args(["--metrics-addr", &metrics_addr])
-            .args(self.plain_metrics.then_some("--metrics-plain-http"))
             .env("KUBECONFIG", self.kubeconfig)
             .env("RUST_LOG", self.log_filter)
             .env_remove("REDIS_URL")
@@ -115,6 +114,9 @@ impl<'a> OperatorCommand<'a> {
             .env_remove("METRICS_PLAIN_HTTP")
             .env_remove("METRICS_TLS_CERT_FILE")
             .env_remove("METRICS_TLS_KEY_FILE")
+            // As the variable, not the flag: an earlier release's binary
+            // (the upgrade test runs one) knows no `--metrics-plain-http`.
+            .envs(self.plain_metrics.then_some(("METRICS_PLAIN_HTTP", "true")))
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(Stdio::null())

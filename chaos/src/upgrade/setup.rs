@@ -127,14 +127,9 @@ impl Upgrade {
         let providers = stubs
             .write_providers_section(&dir, "secops-")
             .map_err(io("write the providers section"))?;
-        let config = |name: &str, prefix: &str, bridge: bool| -> Result<PathBuf, ChaosError> {
+        let config = |name: &str, prefix: &str, release: Release| -> Result<PathBuf, ChaosError> {
             let path = dir.join(name);
-            let mut text = crate::world::config_yaml(&scale, &providers, prefix);
-            if !bridge {
-                // Only this tree knows the key: the previous release's
-                // config never gets it.
-                text = text.replacen("redis: {", "redis: {identityBridge: false, ", 1);
-            }
+            let text = release.config(crate::world::config_yaml(&scale, &providers, prefix));
             std::fs::write(&path, text).map_err(io(format!("write {}", path.display())))?;
             Ok(path)
         };
@@ -152,11 +147,11 @@ impl Upgrade {
         let bridge = options.inject != Some(Inject::NoBridge);
         let previous = launch(
             &options.previous_operator,
-            config("previous.yaml", PREFIX, true)?,
+            config("previous.yaml", PREFIX, Release::Previous)?,
         );
         let current = launch(
             &options.operator,
-            config("current.yaml", current_prefix, bridge)?,
+            config("current.yaml", current_prefix, Release::Current { bridge })?,
         );
         let previous_crds = read_crd_dir(&options.previous_tree.join("crds"))?;
         let mut current_crds = read_crd_dir(&options.tree.join("crds"))?;
@@ -181,5 +176,65 @@ impl Upgrade {
             started: Vec::new(),
             options,
         })
+    }
+}
+
+/// Whose config a replica reads: the previous release refuses the keys it
+/// does not know, so its config leaves out this tree's.
+#[derive(Clone, Copy)]
+enum Release {
+    Previous,
+    Current { bridge: bool },
+}
+
+impl Release {
+    fn config(self, text: String) -> String {
+        match self {
+            Release::Previous => without_block(&text, "  sbomSources:"),
+            Release::Current { bridge: true } => text,
+            Release::Current { bridge: false } => {
+                text.replacen("redis: {", "redis: {identityBridge: false, ", 1)
+            }
+        }
+    }
+}
+
+/// `text` without the YAML block that starts at the line `header` (that
+/// line and the more indented lines after it).
+fn without_block(text: &str, header: &str) -> String {
+    let depth = header.len() - header.trim_start().len();
+    let mut inside = false;
+    let mut kept = String::with_capacity(text.len());
+    for line in text.lines() {
+        let indent = line.len() - line.trim_start().len();
+        inside = if line == header {
+            true
+        } else {
+            inside && indent > depth
+        };
+        if !inside {
+            kept.push_str(line);
+            kept.push('\n');
+        }
+    }
+    kept
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_previous_release_config_leaves_out_this_trees_keys() {
+        let text = "providers:\n  online: {a: 1}\n  sbomSources:\n    artifacts: {b: 2}\n  other: {c: 3}\nredis: {prefix: x}\n";
+        assert_eq!(
+            Release::Previous.config(text.into()),
+            "providers:\n  online: {a: 1}\n  other: {c: 3}\nredis: {prefix: x}\n"
+        );
+        assert!(
+            Release::Current { bridge: false }
+                .config(text.into())
+                .contains("redis: {identityBridge: false, prefix: x}")
+        );
     }
 }
