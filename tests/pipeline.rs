@@ -589,27 +589,8 @@ mod resume {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_takeover_at_notifying_resends_under_the_same_idempotency_key() {
         let env = Env::start(LINGERING_TTL).await;
-        let delivered = Arc::new(tokio::sync::Notify::new());
-        let a = Pipeline::new(
-            env.store().await,
-            Twisted {
-                inner: env.providers(),
-                twist: Twist::DiesAfterDelivery(Arc::clone(&delivered)),
-            },
-            env.config.steps.clone(),
-        );
-        let req_a = request("A", &[XZ], Policy::default());
-        let recorder = Arc::new(Recorder::default());
-        let observer = Arc::clone(&recorder);
-        let task = tokio::spawn(async move {
-            let _ = a.run(&req_a, &*observer, &CancellationToken::new()).await;
-        });
-        tokio::time::timeout(Duration::from_secs(5), delivered.notified())
-            .await
-            .expect("A delivers");
-        task.abort();
-        let _ = task.await;
-        let a_ticket = recorder.tickets().pop().unwrap().1;
+        let a_ticket =
+            super::dies_after_delivery(&env, request("A", &[XZ], Policy::default())).await;
         assert_eq!(a_ticket.status, Status::Notifying);
         let sending = a_ticket.facts.notification.as_ref().unwrap();
         assert_eq!(sending.state, NotificationState::Sending);
@@ -668,12 +649,10 @@ mod resume {
     }
 }
 
-/// A takeover at `NOTIFYING` re-sends to the chat channels too: there it is
-/// a second message, marked as a re-send with the time of the first
-/// attempt (the intent's), while the first message carries no mark.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn chat_messages_resent_by_a_takeover_are_marked_with_the_first_attempt() {
-    let env = Env::start(LINGERING_TTL).await;
+/// Runs `req` on an executor that dies right after its first delivery (the
+/// receiver has it, the receipt is never written) and returns the last
+/// ticket it saw: `NOTIFYING`, with the intent recorded.
+async fn dies_after_delivery(env: &Env, req: ScanRequest) -> Ticket {
     let delivered = Arc::new(tokio::sync::Notify::new());
     let a = Pipeline::new(
         env.store().await,
@@ -683,23 +662,31 @@ async fn chat_messages_resent_by_a_takeover_are_marked_with_the_first_attempt() 
         },
         env.config.steps.clone(),
     );
-    let chat = |holder: &str| {
-        let mut req = request(holder, &[XZ], Policy::default());
-        req.channels = vec!["webhook".into(), "wecom".into(), "slack".into()];
-        req
-    };
-    let req_a = chat("A");
     let recorder = Arc::new(Recorder::default());
     let observer = Arc::clone(&recorder);
     let task = tokio::spawn(async move {
-        let _ = a.run(&req_a, &*observer, &CancellationToken::new()).await;
+        let _ = a.run(&req, &*observer, &CancellationToken::new()).await;
     });
     tokio::time::timeout(Duration::from_secs(5), delivered.notified())
         .await
         .expect("A delivers");
     task.abort();
     let _ = task.await;
-    let a_ticket = recorder.tickets().pop().unwrap().1;
+    recorder.tickets().pop().unwrap().1
+}
+
+/// A takeover at `NOTIFYING` re-sends to the chat channels too: there it is
+/// a second message, marked as a re-send with the time of the first
+/// attempt (the intent's), while the first message carries no mark.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_messages_resent_by_a_takeover_are_marked_with_the_first_attempt() {
+    let env = Env::start(LINGERING_TTL).await;
+    let chat = |holder: &str| {
+        let mut req = request(holder, &[XZ], Policy::default());
+        req.channels = vec!["webhook".into(), "wecom".into(), "slack".into()];
+        req
+    };
+    let a_ticket = dies_after_delivery(&env, chat("A")).await;
     let first_ms = a_ticket.facts.notification.as_ref().unwrap().attempted_at;
     let first_ms = first_ms.expect("the intent records the first attempt's time");
     let first = k8s_openapi::jiff::Timestamp::from_millisecond(first_ms as i64).unwrap();

@@ -13,27 +13,17 @@ use assetscan_operator::domain::ticket::{NotificationState, Status};
 use assetscan_operator::kubernetes::controller::ConditionType;
 use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::store::TicketStore;
-use assetscan_testkit::wait;
+use assetscan_testkit::{listener, wait};
 use controller_kit::*;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use std::collections::BTreeMap;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 
-/// Whether anything connected to `listener` since the last call: the
-/// test's own connection is accepted first only if nothing is queued before
-/// it. Accepts up to its own, so the next call starts afresh.
 async fn dialled_before(listener: &TcpListener) -> bool {
-    let ours = TcpStream::connect(listener.local_addr().unwrap())
-        .await
-        .unwrap();
-    let mut others = false;
-    while listener.accept().await.unwrap().1 != ours.local_addr().unwrap() {
-        others = true;
-    }
-    others
+    listener::dialled_before(listener).await.unwrap()
 }
 
 /// Targets a tenant may not have probed, by default: each run fails at

@@ -1,4 +1,5 @@
 pub mod emulator;
+pub mod listener;
 pub mod process;
 pub mod redis;
 pub mod stubs;

@@ -62,11 +62,8 @@ impl HttpProfile {
         max_body_bytes: u64,
     ) -> HttpProfile {
         HttpProfile {
-            provider,
-            timeout,
-            max_body_bytes,
-            exposure: Exposure::Path,
             follow_redirects: false,
+            ..HttpProfile::api(provider, timeout, max_body_bytes)
         }
     }
 

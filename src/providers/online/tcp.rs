@@ -148,6 +148,7 @@ async fn resolve(host: &str, deadline: Instant) -> Result<Vec<IpAddr>, OnlineErr
 mod tests {
     use super::*;
     use crate::providers::online::EgressRule;
+    use assetscan_testkit::listener;
     use tokio::net::TcpListener;
 
     fn probe(allow: &[&str], max_dials: usize) -> TcpProbe {
@@ -162,19 +163,8 @@ mod tests {
         .unwrap()
     }
 
-    /// Whether anything connected to `listener` since the last call: the
-    /// test's own connection is accepted first only if nothing else is
-    /// queued before it. Accepts up to its own, so the next call starts
-    /// afresh.
     async fn dialled_before(listener: &TcpListener) -> bool {
-        let ours = TcpStream::connect(listener.local_addr().unwrap())
-            .await
-            .unwrap();
-        let mut others = false;
-        while listener.accept().await.unwrap().1 != ours.local_addr().unwrap() {
-            others = true;
-        }
-        others
+        listener::dialled_before(listener).await.unwrap()
     }
 
     #[tokio::test]
