@@ -421,7 +421,10 @@ async fn a_finished_run_leaves_exactly_one_report_even_when_replicas_race() {
     );
 
     // As if the status write that named it had been lost: both replicas
-    // reconcile the finished object at once and write the report again.
+    // reconcile the finished object at once (on its watch event, and once
+    // more here) and write the report again. A reconcile decides from its
+    // replica's watch cache, which may not hold the edited copy yet: the
+    // status naming the report again is what proves the write.
     let forgot = h
         .merge_status("report-01", json!({"latestReport": null}))
         .await;
@@ -431,7 +434,11 @@ async fn a_finished_run_leaves_exactly_one_report_even_when_replicas_race() {
     );
     ra.expect("reconcile a");
     rb.expect("reconcile b");
-    let again = h.api().get("report-01").await.unwrap();
+    let again = h
+        .wait("report-01", "naming its report again", PATIENCE, |o| {
+            o.status.as_ref().is_some_and(|s| s.latest_report.is_some())
+        })
+        .await;
     assert_eq!(status(&again).latest_report.as_deref(), Some(name.as_str()));
     assert_eq!(reports_of(&h, &done).await, std::slice::from_ref(&name));
     let unchanged = reports_api(&h).get(&name).await.unwrap();
