@@ -120,7 +120,7 @@ crds:
 model:
 	$(CARGO) run --quiet -p assetscan-model
 
-# The cost of a scan in Redis, measured side by side (see BENCHMARKS.md).
+# The cost of a scan in Redis, measured side by side (see docs/benchmarks.md).
 # The last line printed is the throughput's ratio to the Redis bound.
 bench: deps
 	$(CARGO) build --profile measure -p assetscan-bench
