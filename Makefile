@@ -19,12 +19,13 @@ deps:
 test: deps
 	python3 scripts/source-shape.py
 	python3 scripts/import-cycles.py
+	python3 scripts/check-links.py
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 	@./scripts/policy.sh
 	$(CARGO) test --workspace --all-features -- --test-threads=$(TEST_THREADS)
 
-# The supply-chain checks (README, "Supply chain and releases"): the
+# The supply-chain checks (docs/supply-chain.md): the
 # dependency policy of deny.toml (licences, one version per crate, crates.io
 # only, yanked crates; advisories when the RustSec database is reachable),
 # the SBOM checked against Cargo.lock, one version across Cargo.toml, the
@@ -119,7 +120,7 @@ crds:
 model:
 	$(CARGO) run --quiet -p assetscan-model
 
-# The cost of a scan in Redis, measured side by side (see BENCHMARKS.md).
+# The cost of a scan in Redis, measured side by side (see docs/benchmarks.md).
 # The last line printed is the throughput's ratio to the Redis bound.
 bench: deps
 	$(CARGO) build --profile measure -p assetscan-bench

@@ -5,7 +5,7 @@ Fails when a crate in Cargo.lock declares a `rust-version` above the
 workspace's (Cargo.toml [workspace.package] rust-version), or when a
 workspace crate does not inherit it. Prints the highest version the
 dependencies declare and which crates declare it: the declared minimum is
-that version (see the README, "Minimum Rust version", for how the code's own
+that version (see docs/supply-chain.md, "Minimum Rust version", for how the code's own
 needs were checked: clippy's incompatible_msrv lint, which `make test` runs,
 covers the standard library; the language features are listed there).
 """
@@ -50,7 +50,7 @@ def main():
             by.append(f"{p['name']} {p['version']}")
     if errs:
         print("msrv: " + "\n      ".join(errs), file=sys.stderr)
-        print(f"      raise [workspace.package] rust-version in Cargo.toml (and the README), "
+        print(f"      raise [workspace.package] rust-version in Cargo.toml (and docs/supply-chain.md), "
               f"or keep the older dependency", file=sys.stderr)
         sys.exit(1)
     top = ".".join(str(x) for x in highest[:2]) if highest[2] == 0 else ".".join(map(str, highest))

@@ -13,7 +13,7 @@ Why not cargo-cyclonedx: it takes the crate list from `cargo metadata`, whose
 features are unified over the whole workspace (dev-dependencies included), so
 its SBOM of the operator lists crates that are not in the binary (the CEL
 interpreter the CRD tests enable, nix, ...); it also writes absolute checkout
-paths into the bom-refs. See the README's "Supply chain" section.
+paths into the bom-refs. See docs/supply-chain.md, "The SBOM".
 
 The document is reproducible: no random serial number (it is derived from
 Cargo.lock and the target) and the timestamp is SOURCE_DATE_EPOCH, or the

@@ -1,6 +1,6 @@
 //! The operator's configuration file (YAML): Redis, the lock, step timeouts
 //! and retries, how fast runs start, providers and notification channels. `examples/config.yaml`
-//! is a complete, commented example; the README documents every key.
+//! is a complete, commented example; docs/configuration.md documents every key.
 
 use crate::kubernetes::channel_access::ChannelAccess;
 use crate::pipeline::StepPolicies;

@@ -230,7 +230,7 @@ fn grants(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
     out
 }
 
-/// What the operator's code uses (`src/rbac.rs`), and nothing more.
+/// What the operator's code uses (`src/kubernetes/rbac.rs`), and nothing more.
 fn controller_grants() -> BTreeMap<(String, String), BTreeSet<String>> {
     let mut out: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
     for access in assetscan_operator::kubernetes::rbac::OPERATOR_ACCESS {

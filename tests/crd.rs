@@ -11,7 +11,7 @@ use kube::{CustomResourceExt, Resource};
 use serde_json::{Value, json};
 use std::path::PathBuf;
 
-const HEADER: &str = "# Generated from src/crd.rs. Do not edit: run\n#   UPDATE_CRDS=1 cargo test -p assetscan-operator --test crd\n";
+const HEADER: &str = "# Generated from src/kubernetes/crd/. Do not edit: run\n#   UPDATE_CRDS=1 cargo test -p assetscan-operator --test crd\n";
 
 fn crd_file(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -36,7 +36,7 @@ fn checked_in_crds_match_the_rust_types() {
         let actual = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             actual == expected,
-            "{} is out of date with src/crd.rs; regenerate it with\n  UPDATE_CRDS=1 cargo test -p assetscan-operator --test crd",
+            "{} is out of date with src/kubernetes/crd/; regenerate it with\n  UPDATE_CRDS=1 cargo test -p assetscan-operator --test crd",
             path.display()
         );
     }

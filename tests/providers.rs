@@ -1068,7 +1068,7 @@ mod notify {
     }
 
     /// The webhook's signature as a receiver checks it with the Standard
-    /// Webhooks library: the README's receiver (`examples/webhook-receiver`),
+    /// Webhooks library: the receiver of docs/security.md (`examples/webhook-receiver`),
     /// a real Python process, over real HTTP. It accepts the operator's
     /// delivery, dedups a re-send by its `webhook-id`, and refuses a captured
     /// delivery replayed past its tolerance and one whose id, timestamp or

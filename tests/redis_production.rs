@@ -1,6 +1,6 @@
 //! Redis as production runs it, all real processes on loopback: a Sentinel
 //! group (master, replica, three sentinels) failing over under the
-//! controller; the ACL user of the README; TLS with a private CA and client
+//! controller; the ACL user of docs/redis.md; TLS with a private CA and client
 //! certificates; and credentials or certificates that are wrong, which must
 //! give one clear error and a backoff, not a retry storm.
 //!
@@ -54,7 +54,7 @@ async fn a_sentinel_failover_is_followed_and_no_token_goes_backwards() {
     // (`tests/redis_failover.rs`). What is checked here is the token floor.
     h.config.redis.replica_ack.mode = ReplicaAckMode::Never;
     let first = group.master_port().unwrap();
-    // As in production: the README's ACL user, on every data node.
+    // As in production: the documented ACL user, on every data node.
     let target = RedisTarget::parse(&group.target_spec().replacen(
         "redis+sentinel://",
         &format!("redis+sentinel://{USER}:{}@", PASSWORD.replace(' ', "%20")),
@@ -70,7 +70,7 @@ async fn a_sentinel_failover_is_followed_and_no_token_goes_backwards() {
         .expect("behind Sentinel the user also needs ROLE");
     let message = err.to_string();
     assert!(
-        message.contains("'role'") && message.contains("grant the ACL rules in the README"),
+        message.contains("'role'") && message.contains("grant the ACL rules in docs/redis.md"),
         "{message}"
     );
     for node in group.nodes() {
@@ -245,7 +245,7 @@ async fn the_controller_notifies_after_the_master_is_killed() {
     ctl.stop().await;
 }
 
-/// Behind Sentinel, the README's user with `+role` but without `+wait`:
+/// Behind Sentinel, the documented user with `+role` but without `+wait`:
 /// the notification's intent, which waits for the group's replica, is
 /// refused with the permission hint every other missing command gets, not
 /// as a reply the client cannot read.
@@ -289,7 +289,7 @@ async fn behind_sentinel_a_missing_wait_gets_the_permission_hint() {
         .expect_err("WAIT is refused");
     let message = err.to_string();
     assert!(
-        message.contains("'wait'") && message.contains("grant the ACL rules in the README"),
+        message.contains("'wait'") && message.contains("grant the ACL rules in docs/redis.md"),
         "{message}"
     );
     assert!(!message.contains("not convertible"), "{message}");
@@ -321,14 +321,14 @@ const PASSWORD: &str = "correct horse battery staple";
 /// A package the stubs map to a critical finding (CVSS 10).
 const XZ: &str = "Debian:10/xz-utils@5.2.4-1+deb10u1";
 
-/// The `ACL SETUSER` line of the README, with the test's password: what a
+/// The `ACL SETUSER` line of docs/redis.md, with the test's password: what a
 /// platform team copies is what is tested.
 fn documented_acl_line() -> Vec<String> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let line = readme
+    let doc = std::fs::read_to_string(repo().join("docs/redis.md")).unwrap();
+    let line = doc
         .lines()
         .find(|l| l.starts_with(&format!("ACL SETUSER {USER} ")))
-        .expect("the README documents the ACL line");
+        .expect("docs/redis.md documents the ACL line");
     line.split_whitespace()
         .map(|word| match word {
             ">CHANGE-ME" => format!(">{PASSWORD}"),
@@ -346,7 +346,7 @@ fn documented_commands() -> Vec<String> {
         .collect()
 }
 
-/// Creates the README's user on `server`, then applies `more` rules.
+/// Creates the documented user on `server`, then applies `more` rules.
 fn create_acl_user(server: &RedisServer, more: &[&str]) {
     let mut line = documented_acl_line();
     line.extend(more.iter().map(|r| (*r).to_owned()));
@@ -399,7 +399,7 @@ const EXIT_HIGH_RISK: i32 = 3;
 /// Exit code of an error before or outside a scan (flags, config, Redis).
 const EXIT_ERROR: i32 = 1;
 
-/// The controller, `scan` and `ticket` as the README's ACL user: a high-risk
+/// The controller, `scan` and `ticket` as the documented ACL user: a high-risk
 /// scan with the watchdog renewing its lock, the notification, the audit
 /// history, the ticket list, and the deletion that retires the runs. No
 /// reconcile fails and nothing is left in Redis.
@@ -566,7 +566,7 @@ async fn every_command_of_the_acl_line_is_needed() {
         let named = message.contains(&format!("'{command}'"));
         let in_script = message.contains("@user_script:");
         assert!(
-            (named || in_script) && message.contains("grant the ACL rules in the README"),
+            (named || in_script) && message.contains("grant the ACL rules in docs/redis.md"),
             "without {command}: {message}"
         );
         assert_eq!(err.reason(), "RedisPermissionDenied", "{message}");
@@ -590,7 +590,7 @@ async fn every_command_of_the_acl_line_is_needed() {
 }
 
 /// A server with a TLS port that requires client certificates, and the
-/// README's ACL user.
+/// documented ACL user.
 fn tls_server(files: &TlsFiles) -> RedisServer {
     let server = RedisServer::start_with(RedisOptions {
         tls: Some(ServerTls::from_files(files, true)),

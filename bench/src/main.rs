@@ -31,7 +31,7 @@ enum Section {
     Throughput,
 }
 
-/// What one scan costs in Redis (see BENCHMARKS.md).
+/// What one scan costs in Redis (see docs/benchmarks.md).
 #[derive(Parser)]
 struct Args {
     /// Run only these sections (all, in order, when none is named); the

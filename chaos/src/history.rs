@@ -33,8 +33,8 @@ pub struct History {
 
 /// The operator's settings that bound the time from a confirmed high risk
 /// to its notification, and the spells during which nothing could make
-/// progress whatever the operator did (README, "How soon a high risk goes
-/// out").
+/// progress whatever the operator did (docs/guarantees.md, "How soon a
+/// confirmed high risk goes out").
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Timing {
     /// `lock.ttl`: how long a stalled or killed executor holds a run.

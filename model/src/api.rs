@@ -102,8 +102,8 @@ impl Default for Object {
     }
 }
 
-/// The CRD's transition rules on the status (`FENCE_RULE`,
-/// `GENERATION_RULE` in `src/crd.rs`).
+/// The CRD's transition rules on the status (`TOKEN_RULE`,
+/// `GENERATION_RULE` in `domain/src/fence.rs`).
 fn cel_allows(old: Mirror, new: Mirror) -> bool {
     let fence = new.token > old.token || (new.token == old.token && new.revision >= old.revision);
     fence && new.observed_generation >= old.observed_generation

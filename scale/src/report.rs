@@ -20,7 +20,7 @@ pub struct Cost {
 
 /// One provider's requests in the scan phase and their peak rate. A run
 /// that needs a provider makes one request to it when its steps succeed at
-/// once (README, "No storms"): no provider sees more than
+/// once (docs/scaling.md, "No storms"): no provider sees more than
 /// `replicas × (burst + perSecond)` in any second.
 pub struct ProviderPeak {
     pub name: &'static str,

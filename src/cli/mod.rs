@@ -112,7 +112,7 @@ impl Common {
                 redis = %target.redacted(),
                 authenticated = exposure.authenticated,
                 tls = exposure.encrypted,
-                "Redis is reached without authentication or without TLS: whoever can reach it can hold every asset's lock and forge notifications (README, Redis in production)"
+                "Redis is reached without authentication or without TLS: whoever can reach it can hold every asset's lock and forge notifications (docs/redis.md)"
             );
         }
         Ok(())

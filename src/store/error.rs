@@ -190,7 +190,7 @@ fn is_acl_refusal(err: &redis::RedisError) -> bool {
 /// What to do about an ACL refusal, appended to its message.
 fn refusal_hint(err: &redis::RedisError) -> &'static str {
     if is_acl_refusal(err) {
-        " (the operator's Redis user lacks a command it needs: grant the ACL rules in the README)"
+        " (the operator's Redis user lacks a command it needs: grant the ACL rules in docs/redis.md)"
     } else {
         ""
     }

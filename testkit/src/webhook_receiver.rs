@@ -1,4 +1,4 @@
-//! The README's webhook receiver (`examples/webhook-receiver/receiver.py`)
+//! The webhook receiver of docs/security.md (`examples/webhook-receiver/receiver.py`)
 //! as a real process: Python with the Standard Webhooks library, from
 //! `scripts/ensure-webhook-receiver.sh`. Started with its clock ahead
 //! (libfaketime preloaded), it sees a delivery as older than it is: how a test replays a

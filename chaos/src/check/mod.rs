@@ -4,7 +4,7 @@
 //! It trusts nothing the operator says about itself: the audit streams are
 //! what Redis applied, the status writes what the API server stored, the
 //! deliveries what the receivers got. Duplicate deliveries are allowed only
-//! where the README's non-guarantees allow them, and each one is explained
+//! where the non-guarantees (docs/guarantees.md) allow them, and each one is explained
 //! by its cause or reported.
 
 mod notification_time;
@@ -63,10 +63,10 @@ pub enum Invariant {
     /// notifies; every delivery comes from an executor that held the run at
     /// `NOTIFYING` (the key recorded before the send).
     Notified,
-    /// A raw duplicate delivery has a cause the README allows.
+    /// A raw duplicate delivery has a cause the non-guarantees allow.
     Duplicates,
-    /// A confirmed high risk is recorded `NOTIFIED` within the bound the
-    /// README states: per pass over the run, the longest of the lock's ttl,
+    /// A confirmed high risk is recorded `NOTIFIED` within the bound
+    /// docs/guarantees.md states: per pass over the run, the longest of the lock's ttl,
     /// the notify backoff and the wait for the watch's delivery, 1 s of
     /// requeue jitter and one notify pass at worst; plus, per outage, twice
     /// its part within the wait and 1 s.
@@ -112,7 +112,7 @@ impl fmt::Display for Violation {
 }
 
 /// Why a receiver got the same notification more than once, as the
-/// README's non-guarantees allow.
+/// non-guarantees (docs/guarantees.md) allow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub enum DuplicateCause {
     /// Another executor held the run at `NOTIFYING`: the previous one

@@ -3,7 +3,7 @@
 //! run, both as the audit records them (their `at` is the time the writing
 //! executor gave the ticket, the same clock the operator's
 //! `assetscan_detection_to_notification_seconds` reads), checked against
-//! the bound the README states.
+//! the bound docs/guarantees.md states.
 //!
 //! The bound of one run: per pass (the one that confirmed the high risk,
 //! and each later claim of the run: a takeover, a retry after a deferral or

@@ -129,7 +129,7 @@ config.redis.url.
 {{- if .Values.config.redis }}{{- $configUrl = .Values.config.redis.url | default "" }}{{- end }}
 {{- $hasPassword := or $r.password.existingSecret $r.existingSecret (regexMatch $withPassword ($r.url | default "")) (regexMatch $withPassword $configUrl) }}
 {{- if and (not $hasPassword) (not $r.allowUnauthenticated) }}
-{{- fail "Redis without a password: set redis.password.existingSecret (README, Redis in production), or redis.allowUnauthenticated: true to run without one (the operator then warns and sets assetscan_redis_insecure)" }}
+{{- fail "Redis without a password: set redis.password.existingSecret (docs/redis.md), or redis.allowUnauthenticated: true to run without one (the operator then warns and sets assetscan_redis_insecure)" }}
 {{- end }}
 {{- end }}
 

@@ -23,7 +23,7 @@
 //!   the runs over after the lock's ttl.
 //!
 //! A shard none of whose replicas is scraped has no series at all: the
-//! alerts notice that by `assetscan_shards` (see README, "Monitoring").
+//! alerts notice that by `assetscan_shards` (see docs/operations.md, "Monitoring").
 
 use super::conditions::ConditionType;
 use super::members::Members;

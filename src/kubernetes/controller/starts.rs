@@ -272,7 +272,7 @@ mod tests {
             .map(|(at, _)| *at)
             .max()
             .unwrap();
-        // `--nocapture` shows the figure (README, "Multi-tenancy").
+        // `--nocapture` shows the figure (docs/tenancy.md).
         println!(
             "namespace b's 10 starts: the last {:?} after b arrived",
             b_done - b_arrives

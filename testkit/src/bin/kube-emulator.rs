@@ -23,7 +23,7 @@ use assetscan_testkit::emulator::{Availability, Emulator, EmulatorOptions, Fault
 use clap::Parser;
 
 /// Every write clones and drops JSON trees: with glibc's allocator that was
-/// about a third of the emulator's CPU at 10 000 objects (BENCHMARKS.md).
+/// about a third of the emulator's CPU at 10 000 objects (docs/benchmarks.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

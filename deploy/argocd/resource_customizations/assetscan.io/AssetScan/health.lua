@@ -1,7 +1,7 @@
 -- Argo CD health of an assetscan.io/AssetScan.
 --
 -- The status mirrors the scan ticket of the object's current run (see the
--- operator's README). Health describes the operator's work, never the
+-- operator's docs/assetscan.md). Health describes the operator's work, never the
 -- asset: a finished run is Healthy whatever its verdict, and a confirmed
 -- high risk shows in the message (and in the HighRisk condition), not as
 -- Degraded. In order:
