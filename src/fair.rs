@@ -52,6 +52,12 @@ impl<I: Reference> FairLines<I> {
         slot
     }
 
+    /// Forgets every line's bookings: the next callers get slots from the
+    /// bucket's next free start on, as if none had waited before them.
+    pub fn clear(&self) {
+        self.ends().clear();
+    }
+
     fn ends(&self) -> MutexGuard<'_, HashMap<String, I>> {
         self.ends.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -10,6 +10,7 @@
 //! rescale mid-run (2 → 4 → 2 shards by default), and a summary with the
 //! ratios the targets are stated in (docs/scaling.md).
 
+mod control_plane;
 mod footprint;
 mod latency;
 mod procstat;

@@ -101,7 +101,7 @@ impl Replicas {
             if code != 200 {
                 return None;
             }
-            total += gauge(&metrics, "assetscan_watched_objects")?;
+            total += unlabelled(&metrics, "assetscan_watched_objects")? as u64;
         }
         Some(total)
     }
@@ -140,11 +140,11 @@ impl Replicas {
     }
 }
 
-/// The value of an unlabelled gauge in a Prometheus text exposition.
-fn gauge(exposition: &str, name: &str) -> Option<u64> {
+/// The value of an unlabelled metric in a Prometheus text exposition.
+pub fn unlabelled(exposition: &str, name: &str) -> Option<f64> {
     exposition.lines().find_map(|line| {
         let value = line.strip_prefix(name)?.strip_prefix(' ')?;
-        value.trim().parse::<f64>().ok().map(|v| v as u64)
+        value.trim().parse::<f64>().ok()
     })
 }
 
@@ -157,7 +157,7 @@ mod tests {
         let text = "# HELP assetscan_watched_objects x\n\
                     assetscan_watched_objects_total 9\n\
                     assetscan_watched_objects 1234\n";
-        assert_eq!(gauge(text, "assetscan_watched_objects"), Some(1234));
-        assert_eq!(gauge(text, "assetscan_missing"), None);
+        assert_eq!(unlabelled(text, "assetscan_watched_objects"), Some(1234.0));
+        assert_eq!(unlabelled(text, "assetscan_missing"), None);
     }
 }

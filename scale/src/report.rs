@@ -184,10 +184,11 @@ impl Report {
         let total_cpu: f64 = self.costs.iter().map(|c| c.cpu_seconds).sum();
         for c in &self.costs {
             println!(
-                "  {:<18} peak RSS {:>7.1} MiB  CPU {:>7.1} s ({:>4.1}% of the run's CPU)",
+                "  {:<18} peak RSS {:>7.1} MiB  CPU {:>7.1} s, {:>6.2} ms per scan ({:>4.1}% of the run's CPU)",
                 c.name,
                 c.peak_rss_kib as f64 / 1024.0,
                 c.cpu_seconds,
+                1000.0 * c.cpu_seconds / n.max(1.0),
                 100.0 * c.cpu_seconds / total_cpu.max(f64::EPSILON)
             );
         }

@@ -3,6 +3,7 @@
 //! (the number of shards changed mid-run, as `helm upgrade --set
 //! replicas=N` changes it).
 
+use crate::control_plane;
 use crate::footprint::{self, Footprint};
 use crate::latency::Latency;
 use crate::progress::Progress;
@@ -43,14 +44,14 @@ const STOP_GRACE: Duration = Duration::from_secs(30);
 pub async fn steady(settings: &Settings, count: usize, shards: u32) -> Result<Report> {
     let (stack, created, mut progress) = prepare(settings, count).await?;
     let launch = launch(settings, &stack);
-    let server_cpu = stack.server.cost().cpu_seconds;
+    let before = Mark::take(&stack).await;
     let started = Instant::now();
     let replicas = Replicas::start(&launch, shards, 0)?;
     progress.wait(count, settings.timeout).await?;
     let elapsed = started.elapsed();
     let costs = replicas.costs();
     let peak = peak_rss(&costs);
-    let scan = ScanPhase::measure(&stack, elapsed, costs, server_cpu)?;
+    let scan = ScanPhase::measure(&stack, elapsed, costs, before).await?;
     let mut latency = Latency::default();
     replicas.scrape_latency(&mut latency).await;
     replicas.stop(STOP_GRACE).await;
@@ -75,7 +76,7 @@ pub async fn rescale(settings: &Settings, count: usize, steps: &[u32]) -> Result
         .context("no shard counts to rescale between")?;
     let (stack, created, mut progress) = prepare(settings, count).await?;
     let launch = launch(settings, &stack);
-    let server_cpu = stack.server.cost().cpu_seconds;
+    let before = Mark::take(&stack).await;
     let started = Instant::now();
     let mut replicas = Replicas::start(&launch, first, 0)?;
     // Every object labelled first: a label written after this is the
@@ -104,7 +105,7 @@ pub async fn rescale(settings: &Settings, count: usize, steps: &[u32]) -> Result
     let elapsed = started.elapsed();
     let costs = replicas.costs();
     let peak = peak.max(peak_rss(&costs));
-    let scan = ScanPhase::measure(&stack, elapsed, costs, server_cpu)?;
+    let scan = ScanPhase::measure(&stack, elapsed, costs, before).await?;
     replicas.scrape_latency(&mut latency).await;
     replicas.stop(STOP_GRACE).await;
     let shards = steps.last().copied().unwrap_or(first);
@@ -177,16 +178,37 @@ struct ScanPhase {
     providers: Vec<ProviderPeak>,
 }
 
+/// The servers' CPU counters as the scan phase starts: what it cost them
+/// is the difference at its end.
+struct Mark {
+    /// The emulator's, or `kubectl proxy`'s before a real cluster.
+    server_cpu: f64,
+    /// A real cluster's API server's.
+    control_plane: Option<control_plane::Sample>,
+}
+
+impl Mark {
+    async fn take(stack: &Stack) -> Mark {
+        Mark {
+            server_cpu: stack.server.cost().cpu_seconds,
+            control_plane: stack.control_plane().await,
+        }
+    }
+}
+
 impl ScanPhase {
-    fn measure(
+    async fn measure(
         stack: &Stack,
         elapsed: Duration,
         mut costs: Vec<Cost>,
-        server_cpu: f64,
+        before: Mark,
     ) -> Result<ScanPhase> {
         let mut server = stack.server.cost();
-        server.cpu_seconds -= server_cpu;
+        server.cpu_seconds -= before.server_cpu;
         costs.push(server);
+        if let (Some(start), Some(end)) = (before.control_plane, stack.control_plane().await) {
+            costs.push(control_plane::cost(start, end));
+        }
         if let Some(pid) = stack.redis.pid() {
             costs.push(Cost {
                 name: "redis".into(),

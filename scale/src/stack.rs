@@ -17,6 +17,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::collections::BTreeMap;
+use crate::control_plane;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -322,6 +323,19 @@ impl Stack {
             .await
             .with_context(|| format!("deleting namespace {}", self.namespace))?;
         Ok(())
+    }
+
+    /// The real API server's counters, to measure what a run cost it;
+    /// `None` on the emulator (its process is measured from `/proc`) or
+    /// when the API server's `/metrics` cannot be read (said once here).
+    pub async fn control_plane(&self) -> Option<control_plane::Sample> {
+        if self.backend_is_emulator {
+            return None;
+        }
+        control_plane::sample(&self.client)
+            .await
+            .inspect_err(|err| eprintln!("no API server CPU figure: {err:#}"))
+            .ok()
     }
 
     /// API writes so far, by verb and resource.

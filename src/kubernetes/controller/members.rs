@@ -37,8 +37,8 @@ pub struct Members {
     ttl: Duration,
     /// The other members and when (ms since the epoch) each one lapses.
     others: Mutex<Vec<(String, u64)>>,
-    /// Counts the heartbeats that found a member gone.
-    departures: watch::Sender<u64>,
+    /// Counts the heartbeats that found a member gone or a new one.
+    changes: watch::Sender<u64>,
     /// `assetscan_members`.
     count: Gauge,
 }
@@ -52,18 +52,21 @@ impl Members {
             ttl,
             count,
             others: Mutex::new(Vec::new()),
-            departures: watch::Sender::new(0),
+            changes: watch::Sender::new(0),
         }
     }
 
-    /// Fires each time a member is found gone: its objects prefer another
-    /// replica now, which reconciles them (the controller reconciles all its
-    /// objects again; those of the others' shares cost no request).
-    pub fn left(&self) -> impl Stream<Item = ()> + Send + Sync + 'static {
-        let departures = self.departures.subscribe();
-        futures::stream::unfold(departures, |mut departures| async move {
-            departures.changed().await.ok()?;
-            Some(((), departures))
+    /// Fires each time the live members change: a member found gone (its
+    /// objects prefer another replica now, which must reconcile them) or a
+    /// new one (this replica's share shrank, and what it booked for the
+    /// objects that moved, slots in its line of delayed starts, is better
+    /// booked again for its own). The controller reconciles all its objects
+    /// again; those of the others' shares cost no request.
+    pub fn changed(&self) -> impl Stream<Item = ()> + Send + Sync + 'static {
+        let changes = self.changes.subscribe();
+        futures::stream::unfold(changes, |mut changes| async move {
+            changes.changed().await.ok()?;
+            Some(((), changes))
         })
     }
 
@@ -105,14 +108,16 @@ impl Members {
                 .unwrap_or(i64::MAX)
                 .saturating_add(1),
         );
-        let gone = {
+        let changed = {
             let mut others = self.lock();
-            let gone = (others.iter()).any(|(m, _)| !live.iter().any(|(n, _)| n == m));
+            let known = |list: &[(String, u64)], member: &str| list.iter().any(|(m, _)| m == member);
+            let changed = (others.iter()).any(|(m, _)| !known(&live, m))
+                || (live.iter()).any(|(m, _)| !known(&others, m));
             *others = live;
-            gone
+            changed
         };
-        if gone {
-            self.departures.send_modify(|n| *n += 1);
+        if changed {
+            self.changes.send_modify(|n| *n += 1);
         }
     }
 
@@ -197,5 +202,29 @@ mod tests {
             .filter(|i| members.prefers_me(&format!("ns/{i}")))
             .count();
         assert!((400..=600).contains(&mine), "{mine}");
+    }
+
+    /// A member that joins and one that goes change the membership; the
+    /// same members heard again (their heartbeats renewed) do not.
+    #[test]
+    fn joins_and_departures_are_changes_renewals_are_not() {
+        let members = Members::new(
+            Shard::ALL,
+            "a#1".into(),
+            Duration::from_secs(3),
+            Gauge::default(),
+        );
+        let changes = members.changes.subscribe();
+        let now = now_ms();
+        let heard = |others: &[(&str, u64)]| {
+            let live = others.iter().map(|(m, at)| ((*m).to_owned(), *at));
+            members.heard(live.chain([("a#1".to_owned(), now + 3000)]).collect());
+            *changes.borrow()
+        };
+        assert_eq!(heard(&[]), 0, "alone as before");
+        assert_eq!(heard(&[("b#2", now + 3000)]), 1, "b joined");
+        assert_eq!(heard(&[("b#2", now + 6000)]), 1, "b renewed");
+        assert_eq!(heard(&[("b#2", now + 6000), ("c#3", now + 6000)]), 2);
+        assert_eq!(heard(&[("c#3", now + 9000)]), 3, "b left");
     }
 }

@@ -104,9 +104,13 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
         return;
     };
     let config = controller::Config::default().concurrency(ctx.settings.concurrency);
+    let rebooked = {
+        let ctx = ctx.clone();
+        ctx.members.changed().map(move |()| ctx.starts.rebook())
+    };
     let main = Controller::for_stream(objects, ctx.cache().store())
         .with_config(config.clone())
-        .reconcile_all_on(ctx.members.left())
+        .reconcile_all_on(rebooked)
         .graceful_shutdown_on(shutdown_of(&ctx))
         .run(reconcile, error_policy, ctx.clone())
         .for_each(log_failure);
@@ -117,7 +121,7 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
         cache::unplaced_watch(api, unplaced, ctx.settings.shard);
     let placing = Controller::for_stream(unplaced_objects, unplaced_store)
         .with_config(config)
-        .reconcile_all_on(ctx.members.left())
+        .reconcile_all_on(ctx.members.changed())
         .graceful_shutdown_on(shutdown_of(&ctx))
         .run(shard::place, error_policy, ctx.clone())
         .for_each(log_failure);

@@ -9,7 +9,9 @@
 //! Another replica's object is taken up only:
 //! - when that replica leaves the membership: its heartbeat lapses (or it
 //!   stopped gracefully), every replica reconciles all its objects again
-//!   ([`Members::left`]), and each of them prefers one of the live ones;
+//!   ([`Members::changed`]), and each of them prefers one of the live ones
+//!   (a replica that joins is a change too: the others' shares shrink, and
+//!   each books its line of delayed starts again for its own objects);
 //! - as a safety net, when its run has been due for `scanStarts.takeoverAfter`
 //!   without starting (a replica that heartbeats but does not run it).
 //!
@@ -19,7 +21,7 @@
 //! rolling upgrade).
 //!
 //! [`Members::prefers_me`]: super::members::Members::prefers_me
-//! [`Members::left`]: super::members::Members::left
+//! [`Members::changed`]: super::members::Members::changed
 
 use super::context::{Context, object_key};
 use super::gauges::due_since;

@@ -109,6 +109,16 @@ impl<C: Clock> StartGate<C> {
         Admission::After(Duration::from(slot.duration_since(now)) + self.jitter())
     }
 
+    /// Books the lines of delayed starts again from now: the callers that
+    /// wait are about to come back at once (the membership changed) and
+    /// each takes a new slot. Slots booked for objects that moved to
+    /// another replica's share would otherwise leave gaps in this replica's
+    /// line, each a start interval in which none of its own objects start.
+    /// The bucket is not touched: the rate stays bounded.
+    pub fn rebook(&self) {
+        self.lines.clear();
+    }
+
     /// Gives back a start taken by a reconcile that started no run (it
     /// found the lock held, or the run ended): the next caller takes it.
     pub fn give_back(&self) {
