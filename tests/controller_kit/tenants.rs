@@ -84,7 +84,7 @@ pub async fn share_no_lock_token_or_history(t: &TwoTenants<'_>) {
     // A run of a holds a's lock (renewed) all along.
     let store_a = t.store.scoped(&a.namespace).unwrap();
     let held = store_a
-        .acquire(&asset, "held-run", "team-a-stalled#1", 0)
+        .acquire(&asset, "held-run", "a-stalled#1", 0)
         .await
         .expect("a's lock is free");
     create_in(&b.api, &on("b-2")).await;
@@ -104,6 +104,14 @@ pub async fn share_no_lock_token_or_history(t: &TwoTenants<'_>) {
     };
     history(a).await;
     history(b).await;
+
+    // A run releases its lock after its end is recorded: b's is free before
+    // b's keys are read.
+    let lock_b = t.store.scoped(&b.namespace).unwrap().keys(&asset).lock();
+    wait::until("b's lock released", t.patience, async || {
+        keys_of(t.redis, &lock_b).await.is_empty()
+    })
+    .await;
 
     let before = (keys_of(t.redis, &b.keys()).await, statuses(&b.api).await);
     store_a.release(&asset, &held.lease).await.expect("release");
