@@ -36,13 +36,7 @@ pub struct Stack {
     pub admin: Client,
     /// The operator's credentials (on a cluster, the chart's Role).
     pub operator_client: Client,
-    operator_kubeconfig: PathBuf,
-    /// The user's kubeconfig, for more ServiceAccounts' tokens.
-    kubeconfig: Kubeconfig,
-    /// Where what the scenario creates beyond its namespace is recorded for
-    /// removal: the run's ledger on a cluster, the scenario's own on the
-    /// emulator (which goes with it).
-    ledger: Arc<Mutex<Ledger>>,
+    access: Access,
     pub redis: RedisServer,
     pub stubs: ProviderStubs,
     pub config: Config,
@@ -79,22 +73,12 @@ impl Stack {
             }
             Backend::Cluster(p) => (None, Server::cluster(p)),
         };
-        let Server {
-            namespace,
-            admin,
-            operator_client,
-            operator_kubeconfig,
-            kubeconfig,
-            ledger,
-        } = server;
         Stack {
             backend: backend.clone(),
-            namespace,
-            admin,
-            operator_client,
-            operator_kubeconfig,
-            kubeconfig,
-            ledger,
+            namespace: server.namespace,
+            admin: server.admin,
+            operator_client: server.operator_client,
+            access: server.access,
             redis,
             stubs,
             config,
@@ -124,7 +108,7 @@ impl Stack {
         instance: &str,
         more: impl FnOnce(OperatorCommand<'_>) -> OperatorCommand<'_>,
     ) -> OperatorProcess {
-        self.spawn(instance, &self.operator_kubeconfig, more)
+        self.spawn(instance, &self.access.operator_kubeconfig, more)
     }
 
     /// `assetscan-operator run` as replica `instance` of the chart's
@@ -169,14 +153,14 @@ impl Stack {
     /// lets make the operator's calls in both; all of it recorded for
     /// removal.
     pub async fn cluster_wide(&self) -> ClusterWide {
-        let second = cluster::create_namespace(&self.admin, &self.ledger)
+        let second = cluster::create_namespace(&self.admin, &self.access.ledger)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         let kubeconfig = self.dir.path().join("cluster-wide.kubeconfig");
         cluster::install_cluster_wide(
             &self.admin,
-            &self.kubeconfig,
-            &self.ledger,
+            &self.access.kubeconfig,
+            &self.access.ledger,
             &self.namespace,
             &[&self.namespace, &second],
             &kubeconfig,
@@ -300,8 +284,18 @@ struct Server {
     namespace: String,
     admin: Client,
     operator_client: Client,
+    access: Access,
+}
+
+/// What operator processes and more ServiceAccounts are set up with.
+struct Access {
+    /// The operator's credentials, for its processes.
     operator_kubeconfig: PathBuf,
+    /// The user's kubeconfig, for more ServiceAccounts' tokens.
     kubeconfig: Kubeconfig,
+    /// Where what the scenario creates beyond its namespace is recorded for
+    /// removal: the run's ledger on a cluster, the scenario's own on the
+    /// emulator (which goes with it).
     ledger: Arc<Mutex<Ledger>>,
 }
 
@@ -323,9 +317,11 @@ impl Server {
             namespace: EMULATOR_NAMESPACE.to_owned(),
             admin: client.clone(),
             operator_client: client,
-            kubeconfig: Kubeconfig::read_from(&path).expect("read the kubeconfig"),
-            operator_kubeconfig: path,
-            ledger: Arc::default(),
+            access: Access {
+                kubeconfig: Kubeconfig::read_from(&path).expect("read the kubeconfig"),
+                operator_kubeconfig: path,
+                ledger: Arc::default(),
+            },
         };
         (emu, server)
     }
@@ -336,9 +332,11 @@ impl Server {
             namespace: p.namespace.clone(),
             admin: p.admin.clone(),
             operator_client: p.operator.clone(),
-            operator_kubeconfig: p.operator_kubeconfig.clone(),
-            kubeconfig: p.kubeconfig.clone(),
-            ledger: p.ledger.clone(),
+            access: Access {
+                operator_kubeconfig: p.operator_kubeconfig.clone(),
+                kubeconfig: p.kubeconfig.clone(),
+                ledger: p.ledger.clone(),
+            },
         }
     }
 }
