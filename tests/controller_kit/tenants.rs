@@ -67,6 +67,20 @@ pub async fn share_no_lock_token_or_history(t: &TwoTenants<'_>) {
     let ended = async |tenant: &Tenant, name: &str| {
         wait::object(&tenant.api, name, "terminal", t.patience, is_terminal).await
     };
+    // A run releases its lock after its end is recorded.
+    let released = async |tenant: &Tenant| {
+        let lock = t
+            .store
+            .scoped(&tenant.namespace)
+            .unwrap()
+            .keys(&asset)
+            .lock();
+        let what = format!("the runs of {} released its lock", tenant.namespace);
+        wait::until(&what, t.patience, async || {
+            keys_of(t.redis, &lock).await.is_empty()
+        })
+        .await;
+    };
 
     create_in(&b.api, &on("b-1")).await;
     assert_eq!(token(&ended(b, "b-1").await), 1);
@@ -82,6 +96,7 @@ pub async fn share_no_lock_token_or_history(t: &TwoTenants<'_>) {
     );
 
     // A run of a holds a's lock (renewed) all along.
+    released(a).await;
     let store_a = t.store.scoped(&a.namespace).unwrap();
     let held = store_a
         .acquire(&asset, "held-run", "a-stalled#1", 0)
@@ -104,14 +119,7 @@ pub async fn share_no_lock_token_or_history(t: &TwoTenants<'_>) {
     };
     history(a).await;
     history(b).await;
-
-    // A run releases its lock after its end is recorded: b's is free before
-    // b's keys are read.
-    let lock_b = t.store.scoped(&b.namespace).unwrap().keys(&asset).lock();
-    wait::until("b's lock released", t.patience, async || {
-        keys_of(t.redis, &lock_b).await.is_empty()
-    })
-    .await;
+    released(b).await;
 
     let before = (keys_of(t.redis, &b.keys()).await, statuses(&b.api).await);
     store_a.release(&asset, &held.lease).await.expect("release");
