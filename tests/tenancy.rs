@@ -8,18 +8,16 @@
 
 mod controller_kit;
 
-use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{NotificationState, Status};
 use assetscan_operator::kubernetes::controller::ConditionType;
 use assetscan_operator::kubernetes::crd::AssetScan;
-use assetscan_operator::store::TicketStore;
 use assetscan_testkit::{listener, wait};
+use controller_kit::tenants::{Tenant, TwoTenants, share_no_lock_token_or_history};
 use controller_kit::*;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
-use std::collections::BTreeMap;
 use tokio::net::TcpListener;
 
 async fn dialled_before(listener: &TcpListener) -> bool {
@@ -394,12 +392,9 @@ async fn finished(api: &Api<AssetScan>) -> usize {
 
 /// Two namespaces, one `assetId`, the bridge to the previous release's
 /// layout off: each namespace has its own lock, token sequence and audit
-/// stream. team-b scans first (token 1); team-a's two AssetScans take 1
-/// and 2 from team-a's own counter; a run of team-a holding its lock does
-/// not delay team-b's next run, which takes 2; each stream holds only its
-/// namespace's runs; deleting team-a's objects leaves every key of team-b
-/// as it was. With the legacy layout (one lock and fence per `assetId`),
-/// team-a's tokens continue team-b's and team-b's run waits.
+/// stream, and deleting one's objects changes no key of the other's
+/// (`controller_kit::tenants`; the e2e suite runs the same with operator
+/// processes).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_namespaces_with_one_asset_id_share_no_lock_token_or_history() {
     let mut h = Harness::start().await;
@@ -407,128 +402,15 @@ async fn two_namespaces_with_one_asset_id_share_no_lock_token_or_history() {
     h.config.redis.identity_bridge = false;
     namespace(&h, "team-a", json!({})).await;
     namespace(&h, "team-b", json!({})).await;
-    let team_a: Api<AssetScan> = Api::namespaced(h.client.clone(), "team-a");
-    let team_b: Api<AssetScan> = Api::namespaced(h.client.clone(), "team-b");
-    let asset = AssetId::new("payments-db").unwrap();
-    let on = |name: &str| h.online(scan(name).asset("payments-db").notify(&[]));
     let ctl = h.controller("tenancy").await;
-
-    create_in(&team_b, &on("b-1")).await;
-    assert_eq!(token(&ended(&team_b, "b-1").await), 1);
-    create_in(&team_a, &on("a-1")).await;
-    create_in(&team_a, &on("a-2")).await;
-    let mut tokens_a = vec![
-        token(&ended(&team_a, "a-1").await),
-        token(&ended(&team_a, "a-2").await),
-    ];
-    tokens_a.sort();
-    assert_eq!(tokens_a, [1, 2], "team-a draws from its own counter");
-
-    // A run of team-a holds team-a's lock (renewed) all along.
-    let store_a = h.store().await.scoped("team-a").unwrap();
-    let held = store_a
-        .acquire(&asset, "held-run", "team-a-stalled#1", 0)
-        .await
-        .expect("team-a's lock is free");
-    create_in(&team_b, &on("b-2")).await;
-    let b2 = ended(&team_b, "b-2").await;
-    assert_eq!(token(&b2), 2, "team-b's sequence goes on from its own 1");
-    assert!(held.lease.is_held(), "team-a's run still held its lock");
-
-    let store_b = h.store().await.scoped("team-b").unwrap();
-    let history = |store: TicketStore| async move {
-        let entries = store.audit(&asset_id(), 10_000).await.expect("audit");
-        (entries
-            .iter()
-            .filter_map(|e| e.get("ticket").map(str::to_owned)))
-        .collect::<Vec<_>>()
+    let tenants = TwoTenants {
+        a: Tenant::new(&h.client, "team-a"),
+        b: Tenant::new(&h.client, "team-b"),
+        redis: &h.redis,
+        stubs: &h.stubs,
+        store: h.store().await,
+        patience: PATIENCE,
     };
-    let (tickets_a, tickets_b) = (history(store_a.clone()).await, history(store_b).await);
-    assert!(
-        tickets_b.iter().all(|t| t.starts_with("asc:n:team-b:")),
-        "{tickets_b:?}"
-    );
-    assert!(
-        tickets_a.iter().all(|t| t.starts_with("asc:n:team-a:")),
-        "{tickets_a:?}"
-    );
-    assert!(!tickets_a.is_empty() && !tickets_b.is_empty());
-
-    let before = (keys_of(&h, "asc:n:team-b:*").await, statuses(&team_b).await);
-    store_a.release(&asset, &held.lease).await.expect("release");
-    for name in ["a-1", "a-2"] {
-        team_a
-            .delete(name, &DeleteParams::default())
-            .await
-            .expect("delete");
-    }
-    for name in ["a-1", "a-2"] {
-        wait::gone(&team_a, name, PATIENCE).await;
-    }
-    let after = (keys_of(&h, "asc:n:team-b:*").await, statuses(&team_b).await);
-    assert!(!before.0.is_empty());
-    assert_eq!(before, after, "deleting team-a's objects changed team-b's");
-    assert!(
-        keys_of(&h, "asc:{payments-db}:*").await.is_empty(),
-        "no legacy key"
-    );
+    share_no_lock_token_or_history(&tenants).await;
     ctl.stop().await;
-}
-
-fn asset_id() -> AssetId {
-    AssetId::new("payments-db").unwrap()
-}
-
-async fn ended(api: &Api<AssetScan>, name: &str) -> AssetScan {
-    wait::object(api, name, "terminal", PATIENCE, is_terminal).await
-}
-
-fn token(obj: &AssetScan) -> i64 {
-    status(obj).fencing_token.expect("a recorded token")
-}
-
-/// Each AssetScan of `api`: its phase, run, token and revision.
-async fn statuses(api: &Api<AssetScan>) -> Vec<String> {
-    let list = api.list(&ListParams::default()).await.expect("list");
-    (list.items.iter())
-        .map(|o| {
-            let s = status(o);
-            format!(
-                "{:?} {:?} {:?} {:?}",
-                s.phase, s.run, s.fencing_token, s.revision
-            )
-        })
-        .collect()
-}
-
-/// Every key matching `pattern` with what it holds (a stream by its length
-/// and last id).
-async fn keys_of(h: &Harness, pattern: &str) -> BTreeMap<String, String> {
-    let client = redis::Client::open(h.redis.url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(pattern)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let mut found = BTreeMap::new();
-    for key in keys {
-        let kind: String = redis::cmd("TYPE")
-            .arg(&key)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let mut read = match kind.as_str() {
-            "stream" => redis::cmd("XREVRANGE"),
-            "hash" => redis::cmd("HGETALL"),
-            _ => redis::cmd("GET"),
-        };
-        read.arg(&key);
-        if kind == "stream" {
-            read.arg("+").arg("-").arg("COUNT").arg(1);
-        }
-        let value: redis::Value = read.query_async(&mut conn).await.unwrap();
-        found.insert(key, format!("{kind} {value:?}"));
-    }
-    found
 }

@@ -22,8 +22,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 #[derive(Clone, Debug)]
 pub struct OperatorCommand<'a> {
     binary: &'a Path,
-    /// `run` and its flags, but the metrics address.
+    /// `run` and its flags, but the namespace and the metrics address.
     run: Vec<OsString>,
+    /// The namespace watched (`None`: all, as the chart's cluster-wide
+    /// install runs it).
+    namespace: Option<&'a str>,
     kubeconfig: &'a Path,
     instance: &'a str,
     metrics_port: Option<u16>,
@@ -46,16 +49,13 @@ impl<'a> OperatorCommand<'a> {
         namespace: &'a str,
     ) -> OperatorCommand<'a> {
         let mut run: Vec<OsString> = vec!["run".into(), "--config".into(), config.into()];
-        for (flag, value) in [
-            ("--redis-url", redis_url),
-            ("--instance", instance),
-            ("--namespace", namespace),
-        ] {
+        for (flag, value) in [("--redis-url", redis_url), ("--instance", instance)] {
             run.extend([flag.into(), value.into()]);
         }
         OperatorCommand {
             binary,
             run,
+            namespace: Some(namespace),
             kubeconfig,
             instance,
             metrics_port: None,
@@ -63,6 +63,12 @@ impl<'a> OperatorCommand<'a> {
             log_filter: "info,kube=warn,hyper=warn",
             env: Vec::new(),
         }
+    }
+
+    /// Watch every namespace (no `--namespace`).
+    pub fn all_namespaces(mut self) -> Self {
+        self.namespace = None;
+        self
     }
 
     /// Serve `/metrics` and the probes on this loopback port.
@@ -105,6 +111,7 @@ impl<'a> OperatorCommand<'a> {
         let mut command = Command::new(self.binary);
         command
             .args(&self.run)
+            .args(self.namespace.iter().flat_map(|ns| ["--namespace", ns]))
             .args(["--metrics-addr", &metrics_addr])
             .env("KUBECONFIG", self.kubeconfig)
             .env("RUST_LOG", self.log_filter)

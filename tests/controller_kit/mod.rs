@@ -9,6 +9,7 @@
 
 #[path = "../kit/mod.rs"]
 pub mod kit;
+pub mod tenants;
 
 // Not every test file that includes the kit uses all of it.
 #[allow(unused_imports)]
@@ -273,10 +274,7 @@ impl Harness {
 
     /// Marks the scan's asset online in the inventory stub, and builds it.
     pub fn online(&self, scan: ScanBuilder) -> AssetScan {
-        if let Some(id) = scan.inventory_ref() {
-            self.stubs.inventory.set_online(id, true);
-        }
-        scan.build()
+        online_in(&self.stubs, scan)
     }
 
     /// Controller `instance`, and `scan` (its asset online) created and
@@ -499,8 +497,6 @@ pub fn requeue_after(action: &kube::runtime::controller::Action) -> Option<Durat
     Some(Duration::from_secs_f64(secs))
 }
 
-/// The value of the sample line that starts with `sample ` (name and
-/// labels exactly as exposed), 0 when absent.
 /// Creates `scan` through `api`; the test fails if it cannot.
 pub async fn create_in(api: &Api<AssetScan>, scan: &AssetScan) -> AssetScan {
     api.create(&PostParams::default(), scan)
@@ -508,6 +504,16 @@ pub async fn create_in(api: &Api<AssetScan>, scan: &AssetScan) -> AssetScan {
         .unwrap_or_else(|e| panic!("create {}: {e}", scan.name_any()))
 }
 
+/// Marks the scan's asset online in the inventory stub `stubs`, and builds it.
+pub fn online_in(stubs: &ProviderStubs, scan: ScanBuilder) -> AssetScan {
+    if let Some(id) = scan.inventory_ref() {
+        stubs.inventory.set_online(id, true);
+    }
+    scan.build()
+}
+
+/// The value of the sample line that starts with `sample ` (name and
+/// labels exactly as exposed), 0 when absent.
 pub fn metric(text: &str, sample: &str) -> f64 {
     text.lines()
         .find_map(|line| line.strip_prefix(sample)?.strip_prefix(' '))

@@ -9,7 +9,8 @@
 //! On a cluster the run installs the CRDs when they are absent and the
 //! chart's RBAC in a namespace of its own, runs the operator with that
 //! RBAC's ServiceAccount token, and removes what it created at the end,
-//! whatever happened (`cluster.rs`). Its own options: `--kubeconfig PATH`,
+//! whatever happened (`cluster.rs`); a scenario of two namespaces adds a
+//! second namespace and the chart's cluster-wide RBAC, removed the same way. Its own options: `--kubeconfig PATH`,
 //! `--no-garbage-collector` (a bare API server without
 //! kube-controller-manager), and names to filter the scenarios; libtest's
 //! flags (`--test-threads=2`, …) are accepted and ignored. It runs its

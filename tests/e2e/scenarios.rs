@@ -5,6 +5,7 @@
 
 use crate::backend::GarbageCollector;
 use crate::controller_kit::kit::scans::{run_ended, scan, status};
+use crate::controller_kit::tenants::{Tenant, TwoTenants, share_no_lock_token_or_history};
 use crate::metrics_kit;
 use crate::stack::{Stack, metric_of};
 use assetscan_operator::domain::RESCAN_ANNOTATION;
@@ -28,6 +29,9 @@ pub const SCENARIOS: &[(&str, Scenario)] = &[
     ("reports_pruned_and_collected", |s| Box::pin(reports(s))),
     ("stalled_executor_fenced", |s| Box::pin(stalled_executor(s))),
     ("metrics_behind_rbac", |s| Box::pin(metrics_behind_rbac(s))),
+    ("two_namespaces_one_asset_id", |s| {
+        Box::pin(two_namespaces_one_asset_id(s))
+    }),
 ];
 
 /// The run of generation `g`, scan `n`, of an object with owner id `owner`.
@@ -425,4 +429,30 @@ async fn metrics_behind_rbac(s: Stack) {
     })
     .await;
     metrics_kit::check_answers(&https, port, &reader, &outsider).await;
+}
+
+/// One operator for two teams, as the chart's cluster-wide install runs it
+/// (a ClusterRole the backend's authorizer checks for both namespaces): the
+/// scenario's namespace and a second one hold AssetScans of one `assetId`,
+/// the bridge to the previous release's layout off. Token sequences are
+/// independent, a run holding one namespace's lock does not delay the
+/// other's, each has its own audit history, and deleting one's AssetScans
+/// leaves every key and status of the other's as it was
+/// (`controller_kit::tenants`, as `tests/tenancy.rs` runs it in process).
+async fn two_namespaces_one_asset_id(mut s: Stack) {
+    s.edit_config(|text| {
+        assert!(text.starts_with("redis: {timeout: 1s}"), "{text}");
+        text.replacen("redis: {", "redis: {identityBridge: false, ", 1)
+    });
+    let install = s.cluster_wide().await;
+    let _op = s.operator_of_all(&install, "op-tenants");
+    let tenants = TwoTenants {
+        a: Tenant::new(&s.admin, &s.namespace),
+        b: Tenant::new(&s.admin, &install.second),
+        redis: &s.redis,
+        stubs: &s.stubs,
+        store: s.store().await,
+        patience: s.patience(),
+    };
+    share_no_lock_token_or_history(&tenants).await;
 }

@@ -4,9 +4,10 @@
 //! processes with the operator's credentials.
 
 use crate::backend::Backend;
+use crate::cluster::{self, Ledger, Prepared};
 use crate::controller_kit::kit::scans::ScanBuilder;
 use crate::controller_kit::kit::tickets::asset_id;
-use crate::controller_kit::{config_yaml, create_in, metric};
+use crate::controller_kit::{config_yaml, create_in, metric, online_in};
 use assetscan_operator::config::Config;
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanReport};
 use assetscan_operator::providers::install_crypto_provider;
@@ -18,9 +19,11 @@ use assetscan_testkit::stubs::ProviderStubs;
 use assetscan_testkit::wait;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
+use kube::config::Kubeconfig;
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The namespace of an emulator's scenario (a cluster's is the run's own).
@@ -33,7 +36,7 @@ pub struct Stack {
     pub admin: Client,
     /// The operator's credentials (on a cluster, the chart's Role).
     pub operator_client: Client,
-    operator_kubeconfig: PathBuf,
+    access: Access,
     pub redis: RedisServer,
     pub stubs: ProviderStubs,
     pub config: Config,
@@ -63,33 +66,19 @@ impl Stack {
         let text = kit.replacen("membershipTtl: 1s", "membershipTtl: 0s", 1);
         std::fs::write(&config_path, &text).expect("write config");
         let config = Config::parse(&text, &config_path).expect("the config parses");
-        let (emulator, namespace, admin, operator_client, operator_kubeconfig) = match backend {
+        let (emulator, server) = match backend {
             Backend::Emulator => {
-                let emu = Emulator::start(EmulatorOptions {
-                    crd_dir: Some(assetscan_testkit::tools::repo().join("crds")),
-                    namespaces: vec![EMULATOR_NAMESPACE.into()],
-                    ..EmulatorOptions::default()
-                })
-                .await
-                .expect("emulator starts");
-                let kubeconfig = dir.path().join("kubeconfig");
-                emu.write_kubeconfig(&kubeconfig).expect("kubeconfig");
-                let client = emu.client().expect("emulator client");
-                let ns = EMULATOR_NAMESPACE.to_owned();
-                (Some(emu), ns, client.clone(), client, kubeconfig)
+                let (emulator, server) = Server::emulator(dir.path()).await;
+                (Some(emulator), server)
             }
-            Backend::Cluster(p) => {
-                let (admin, operator) = (p.admin.clone(), p.operator.clone());
-                let kubeconfig = p.operator_kubeconfig.clone();
-                (None, p.namespace.clone(), admin, operator, kubeconfig)
-            }
+            Backend::Cluster(p) => (None, Server::cluster(p)),
         };
         Stack {
             backend: backend.clone(),
-            namespace,
-            admin,
-            operator_client,
-            operator_kubeconfig,
+            namespace: server.namespace,
+            admin: server.admin,
+            operator_client: server.operator_client,
+            access: server.access,
             redis,
             stubs,
             config,
@@ -119,6 +108,22 @@ impl Stack {
         instance: &str,
         more: impl FnOnce(OperatorCommand<'_>) -> OperatorCommand<'_>,
     ) -> OperatorProcess {
+        self.spawn(instance, &self.access.operator_kubeconfig, more)
+    }
+
+    /// `assetscan-operator run` as replica `instance` of the chart's
+    /// cluster-wide install: every namespace watched, with its
+    /// ServiceAccount's credentials.
+    pub fn operator_of_all(&self, install: &ClusterWide, instance: &str) -> OperatorProcess {
+        self.spawn(instance, &install.kubeconfig, |c| c.all_namespaces())
+    }
+
+    fn spawn(
+        &self,
+        instance: &str,
+        kubeconfig: &Path,
+        more: impl FnOnce(OperatorCommand<'_>) -> OperatorCommand<'_>,
+    ) -> OperatorProcess {
         let log = self.dir.path().join(format!("operator-{instance}.log"));
         let url = self.redis.url();
         let binary = Path::new(env!("CARGO_BIN_EXE_assetscan-operator"));
@@ -126,7 +131,7 @@ impl Stack {
             binary,
             &self.config_path,
             &url,
-            &self.operator_kubeconfig,
+            kubeconfig,
             instance,
             &self.namespace,
         )
@@ -134,12 +139,40 @@ impl Stack {
         more(command).spawn(&log).expect("operator starts")
     }
 
+    /// The operator's config file edited by `edit` (for the processes
+    /// started after), and the scenario's view of it.
+    pub fn edit_config(&mut self, edit: impl FnOnce(&str) -> String) {
+        let text = std::fs::read_to_string(&self.config_path).expect("read config");
+        let text = edit(&text);
+        std::fs::write(&self.config_path, &text).expect("write config");
+        self.config = Config::parse(&text, &self.config_path).expect("the config parses");
+    }
+
+    /// A second namespace, and the chart installed for every namespace
+    /// (`cluster::install_cluster_wide`), which the backend's authorizer
+    /// lets make the operator's calls in both; all of it recorded for
+    /// removal.
+    pub async fn cluster_wide(&self) -> ClusterWide {
+        let second = cluster::create_namespace(&self.admin, &self.access.ledger)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let kubeconfig = self.dir.path().join("cluster-wide.kubeconfig");
+        cluster::install_cluster_wide(
+            &self.admin,
+            &self.access.kubeconfig,
+            &self.access.ledger,
+            &self.namespace,
+            &[&self.namespace, &second],
+            &kubeconfig,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        ClusterWide { second, kubeconfig }
+    }
+
     /// Marks the scan's asset online in the inventory stub, and builds it.
     pub fn online(&self, scan: ScanBuilder) -> AssetScan {
-        if let Some(id) = scan.inventory_ref() {
-            self.stubs.inventory.set_online(id, true);
-        }
-        scan.build()
+        online_in(&self.stubs, scan)
     }
 
     pub async fn create(&self, scan: &AssetScan) -> AssetScan {
@@ -244,6 +277,76 @@ impl Stack {
             .filter_map(|d| d.header("idempotency-key").map(str::to_owned))
             .collect()
     }
+}
+
+/// The scenario's API server, as the user and as the operator.
+struct Server {
+    namespace: String,
+    admin: Client,
+    operator_client: Client,
+    access: Access,
+}
+
+/// What operator processes and more ServiceAccounts are set up with.
+struct Access {
+    /// The operator's credentials, for its processes.
+    operator_kubeconfig: PathBuf,
+    /// The user's kubeconfig, for more ServiceAccounts' tokens.
+    kubeconfig: Kubeconfig,
+    /// Where what the scenario creates beyond its namespace is recorded for
+    /// removal: the run's ledger on a cluster, the scenario's own on the
+    /// emulator (which goes with it).
+    ledger: Arc<Mutex<Ledger>>,
+}
+
+impl Server {
+    /// An emulator of the scenario's own, its kubeconfig written in `dir`;
+    /// the user's credentials serve as the operator's.
+    async fn emulator(dir: &Path) -> (Emulator, Server) {
+        let emu = Emulator::start(EmulatorOptions {
+            crd_dir: Some(assetscan_testkit::tools::repo().join("crds")),
+            namespaces: vec![EMULATOR_NAMESPACE.into()],
+            ..EmulatorOptions::default()
+        })
+        .await
+        .expect("emulator starts");
+        let path = dir.join("kubeconfig");
+        emu.write_kubeconfig(&path).expect("kubeconfig");
+        let client = emu.client().expect("emulator client");
+        let server = Server {
+            namespace: EMULATOR_NAMESPACE.to_owned(),
+            admin: client.clone(),
+            operator_client: client,
+            access: Access {
+                kubeconfig: Kubeconfig::read_from(&path).expect("read the kubeconfig"),
+                operator_kubeconfig: path,
+                ledger: Arc::default(),
+            },
+        };
+        (emu, server)
+    }
+
+    /// The prepared cluster's namespace, credentials and ledger.
+    fn cluster(p: &Prepared) -> Server {
+        Server {
+            namespace: p.namespace.clone(),
+            admin: p.admin.clone(),
+            operator_client: p.operator.clone(),
+            access: Access {
+                operator_kubeconfig: p.operator_kubeconfig.clone(),
+                kubeconfig: p.kubeconfig.clone(),
+                ledger: p.ledger.clone(),
+            },
+        }
+    }
+}
+
+/// The chart's cluster-wide install ([`Stack::cluster_wide`]).
+pub struct ClusterWide {
+    /// The namespace created beside the scenario's.
+    pub second: String,
+    /// A token of its ServiceAccount, for the scenario's API server.
+    kubeconfig: PathBuf,
 }
 
 /// One sample of a process's `/metrics`, 0 when absent; with `sample`
