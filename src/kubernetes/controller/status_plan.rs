@@ -68,7 +68,7 @@ pub struct Planned {
 
 /// A claim's status write: the status, whether it is news, and the patch
 /// conditional on the resourceVersion of the object as read.
-pub struct Claim {
+pub struct ClaimWrite {
     pub status: AssetScanStatus,
     pub news: bool,
     pub patch: Value,
@@ -168,7 +168,7 @@ impl StatusPlan {
 
     /// The claim of `ticket` over `read`, the object as read before the
     /// acquire, unless it must not be recorded there.
-    pub fn claim(&self, ticket: &Ticket, read: &Stored) -> Result<Claim, ClaimRefusal> {
+    pub fn claim(&self, ticket: &Ticket, read: &Stored) -> Result<ClaimWrite, ClaimRefusal> {
         let previous = read.status.as_ref();
         if let Some(why) = claim_refusal(previous, ticket) {
             return Err(why);
@@ -186,7 +186,7 @@ impl StatusPlan {
         }
         let news = is_news(previous, &status, ticket);
         let patch = status_patch(previous, &status, Some(resource_version));
-        Ok(Claim {
+        Ok(ClaimWrite {
             status,
             news,
             patch,

@@ -10,7 +10,7 @@
 
 use super::cache::WatchCache;
 use super::events::RunEvents;
-use super::status_plan::{Claim, NextWrite, Stored, fence_of, next_write};
+use super::status_plan::{ClaimWrite, NextWrite, Stored, fence_of, next_write};
 use crate::backoff::Backoff;
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus, is_fence_refusal};
 use assetscan_domain::Fence;
@@ -156,7 +156,7 @@ impl<'a> StatusWriter<'a> {
     /// conditional on its resourceVersion, never retried (see
     /// [`super::StatusMirror`]'s `record_claim`). Returns whether the API
     /// server holds it.
-    pub async fn claim(&self, claim: &Claim) -> bool {
+    pub async fn claim(&self, claim: &ClaimWrite) -> bool {
         let run = claim.status.run.as_deref().unwrap_or_default();
         match self.send(&claim.status, &claim.patch).await {
             Ok(()) => true,
