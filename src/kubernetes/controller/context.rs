@@ -12,8 +12,7 @@ use super::starts::StartGate;
 use crate::config::{EventsSection, ReportsSection, ScanStartsSection};
 use crate::kubernetes::channel_access::ChannelPolicy;
 use crate::kubernetes::crd::AssetScan;
-use crate::pipeline::{Effects, Pipeline};
-use crate::store::StoreError;
+use crate::pipeline::{Effects, Pipeline, StoreError};
 use crate::telemetry::Metrics;
 use assetscan_domain::shard::Shard;
 use kube::runtime::events::{Recorder, Reporter};
@@ -197,11 +196,9 @@ impl<E> Context<E> {
 
 impl<E: Effects> Context<E> {
     /// After a failed reconcile of `obj`, checks that Redis answers, on a
-    /// live connection. After Redis failed, the connection is re-established
-    /// lazily: the first command after Redis is back still fails with the
-    /// old error (and only then starts the reconnect), so a retry after a
-    /// failure first pings, twice if need be, rather than losing the attempt
-    /// (and another backoff period) to a stale connection.
+    /// live connection ([`Pipeline::ready`]): a retry after a failure first
+    /// pings, twice if need be, rather than losing the attempt (and another
+    /// backoff period) to a stale connection.
     pub(super) async fn redis_ready_after_failure(
         &self,
         obj: &AssetScan,
@@ -209,12 +206,7 @@ impl<E: Effects> Context<E> {
         if !self.failures().contains_key(&object_key(obj)) {
             return Ok(());
         }
-        let store = self.pipeline.store();
-        match store.ping().await {
-            Ok(()) => Ok(()),
-            Err(err) if err.is_unavailable() => store.ping().await,
-            Err(err) => Err(err),
-        }
+        self.pipeline.ready().await
     }
 }
 

@@ -94,7 +94,7 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     }
     // Who is live before the first reconcile: each replica then prefers
     // its share from the start.
-    ctx.members.beat(ctx.pipeline.store()).await;
+    ctx.members.beat(&ctx.pipeline).await;
     let owned = watcher::Config::default()
         .any_semantic()
         .labels(&shard::owned_selector(ctx.settings.shard));
@@ -124,7 +124,7 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     futures::join!(
         main,
         placing,
-        ctx.members.keep(ctx.pipeline.store(), &ctx.shutdown)
+        ctx.members.keep(&ctx.pipeline, &ctx.shutdown)
     );
 }
 
