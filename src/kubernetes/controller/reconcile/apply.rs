@@ -3,20 +3,20 @@
 //! (or look again later), drive the run through the pipeline (or say on the
 //! object why none goes on), and settle the pipeline's outcome.
 
-use super::cache::{DELIVERY_WAIT, Latest};
-use super::channels::Refused;
-use super::context::{Context, Error, object_key};
-use super::halt::Halt;
-use super::members::replica_of;
-use super::mirror::StatusMirror;
+use super::context::{Context, Error};
 use super::notify_wait::backoff_left;
 use super::outcome::settle;
-use super::report::report_name;
 use super::request::run_view;
 use super::request::scan_request;
-use super::shard::Placement;
-use super::spread::rescan_after;
-use super::starts::Admission;
+use crate::kubernetes::controller::fleet::cache::{DELIVERY_WAIT, Latest};
+use crate::kubernetes::controller::fleet::members::replica_of;
+use crate::kubernetes::controller::fleet::object_key;
+use crate::kubernetes::controller::fleet::shard::Placement;
+use crate::kubernetes::controller::fleet::spread::rescan_after;
+use crate::kubernetes::controller::fleet::starts::Admission;
+use crate::kubernetes::controller::status::halt::{Halt, Refused};
+use crate::kubernetes::controller::status::mirror::StatusMirror;
+use crate::kubernetes::controller::status::report::report_name;
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::{Effects, Outcome, Pipeline, StoreError};
 use assetscan_domain::AssetId;

@@ -9,7 +9,7 @@
 //! computed against: a merge patch computed against an outdated copy would
 //! otherwise mix this executor's changes into a newer status.
 
-use super::status::status_from_ticket;
+use super::from_ticket::status_from_ticket;
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
 use assetscan_domain::ticket::Ticket;
 use assetscan_domain::{Fence, RESCAN_ANNOTATION, run_order};
@@ -305,7 +305,7 @@ pub fn merge_patch(from: &Value, to: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubernetes::controller::rescan_after;
+    use crate::kubernetes::controller::fleet::spread::rescan_after;
     use crate::kubernetes::crd::AssetScanSpec;
     use assetscan_domain::ticket::Status;
     use serde_json::json;

@@ -1,7 +1,8 @@
 //! The finalizer's cleanup: an object being deleted ends its runs for good.
 
-use super::context::{Context, Error, object_key};
+use super::context::{Context, Error};
 use super::request::owner_id;
+use crate::kubernetes::controller::fleet::object_key;
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::Effects;
 use assetscan_domain::AssetId;
