@@ -5,11 +5,11 @@
 //! here reconciles or writes a status: the reconcile asks, and the status
 //! mirror remembers its writes in the cache.
 
-pub mod cache;
-pub mod members;
-pub mod shard;
-pub mod spread;
-pub mod starts;
+pub(super) mod cache;
+pub(super) mod members;
+pub(super) mod shard;
+pub(super) mod spread;
+pub(super) mod starts;
 
 use crate::kubernetes::crd::AssetScan;
 use kube::ResourceExt;

@@ -5,11 +5,11 @@
 //! and said in Events (`events`); the conditions no ticket sets say why no
 //! run goes on (`halt`). `mirror` composes them.
 
-pub mod conditions;
-pub mod events;
-pub mod from_ticket;
-pub mod halt;
-pub mod mirror;
-pub mod plan;
-pub mod report;
-pub mod writer;
+pub(super) mod conditions;
+pub(super) mod events;
+pub(super) mod from_ticket;
+pub(super) mod halt;
+pub(super) mod mirror;
+pub(super) mod plan;
+pub(super) mod report;
+pub(super) mod writer;
