@@ -1,5 +1,5 @@
 //! Fair shares of one rate among namespaces: the lines of delayed callers
-//! that the start bound (`kubernetes::controller::starts`) keeps, one per
+//! that the start bound (`kubernetes::controller::fleet::starts`) keeps, one per
 //! namespace ([`FairLines`]), and the turns of the callers that wait for a
 //! provider's pacing (`providers::pace`, [`FairTurns`]).
 //!

@@ -7,9 +7,10 @@
 //! A `STALE_TOKEN` answer means another executor owns the run now: the runner
 //! stops at once, with no further provider call, notification or write.
 
-pub(crate) mod drill;
+mod drill;
 mod effects;
 mod facts;
+mod retire;
 mod retry;
 mod run;
 mod software;
@@ -19,9 +20,12 @@ use run::Run;
 pub use effects::{Effects, Notification, Observer, Resend, StepError};
 pub use retry::RetryPolicy;
 
-use crate::store::{Claim, LeaseGuard, StoreError, TicketStore};
-use assetscan_domain::ScanRequest;
+/// The pipeline's errors are the ticket store's.
+pub use crate::store::StoreError;
+
+use crate::store::{Claim, LeaseGuard, TicketStore};
 use assetscan_domain::ticket::{Step, Ticket};
+use assetscan_domain::{AssetId, ScanRequest};
 use serde::Deserialize;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -90,7 +94,7 @@ pub struct Pipeline<E> {
     steps: StepPolicies,
 }
 
-impl<E: Effects> Pipeline<E> {
+impl<E> Pipeline<E> {
     pub fn new(store: TicketStore, effects: E, steps: StepPolicies) -> Pipeline<E> {
         Pipeline {
             store,
@@ -111,13 +115,61 @@ impl<E: Effects> Pipeline<E> {
     /// The store of the objects of `namespace`, where an asset's identity
     /// is `(namespace, assetId)`; the legacy layout for runs of no
     /// namespace (the CLI's).
-    pub fn store_in(&self, namespace: Option<&str>) -> Result<TicketStore, StoreError> {
+    fn store_in(&self, namespace: Option<&str>) -> Result<TicketStore, StoreError> {
         match namespace {
             Some(namespace) => self.store.scoped(namespace),
             None => Ok(self.store.clone()),
         }
     }
 
+    /// How long a lock outlives its holder: a run another executor holds
+    /// ends within this long of that executor's end.
+    pub fn lock_ttl(&self) -> Duration {
+        self.store.config().lock_ttl
+    }
+
+    /// The ticket of `run` of `asset` in `namespace`, as Redis has it now.
+    pub async fn ticket_of(
+        &self,
+        namespace: Option<&str>,
+        asset: &AssetId,
+        run: &str,
+    ) -> Result<Option<Ticket>, StoreError> {
+        self.store_in(namespace)?.get_ticket(asset, run).await
+    }
+
+    /// Whether the store answers, on a live connection. After Redis failed,
+    /// the connection is re-established lazily: the first command after
+    /// Redis is back still fails with the old error (and only then starts
+    /// the reconnect), so an unavailable answer is asked once more.
+    pub async fn ready(&self) -> Result<(), StoreError> {
+        match self.store.ping().await {
+            Ok(()) => Ok(()),
+            Err(err) if err.is_unavailable() => self.store.ping().await,
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Renews `member`'s heartbeat in `group` for `ttl`; returns the live
+    /// members and when each one lapses (ms since the epoch). The runs'
+    /// store keeps the membership: a replica that cannot reach it runs
+    /// nothing anyway.
+    pub async fn heartbeat(
+        &self,
+        group: &str,
+        member: &str,
+        ttl: Duration,
+    ) -> Result<Vec<(String, u64)>, StoreError> {
+        self.store.heartbeat(group, member, ttl).await
+    }
+
+    /// Takes `member` out of `group` at once, rather than at its ttl.
+    pub async fn leave(&self, group: &str, member: &str) -> Result<(), StoreError> {
+        self.store.leave(group, member).await
+    }
+}
+
+impl<E: Effects> Pipeline<E> {
     /// Performs the run to its end, or until it is locked, superseded, loses
     /// its lock, or `shutdown` fires. Errors are the store's: every other
     /// way a run can end is an [`Outcome`].

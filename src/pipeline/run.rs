@@ -35,8 +35,8 @@ pub(super) struct Run<'a, E, O> {
     first_send: std::sync::atomic::AtomicBool,
 }
 
-/// Why the loop stops before a terminal status.
-enum Halt {
+/// Why the loop exits before a terminal status.
+enum Exit {
     Superseded {
         caller: u64,
         valid: u64,
@@ -81,16 +81,16 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
             };
             ticket = match step {
                 Ok(next) => next,
-                Err(Ok(Halt::Superseded { caller, valid })) => {
+                Err(Ok(Exit::Superseded { caller, valid })) => {
                     warn!(asset = %self.req.asset, caller, valid, "superseded by a newer executor: stopping");
                     return Ok(Outcome::Superseded { caller, valid });
                 }
-                Err(Ok(Halt::LockLost)) => {
+                Err(Ok(Exit::LockLost)) => {
                     warn!(asset = %self.req.asset, "lock lost: stopping");
                     return Ok(Outcome::LockLost(ticket));
                 }
-                Err(Ok(Halt::Stopped)) => return Ok(Outcome::Stopped(ticket)),
-                Err(Ok(Halt::Deferred(retry_after, recorded))) => {
+                Err(Ok(Exit::Stopped)) => return Ok(Outcome::Stopped(ticket)),
+                Err(Ok(Exit::Deferred(retry_after, recorded))) => {
                     return Ok(Outcome::Deferred {
                         ticket: *recorded,
                         retry_after,
@@ -132,7 +132,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         &self,
         ticket: &Ticket,
         mut patch: Patch,
-    ) -> Result<Ticket, Result<Halt, StoreError>> {
+    ) -> Result<Ticket, Result<Exit, StoreError>> {
         let mut learned = ticket.clone();
         for (name, value) in &patch.facts {
             learned.facts.set(name, value).map_err(|e| {
@@ -151,10 +151,10 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     ///
     /// Exhausted retries fail the run, with three exceptions that keep a
     /// confirmed risk from being lost: a notification is retried pass after
-    /// pass while its errors are retryable ([`Halt::Deferred`]); threat
+    /// pass while its errors are retryable ([`Exit::Deferred`]); threat
     /// intel that cannot be had is skipped when CVSS alone already makes the
     /// asset high risk.
-    async fn call(&self, ticket: &Ticket, step: Step) -> Result<Ticket, Result<Halt, StoreError>> {
+    async fn call(&self, ticket: &Ticket, step: Step) -> Result<Ticket, Result<Exit, StoreError>> {
         let policy = self.pipeline.steps.of(step);
         let attempt = ticket.attempts_of(step) + 1;
         if step != Step::Notify && attempt > policy.max_attempts {
@@ -163,17 +163,17 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                 .await;
         }
         if !self.lease.is_held() {
-            return Err(Ok(Halt::LockLost));
+            return Err(Ok(Exit::LockLost));
         }
         let lost = self.lease.cancelled();
         let started = tokio::time::Instant::now();
         let work = tokio::time::timeout(policy.timeout, self.perform(ticket, step));
         let result = tokio::select! {
-            _ = lost.cancelled() => return Err(Ok(Halt::LockLost)),
-            _ = self.shutdown.cancelled() => return Err(Ok(Halt::Stopped)),
+            _ = lost.cancelled() => return Err(Ok(Exit::LockLost)),
+            _ = self.shutdown.cancelled() => return Err(Ok(Exit::Stopped)),
             r = while_held(self.lease, work) => match r {
                 Some(r) => r,
-                None => return Err(Ok(Halt::LockLost)),
+                None => return Err(Ok(Exit::LockLost)),
             },
         };
         let result = result.unwrap_or_else(|_| {
@@ -220,12 +220,12 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         }));
         let recorded = self.write(ticket, ticket.status, patch).await?;
         if exhausted {
-            return Err(Ok(Halt::Deferred(policy.max_backoff, Box::new(recorded))));
+            return Err(Ok(Exit::Deferred(policy.max_backoff, Box::new(recorded))));
         }
         let delay = policy.backoff(attempt, error.retry_after);
         tokio::select! {
-            _ = lost.cancelled() => Err(Ok(Halt::LockLost)),
-            _ = self.shutdown.cancelled() => Err(Ok(Halt::Stopped)),
+            _ = lost.cancelled() => Err(Ok(Exit::LockLost)),
+            _ = self.shutdown.cancelled() => Err(Ok(Exit::Stopped)),
             _ = tokio::time::sleep(delay) => Ok(recorded),
         }
     }
@@ -371,7 +371,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         attempt: u32,
         message: &str,
         learned: Facts,
-    ) -> Result<Ticket, Result<Halt, StoreError>> {
+    ) -> Result<Ticket, Result<Exit, StoreError>> {
         let last_error = Some(Some(LastError {
             step,
             message: message.to_owned(),
@@ -409,7 +409,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         ticket: &Ticket,
         to: Status,
         mut patch: Patch,
-    ) -> Result<Ticket, Result<Halt, StoreError>> {
+    ) -> Result<Ticket, Result<Exit, StoreError>> {
         let intent = to == Status::Notifying && ticket.status != Status::Notifying;
         if intent {
             patch = patch.fact(
@@ -440,7 +440,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                 Ok(next)
             }
             Err(StoreError::StaleToken { caller, valid }) => {
-                Err(Ok(Halt::Superseded { caller, valid }))
+                Err(Ok(Exit::Superseded { caller, valid }))
             }
             Err(err) => Err(Err(err)),
         }

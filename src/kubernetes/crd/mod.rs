@@ -2,8 +2,8 @@
 //! `AssetScan` custom resource: what a user asks to have scanned (spec),
 //! and the durable, user-facing mirror of the scan ticket (status). Schema
 //! and CEL rules only: the controller converts the spec into the pipeline's
-//! request and maps tickets onto the status (`controller/request.rs`,
-//! `controller/status.rs`).
+//! request and maps tickets onto the status (`controller/reconcile/request.rs`,
+//! `controller/status/from_ticket.rs`).
 //!
 //! The CRD in `crds/` is generated from these types ([`crd_yaml`]) and kept in
 //! sync by a test. Validation lives in the schema, so the API server rejects a

@@ -3,23 +3,22 @@
 //! (or look again later), drive the run through the pipeline (or say on the
 //! object why none goes on), and settle the pipeline's outcome.
 
-use super::cache::{DELIVERY_WAIT, Latest};
-use super::channels::Refused;
-use super::context::{Context, Error, object_key};
-use super::halt::Halt;
-use super::members::replica_of;
-use super::mirror::StatusMirror;
+use super::context::{Context, Error};
 use super::notify_wait::backoff_left;
 use super::outcome::settle;
-use super::report::report_name;
 use super::request::run_view;
 use super::request::scan_request;
-use super::shard::Placement;
-use super::spread::rescan_after;
-use super::starts::Admission;
+use crate::kubernetes::controller::fleet::cache::{DELIVERY_WAIT, Latest};
+use crate::kubernetes::controller::fleet::members::replica_of;
+use crate::kubernetes::controller::fleet::object_key;
+use crate::kubernetes::controller::fleet::shard::Placement;
+use crate::kubernetes::controller::fleet::spread::rescan_after;
+use crate::kubernetes::controller::fleet::starts::Admission;
+use crate::kubernetes::controller::status::halt::{Halt, Refused};
+use crate::kubernetes::controller::status::mirror::StatusMirror;
+use crate::kubernetes::controller::status::report::report_name;
 use crate::kubernetes::crd::AssetScan;
-use crate::pipeline::{Effects, Outcome};
-use crate::store::{StoreError, TicketStore};
+use crate::pipeline::{Effects, Outcome, Pipeline, StoreError};
 use assetscan_domain::AssetId;
 use assetscan_domain::RunDecision;
 use assetscan_domain::RunView;
@@ -58,7 +57,7 @@ pub(super) async fn apply<E: Effects + 'static>(
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan)
         .progress_every(ctx.settings.progress_every)
         .records(&ctx.settings.reports, &ctx.settings.events)
-        .end_grace(ctx.pipeline.store().config().lock_ttl)
+        .end_grace(ctx.pipeline.lock_ttl())
         .remembered_in(ctx.cache());
     let result = act(obj, decision, ctx, &mirror, rescan, &refused).await;
     if spent.0 && !mirror.claimed() {
@@ -228,12 +227,7 @@ async fn act<E: Effects + 'static>(
             ctx.metrics.reconciled("up_to_date");
             ctx.forget(obj);
             ctx.waiting.cleared(obj);
-            write_missing_report(
-                obj,
-                &ctx.pipeline.store_in(obj.metadata.namespace.as_deref())?,
-                mirror,
-            )
-            .await?;
+            write_missing_report(obj, &ctx.pipeline, mirror).await?;
             return Ok(delay.map_or_else(Action::await_change, Action::requeue));
         }
         RunDecision::Suspended => {
@@ -316,9 +310,9 @@ async fn read_stored<E: Effects + 'static>(
 /// write failed, or the status write that named it was lost): mirror the
 /// run's ticket again, which writes the report and names it. One read of
 /// the ticket, only then; a ticket Redis no longer has cannot be reported.
-async fn write_missing_report(
+async fn write_missing_report<E>(
     obj: &AssetScan,
-    store: &TicketStore,
+    pipeline: &Pipeline<E>,
     mirror: &StatusMirror<'_>,
 ) -> Result<(), StoreError> {
     let Some(status) = obj.status.as_ref() else {
@@ -333,7 +327,8 @@ async fn write_missing_report(
     let Ok(asset) = AssetId::new(obj.spec.asset_id.clone()) else {
         return Ok(());
     };
-    match store.get_ticket(&asset, run).await? {
+    let namespace = obj.metadata.namespace.as_deref();
+    match pipeline.ticket_of(namespace, &asset, run).await? {
         Some(ticket) if ticket.status.is_terminal() => {
             mirror.mirror(&ticket).await;
         }

@@ -4,7 +4,7 @@
 //! (retention, data loss); the report is what the run found, kept in the
 //! API server.
 
-use super::status::{last_error_status, saturating_i64, time_from_ms};
+use super::from_ticket::{last_error_status, saturating_i64, time_from_ms};
 use crate::kubernetes::crd::{
     AssetScan, AssetScanReport, AssetScanReportSpec, AssetScanStatus, DEFAULT_REPORT_HISTORY_LIMIT,
     ReportFinding, ReportFindings, ReportNotification, ReportSbom, ReportThreatIntel,

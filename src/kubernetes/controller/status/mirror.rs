@@ -3,15 +3,15 @@
 //! (`plan.rs`, what to write), the fenced writer (`writer.rs`, writing it),
 //! the report recorder (`report.rs`) and the run's Events (`events.rs`).
 
-use super::cache::WatchCache;
-use super::channels::{Refused, channel_condition};
 use super::conditions::{ConditionType, bounded};
 use super::events::RunEvents;
-use super::halt::{Halt, InvalidShardLabel, shard_label_condition};
+use super::halt::{Halt, Refused, channel_condition, shard_label_condition};
+use super::plan::{ClaimRefusal, Planned, StatusPlan, fence_of};
 use super::report::{ReportRecorder, report_name};
-use super::status_plan::{ClaimRefusal, Planned, StatusPlan, fence_of};
 use super::writer::StatusWriter;
 use crate::config::{EventsSection, ReportsSection};
+use crate::kubernetes::controller::fleet::cache::WatchCache;
+use crate::kubernetes::controller::fleet::shard::InvalidShardLabel;
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::Metrics;
@@ -49,7 +49,9 @@ pub struct StatusMirror<'a> {
 
 impl<'a> StatusMirror<'a> {
     /// `rescan` is how long after a run ended its next scan is due (see
-    /// [`super::rescan_after`]): a terminal status carries `nextScanTime`.
+    /// [`rescan_after`]): a terminal status carries `nextScanTime`.
+    ///
+    /// [`rescan_after`]: crate::kubernetes::controller::fleet::spread::rescan_after
     pub fn new(
         api: Api<AssetScan>,
         obj: &'a AssetScan,
@@ -86,7 +88,7 @@ impl<'a> StatusMirror<'a> {
 
     /// How long the end of a run another executor ended is left to it: look
     /// again then (its write, when it comes, triggers a reconcile sooner).
-    pub(super) fn end_left(&self) -> Option<Duration> {
+    pub(crate) fn end_left(&self) -> Option<Duration> {
         *self.end_left.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -106,13 +108,13 @@ impl<'a> StatusMirror<'a> {
     }
 
     /// The run's Events and metrics.
-    pub(super) fn events(&self) -> &RunEvents<'a> {
+    pub(crate) fn events(&self) -> &RunEvents<'a> {
         &self.events
     }
 
     /// Whether this reconcile recorded a claim: only then did a run start
     /// (or resume), and spend a start of the replica's start bound.
-    pub(super) fn claimed(&self) -> bool {
+    pub(crate) fn claimed(&self) -> bool {
         self.claimed.load(Ordering::Relaxed)
     }
 
@@ -146,7 +148,7 @@ impl<'a> StatusMirror<'a> {
 
     /// Writes why no run goes on into the status. Returns whether the API
     /// server holds it.
-    pub(super) async fn halt(&self, halt: &Halt) -> bool {
+    pub(crate) async fn halt(&self, halt: &Halt) -> bool {
         // On top of what this run last wrote, not of the object as it was
         // read at the start: that status is older, and writing it back would
         // go behind the fence (and be refused).
@@ -164,7 +166,7 @@ impl<'a> StatusMirror<'a> {
     /// reconcile found it: a run's writes keep the conditions they found and
     /// never add this one, so a valid label whose object did not show it
     /// costs no copy of the status.
-    pub(super) async fn shard_label(&self, invalid: Option<InvalidShardLabel<'_>>) {
+    pub(crate) async fn shard_label(&self, invalid: Option<InvalidShardLabel<'_>>) {
         let shown = self.obj.status.as_ref().is_some_and(|s| {
             ConditionType::ShardLabelInvalid
                 .find(&s.conditions)
@@ -183,7 +185,7 @@ impl<'a> StatusMirror<'a> {
     /// is new or says something new: like the shard label, it is the
     /// object's (its namespace and spec), so it is checked after each
     /// reconcile and costs a write only when it changes.
-    pub(super) async fn channels(&self, refused: &Refused) {
+    pub(crate) async fn channels(&self, refused: &Refused) {
         let shown = (self.obj.status.as_ref())
             .and_then(|s| ConditionType::ChannelRefused.find(&s.conditions))
             .map(|c| c.message.clone());

@@ -2,7 +2,7 @@
 //! [`Outcome`], the result it counts, what it tells (the status, an Event,
 //! the log) and when it looks again.
 
-use super::mirror::StatusMirror;
+use crate::kubernetes::controller::status::mirror::StatusMirror;
 use crate::pipeline::Outcome;
 use crate::telemetry::Metrics;
 use assetscan_domain::ticket::{Status, Ticket};

@@ -8,10 +8,10 @@
 //! slipped one Redis write in before a takeover still cannot overwrite the
 //! newer status. Such a rejection is expected and counted, not retried.
 
-use super::cache::WatchCache;
 use super::events::RunEvents;
-use super::status_plan::{Claim, NextWrite, Stored, fence_of, next_write};
+use super::plan::{ClaimWrite, NextWrite, Stored, fence_of, next_write};
 use crate::backoff::Backoff;
+use crate::kubernetes::controller::fleet::cache::WatchCache;
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus, is_fence_refusal};
 use assetscan_domain::Fence;
 use kube::api::{Api, Patch, PatchParams};
@@ -153,10 +153,9 @@ impl<'a> StatusWriter<'a> {
     }
 
     /// Records a claim planned over the object as read: one patch,
-    /// conditional on its resourceVersion, never retried (see
-    /// [`super::StatusMirror`]'s `record_claim`). Returns whether the API
-    /// server holds it.
-    pub async fn claim(&self, claim: &Claim) -> bool {
+    /// conditional on its resourceVersion, never retried (see the mirror's
+    /// `record_claim`). Returns whether the API server holds it.
+    pub async fn claim(&self, claim: &ClaimWrite) -> bool {
         let run = claim.status.run.as_deref().unwrap_or_default();
         match self.send(&claim.status, &claim.patch).await {
             Ok(()) => true,

@@ -1,33 +1,12 @@
 //! Why no run goes on for an object, as its status says it: the one place
 //! that sets the conditions a ticket does not (a suspended spec, an invalid
 //! spec, an operator that cannot go on; and, while runs go on, a shard label
-//! that is not a bucket).
+//! that is not a bucket, and channels the namespace may not use).
 
 use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType};
-use crate::kubernetes::crd::{AssetScanStatus, SHARD_LABEL};
-use assetscan_domain::shard::BUCKETS;
-use assetscan_domain::text::truncate_chars;
+use crate::kubernetes::controller::fleet::shard::InvalidShardLabel;
+use crate::kubernetes::crd::AssetScanStatus;
 use k8s_openapi::jiff::Timestamp;
-
-/// A shard label that is not a bucket: its value, and the bucket the
-/// object's asset id hashes into, whose replica scans it.
-#[derive(Clone, Copy, Debug)]
-pub struct InvalidShardLabel<'a> {
-    pub value: &'a str,
-    pub bucket: u32,
-}
-
-impl InvalidShardLabel<'_> {
-    /// What the condition and the Event say (the value bounded).
-    pub fn message(&self) -> String {
-        format!(
-            "label {SHARD_LABEL}={:?} is not a bucket (0 to {}): ignored; the replica that owns bucket {}, which the asset id hashes into, scans this object. Remove the label or set a bucket.",
-            truncate_chars(self.value, 63),
-            BUCKETS - 1,
-            self.bucket
-        )
-    }
-}
 
 /// Sets `ShardLabelInvalid` on `status` while `invalid` holds, and removes
 /// it once it does not (absent means false: a valid object carries no
@@ -48,6 +27,39 @@ pub fn shard_label_condition(
         ),
         None => status.conditions.retain(|c| c.type_ != type_.as_str()),
     }
+}
+
+/// The channels of one object its namespace may not use, each with why.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Refused(pub Vec<(String, String)>);
+
+impl Refused {
+    pub fn contains(&self, channel: &str) -> bool {
+        self.0.iter().any(|(c, _)| c == channel)
+    }
+
+    /// What the condition and the Event say.
+    pub fn message(&self) -> String {
+        let whys: Vec<&str> = self.0.iter().map(|(_, why)| why.as_str()).collect();
+        format!("nothing is sent on these channels: {}", whys.join("; "))
+    }
+}
+
+/// Sets `ChannelRefused` on `status` while a channel is refused, and
+/// removes it once none is (absent means false).
+pub fn channel_condition(status: &mut AssetScanStatus, refused: &Refused, now: Timestamp) {
+    let type_ = ConditionType::ChannelRefused;
+    if refused.0.is_empty() {
+        status.conditions.retain(|c| c.type_ != type_.as_str());
+        return;
+    }
+    ConditionBuilder::new(status.observed_generation, now).set(
+        &mut status.conditions,
+        type_,
+        ConditionStatus::True,
+        "ChannelNotAllowed",
+        &refused.message(),
+    );
 }
 
 /// Why no run goes on.

@@ -1,13 +1,12 @@
 //! The channel policy applied to one object: which of the channels its
 //! spec names its namespace may not use ([`ChannelPolicy`]). Those are left
-//! out of the run (nothing is sent on them); the object's status and a
-//! Warning Event say which and why.
+//! out of the run (nothing is sent on them); the object's status
+//! ([`Refused`]'s condition) and a Warning Event say which and why.
 
-use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType};
 use crate::kubernetes::channel_access::ChannelPolicy;
-use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
+use crate::kubernetes::controller::status::halt::Refused;
+use crate::kubernetes::crd::AssetScan;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::jiff::Timestamp;
 use kube::{Api, Client, ResourceExt};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -25,22 +24,6 @@ pub struct ChannelGate {
     policy: ChannelPolicy,
     client: Client,
     labels: Mutex<HashMap<String, (Instant, Labels)>>,
-}
-
-/// The channels of one object its namespace may not use, each with why.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Refused(pub Vec<(String, String)>);
-
-impl Refused {
-    pub fn contains(&self, channel: &str) -> bool {
-        self.0.iter().any(|(c, _)| c == channel)
-    }
-
-    /// What the condition and the Event say.
-    pub fn message(&self) -> String {
-        let whys: Vec<&str> = self.0.iter().map(|(_, why)| why.as_str()).collect();
-        format!("nothing is sent on these channels: {}", whys.join("; "))
-    }
 }
 
 impl ChannelGate {
@@ -86,21 +69,4 @@ impl ChannelGate {
     fn known(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Instant, Labels)>> {
         self.labels.lock().unwrap_or_else(|e| e.into_inner())
     }
-}
-
-/// Sets `ChannelRefused` on `status` while a channel is refused, and
-/// removes it once none is (absent means false).
-pub fn channel_condition(status: &mut AssetScanStatus, refused: &Refused, now: Timestamp) {
-    let type_ = ConditionType::ChannelRefused;
-    if refused.0.is_empty() {
-        status.conditions.retain(|c| c.type_ != type_.as_str());
-        return;
-    }
-    ConditionBuilder::new(status.observed_generation, now).set(
-        &mut status.conditions,
-        type_,
-        ConditionStatus::True,
-        "ChannelNotAllowed",
-        &refused.message(),
-    );
 }

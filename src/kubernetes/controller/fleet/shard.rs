@@ -14,22 +14,13 @@
 //! user's mistake). The owner of the asset's bucket labels the first kind,
 //! and scans the second kind all the same, with a Warning Event that says
 //! why the label is ignored. Objects being deleted before they were
-//! labelled (created by an earlier version) are cleaned up by that owner.
+//! labelled (created by an earlier version) are cleaned up by that owner
+//! (that reconcile is the controller's: `reconcile::place`).
 
-use super::context::{Context, Error, object_key};
-use super::halt::InvalidShardLabel;
-use super::share;
-use super::{FIELD_MANAGER, FINALIZER, reconcile};
 use crate::kubernetes::crd::{AssetScan, SHARD_LABEL};
-use crate::pipeline::Effects;
 use assetscan_domain::shard::{self, BUCKETS, Shard};
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::controller::Action;
-use kube::runtime::events::{Event, EventType};
-use kube::{Resource, ResourceExt};
-use std::sync::Arc;
-use std::time::Duration;
-use tracing::{debug, warn};
+use assetscan_domain::text::truncate_chars;
+use kube::ResourceExt;
 
 /// Where an object stands in the sharding.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -94,105 +85,23 @@ fn in_buckets(operator: &str, buckets: impl Iterator<Item = u32>) -> String {
     format!("{SHARD_LABEL} {operator} ({})", values.join(","))
 }
 
-/// The merge patch that labels `obj` with `bucket` and adds the finalizer,
-/// conditional on the copy it was computed from.
-pub fn label_patch(obj: &AssetScan, bucket: u32) -> serde_json::Value {
-    let mut finalizers = obj.finalizers().to_vec();
-    if !finalizers.iter().any(|f| f == FINALIZER) {
-        finalizers.push(FINALIZER.to_owned());
-    }
-    serde_json::json!({
-        "metadata": {
-            "resourceVersion": obj.resource_version(),
-            "labels": { SHARD_LABEL: bucket.to_string() },
-            "finalizers": finalizers,
-        }
-    })
+/// A shard label that is not a bucket: its value, and the bucket the
+/// object's asset id hashes into, whose replica scans it.
+#[derive(Clone, Copy, Debug)]
+pub struct InvalidShardLabel<'a> {
+    pub value: &'a str,
+    pub bucket: u32,
 }
 
-/// The reconcile of the objects no bucket selects (see the module's doc).
-pub async fn place<E: Effects + 'static>(
-    obj: Arc<AssetScan>,
-    ctx: Arc<Context<E>>,
-) -> Result<Action, Error> {
-    let placement = Placement::of(&obj);
-    if !ctx.settings.shard.owns(placement.bucket()) {
-        return Ok(Action::await_change());
-    }
-    match placement {
-        Placement::Labelled(_) => Ok(Action::await_change()),
-        Placement::Unlabelled { .. } if obj.meta().deletion_timestamp.is_some() => {
-            reconcile(obj, ctx).await
-        }
-        Placement::Unlabelled { .. } if let Some(later) = share::defer(&obj, &ctx) => Ok(later),
-        Placement::Unlabelled { bucket } => label(&obj, &ctx, bucket).await,
-        Placement::Invalid { value, bucket } => {
-            report_invalid(&obj, &ctx, &value, bucket).await;
-            reconcile(obj, ctx).await
-        }
-    }
-}
-
-async fn label<E: Effects + 'static>(
-    obj: &AssetScan,
-    ctx: &Context<E>,
-    bucket: u32,
-) -> Result<Action, Error> {
-    let api: Api<AssetScan> =
-        Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
-    let patch = label_patch(obj, bucket);
-    match api
-        .patch(
-            &obj.name_any(),
-            &PatchParams {
-                field_manager: Some(FIELD_MANAGER.into()),
-                ..PatchParams::default()
-            },
-            &Patch::Merge(&patch),
+impl InvalidShardLabel<'_> {
+    /// What the condition and the Event say (the value bounded).
+    pub fn message(&self) -> String {
+        format!(
+            "label {SHARD_LABEL}={:?} is not a bucket (0 to {}): ignored; the replica that owns bucket {}, which the asset id hashes into, scans this object. Remove the label or set a bucket.",
+            truncate_chars(self.value, 63),
+            BUCKETS - 1,
+            self.bucket
         )
-        .await
-    {
-        Ok(_) => {
-            ctx.metrics.sharding.labelled.inc();
-            Ok(Action::await_change())
-        }
-        // Changed since this copy: another replica labelled it first (it
-        // added the finalizer too: a race lost, not a failure), or its next
-        // version comes through the watch; or it is gone.
-        Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => {
-            if e.code == 409 {
-                ctx.metrics.finalizer_races.inc();
-            }
-            debug!(object = %object_key(obj), code = e.code, "shard label not written");
-            Ok(Action::requeue(Duration::from_secs(1)))
-        }
-        Err(err) => Err(err.into()),
-    }
-}
-
-/// A Warning Event, once per object and value, that the label is ignored.
-async fn report_invalid<E: Effects + 'static>(
-    obj: &AssetScan,
-    ctx: &Context<E>,
-    value: &str,
-    bucket: u32,
-) {
-    if !ctx.first_invalid_label(&object_key(obj), value) {
-        return;
-    }
-    let shown = assetscan_domain::text::truncate_chars(value, 63);
-    warn!(object = %object_key(obj), value = %shown, bucket, "shard label is not a bucket");
-    ctx.metrics.sharding.label_invalid.inc();
-    let event = Event {
-        type_: EventType::Warning,
-        reason: "InvalidShardLabel".into(),
-        note: Some(InvalidShardLabel { value, bucket }.message()),
-        action: "Shard".into(),
-        secondary: None,
-    };
-    if let Err(err) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
-        ctx.metrics.events_unpublished.inc();
-        debug!(error = %err, "event not published");
     }
 }
 
@@ -241,20 +150,5 @@ mod tests {
         let unplaced = unplaced_selector();
         assert!(unplaced.starts_with("assetscan.io/shard-bucket notin (0,1,2,"));
         assert!(unplaced.ends_with(",255)"));
-    }
-
-    #[test]
-    fn the_label_comes_with_the_finalizer_in_one_conditional_write() {
-        let mut obj = scan("web-01", None);
-        obj.metadata.finalizers = Some(vec!["other.io/keep".into()]);
-        let patch = label_patch(&obj, 42);
-        assert_eq!(
-            patch,
-            serde_json::json!({"metadata": {
-                "resourceVersion": "7",
-                "labels": {"assetscan.io/shard-bucket": "42"},
-                "finalizers": ["other.io/keep", FINALIZER],
-            }})
-        );
     }
 }

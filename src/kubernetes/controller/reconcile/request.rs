@@ -2,8 +2,8 @@
 //! types: the pipeline's request (target, packages and policy, channels,
 //! the token floor its status records) and the run decision's view of it.
 
-use crate::duration::{self, SPEC_UNITS};
-use crate::kubernetes::crd::{self, AssetScan, AssetScanSpec};
+use crate::kubernetes::controller::fleet::spread::rescan_interval;
+use crate::kubernetes::crd::{self, AssetScan};
 use assetscan_domain::reference::RefError;
 use assetscan_domain::run::{Recorded, RunView};
 use assetscan_domain::{AssetId, InvalidId, Origin, RESCAN_ANNOTATION, ScanRequest, fence};
@@ -113,13 +113,6 @@ pub fn run_id(obj: &AssetScan, scan: u64) -> String {
     run_view(obj).run_id(scan)
 }
 
-/// `spec.rescanInterval`, if set and well-formed (the schema's pattern makes
-/// a malformed one unreachable for accepted objects).
-pub fn rescan_interval(spec: &AssetScanSpec) -> Option<Duration> {
-    let text = spec.rescan_interval.as_deref()?;
-    duration::parse(text, SPEC_UNITS).ok()
-}
-
 fn target(target: &crd::Target) -> Result<Target, SpecError> {
     match (&target.host, &target.inventory_ref) {
         (Some(host), None) => Ok(Target::Tcp {
@@ -162,7 +155,7 @@ fn policy(policy: &crd::Policy) -> Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubernetes::crd::{AssetScanSpec, AssetScanStatus, DURATION_PATTERN};
+    use crate::kubernetes::crd::{AssetScanSpec, AssetScanStatus};
     use assetscan_domain::ThreatIntelPolicy;
 
     fn spec() -> AssetScanSpec {
@@ -351,31 +344,5 @@ mod tests {
         }
         let err = scan_request(&AssetScan::new("web", by_ref), "r1", "me".into()).unwrap_err();
         assert!(matches!(err, SpecError::Sbom(_)), "{err}");
-    }
-
-    #[test]
-    fn rescan_intervals_parse_like_the_schema_pattern_says() {
-        let mut spec = spec();
-        for (text, secs) in [
-            ("6h", 6 * 3600),
-            ("30m", 1800),
-            ("1h30m", 5400),
-            ("90s", 90),
-        ] {
-            spec.rescan_interval = Some(text.into());
-            assert_eq!(rescan_interval(&spec), Some(Duration::from_secs(secs)));
-        }
-        let pattern = regex::Regex::new(DURATION_PATTERN).unwrap();
-        for text in [
-            "6h", "1h30m", "0s", "", "6", "h", "6x", "1.5h", "-1h", " 6h", "6h ", "6H", "1d",
-            "500ms",
-        ] {
-            spec.rescan_interval = Some(text.into());
-            assert_eq!(
-                rescan_interval(&spec).is_some(),
-                pattern.is_match(text),
-                "{text:?}: parser and schema pattern disagree"
-            );
-        }
     }
 }

@@ -9,7 +9,7 @@
 //! computed against: a merge patch computed against an outdated copy would
 //! otherwise mix this executor's changes into a newer status.
 
-use super::status::status_from_ticket;
+use super::from_ticket::status_from_ticket;
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
 use assetscan_domain::ticket::Ticket;
 use assetscan_domain::{Fence, RESCAN_ANNOTATION, run_order};
@@ -68,7 +68,7 @@ pub struct Planned {
 
 /// A claim's status write: the status, whether it is news, and the patch
 /// conditional on the resourceVersion of the object as read.
-pub struct Claim {
+pub struct ClaimWrite {
     pub status: AssetScanStatus,
     pub news: bool,
     pub patch: Value,
@@ -168,7 +168,7 @@ impl StatusPlan {
 
     /// The claim of `ticket` over `read`, the object as read before the
     /// acquire, unless it must not be recorded there.
-    pub fn claim(&self, ticket: &Ticket, read: &Stored) -> Result<Claim, ClaimRefusal> {
+    pub fn claim(&self, ticket: &Ticket, read: &Stored) -> Result<ClaimWrite, ClaimRefusal> {
         let previous = read.status.as_ref();
         if let Some(why) = claim_refusal(previous, ticket) {
             return Err(why);
@@ -186,7 +186,7 @@ impl StatusPlan {
         }
         let news = is_news(previous, &status, ticket);
         let patch = status_patch(previous, &status, Some(resource_version));
-        Ok(Claim {
+        Ok(ClaimWrite {
             status,
             news,
             patch,
@@ -305,7 +305,7 @@ pub fn merge_patch(from: &Value, to: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubernetes::controller::rescan_after;
+    use crate::kubernetes::controller::fleet::spread::rescan_after;
     use crate::kubernetes::crd::AssetScanSpec;
     use assetscan_domain::ticket::Status;
     use serde_json::json;

@@ -8,9 +8,9 @@
 //! every replica, and every mirror of the same ticket, computes the same
 //! `nextScanTime`, so mirroring a ticket again writes nothing.
 
-use super::context::object_key;
-use super::request::rescan_interval;
-use crate::kubernetes::crd::AssetScan;
+use super::object_key;
+use crate::duration::{self, SPEC_UNITS};
+use crate::kubernetes::crd::{AssetScan, AssetScanSpec};
 use sha2::{Digest, Sha256};
 use std::time::Duration;
 
@@ -38,10 +38,17 @@ fn share(obj: &AssetScan) -> f64 {
     (u64::from_be_bytes(first) >> 11) as f64 / (1_u64 << 53) as f64
 }
 
+/// `spec.rescanInterval`, if set and well-formed (the schema's pattern makes
+/// a malformed one unreachable for accepted objects).
+pub fn rescan_interval(spec: &AssetScanSpec) -> Option<Duration> {
+    let text = spec.rescan_interval.as_deref()?;
+    duration::parse(text, SPEC_UNITS).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubernetes::crd::AssetScanSpec;
+    use crate::kubernetes::crd::DURATION_PATTERN;
     use serde_json::json;
 
     fn object(uid: &str, every: Option<&str>) -> AssetScan {
@@ -87,5 +94,31 @@ mod tests {
         );
         assert!(rescan_after(&obj, 1.0) < Some(Duration::from_secs(3600)));
         assert_eq!(rescan_after(&object("9f0c2d4e-0001", None), 0.1), None);
+    }
+
+    #[test]
+    fn rescan_intervals_parse_like_the_schema_pattern_says() {
+        let mut spec = object("9f0c2d4e-0001", None).spec;
+        for (text, secs) in [
+            ("6h", 6 * 3600),
+            ("30m", 1800),
+            ("1h30m", 5400),
+            ("90s", 90),
+        ] {
+            spec.rescan_interval = Some(text.into());
+            assert_eq!(rescan_interval(&spec), Some(Duration::from_secs(secs)));
+        }
+        let pattern = regex::Regex::new(DURATION_PATTERN).unwrap();
+        for text in [
+            "6h", "1h30m", "0s", "", "6", "h", "6x", "1.5h", "-1h", " 6h", "6h ", "6H", "1d",
+            "500ms",
+        ] {
+            spec.rescan_interval = Some(text.into());
+            assert_eq!(
+                rescan_interval(&spec).is_some(),
+                pattern.is_match(text),
+                "{text:?}: parser and schema pattern disagree"
+            );
+        }
     }
 }

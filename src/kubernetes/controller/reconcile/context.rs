@@ -4,20 +4,20 @@
 //! cache that knows this process's own status writes); and the reconcile's
 //! error.
 
-use super::cache::WatchCache;
 use super::channels::ChannelGate;
 use super::gauges::{self, Waiting};
-use super::members::Members;
-use super::starts::StartGate;
 use crate::config::{EventsSection, ReportsSection, ScanStartsSection};
 use crate::kubernetes::channel_access::ChannelPolicy;
+use crate::kubernetes::controller::fleet::cache::WatchCache;
+use crate::kubernetes::controller::fleet::members::Members;
+use crate::kubernetes::controller::fleet::object_key;
+use crate::kubernetes::controller::fleet::starts::StartGate;
 use crate::kubernetes::crd::AssetScan;
-use crate::pipeline::{Effects, Pipeline};
-use crate::store::StoreError;
+use crate::pipeline::{Effects, Pipeline, StoreError};
 use crate::telemetry::Metrics;
 use assetscan_domain::shard::Shard;
+use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::{Client, ResourceExt};
 use rand::RngExt;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 pub struct ControllerSettings {
     /// Reconciles in flight at once.
     pub concurrency: u16,
-    /// This replica's share of the buckets (see the `shard` module).
+    /// This replica's share of the buckets (see the `fleet::shard` module).
     pub shard: Shard,
     /// Watch one namespace instead of all.
     pub namespace: Option<String>,
@@ -74,7 +74,7 @@ pub struct Context<E> {
     /// The channel policy, and the namespace labels it reads.
     pub(super) channels: ChannelGate,
     /// The live replicas, as this one last heard of them.
-    pub(super) members: Arc<Members>,
+    pub(crate) members: Arc<Members>,
     /// `<instance>#<random>`: lock holder ids are unique to this process, so
     /// a replacement with the same pod name can never re-enter a lock that a
     /// still-running old process holds.
@@ -128,7 +128,7 @@ impl<E> Context<E> {
         }
     }
 
-    pub(super) fn cache(&self) -> &WatchCache {
+    pub(crate) fn cache(&self) -> &WatchCache {
         &self.cache
     }
 
@@ -197,11 +197,9 @@ impl<E> Context<E> {
 
 impl<E: Effects> Context<E> {
     /// After a failed reconcile of `obj`, checks that Redis answers, on a
-    /// live connection. After Redis failed, the connection is re-established
-    /// lazily: the first command after Redis is back still fails with the
-    /// old error (and only then starts the reconnect), so a retry after a
-    /// failure first pings, twice if need be, rather than losing the attempt
-    /// (and another backoff period) to a stale connection.
+    /// live connection ([`Pipeline::ready`]): a retry after a failure first
+    /// pings, twice if need be, rather than losing the attempt (and another
+    /// backoff period) to a stale connection.
     pub(super) async fn redis_ready_after_failure(
         &self,
         obj: &AssetScan,
@@ -209,12 +207,7 @@ impl<E: Effects> Context<E> {
         if !self.failures().contains_key(&object_key(obj)) {
             return Ok(());
         }
-        let store = self.pipeline.store();
-        match store.ping().await {
-            Ok(()) => Ok(()),
-            Err(err) if err.is_unavailable() => store.ping().await,
-            Err(err) => Err(err),
-        }
+        self.pipeline.ready().await
     }
 }
 
@@ -222,11 +215,6 @@ impl<E: Effects> Context<E> {
 struct Streak {
     count: u32,
     reason: &'static str,
-}
-
-/// `<namespace>/<name>`: the key of what is kept per object.
-pub(super) fn object_key(obj: &AssetScan) -> String {
-    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
 }
 
 /// Why a reconcile failed.

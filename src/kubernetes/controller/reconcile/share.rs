@@ -20,12 +20,13 @@
 //! heartbeat in flight, an old version without preferences during a
 //! rolling upgrade).
 //!
-//! [`Members::prefers_me`]: super::members::Members::prefers_me
-//! [`Members::changed`]: super::members::Members::changed
+//! [`Members::prefers_me`]: crate::kubernetes::controller::fleet::members::Members::prefers_me
+//! [`Members::changed`]: crate::kubernetes::controller::fleet::members::Members::changed
 
-use super::context::{Context, object_key};
+use super::context::Context;
 use super::gauges::due_since;
 use super::request::run_view;
+use crate::kubernetes::controller::fleet::object_key;
 use crate::kubernetes::crd::AssetScan;
 use assetscan_domain::RunDecision;
 use k8s_openapi::jiff::Timestamp;

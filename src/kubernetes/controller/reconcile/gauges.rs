@@ -25,9 +25,9 @@
 //! A shard none of whose replicas is scraped has no series at all: the
 //! alerts notice that by `assetscan_shards` (see docs/operations.md, "Monitoring").
 
-use super::conditions::ConditionType;
-use super::members::Members;
 use super::request::run_view;
+use crate::kubernetes::controller::fleet::members::Members;
+use crate::kubernetes::controller::status::conditions::ConditionType;
 use crate::kubernetes::crd::AssetScan;
 use crate::telemetry::{Metrics, ScanLabels, ShardLabels, StatusGauges};
 use assetscan_domain::RunDecision;

@@ -58,7 +58,7 @@ fn jitter(backoff: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubernetes::controller::run_view;
+    use crate::kubernetes::controller::reconcile::request::run_view;
     use crate::kubernetes::crd::{AssetScanStatus, LastErrorStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 

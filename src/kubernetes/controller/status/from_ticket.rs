@@ -278,7 +278,7 @@ pub(super) fn time_from_ms(ms: u64) -> Time {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubernetes::controller::conditions::MAX_MESSAGE_BYTES;
+    use crate::kubernetes::controller::status::conditions::MAX_MESSAGE_BYTES;
     use assetscan_domain::ticket::{
         Finding, LastError, NotificationFacts, NotificationState, RiskFacts, Step, ThreatIntelFacts,
     };

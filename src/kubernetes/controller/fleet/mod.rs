@@ -1,0 +1,22 @@
+//! The replicas side by side: which objects each one watches (`shard`),
+//! which live replica each object prefers (`members`), how many runs each
+//! one starts per second (`starts`), when each object's next scan is due
+//! (`spread`), and what each one holds of the objects (`cache`). Nothing
+//! here reconciles or writes a status: the reconcile asks, and the status
+//! mirror remembers its writes in the cache.
+
+pub(super) mod cache;
+pub(super) mod members;
+pub(super) mod shard;
+pub(super) mod spread;
+pub(super) mod starts;
+
+use crate::kubernetes::crd::AssetScan;
+use kube::ResourceExt;
+
+/// `<namespace>/<name>`: an object's key among the replicas: what each one
+/// keeps per object is kept under it, and the membership's preference and
+/// the rescan spread hash it.
+pub fn object_key(obj: &AssetScan) -> String {
+    format!("{}/{}", obj.namespace().unwrap_or_default(), obj.name_any())
+}
