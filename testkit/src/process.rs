@@ -22,8 +22,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 #[derive(Clone, Debug)]
 pub struct OperatorCommand<'a> {
     binary: &'a Path,
-    /// `run` and its flags, but the metrics address.
+    /// `run` and its flags, but the metrics address and the namespace.
     run: Vec<OsString>,
+    /// The one namespace watched; `None`: every namespace.
+    namespace: Option<&'a str>,
     kubeconfig: &'a Path,
     instance: &'a str,
     metrics_port: Option<u16>,
@@ -46,16 +48,13 @@ impl<'a> OperatorCommand<'a> {
         namespace: &'a str,
     ) -> OperatorCommand<'a> {
         let mut run: Vec<OsString> = vec!["run".into(), "--config".into(), config.into()];
-        for (flag, value) in [
-            ("--redis-url", redis_url),
-            ("--instance", instance),
-            ("--namespace", namespace),
-        ] {
+        for (flag, value) in [("--redis-url", redis_url), ("--instance", instance)] {
             run.extend([flag.into(), value.into()]);
         }
         OperatorCommand {
             binary,
             run,
+            namespace: Some(namespace),
             kubeconfig,
             instance,
             metrics_port: None,
@@ -76,6 +75,13 @@ impl<'a> OperatorCommand<'a> {
     /// `get` then no longer reads it).
     pub fn secured_metrics(mut self) -> Self {
         self.plain_metrics = false;
+        self
+    }
+
+    /// Watch every namespace (no `--namespace`), as a cluster-wide install
+    /// does.
+    pub fn all_namespaces(mut self) -> Self {
+        self.namespace = None;
         self
     }
 
@@ -105,6 +111,7 @@ impl<'a> OperatorCommand<'a> {
         let mut command = Command::new(self.binary);
         command
             .args(&self.run)
+            .args(self.namespace.iter().flat_map(|ns| ["--namespace", ns]))
             .args(["--metrics-addr", &metrics_addr])
             .env("KUBECONFIG", self.kubeconfig)
             .env("RUST_LOG", self.log_filter)
@@ -317,4 +324,28 @@ pub async fn http_get(port: u16, path: &str) -> io::Result<(u16, String)> {
         .and_then(|code| code.parse().ok())
         .ok_or_else(malformed)?;
     Ok((status, body.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(command: &OperatorCommand) -> Vec<String> {
+        let command = command.command(Path::new("/dev/null")).expect("command");
+        (command.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn every_namespace_is_watched_without_the_namespace_flag() {
+        let (binary, file) = (Path::new("assetscan-operator"), Path::new("f"));
+        let one = OperatorCommand::new(binary, file, "redis://r", file, "op-0", "team-a");
+        assert!(
+            args(&one)
+                .windows(2)
+                .any(|w| w == ["--namespace", "team-a"])
+        );
+        assert!(!args(&one.all_namespaces()).contains(&"--namespace".to_owned()));
+    }
 }
