@@ -93,7 +93,7 @@ demo: deps
 #   --fairness: replicas watching every namespace (the emulator only);
 #     namespace B's --fairness-few (default 20) AssetScans timed from their
 #     creation to all Finished alone, then again created right after
-#     namespace A's SCALE_COUNTS were created; behind A / alone <= 2x.
+#     namespace A's were created; behind A / alone <= 2x.
 #   --failover: 3 replicas of one shard (--replicas-per-shard), the last
 #     SIGKILLed when half have finished; its unfinished share's first run
 #     finished by a survivor within the chart's membershipTtl (10 s) + 10 s
