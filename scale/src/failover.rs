@@ -29,6 +29,9 @@ use std::time::{Duration, Instant};
 /// of a run the dead replica held lapses (`lock.ttl`), and a start.
 const PICK_UP_SLACK: Duration = Duration::from_secs(10);
 
+/// Reconciles that took over another replica's run as overdue.
+const TAKEN_OVER: &str = "assetscan_reconciles_total{result=\"taken_over_overdue\"}";
+
 /// The pick-up's target: the default (and the chart's) `membershipTtl`
 /// plus 10 s, what an install is promised. A run with another ttl is
 /// judged against it too: a longer ttl leaves a dead replica's share
@@ -56,6 +59,11 @@ pub struct Failover {
     pub orphaned: usize,
     pub first_picked_up: Option<Duration>,
     pub last_picked_up: Option<Duration>,
+    /// The survivors' reconciles that took over a run overdue past
+    /// `scanStarts.takeoverAfter` (the safety net, whatever the
+    /// membership): such a run may be picked up before the membership
+    /// drops the dead replica.
+    pub taken_over_overdue: u64,
     /// From the replicas' start to all finished.
     pub elapsed: Duration,
     /// AssetScans whose phase is Finished at the end.
@@ -125,6 +133,7 @@ pub async fn run(settings: &Settings, count: usize) -> Result<Failover> {
         tokio::try_join!(orphaned(&stack, &members, &killed), dropped)?;
     progress.wait(count, settings.timeout).await?;
     let elapsed = started.elapsed();
+    let taken_over_overdue = replicas.total(TAKEN_OVER).await;
     replicas.stop(STOP_GRACE).await;
     let rewritten = reports_rewritten(&run::quiet_counts(&stack).await);
     let (first_picked_up, last_picked_up) =
@@ -140,6 +149,7 @@ pub async fn run(settings: &Settings, count: usize) -> Result<Failover> {
         orphaned: orphaned.len(),
         first_picked_up,
         last_picked_up,
+        taken_over_overdue,
         elapsed,
         finished: finished(&stack).await?,
         notifications: notifications(&stack, count),
@@ -263,7 +273,7 @@ impl Failover {
         );
         if let Some((first, every)) = self.membership_dropped {
             println!(
-                "survivors' membership without it (assetscan_members): the first survivor's {} after the SIGKILL, every survivor's {}",
+                "survivors' membership without it (assetscan_members, set at each heartbeat; a member is no longer preferred once its heartbeat lapses, up to a heartbeat sooner): the first survivor's {} after the SIGKILL, every survivor's {}",
                 secs(first),
                 secs(every)
             );
@@ -273,6 +283,10 @@ impl Failover {
             self.orphaned,
             opt(self.first_picked_up),
             opt(self.last_picked_up)
+        );
+        println!(
+            "survivors' reconciles that took over a run overdue past scanStarts.takeoverAfter (the safety net, whatever the membership): {}",
+            self.taken_over_overdue
         );
         let n = &self.notifications;
         println!(

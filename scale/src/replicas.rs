@@ -177,6 +177,19 @@ impl Replicas {
         .map_err(|()| anyhow!("{enough} replicas did not see {live} members within {timeout:?}"))
     }
 
+    /// The sum over the replicas of one series (name and labels, as
+    /// exposed), e.g. a counter of one reconcile outcome; a replica that
+    /// does not answer counts 0.
+    pub async fn total(&self, series: &str) -> u64 {
+        let mut total = 0;
+        for replica in &self.processes {
+            if let Ok((200, metrics)) = replica.get("/metrics").await {
+                total += gauge(&metrics, series).unwrap_or(0);
+            }
+        }
+        total
+    }
+
     /// How many replicas run.
     pub fn len(&self) -> usize {
         self.processes.len()
@@ -196,7 +209,8 @@ impl Replicas {
     }
 }
 
-/// The value of an unlabelled gauge in a Prometheus text exposition.
+/// The value of a series (an unlabelled gauge, or a name with its labels
+/// as exposed) in a Prometheus text exposition.
 fn gauge(exposition: &str, name: &str) -> Option<u64> {
     exposition.lines().find_map(|line| {
         let value = line.strip_prefix(name)?.strip_prefix(' ')?;
@@ -209,11 +223,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_an_unlabelled_gauge() {
+    fn reads_an_unlabelled_gauge_and_a_labelled_series() {
         let text = "# HELP assetscan_watched_objects x\n\
                     assetscan_watched_objects_total 9\n\
-                    assetscan_watched_objects 1234\n";
+                    assetscan_watched_objects 1234\n\
+                    assetscan_reconciles_total{result=\"finished\"} 7\n";
         assert_eq!(gauge(text, "assetscan_watched_objects"), Some(1234));
         assert_eq!(gauge(text, "assetscan_missing"), None);
+        let finished = "assetscan_reconciles_total{result=\"finished\"}";
+        assert_eq!(gauge(text, finished), Some(7));
     }
 }
