@@ -87,6 +87,20 @@ demo: deps
 # that cluster instead (CRDs installed; a namespace of its own, deleted at
 # the end). SCALE_ARGS passes more flags (`cargo run -p assetscan-scale --
 # --help`), e.g. the chart's start bound: --starts-per-second 20 --starts-burst 20.
+# Two scenarios run instead of the counts and the rescale, at the largest of
+# SCALE_COUNTS, under the chart's start bound (20/s, burst 20) unless
+# --starts-per-second/--starts-burst say otherwise; each prints its checks
+# (✓/✗) and fails on one:
+#   --fairness: replicas watching every namespace (the emulator only);
+#     namespace B's --fairness-few (default 20) AssetScans timed from their
+#     creation to all Finished alone, then again created right after
+#     namespace A's were created; behind A / alone <= 2x.
+#   --failover: 3 replicas of one shard (--replicas-per-shard), the last
+#     SIGKILLed when half have finished; its unfinished share's first run
+#     finished by a survivor within the chart's membershipTtl (10 s) + 10 s
+#     (--membership-ttl-ms 60000 shows the check fail), all Finished, no
+#     AssetScan notified under two idempotency keys, no run finished twice.
+# E.g. make scale SCALE_COUNTS=10000 SCALE_ARGS=--failover.
 SCALE_COUNTS ?= 10000,100000
 SCALE_SHARDS ?= 1,4
 SCALE_RESCALE ?= 2,4,2

@@ -6,7 +6,7 @@
 //! With several API server instances behind one address, the sample is of
 //! whichever instance answered: the figure is then a lower bound.
 
-use crate::replicas::unlabelled;
+use crate::replicas::series;
 use crate::report::Cost;
 use anyhow::{Context as _, Result};
 
@@ -34,9 +34,9 @@ pub async fn sample(client: &kube::Client) -> Result<Sample> {
 
 fn parse(exposition: &str) -> Result<Sample> {
     Ok(Sample {
-        cpu_seconds: unlabelled(exposition, "process_cpu_seconds_total")
+        cpu_seconds: series(exposition, "process_cpu_seconds_total")
             .context("the API server's /metrics has no process_cpu_seconds_total")?,
-        rss_bytes: unlabelled(exposition, "process_resident_memory_bytes")
+        rss_bytes: series(exposition, "process_resident_memory_bytes")
             .context("the API server's /metrics has no process_resident_memory_bytes")?,
     })
 }

@@ -9,8 +9,15 @@
 //! bound, and what a restart and an idle span after it wrote; then a
 //! rescale mid-run (2 → 4 → 2 shards by default), and a summary with the
 //! ratios the targets are stated in (docs/scaling.md).
+//!
+//! `--fairness` and `--failover` run scenarios instead, each with a
+//! check it prints and fails on: another namespace's few AssetScans behind
+//! a mass creation (`fairness`), a replica SIGKILLed mid-round
+//! (`failover`).
 
 mod control_plane;
+mod failover;
+mod fairness;
 mod footprint;
 mod latency;
 mod procstat;
@@ -23,7 +30,7 @@ mod software;
 mod stack;
 mod summary;
 
-use anyhow::{Result, bail};
+use anyhow::{Context as _, Result, bail};
 use assetscan_operator::config::ScanStartsSection;
 use clap::Parser;
 use std::path::PathBuf;
@@ -54,17 +61,20 @@ struct Args {
     /// next mark.
     #[arg(long, default_value_t = 3600)]
     timeout_seconds: u64,
-    /// Runs started per second per replica (`scanStarts.perSecond`): high
-    /// enough that the figures are the operator's capacity, not the bound.
-    #[arg(long, default_value_t = 400)]
-    starts_per_second: u32,
-    /// Runs started at once per replica (`scanStarts.burst`).
-    #[arg(long, default_value_t = 100)]
-    starts_burst: u32,
+    /// Runs started per second per replica (`scanStarts.perSecond`).
+    /// Default: 400, high enough that the figures are the operator's
+    /// capacity, not the bound; with --fairness or --failover the chart's
+    /// 20, as the bound binds.
+    #[arg(long)]
+    starts_per_second: Option<u32>,
+    /// Runs started at once per replica (`scanStarts.burst`). Default:
+    /// 100; with --fairness or --failover the chart's 20.
+    #[arg(long)]
+    starts_burst: Option<u32>,
     /// Replicas per shard, not sharded among themselves (the chart's
-    /// default install: 2 replicas, 1 shard).
-    #[arg(long, default_value_t = 1)]
-    replicas_per_shard: u32,
+    /// default install: 2 replicas, 1 shard). Default: 1; with --failover 3.
+    #[arg(long)]
+    replicas_per_shard: Option<u32>,
     /// `scanStarts.membershipTtl` in ms (0: no membership, every replica
     /// reconciles every object); the operator's default when not given.
     #[arg(long)]
@@ -86,7 +96,46 @@ struct Args {
     /// at the end.
     #[arg(long)]
     kubeconfig: Option<PathBuf>,
+    /// Instead of the plain counts and the rescale: namespace A creates
+    /// the largest of --counts, then namespace B --fairness-few; B's few
+    /// timed alone and behind A, against 2x (the emulator only: the
+    /// replicas watch every namespace). One shard.
+    #[arg(long)]
+    fairness: bool,
+    /// AssetScans namespace B creates with --fairness.
+    #[arg(long, default_value_t = 20)]
+    fairness_few: usize,
+    /// Instead of the plain counts and the rescale: the largest of
+    /// --counts, replicas of one shard (3 unless --replicas-per-shard), the
+    /// last SIGKILLed when half finished; its share's pick-up against the
+    /// chart's membershipTtl (10 s) + 10 s, every run finished, none
+    /// notified or finished twice. After --fairness when both are given.
+    #[arg(long)]
+    failover: bool,
 }
+
+/// What the flags default to when not given: the plain runs measure
+/// capacity, the scenarios the chart's bound.
+struct Defaults {
+    per_second: u32,
+    burst: u32,
+    per_shard: u32,
+}
+
+const PLAIN: Defaults = Defaults {
+    per_second: 400,
+    burst: 100,
+    per_shard: 1,
+};
+const FAIRNESS: Defaults = Defaults {
+    per_second: 20,
+    burst: 20,
+    per_shard: 1,
+};
+const FAILOVER: Defaults = Defaults {
+    per_shard: 3,
+    ..FAIRNESS
+};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -102,35 +151,10 @@ async fn main() -> ExitCode {
 
 async fn run(args: &Args) -> Result<()> {
     assetscan_operator::providers::install_crypto_provider();
-    let settings = run::Settings {
-        backend: match &args.kubeconfig {
-            Some(path) => stack::Backend::Cluster {
-                kubeconfig: path.clone(),
-            },
-            None => stack::Backend::Emulator,
-        },
-        operator: match &args.operator {
-            Some(path) => path.clone(),
-            None => stack::sibling_binary("assetscan-operator")?,
-        },
-        concurrency: args.concurrency,
-        timeout: Duration::from_secs(args.timeout_seconds),
-        idle: Duration::from_secs(args.idle_seconds),
-        starts: ScanStartsSection {
-            per_second: args.starts_per_second,
-            burst: args.starts_burst,
-            membership_ttl: args.membership_ttl_ms.map_or(
-                ScanStartsSection::default().membership_ttl,
-                Duration::from_millis,
-            ),
-            ..ScanStartsSection::default()
-        },
-        replicas_per_shard: args.replicas_per_shard,
-        mix: software::Mix {
-            packages: args.packages,
-            listing: args.software,
-        },
-    };
+    if args.fairness || args.failover {
+        return scenarios(args).await;
+    }
+    let settings = settings(args, &PLAIN)?;
     println!("software: {}", settings.mix.describe());
     let mut reports = Vec::new();
     for &count in &args.counts {
@@ -164,4 +188,65 @@ async fn run(args: &Args) -> Result<()> {
         bail!("{}", failed.join("; "));
     }
     Ok(())
+}
+
+/// `--fairness`, then `--failover`, at the largest of `--counts`; fails
+/// when a check failed.
+async fn scenarios(args: &Args) -> Result<()> {
+    let count = args.counts.iter().copied().max().context("no --counts")?;
+    let mut failed = Vec::new();
+    if args.fairness {
+        let settings = settings(args, &FAIRNESS)?;
+        let few = args.fairness_few;
+        println!("\n== fairness: {count} AssetScans in namespace A, then {few} in namespace B ==");
+        failed.extend(fairness::run(&settings, count, few).await?.print());
+    }
+    if args.failover {
+        let settings = settings(args, &FAILOVER)?;
+        if settings.replicas_per_shard < 2 {
+            bail!("--failover needs 2 replicas per shard or more: one survives the kill");
+        }
+        println!(
+            "\n== failover: {count} AssetScans, {} replicas, one SIGKILLed when half finished ==",
+            settings.replicas_per_shard
+        );
+        failed.extend(failover::run(&settings, count).await?.print());
+    }
+    if !failed.is_empty() {
+        bail!("{}", failed.join("; "));
+    }
+    Ok(())
+}
+
+/// The settings the flags give, `defaults` for those not given.
+fn settings(args: &Args, defaults: &Defaults) -> Result<run::Settings> {
+    Ok(run::Settings {
+        backend: match &args.kubeconfig {
+            Some(path) => stack::Backend::Cluster {
+                kubeconfig: path.clone(),
+            },
+            None => stack::Backend::Emulator,
+        },
+        operator: match &args.operator {
+            Some(path) => path.clone(),
+            None => stack::sibling_binary("assetscan-operator")?,
+        },
+        concurrency: args.concurrency,
+        timeout: Duration::from_secs(args.timeout_seconds),
+        idle: Duration::from_secs(args.idle_seconds),
+        starts: ScanStartsSection {
+            per_second: args.starts_per_second.unwrap_or(defaults.per_second),
+            burst: args.starts_burst.unwrap_or(defaults.burst),
+            membership_ttl: args.membership_ttl_ms.map_or(
+                ScanStartsSection::default().membership_ttl,
+                Duration::from_millis,
+            ),
+            ..ScanStartsSection::default()
+        },
+        replicas_per_shard: args.replicas_per_shard.unwrap_or(defaults.per_shard),
+        mix: software::Mix {
+            packages: args.packages,
+            listing: args.software,
+        },
+    })
 }

@@ -1,35 +1,42 @@
-//! How many AssetScans have finished: a watch of the driver's own
-//! (uncounted) in the background, which a run waits on.
+//! How many AssetScans have finished, and when each was first seen
+//! finished: a watch of the driver's own (uncounted) in the background,
+//! which a run waits on.
 
 use anyhow::{Result, bail};
 use assetscan_operator::kubernetes::crd::AssetScan;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
-fn terminal(obj: &AssetScan) -> bool {
+/// Whether `obj` shows a terminal phase for its generation.
+pub fn terminal(obj: &AssetScan) -> bool {
     obj.status.as_ref().is_some_and(|s| {
         s.phase.is_some_and(|p| p.is_terminal()) && s.observed_generation == obj.metadata.generation
     })
 }
 
+/// When each AssetScan was first seen finished, by name.
+pub type FinishTimes = HashMap<String, Instant>;
+
 /// The count of AssetScans seen with a terminal phase for their
-/// generation; the watch stops when dropped.
+/// generation, and when each was; the watch stops when dropped.
 pub struct Progress {
     finished: watch::Receiver<usize>,
+    times: Arc<Mutex<FinishTimes>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Progress {
     pub fn watch(api: Api<AssetScan>) -> Progress {
         let (tx, finished) = watch::channel(0);
-        let tx = Arc::new(tx);
+        let times = Arc::new(Mutex::new(FinishTimes::new()));
+        let done = Arc::clone(&times);
         let task = tokio::spawn(async move {
-            let mut done = HashSet::new();
             let mut objects = watcher(api, watcher::Config::default())
                 .default_backoff()
                 .applied_objects()
@@ -39,13 +46,26 @@ impl Progress {
             while let Some(item) = objects.next().await {
                 if let Ok(obj) = item
                     && terminal(&obj)
-                    && done.insert(obj.metadata.name.unwrap_or_default())
                 {
-                    tx.send_replace(done.len());
+                    let mut done = done.lock().unwrap_or_else(|e| e.into_inner());
+                    let name = obj.metadata.name.unwrap_or_default();
+                    if let Entry::Vacant(first) = done.entry(name) {
+                        first.insert(Instant::now());
+                        tx.send_replace(done.len());
+                    }
                 }
             }
         });
-        Progress { finished, task }
+        Progress {
+            finished,
+            times,
+            task,
+        }
+    }
+
+    /// When each AssetScan finished so far was first seen finished.
+    pub fn finish_times(&self) -> FinishTimes {
+        self.times.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     pub fn finished(&self) -> usize {

@@ -9,6 +9,7 @@ use crate::report::Cost;
 use anyhow::{Context as _, Result, anyhow};
 use assetscan_testkit::process::{OperatorCommand, OperatorProcess, free_port};
 use assetscan_testkit::wait;
+use nix::sys::signal::Signal;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -17,7 +18,8 @@ pub struct Launch<'a> {
     pub operator: &'a Path,
     pub work: &'a Path,
     pub redis: &'a str,
-    pub namespace: &'a str,
+    /// The one namespace watched; `None`: every namespace.
+    pub namespace: Option<&'a str>,
     pub concurrency: u16,
     /// Replicas per shard: more than one watch the same objects.
     pub per_shard: u32,
@@ -45,14 +47,18 @@ impl Replicas {
                     1 => format!("replica-{index}of{shards}-{generation}"),
                     _ => format!("replica-{index}of{shards}-{generation}-{copy}"),
                 };
-                OperatorCommand::new(
+                let command = OperatorCommand::new(
                     launch.operator,
                     &config,
                     launch.redis,
                     &kubeconfig,
                     &name,
-                    launch.namespace,
-                )
+                    launch.namespace.unwrap_or_default(),
+                );
+                match launch.namespace {
+                    Some(_) => command,
+                    None => command.all_namespaces(),
+                }
                 .metrics_port(free_port())
                 .log_filter("warn")
                 .args(["--shard-index", &index.to_string()])
@@ -101,7 +107,7 @@ impl Replicas {
             if code != 200 {
                 return None;
             }
-            total += unlabelled(&metrics, "assetscan_watched_objects")? as u64;
+            total += series(&metrics, "assetscan_watched_objects")? as u64;
         }
         Some(total)
     }
@@ -126,6 +132,69 @@ impl Replicas {
         Ok(started.elapsed())
     }
 
+    /// The replicas' instance names (`--instance`), in start order.
+    pub fn instances(&self) -> Vec<String> {
+        (self.processes.iter())
+            .map(|p| p.instance().to_owned())
+            .collect()
+    }
+
+    /// SIGKILL to replica `n` (in start order), as a node that dies takes
+    /// a pod: no graceful stop, no leaving the membership. Returns once it
+    /// is gone (its requests in flight end with it), and no longer counts
+    /// it among the replicas.
+    pub async fn kill(&mut self, n: usize, timeout: Duration) -> Result<()> {
+        anyhow::ensure!(n < self.processes.len(), "no replica {n} to kill");
+        let mut victim = self.processes.remove(n);
+        victim.signal(Signal::SIGKILL);
+        wait::poll(timeout, async || victim.exited().map(drop).ok_or(()))
+            .await
+            .map_err(|()| anyhow!("{} still runs after SIGKILL", victim.instance()))
+    }
+
+    /// Each replica's `assetscan_members`: the live replicas it sees
+    /// (itself included); `None` while it does not answer.
+    pub async fn members_seen(&self) -> Vec<Option<u64>> {
+        let mut seen = Vec::new();
+        for replica in &self.processes {
+            seen.push(match replica.get("/metrics").await {
+                Ok((200, metrics)) => series(&metrics, "assetscan_members").map(|v| v as u64),
+                _ => None,
+            });
+        }
+        seen
+    }
+
+    /// Waits until `enough` replicas see `live` members.
+    pub async fn wait_members(&self, live: u64, enough: usize, timeout: Duration) -> Result<()> {
+        wait::poll(timeout, async || {
+            let seeing = (self.members_seen().await.iter())
+                .filter(|m| **m == Some(live))
+                .count();
+            (seeing >= enough).then_some(()).ok_or(())
+        })
+        .await
+        .map_err(|()| anyhow!("{enough} replicas did not see {live} members within {timeout:?}"))
+    }
+
+    /// The sum over the replicas of one series (name and labels, as
+    /// exposed), e.g. a counter of one reconcile outcome; a replica that
+    /// does not answer counts 0.
+    pub async fn total(&self, name: &str) -> u64 {
+        let mut total = 0;
+        for replica in &self.processes {
+            if let Ok((200, metrics)) = replica.get("/metrics").await {
+                total += series(&metrics, name).map_or(0, |v| v as u64);
+            }
+        }
+        total
+    }
+
+    /// How many replicas run.
+    pub fn len(&self) -> usize {
+        self.processes.len()
+    }
+
     /// SIGTERM to every replica, then waits until all exited (killed after
     /// `timeout`), as a rolling update stops pods.
     pub async fn stop(mut self, timeout: Duration) {
@@ -140,8 +209,9 @@ impl Replicas {
     }
 }
 
-/// The value of an unlabelled metric in a Prometheus text exposition.
-pub fn unlabelled(exposition: &str, name: &str) -> Option<f64> {
+/// The value of a series (an unlabelled gauge, or a name with its labels
+/// as exposed) in a Prometheus text exposition.
+pub fn series(exposition: &str, name: &str) -> Option<f64> {
     exposition.lines().find_map(|line| {
         let value = line.strip_prefix(name)?.strip_prefix(' ')?;
         value.trim().parse::<f64>().ok()
@@ -153,11 +223,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_an_unlabelled_gauge() {
+    fn reads_an_unlabelled_gauge_and_a_labelled_series() {
         let text = "# HELP assetscan_watched_objects x\n\
                     assetscan_watched_objects_total 9\n\
-                    assetscan_watched_objects 1234\n";
-        assert_eq!(unlabelled(text, "assetscan_watched_objects"), Some(1234.0));
-        assert_eq!(unlabelled(text, "assetscan_missing"), None);
+                    assetscan_watched_objects 1234\n\
+                    assetscan_reconciles_total{result=\"finished\"} 7\n";
+        assert_eq!(series(text, "assetscan_watched_objects"), Some(1234.0));
+        assert_eq!(series(text, "assetscan_missing"), None);
+        let finished = "assetscan_reconciles_total{result=\"finished\"}";
+        assert_eq!(series(text, finished), Some(7.0));
     }
 }

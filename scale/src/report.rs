@@ -317,3 +317,8 @@ impl Report {
         found
     }
 }
+
+/// A check's mark in the printed figures.
+pub fn mark(ok: bool) -> &'static str {
+    if ok { "✓" } else { "✗" }
+}

@@ -11,7 +11,7 @@ use crate::proxy::is_write;
 use crate::replicas::{Launch, Replicas};
 use crate::report::{Cost, ProviderPeak, Report, Rescale, RestartIdle, SoftwareCost, StartBound};
 use crate::software::Mix;
-use crate::stack::{Backend, Stack};
+use crate::stack::{Backend, Stack, Watch};
 use anyhow::{Context as _, Result};
 use assetscan_operator::config::ScanStartsSection;
 use assetscan_operator::domain::run_order;
@@ -38,7 +38,7 @@ pub struct Settings {
 }
 
 /// How long replicas get to stop after SIGTERM.
-const STOP_GRACE: Duration = Duration::from_secs(30);
+pub const STOP_GRACE: Duration = Duration::from_secs(30);
 
 /// `count` AssetScans, `shards` replicas from the start to all finished.
 pub async fn steady(settings: &Settings, count: usize, shards: u32) -> Result<Report> {
@@ -123,23 +123,23 @@ pub async fn rescale(settings: &Settings, count: usize, steps: &[u32]) -> Result
 
 /// A fresh stack with `count` AssetScans created, their sizes as created,
 /// and the watch of their progress.
-async fn prepare(
+pub async fn prepare(
     settings: &Settings,
     count: usize,
 ) -> Result<(Stack, std::collections::HashMap<String, u64>, Progress)> {
-    let stack = Stack::start(&settings.backend, count, &settings.starts).await?;
+    let stack = Stack::start(&settings.backend, count, &settings.starts, Watch::Own).await?;
     stack.create_scans(count, &settings.mix).await?;
     let created = footprint::scan_sizes(&stack.client, &stack.namespace).await?;
     let progress = Progress::watch(stack.api());
     Ok((stack, created, progress))
 }
 
-fn launch<'a>(settings: &'a Settings, stack: &'a Stack) -> Launch<'a> {
+pub fn launch<'a>(settings: &'a Settings, stack: &'a Stack) -> Launch<'a> {
     Launch {
         operator: &settings.operator,
         work: stack.work.path(),
         redis: stack.redis_url(),
-        namespace: &stack.namespace,
+        namespace: stack.watched(),
         concurrency: settings.concurrency,
         per_shard: settings.replicas_per_shard,
     }
@@ -309,7 +309,7 @@ fn software_cost(
 
 /// AssetScans whose finished run is not their generation's first (the
 /// first is scan 0: `<owner>-g<generation>-s0`).
-async fn second_runs(api: &Api<AssetScan>) -> Result<usize> {
+pub async fn second_runs(api: &Api<AssetScan>) -> Result<usize> {
     let mut found = 0;
     footprint::each(api, |obj| {
         let run = obj.status.as_ref().and_then(|s| s.run.as_deref());
@@ -358,7 +358,7 @@ async fn restart_and_idle(
 
 /// The proxy's counts once they stop moving (unchanged for 200 ms): what
 /// stopped replicas sent is all counted.
-async fn quiet_counts(stack: &Stack) -> BTreeMap<String, u64> {
+pub async fn quiet_counts(stack: &Stack) -> BTreeMap<String, u64> {
     let mut last = stack.requests();
     loop {
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -19,6 +19,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::collections::BTreeMap;
 use crate::control_plane;
 use std::io::{BufRead, BufReader};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Instant;
@@ -134,14 +135,39 @@ pub enum Backend {
     Cluster { kubeconfig: PathBuf },
 }
 
-fn config_yaml(stubs: &ProviderStubs, dir: &Path, starts: &ScanStartsSection) -> Result<String> {
+/// Which namespaces the replicas watch.
+#[derive(Clone, Copy)]
+pub enum Watch<'a> {
+    /// The run's own namespace alone.
+    Own,
+    /// Every namespace, as a cluster-wide install does; these tenants'
+    /// namespaces are created and may use the webhook (`channelAccess`:
+    /// with every namespace watched, a channel is open to none unless
+    /// listed). The emulator only: on a real cluster the replicas would
+    /// take up every AssetScan there.
+    Tenants(&'a [&'a str]),
+}
+
+fn config_yaml(
+    stubs: &ProviderStubs,
+    dir: &Path,
+    starts: &ScanStartsSection,
+    tenants: &[String],
+) -> Result<String> {
     let providers = stubs.write_providers_section(dir, "secops-")?;
+    let access = match tenants {
+        [] => String::new(),
+        _ => format!(
+            "channelAccess: {{secops-webhook: {{namespaces: [{}]}}}}\n",
+            tenants.join(", ")
+        ),
+    };
     Ok(format!(
         "redis: {{timeout: 2s}}\n\
          lock: {{ttl: 10s}}\n\
          tickets: {{retention: 1h, auditCap: 100000}}\n\
          scanStarts: {{perSecond: {}, burst: {}{}}}\n\
-         {providers}",
+         {access}{providers}",
         starts.per_second,
         starts.burst,
         membership(starts)
@@ -193,8 +219,13 @@ fn scan(index: usize, mix: &Mix) -> AssetScan {
 /// Packages the runs of `count` assets ask about: the mix's per asset,
 /// and the vulnerable ones of the high-risk assets.
 pub fn packages_asked(count: usize, mix: &Mix) -> u64 {
-    let high_risk = count / HIGH_RISK_EVERY;
+    let high_risk = high_risk_among(count);
     (count * mix.packages + high_risk * VULNERABLE.len()) as u64
+}
+
+/// The high-risk assets (those that notify) among the first `count`.
+pub fn high_risk_among(count: usize) -> usize {
+    count / HIGH_RISK_EVERY
 }
 
 pub fn asset(index: usize) -> String {
@@ -206,7 +237,11 @@ pub fn asset(index: usize) -> String {
 pub struct Stack {
     /// The driver's own client (uncounted).
     pub client: kube::Client,
+    /// The run's own namespace (the replicas' kubeconfig default).
     pub namespace: String,
+    /// The tenants' namespaces when the replicas watch every namespace;
+    /// empty when they watch [`Stack::namespace`] alone.
+    pub tenants: Vec<String>,
     /// The requests through the proxy, which the replicas' kubeconfig
     /// points at.
     pub counts: Counts,
@@ -221,12 +256,13 @@ pub struct Stack {
 
 impl Stack {
     /// Starts Redis, the stubs, the API (sized for `count` objects) and the
-    /// counting proxy before it, and writes the replicas' config and
-    /// kubeconfig.
+    /// counting proxy before it, creates the tenants' namespaces `watch`
+    /// names, and writes the replicas' config and kubeconfig.
     pub async fn start(
         backend: &Backend,
         count: usize,
         starts: &ScanStartsSection,
+        watch: Watch<'_>,
     ) -> Result<Stack> {
         let work = tempfile::Builder::new()
             .prefix("assetscan-scale-")
@@ -255,6 +291,14 @@ impl Stack {
                 (server, url, client, namespace)
             }
         };
+        let tenants: Vec<String> = match watch {
+            Watch::Own => Vec::new(),
+            Watch::Tenants(_) if !matches!(backend, Backend::Emulator) => {
+                bail!("the replicas watch every namespace: against the emulator only")
+            }
+            Watch::Tenants(names) => names.iter().map(|n| (*n).to_owned()).collect(),
+        };
+        create_namespaces(&client, &tenants).await?;
         let counts = Counts::default();
         let proxy_url = proxy::start(&url, counts.clone()).await?;
         std::fs::write(
@@ -263,11 +307,12 @@ impl Stack {
         )?;
         std::fs::write(
             work.path().join("config.yaml"),
-            config_yaml(&stubs, work.path(), starts)?,
+            config_yaml(&stubs, work.path(), starts, &tenants)?,
         )?;
         Ok(Stack {
             client,
             namespace,
+            tenants,
             counts,
             server,
             backend_is_emulator: matches!(backend, Backend::Emulator),
@@ -283,17 +328,39 @@ impl Stack {
     }
 
     pub fn api(&self) -> Api<AssetScan> {
-        Api::namespaced(self.client.clone(), &self.namespace)
+        self.api_in(&self.namespace)
     }
 
-    /// Creates `count` AssetScans with the software `mix` says (their
-    /// SBOMs served by the stub source), 16 at a time, their assets online.
+    /// The AssetScans of `namespace`, through the driver's own client.
+    pub fn api_in(&self, namespace: &str) -> Api<AssetScan> {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// The namespace the replicas watch; `None`: every namespace.
+    pub fn watched(&self) -> Option<&str> {
+        self.tenants.is_empty().then_some(self.namespace.as_str())
+    }
+
+    /// Creates `count` AssetScans in the run's own namespace.
     pub async fn create_scans(&self, count: usize, mix: &Mix) -> Result<()> {
+        self.create_scans_in(&self.namespace, 0..count, mix).await
+    }
+
+    /// Creates the AssetScans `indices` (their names and assets: each
+    /// index its own) in `namespace`, with the software `mix` says (their
+    /// SBOMs served by the stub source), 16 at a time, their assets online.
+    pub async fn create_scans_in(
+        &self,
+        namespace: &str,
+        indices: Range<usize>,
+        mix: &Mix,
+    ) -> Result<()> {
         let created = Instant::now();
+        let count = indices.len();
         mix.serve(&self.stubs.sbom, &VULNERABLE);
-        futures::stream::iter(0..count)
+        futures::stream::iter(indices)
             .map(|i| {
-                let api = self.api();
+                let api = self.api_in(namespace);
                 self.stubs.inventory.set_online(&asset(i), true);
                 let object = scan(i, mix);
                 async move { api.create(&PostParams::default(), &object).await }
@@ -301,7 +368,7 @@ impl Stack {
             .buffer_unordered(16)
             .try_collect::<Vec<_>>()
             .await
-            .context("creating the AssetScans")?;
+            .with_context(|| format!("creating the AssetScans in {namespace}"))?;
         println!(
             "created {count} objects in {:.1} s",
             created.elapsed().as_secs_f64()
@@ -394,6 +461,25 @@ fn kubectl_proxy(kubeconfig: &Path, work: &Path) -> Result<(Proc, String)> {
         "127.0.0.1",
     ]);
     start_serving("kubectl-proxy", command, &work.join("kubectl-proxy.log"))
+}
+
+/// Creates each of `names` as a Namespace.
+async fn create_namespaces(client: &kube::Client, names: &[String]) -> Result<()> {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for name in names {
+        let namespace = Namespace {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        namespaces
+            .create(&PostParams::default(), &namespace)
+            .await
+            .with_context(|| format!("creating namespace {name}"))?;
+    }
+    Ok(())
 }
 
 /// A namespace of the run's own on a real cluster.

@@ -65,12 +65,6 @@ impl<'a> OperatorCommand<'a> {
         }
     }
 
-    /// Watch every namespace (no `--namespace`).
-    pub fn all_namespaces(mut self) -> Self {
-        self.namespace = None;
-        self
-    }
-
     /// Serve `/metrics` and the probes on this loopback port.
     pub fn metrics_port(mut self, port: u16) -> Self {
         self.metrics_port = Some(port);
@@ -82,6 +76,13 @@ impl<'a> OperatorCommand<'a> {
     /// `get` then no longer reads it).
     pub fn secured_metrics(mut self) -> Self {
         self.plain_metrics = false;
+        self
+    }
+
+    /// Watch every namespace (no `--namespace`), as a cluster-wide install
+    /// does.
+    pub fn all_namespaces(mut self) -> Self {
+        self.namespace = None;
         self
     }
 
@@ -324,4 +325,28 @@ pub async fn http_get(port: u16, path: &str) -> io::Result<(u16, String)> {
         .and_then(|code| code.parse().ok())
         .ok_or_else(malformed)?;
     Ok((status, body.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(command: &OperatorCommand) -> Vec<String> {
+        let command = command.command(Path::new("/dev/null")).expect("command");
+        (command.get_args())
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn every_namespace_is_watched_without_the_namespace_flag() {
+        let (binary, file) = (Path::new("assetscan-operator"), Path::new("f"));
+        let one = OperatorCommand::new(binary, file, "redis://r", file, "op-0", "team-a");
+        assert!(
+            args(&one)
+                .windows(2)
+                .any(|w| w == ["--namespace", "team-a"])
+        );
+        assert!(!args(&one.all_namespaces()).contains(&"--namespace".to_owned()));
+    }
 }
