@@ -52,6 +52,12 @@ impl<I: Reference> FairLines<I> {
         slot
     }
 
+    /// Whether `namespace` has callers waiting at `now`: its line ends
+    /// later.
+    pub fn waiting(&self, namespace: &str, now: I) -> bool {
+        self.ends().get(namespace).is_some_and(|end| *end > now)
+    }
+
     /// Forgets every line's bookings: the next callers get slots from the
     /// bucket's next free start on, as if none had waited before them.
     pub fn clear(&self) {

@@ -5,9 +5,11 @@
 //! the providers and the API server at a bounded rate, whatever the number
 //! of objects.
 //!
-//! The bucket is [governor]'s GCRA: exact (no second sees more than
-//! `burst + perSecond` starts), without a lock for the starts it grants,
-//! and testable on a fake clock.
+//! The bucket is a GCRA, the algorithm of [governor] (whose clocks it
+//! runs on, so that it is testable on a fake one): exact, no second sees
+//! more than `burst + perSecond` starts. It is written here because it
+//! does one thing governor's does not: it keeps part of its burst back
+//! for namespaces that have no line of delayed starts ([`Bucket::take`]).
 //! A reconcile that finds no start left is not kept waiting in its
 //! reconcile slot: it requeues, without an API call or a Redis command, for
 //! a slot of its own in a line of delayed starts, one start interval apart.
@@ -17,7 +19,11 @@
 //!
 //! The line is one per namespace, and shared fairly ([`FairLines`]): a
 //! namespace's few new AssetScans are not queued behind another
-//! namespace's mass creation.
+//! namespace's mass creation. And a namespace with a line waits for its
+//! starts while half the burst is left: that half is kept for the
+//! namespaces that have none, so that a team's few new AssetScans start at
+//! once even while another team's thousands keep the bound busy. The
+//! backlog loses nothing of the rate: it takes each start as it refills.
 //!
 //! A start is spent only on a run that starts: a reconcile that took one
 //! and recorded no claim (it found the asset's lock held by another
@@ -30,10 +36,8 @@
 use crate::config::ScanStartsSection;
 use crate::fair::FairLines;
 use crate::telemetry::Metrics;
-use governor::RateLimiter;
 use governor::clock::{Clock, DefaultClock, Reference};
-use governor::middleware::NoOpMiddleware;
-use governor::state::{InMemoryState, NotKeyed};
+use governor::nanos::Nanos;
 use prometheus_client::metrics::counter::Counter;
 use rand::RngExt;
 use std::collections::VecDeque;
@@ -50,11 +54,63 @@ pub enum Admission {
     After(Duration),
 }
 
-type Bucket<C> = RateLimiter<NotKeyed, InMemoryState, C, NoOpMiddleware<<C as Clock>::Instant>>;
+/// A token bucket as GCRA keeps it: the theoretical arrival time of the
+/// next start (`tat`), which runs ahead of the clock by one start interval
+/// per start taken, and may run at most `burst` intervals ahead.
+struct Bucket<C: Clock> {
+    clock: C,
+    /// One start interval: `1 / perSecond`.
+    spacing: Nanos,
+    /// `burst`.
+    burst: u64,
+    tat: Mutex<C::Instant>,
+}
+
+impl<C: Clock> Bucket<C> {
+    /// A full bucket.
+    fn new(clock: C, spacing: Duration, burst: u32) -> Bucket<C> {
+        let tat = Mutex::new(clock.now());
+        Bucket {
+            clock,
+            spacing: Nanos::from(spacing),
+            burst: u64::from(burst.max(1)),
+            tat,
+        }
+    }
+
+    /// Takes a start if `keep` more are left after it.
+    fn take(&self, keep: u32) -> bool {
+        let now = self.clock.now();
+        let mut tat = self.tat.lock().unwrap_or_else(|e| e.into_inner());
+        let next = (*tat).max(now) + self.spacing;
+        if next <= now + self.allowance(keep) {
+            *tat = next;
+            return true;
+        }
+        false
+    }
+
+    /// When a caller that leaves `keep` starts can take one next.
+    fn next_start(&self, keep: u32) -> C::Instant {
+        let now = self.clock.now();
+        let tat = *self.tat.lock().unwrap_or_else(|e| e.into_inner());
+        let next = tat.max(now) + self.spacing;
+        now + next.duration_since(now + self.allowance(keep))
+    }
+
+    /// How far ahead of the clock a caller that leaves `keep` starts may
+    /// push the theoretical arrival time.
+    fn allowance(&self, keep: u32) -> Nanos {
+        self.spacing * self.burst.saturating_sub(u64::from(keep))
+    }
+}
 
 /// The start bound of one replica, shared by all its reconciles.
 pub struct StartGate<C: Clock = DefaultClock> {
     bucket: Bucket<C>,
+    /// The starts of the burst a namespace with a line leaves to those
+    /// without one: half of it.
+    kept_back: u32,
     /// Time between two starts once the burst is spent: `1 / perSecond`.
     spacing: Duration,
     /// The lines of delayed starts, one per namespace.
@@ -80,7 +136,8 @@ impl<C: Clock> StartGate<C> {
     fn with_clock(bound: &ScanStartsSection, metrics: &Metrics, clock: C) -> StartGate<C> {
         let quota = bound.quota();
         StartGate {
-            bucket: RateLimiter::direct_with_clock(quota, clock),
+            bucket: Bucket::new(clock, quota.replenish_interval(), quota.burst_size().get()),
+            kept_back: quota.burst_size().get() / 2,
             spacing: quota.replenish_interval(),
             lines: FairLines::new(quota.replenish_interval()),
             started: metrics.starts.started.clone(),
@@ -95,17 +152,25 @@ impl<C: Clock> StartGate<C> {
     /// that slot for it (the line moves on by one start interval for each
     /// namespace with delayed starts).
     pub fn admit(&self, namespace: &str) -> Admission {
-        let now = self.bucket.clock().now();
+        let now = self.bucket.clock.now();
         if self.take_returned(now) {
             self.started.inc();
             return Admission::Now;
         }
-        let Err(refused) = self.bucket.check() else {
+        let keep = if self.lines.waiting(namespace, now) {
+            self.kept_back
+        } else {
+            0
+        };
+        if self.bucket.take(keep) {
             self.started.inc();
             return Admission::Now;
-        };
+        }
         self.delayed.inc();
-        let slot = self.lines.slot(namespace, now, refused.earliest_possible());
+        // When it comes back, its namespace has a line: its slot is no
+        // sooner than a start it may take then.
+        let next_start = self.bucket.next_start(self.kept_back);
+        let slot = self.lines.slot(namespace, now, next_start);
         Admission::After(Duration::from(slot.duration_since(now)) + self.jitter())
     }
 
@@ -122,7 +187,7 @@ impl<C: Clock> StartGate<C> {
     /// Gives back a start taken by a reconcile that started no run (it
     /// found the lock held, or the run ended): the next caller takes it.
     pub fn give_back(&self) {
-        let now = self.bucket.clock().now();
+        let now = self.bucket.clock.now();
         self.returned().push_back(now);
         self.given_back.inc();
     }
@@ -184,10 +249,12 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(gate.admit("a"), Admission::Now);
         }
-        // 5 per second: slots 200 ms apart, each with at most 50 ms jitter.
+        // 5 per second: slots 200 ms apart, each with at most 50 ms jitter,
+        // from the second interval on: a namespace with a line leaves one
+        // start (half the burst of 3) to namespaces without one.
         let slots: Vec<Duration> = (0..4).map(|_| delay(gate.admit("a"))).collect();
         for (k, slot) in slots.iter().enumerate() {
-            let due = Duration::from_millis(200 * (k as u64 + 1));
+            let due = Duration::from_millis(200 * (k as u64 + 2));
             assert!(
                 *slot >= due && *slot <= due + Duration::from_millis(50),
                 "slot {k}: {slot:?}, due {due:?}"
@@ -297,6 +364,47 @@ mod tests {
         assert!(a_done <= paced + Duration::from_secs(1), "{a_done:?}");
     }
 
+    /// While namespace `a`'s 1 000 keep the bound busy, namespace `b`'s
+    /// first half-burst of AssetScans starts the moment they come: `a`'s
+    /// backlog has left that much of the burst. The bound holds all along,
+    /// and `a` loses only the time that half-burst takes to refill.
+    #[test]
+    fn a_namespace_without_a_line_starts_at_once_beside_a_backlog() {
+        let (per_second, burst) = (20, 20);
+        let (gate, clock) = gate(per_second, burst);
+        let b_arrives = Duration::from_secs(5);
+        let mut due: BinaryHeap<Reverse<(Duration, usize)>> = (0..1000)
+            .map(|o| Reverse((Duration::ZERO, o)))
+            .chain((1000..1010).map(|o| Reverse((b_arrives, o))))
+            .collect();
+        let (mut now, mut starts) = (Duration::ZERO, Vec::new());
+        while let Some(Reverse((at, object))) = due.pop() {
+            clock.advance(at - now);
+            now = at;
+            let namespace = if object < 1000 { "a" } else { "b" };
+            match gate.admit(namespace) {
+                Admission::Now => starts.push((now, namespace)),
+                Admission::After(delay) => due.push(Reverse((now + delay, object))),
+            }
+        }
+        let b: Vec<Duration> = (starts.iter())
+            .filter(|(_, ns)| *ns == "b")
+            .map(|(at, _)| *at)
+            .collect();
+        assert_eq!(b, vec![b_arrives; 10], "b's ten started as they came");
+        let peak = (starts.iter())
+            .map(|(t, _)| {
+                (starts.iter())
+                    .filter(|(s, _)| *s >= *t && *s - *t < Duration::from_secs(1))
+                    .count()
+            })
+            .max();
+        assert!(peak <= Some((burst + per_second) as usize), "peak {peak:?}");
+        let a_done = starts.iter().map(|(at, _)| *at).max().unwrap();
+        let paced = Duration::from_millis(1000 * (1010 - burst as u64) / per_second as u64);
+        assert!(a_done <= paced + Duration::from_secs(2), "{a_done:?}");
+    }
+
     #[test]
     fn a_start_given_back_is_taken_again_within_one_start_interval() {
         let (gate, clock) = gate(10, 1);
@@ -327,7 +435,9 @@ mod tests {
         // The slots handed out are long past, the bucket full again.
         assert_eq!(gate.admit("a"), Admission::Now);
         assert_eq!(gate.admit("a"), Admission::Now);
+        // Its slot: once two starts are left (the one it takes, and the
+        // one its namespace, which has a line now, leaves), 200 ms.
         let again = delay(gate.admit("a"));
-        assert!(again <= Duration::from_millis(125), "{again:?}");
+        assert!(again <= Duration::from_millis(225), "{again:?}");
     }
 }
