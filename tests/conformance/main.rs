@@ -134,7 +134,7 @@ async fn compare_all(
     cluster.install_crds(crds()).await?;
     let (mut fields, mut explained, mut unexplained) = (0, 0, 0);
     for probe in selected {
-        let namespace = cluster.create_namespace().await?;
+        let namespace = cluster::create_namespace(&cluster.admin, &cluster.ledger).await?;
         let real = run(probe, &cluster.admin, &namespace).await;
         let emulated = on_emulator(probe).await;
         for ((what, emu), (_, cl)) in emulated.iter().zip(&real) {

@@ -106,7 +106,7 @@ pub struct Cluster {
     kubeconfig: Kubeconfig,
     pub server: String,
     pub version: String,
-    ledger: Arc<Mutex<Ledger>>,
+    pub ledger: Arc<Mutex<Ledger>>,
 }
 
 /// What the scenarios get of a prepared cluster.
