@@ -7,7 +7,7 @@ use super::facts::{Facts, to_json};
 use super::{
     Effects, Notification, Observer, Outcome, Pipeline, Resend, StepError, drill, software,
 };
-use crate::store::{LeaseGuard, Patch, StoreError, TicketStore};
+use crate::store::{LastErrorChange, LeaseGuard, Patch, StoreError, TicketStore};
 use assetscan_domain::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, Ticket, now_ms,
 };
@@ -242,12 +242,12 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         let patch = Patch {
             facts: learned,
             attempts: BTreeMap::from([(step, attempt)]),
-            last_error: Some(Some(LastError {
+            last_error: LastErrorChange::Set(LastError {
                 step,
                 message: error.message.clone(),
                 at: now_ms(),
                 attempt,
-            })),
+            }),
             ..Patch::default()
         };
         let recorded = match self.write(ticket, ticket.status, patch).await {
@@ -408,12 +408,12 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         message: &str,
         learned: Facts,
     ) -> Progress {
-        let last_error = Some(Some(LastError {
+        let last_error = LastErrorChange::Set(LastError {
             step,
             message: message.to_owned(),
             at: now_ms(),
             attempt,
-        }));
+        });
         let attempts = BTreeMap::from([(step, attempt)]);
         if step == Step::ThreatIntel {
             let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
