@@ -12,16 +12,15 @@
 //! The watchdog manages the lock's lifetime; it does not make a stale write
 //! impossible. That is the fencing token's job (see `advance.lua`).
 
-use super::conn::{Link, NodeGroup, RedisConn, SlotMap};
+use super::conn::{NodeGroup, RedisConn, SlotMap};
 use super::scripts::{RENEW, RENEW_MANY};
-use redis::cluster_routing::SingleNodeRoutingInfo;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::warn;
 
 /// Counters of the watchdog's work, for metrics and tests.
 #[derive(Debug, Default)]
@@ -315,8 +314,7 @@ async fn renew_group(
     group: &NodeGroup<Renewal>,
     ttl_ms: u64,
 ) -> redis::RedisResult<Vec<i64>> {
-    let tally = conn.clone();
-    let (Link::Cluster(cluster), Some((host, port))) = (&mut conn.link, &group.node) else {
+    let Some(node) = &group.node else {
         let mut call = RENEW_MANY.prepare_invoke();
         call.arg(ttl_ms);
         for lease in &group.items {
@@ -325,10 +323,6 @@ async fn renew_group(
             }
         }
         return call.invoke_async(conn).await;
-    };
-    let route = SingleNodeRoutingInfo::ByAddress {
-        host: host.clone(),
-        port: *port,
     };
     let mut pipe = redis::pipe();
     for lease in &group.items {
@@ -342,24 +336,8 @@ async fn renew_group(
         }
     }
     let count = group.items.iter().map(|l| l.lock_keys.len()).sum();
-    tally.count_round_trip();
-    let mut replies = cluster
-        .route_pipeline(pipe.clone(), 0, count, route.clone())
-        .await;
-    let lost_scripts = match &replies {
-        Err(err) => err.code() == Some("NOSCRIPT"),
-        Ok(values) => values
-            .iter()
-            .any(|v| matches!(v, redis::Value::ServerError(e) if e.code() == "NOSCRIPT")),
-    };
-    if lost_scripts {
-        // The node lost its scripts (restart, failover): load, retry once.
-        debug!(node = %host, "loading renew.lua");
-        RENEW.load_async(cluster).await?;
-        tally.count_round_trip();
-        replies = cluster.route_pipeline(pipe, 0, count, route).await;
-    }
-    Ok(replies?
+    let replies = conn.script_calls_on(node, &RENEW, pipe, count).await?;
+    Ok(replies
         .iter()
         .map(|v| redis::from_redis_value_ref::<i64>(v).unwrap_or(0))
         .collect())

@@ -1,11 +1,15 @@
-//! Which Redis Cluster node serves which hash slot, for requests sent to
-//! one node at a time. The cluster client routes each command by its own
-//! map; a pipeline of calls to keys of many slots needs the caller to know
-//! the node of each key, so that one node's calls share one round trip
-//! (the watchdog's renewals).
+//! Requests sent to one Redis Cluster node at a time, and which node serves
+//! which hash slot. The cluster client routes each command by its own map;
+//! a pipeline of calls to keys of many slots needs the caller to know the
+//! node of each key, so that one node's calls share one round trip (the
+//! watchdog's renewals).
 
-use super::RedisConn;
+use super::{Link, RedisConn};
+use redis::aio::ConnectionLike;
+use redis::cluster_routing::SingleNodeRoutingInfo;
+use redis::{Pipeline, RedisResult, Script, Value};
 use std::collections::HashMap;
+use tracing::debug;
 
 /// A node's address: host and port, as `CLUSTER SLOTS` names it.
 pub(crate) type Node = (String, u16);
@@ -99,6 +103,47 @@ impl SlotMap {
             items,
         }));
         groups
+    }
+}
+
+impl RedisConn {
+    /// Sends `pipe`, `count` EVALSHA calls of `script`, to `node` as one
+    /// request. A node that lost its scripts (a restart, a failover) is
+    /// given `script` and asked once more: `Script` does that for one call,
+    /// not for a pipeline. Off a Cluster the one connection takes it.
+    pub(crate) async fn script_calls_on(
+        &mut self,
+        node: &Node,
+        script: &Script,
+        pipe: Pipeline,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let tally = self.clone();
+        let Link::Cluster(cluster) = &mut self.link else {
+            return self.req_packed_commands(&pipe, 0, count).await;
+        };
+        let (host, port) = node;
+        let route = SingleNodeRoutingInfo::ByAddress {
+            host: host.clone(),
+            port: *port,
+        };
+        tally.count_round_trip();
+        let mut replies = cluster
+            .route_pipeline(pipe.clone(), 0, count, route.clone())
+            .await;
+        let lost_scripts = match &replies {
+            Err(err) => err.code() == Some("NOSCRIPT"),
+            Ok(values) => values
+                .iter()
+                .any(|v| matches!(v, Value::ServerError(e) if e.code() == "NOSCRIPT")),
+        };
+        if lost_scripts {
+            debug!(node = %host, script = script.get_hash(), "loading a lost script");
+            script.load_async(cluster).await?;
+            tally.count_round_trip();
+            replies = cluster.route_pipeline(pipe, 0, count, route).await;
+        }
+        replies
     }
 }
 
