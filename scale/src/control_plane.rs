@@ -25,10 +25,9 @@ pub async fn sample(client: &kube::Client) -> Result<Sample> {
     let request = axum::http::Request::get("/metrics")
         .body(Vec::new())
         .context("building the /metrics request")?;
-    let text = client
-        .request_text(request)
-        .await
-        .context("reading the API server's /metrics (the driver's credentials must allow GET /metrics)")?;
+    let text = client.request_text(request).await.context(
+        "reading the API server's /metrics (the driver's credentials must allow GET /metrics)",
+    )?;
     parse(&text)
 }
 

@@ -3,6 +3,7 @@
 //! a counting proxy before it that the replicas talk to, a real
 //! redis-server and zero-latency provider stubs; and the AssetScans.
 
+use crate::control_plane;
 use crate::procstat::{cpu_seconds, peak_rss_kib};
 use crate::proxy::{self, Counts};
 use crate::report::Cost;
@@ -17,7 +18,6 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use std::collections::BTreeMap;
-use crate::control_plane;
 use std::io::{BufRead, BufReader};
 use std::ops::Range;
 use std::path::{Path, PathBuf};

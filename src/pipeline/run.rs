@@ -7,7 +7,7 @@ use super::facts::{Facts, to_json};
 use super::{
     Effects, Notification, Observer, Outcome, Pipeline, Resend, StepError, drill, software,
 };
-use crate::store::{LeaseGuard, Patch, StoreError, TicketStore};
+use crate::store::{LastErrorChange, LeaseGuard, Patch, StoreError, TicketStore};
 use assetscan_domain::ticket::{
     LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, Ticket, now_ms,
 };
@@ -47,6 +47,18 @@ enum Exit {
     Deferred(Duration, Box<Ticket>),
 }
 
+/// What one step of the loop came to: the loop goes on, the run leaves it,
+/// or the store failed. Three outcomes with names, rather than nested
+/// results, so that each caller says which one it handles.
+enum Progress {
+    /// The ticket as the step's write recorded it: the loop goes on from it.
+    Recorded(Box<Ticket>),
+    /// The run leaves the loop before a terminal status, and why.
+    Exit(Exit),
+    /// The store failed: the run ends with its error.
+    StoreFailed(StoreError),
+}
+
 impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     pub(super) fn new(
         pipeline: &'a Pipeline<E>,
@@ -70,7 +82,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
 
     pub(super) async fn drive(&mut self, mut ticket: Ticket) -> Result<Outcome, StoreError> {
         loop {
-            let step = match self.next(&ticket) {
+            let progress = match self.next(&ticket) {
                 Next::Done => return Ok(Outcome::Terminal(ticket)),
                 Next::Move(to) => self.write(&ticket, to, Patch::default()).await,
                 Next::Decide => {
@@ -79,24 +91,24 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                 }
                 Next::Call(step) => self.call(&ticket, step).await,
             };
-            ticket = match step {
-                Ok(next) => next,
-                Err(Ok(Exit::Superseded { caller, valid })) => {
+            ticket = match progress {
+                Progress::Recorded(next) => *next,
+                Progress::Exit(Exit::Superseded { caller, valid }) => {
                     warn!(asset = %self.req.asset, caller, valid, "superseded by a newer executor: stopping");
                     return Ok(Outcome::Superseded { caller, valid });
                 }
-                Err(Ok(Exit::LockLost)) => {
+                Progress::Exit(Exit::LockLost) => {
                     warn!(asset = %self.req.asset, "lock lost: stopping");
                     return Ok(Outcome::LockLost(ticket));
                 }
-                Err(Ok(Exit::Stopped)) => return Ok(Outcome::Stopped(ticket)),
-                Err(Ok(Exit::Deferred(retry_after, recorded))) => {
+                Progress::Exit(Exit::Stopped) => return Ok(Outcome::Stopped(ticket)),
+                Progress::Exit(Exit::Deferred(retry_after, recorded)) => {
                     return Ok(Outcome::Deferred {
                         ticket: *recorded,
                         retry_after,
                     });
                 }
-                Err(Err(err)) => return Err(err),
+                Progress::StoreFailed(err) => return Err(err),
             };
         }
     }
@@ -128,19 +140,15 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     /// Records threat intel and the verdict it leads to in one write. The
     /// verdict is pure: a takeover before this write asks for the intel
     /// again and comes to the same verdict.
-    async fn decide_with_intel(
-        &self,
-        ticket: &Ticket,
-        mut patch: Patch,
-    ) -> Result<Ticket, Result<Exit, StoreError>> {
+    async fn decide_with_intel(&self, ticket: &Ticket, mut patch: Patch) -> Progress {
         let mut learned = ticket.clone();
         for (name, value) in &patch.facts {
-            learned.facts.set(name, value).map_err(|e| {
-                Err(StoreError::Protocol {
+            if let Err(e) = learned.facts.set(name, value) {
+                return Progress::StoreFailed(StoreError::Protocol {
                     script: "advance",
                     reason: format!("fact {name}: {e}"),
-                })
-            })?;
+                });
+            }
         }
         let (to, verdict) = self.decide(&learned);
         patch.facts.extend(verdict.facts);
@@ -154,7 +162,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     /// pass while its errors are retryable ([`Exit::Deferred`]); threat
     /// intel that cannot be had is skipped when CVSS alone already makes the
     /// asset high risk.
-    async fn call(&self, ticket: &Ticket, step: Step) -> Result<Ticket, Result<Exit, StoreError>> {
+    async fn call(&self, ticket: &Ticket, step: Step) -> Progress {
         let policy = self.pipeline.steps.of(step);
         let attempt = ticket.attempts_of(step) + 1;
         if step != Step::Notify && attempt > policy.max_attempts {
@@ -163,17 +171,17 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                 .await;
         }
         if !self.lease.is_held() {
-            return Err(Ok(Exit::LockLost));
+            return Progress::Exit(Exit::LockLost);
         }
         let lost = self.lease.cancelled();
         let started = tokio::time::Instant::now();
         let work = tokio::time::timeout(policy.timeout, self.perform(ticket, step));
         let result = tokio::select! {
-            _ = lost.cancelled() => return Err(Ok(Exit::LockLost)),
-            _ = self.shutdown.cancelled() => return Err(Ok(Exit::Stopped)),
+            _ = lost.cancelled() => return Progress::Exit(Exit::LockLost),
+            _ = self.shutdown.cancelled() => return Progress::Exit(Exit::Stopped),
             r = while_held(self.lease, work) => match r {
                 Some(r) => r,
-                None => return Err(Ok(Exit::LockLost)),
+                None => return Progress::Exit(Exit::LockLost),
             },
         };
         let result = result.unwrap_or_else(|_| {
@@ -184,18 +192,38 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         });
         self.observer
             .on_step_timed(step, started.elapsed(), result.is_ok());
-        let mut patch = Patch::default();
-        patch.attempts.insert(step, attempt);
-        let (error, learned) = match result {
+        match result {
             Ok((to, facts)) => {
-                patch.facts = facts;
-                if step == Step::ThreatIntel {
-                    return self.decide_with_intel(ticket, patch.completes(step)).await;
+                let patch = Patch {
+                    facts,
+                    attempts: BTreeMap::from([(step, attempt)]),
+                    ..Patch::default()
                 }
-                return self.write(ticket, to, patch.completes(step)).await;
+                .completes(step);
+                if step == Step::ThreatIntel {
+                    self.decide_with_intel(ticket, patch).await
+                } else {
+                    self.write(ticket, to, patch).await
+                }
             }
-            Err(failure) => failure,
-        };
+            Err((error, learned)) => {
+                self.after_failure(ticket, step, attempt, error, learned)
+                    .await
+            }
+        }
+    }
+
+    /// Records a failed `attempt` of `step` and waits out its backoff, or
+    /// ends the step's retries (see [`Run::call`]).
+    async fn after_failure(
+        &self,
+        ticket: &Ticket,
+        step: Step,
+        attempt: u32,
+        error: StepError,
+        learned: Facts,
+    ) -> Progress {
+        let policy = self.pipeline.steps.of(step);
         self.observer.on_step_error(ticket, step, &error).await;
         warn!(asset = %self.req.asset, %step, attempt, error = %error.message, "step failed");
         let pass_attempts = if step == Step::Notify {
@@ -211,22 +239,30 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                 .give_up(ticket, step, attempt, &error.message, learned)
                 .await;
         }
-        patch.facts = learned;
-        patch.last_error = Some(Some(LastError {
-            step,
-            message: error.message.clone(),
-            at: now_ms(),
-            attempt,
-        }));
-        let recorded = self.write(ticket, ticket.status, patch).await?;
+        let patch = Patch {
+            facts: learned,
+            attempts: BTreeMap::from([(step, attempt)]),
+            last_error: LastErrorChange::Set(LastError {
+                step,
+                message: error.message.clone(),
+                at: now_ms(),
+                attempt,
+            }),
+            ..Patch::default()
+        };
+        let recorded = match self.write(ticket, ticket.status, patch).await {
+            Progress::Recorded(recorded) => recorded,
+            stopped => return stopped,
+        };
         if exhausted {
-            return Err(Ok(Exit::Deferred(policy.max_backoff, Box::new(recorded))));
+            return Progress::Exit(Exit::Deferred(policy.max_backoff, recorded));
         }
         let delay = policy.backoff(attempt, error.retry_after);
+        let lost = self.lease.cancelled();
         tokio::select! {
-            _ = lost.cancelled() => Err(Ok(Exit::LockLost)),
-            _ = self.shutdown.cancelled() => Err(Ok(Exit::Stopped)),
-            _ = tokio::time::sleep(delay) => Ok(recorded),
+            _ = lost.cancelled() => Progress::Exit(Exit::LockLost),
+            _ = self.shutdown.cancelled() => Progress::Exit(Exit::Stopped),
+            _ = tokio::time::sleep(delay) => Progress::Recorded(recorded),
         }
     }
 
@@ -371,13 +407,13 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         attempt: u32,
         message: &str,
         learned: Facts,
-    ) -> Result<Ticket, Result<Exit, StoreError>> {
-        let last_error = Some(Some(LastError {
+    ) -> Progress {
+        let last_error = LastErrorChange::Set(LastError {
             step,
             message: message.to_owned(),
             at: now_ms(),
             attempt,
-        }));
+        });
         let attempts = BTreeMap::from([(step, attempt)]);
         if step == Step::ThreatIntel {
             let vulns = ticket.facts.vulnerabilities.clone().unwrap_or_default();
@@ -404,12 +440,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     /// `advance` under the run's token, the one its ticket was claimed
     /// with (every accepted write keeps it). Entering `NOTIFYING` records the
     /// idempotency key first, so that a takeover re-sends under it.
-    async fn write(
-        &self,
-        ticket: &Ticket,
-        to: Status,
-        mut patch: Patch,
-    ) -> Result<Ticket, Result<Exit, StoreError>> {
+    async fn write(&self, ticket: &Ticket, to: Status, mut patch: Patch) -> Progress {
         let intent = to == Status::Notifying && ticket.status != Status::Notifying;
         if intent {
             patch = patch.fact(
@@ -437,12 +468,12 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                         .store(true, std::sync::atomic::Ordering::Relaxed);
                 }
                 self.observer.on_ticket(&next).await;
-                Ok(next)
+                Progress::Recorded(Box::new(next))
             }
             Err(StoreError::StaleToken { caller, valid }) => {
-                Err(Ok(Exit::Superseded { caller, valid }))
+                Progress::Exit(Exit::Superseded { caller, valid })
             }
-            Err(err) => Err(Err(err)),
+            Err(err) => Progress::StoreFailed(err),
         }
     }
 }

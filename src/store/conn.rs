@@ -4,7 +4,8 @@
 //! Standalone and Sentinel share one managed connection ([`managed`]): it
 //! replaces a broken connection (asking the sentinels where the master is
 //! now, for Sentinel) and backs off between failed attempts. Cluster uses the
-//! async cluster client, which follows MOVED/ASK and refreshes its slot map.
+//! async cluster client, which follows MOVED/ASK and refreshes its slot map;
+//! a pipeline sent node by node groups its calls by [`SlotMap`].
 //! All are cheap to clone (multiplexed).
 //!
 //! Every request sent (one command, or one pipeline) is counted: the number
@@ -15,6 +16,7 @@ mod exposure;
 mod health;
 mod managed;
 mod sentinel;
+mod slots;
 mod tls_files;
 
 use super::{StoreConfig, StoreError};
@@ -27,6 +29,7 @@ use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
 use redis::{Client, Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
 pub use sentinel::SentinelTarget;
+pub(crate) use slots::{NodeGroup, SlotMap};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

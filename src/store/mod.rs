@@ -51,7 +51,7 @@ pub use keys::AssetKeys;
 pub use replica_ack::{ReplicaAck, ReplicaAckMode};
 pub use replicas::ReplicaStats;
 pub use watchdog::{LeaseGuard, Watchdog, WatchdogStats};
-pub use write::Patch;
+pub use write::{LastErrorChange, Patch};
 
 use assetscan_domain::AssetId;
 use assetscan_domain::asset::validate_run;

@@ -12,16 +12,15 @@
 //! The watchdog manages the lock's lifetime; it does not make a stale write
 //! impossible. That is the fencing token's job (see `advance.lua`).
 
-use super::conn::{Link, RedisConn};
+use super::conn::{NodeGroup, RedisConn, SlotMap};
 use super::scripts::{RENEW, RENEW_MANY};
-use redis::cluster_routing::SingleNodeRoutingInfo;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::warn;
 
 /// Counters of the watchdog's work, for metrics and tests.
 #[derive(Debug, Default)]
@@ -255,13 +254,6 @@ struct Renewal {
     holder: String,
 }
 
-/// One renewal round trip's leases, and the Cluster node they are sent to
-/// (`None` on a standalone server).
-struct NodeGroup {
-    node: Option<(String, u16)>,
-    leases: Vec<Renewal>,
-}
-
 async fn renew_all(shared: &Shared, conn: &mut RedisConn, slots: &mut SlotMap) {
     let batch: Vec<Renewal> = shared
         .leases()
@@ -275,12 +267,18 @@ async fn renew_all(shared: &Shared, conn: &mut RedisConn, slots: &mut SlotMap) {
     if batch.is_empty() {
         return;
     }
+    // One round trip per group: per node on a Cluster (a lease's keys share
+    // one hash tag, so one node), all of them on a standalone server.
     let groups = if conn.is_cluster() {
-        slots.group_by_node(conn, batch).await
+        slots
+            .group_by_node(conn, batch, |lease| {
+                lease.lock_keys.first().map(String::as_str)
+            })
+            .await
     } else {
         vec![NodeGroup {
             node: None,
-            leases: batch,
+            items: batch,
         }]
     };
     let ttl_ms = shared.ttl.as_millis() as u64;
@@ -295,12 +293,12 @@ async fn renew_all(shared: &Shared, conn: &mut RedisConn, slots: &mut SlotMap) {
     for (group, sent_at, result) in futures::future::join_all(sends).await {
         shared.stats.batches.fetch_add(1, Ordering::Relaxed);
         match result {
-            Ok(renewed) => apply(shared, &group.leases, &renewed, sent_at),
+            Ok(renewed) => apply(shared, &group.items, &renewed, sent_at),
             Err(err) => {
                 // Deadlines keep running: if Redis stays unreachable the
                 // leases expire on their own clock.
                 slots.invalidate();
-                warn!(error = %err, locks = group.leases.len(), "lock renewal failed");
+                warn!(error = %err, locks = group.items.len(), "lock renewal failed");
             }
         }
     }
@@ -313,26 +311,21 @@ async fn renew_all(shared: &Shared, conn: &mut RedisConn, slots: &mut SlotMap) {
 /// renewed; its deadline decides.
 async fn renew_group(
     conn: &mut RedisConn,
-    group: &NodeGroup,
+    group: &NodeGroup<Renewal>,
     ttl_ms: u64,
 ) -> redis::RedisResult<Vec<i64>> {
-    let tally = conn.clone();
-    let (Link::Cluster(cluster), Some((host, port))) = (&mut conn.link, &group.node) else {
+    let Some(node) = &group.node else {
         let mut call = RENEW_MANY.prepare_invoke();
         call.arg(ttl_ms);
-        for lease in &group.leases {
+        for lease in &group.items {
             for key in &lease.lock_keys {
                 call.key(key).arg(&lease.holder);
             }
         }
         return call.invoke_async(conn).await;
     };
-    let route = SingleNodeRoutingInfo::ByAddress {
-        host: host.clone(),
-        port: *port,
-    };
     let mut pipe = redis::pipe();
-    for lease in &group.leases {
+    for lease in &group.items {
         for key in &lease.lock_keys {
             pipe.cmd("EVALSHA")
                 .arg(RENEW.get_hash())
@@ -342,25 +335,9 @@ async fn renew_group(
                 .arg(ttl_ms);
         }
     }
-    let count = group.leases.iter().map(|l| l.lock_keys.len()).sum();
-    tally.count_round_trip();
-    let mut replies = cluster
-        .route_pipeline(pipe.clone(), 0, count, route.clone())
-        .await;
-    let lost_scripts = match &replies {
-        Err(err) => err.code() == Some("NOSCRIPT"),
-        Ok(values) => values
-            .iter()
-            .any(|v| matches!(v, redis::Value::ServerError(e) if e.code() == "NOSCRIPT")),
-    };
-    if lost_scripts {
-        // The node lost its scripts (restart, failover): load, retry once.
-        debug!(node = %host, "loading renew.lua");
-        RENEW.load_async(cluster).await?;
-        tally.count_round_trip();
-        replies = cluster.route_pipeline(pipe, 0, count, route).await;
-    }
-    Ok(replies?
+    let count = group.items.iter().map(|l| l.lock_keys.len()).sum();
+    let replies = conn.script_calls_on(node, &RENEW, pipe, count).await?;
+    Ok(replies
         .iter()
         .map(|v| redis::from_redis_value_ref::<i64>(v).unwrap_or(0))
         .collect())
@@ -383,114 +360,5 @@ fn apply(shared: &Shared, group: &[Renewal], renewed: &[i64], sent_at: Instant) 
         } else {
             shared.lose(*id, "redis says the lock is no longer ours");
         }
-    }
-}
-
-/// Which Cluster node serves which hash slot, from `CLUSTER SLOTS`; refreshed
-/// after any failed batch.
-#[derive(Default)]
-struct SlotMap {
-    /// (first slot, last slot, node host, node port), sorted by first slot.
-    ranges: Vec<(u16, u16, String, u16)>,
-}
-
-impl SlotMap {
-    fn invalidate(&mut self) {
-        self.ranges.clear();
-    }
-
-    async fn refresh(&mut self, conn: &mut RedisConn) {
-        let reply: redis::RedisResult<Vec<Vec<redis::Value>>> =
-            redis::cmd("CLUSTER").arg("SLOTS").query_async(conn).await;
-        let Ok(rows) = reply else { return };
-        let mut ranges = Vec::new();
-        for row in rows {
-            let (Some(redis::Value::Int(first)), Some(redis::Value::Int(last)), Some(node)) =
-                (row.first(), row.get(1), row.get(2))
-            else {
-                continue;
-            };
-            let redis::Value::Array(parts) = node else {
-                continue;
-            };
-            let (Some(redis::Value::BulkString(host)), Some(redis::Value::Int(port))) =
-                (parts.first(), parts.get(1))
-            else {
-                continue;
-            };
-            ranges.push((
-                *first as u16,
-                *last as u16,
-                String::from_utf8_lossy(host).into_owned(),
-                *port as u16,
-            ));
-        }
-        ranges.sort();
-        self.ranges = ranges;
-    }
-
-    fn node_of(&self, key: &str) -> Option<(String, u16)> {
-        let slot = hash_slot(key);
-        self.ranges
-            .iter()
-            .find(|(first, last, _, _)| (*first..=*last).contains(&slot))
-            .map(|(_, _, host, port)| (host.clone(), *port))
-    }
-
-    /// Splits leases into one group per node. Keys of slots the map does
-    /// not know go alone, routed by their key.
-    async fn group_by_node(&mut self, conn: &mut RedisConn, batch: Vec<Renewal>) -> Vec<NodeGroup> {
-        if self.ranges.is_empty() {
-            self.refresh(conn).await;
-        }
-        let mut by_node: HashMap<(String, u16), Vec<Renewal>> = HashMap::new();
-        let mut groups = Vec::new();
-        for lease in batch {
-            // A lease's keys share one hash tag, so one node.
-            match lease.lock_keys.first().and_then(|k| self.node_of(k)) {
-                Some(node) => by_node.entry(node).or_default().push(lease),
-                None => groups.push(NodeGroup {
-                    node: None,
-                    leases: vec![lease],
-                }),
-            }
-        }
-        groups.extend(by_node.into_iter().map(|(node, leases)| NodeGroup {
-            node: Some(node),
-            leases,
-        }));
-        groups
-    }
-}
-
-/// Redis Cluster's hash slot: CRC16 (XMODEM) of the hash tag, mod 16384.
-pub(crate) fn hash_slot(key: &str) -> u16 {
-    let bytes = key.as_bytes();
-    let tagged = bytes
-        .iter()
-        .position(|b| *b == b'{')
-        .and_then(|open| {
-            let rest = &bytes[open + 1..];
-            rest.iter()
-                .position(|b| *b == b'}')
-                .filter(|close| *close > 0)
-                .map(|close| &rest[..close])
-        })
-        .unwrap_or(bytes);
-    crc16::State::<crc16::XMODEM>::calculate(tagged) % 16384
-}
-
-#[cfg(test)]
-mod tests {
-    use super::hash_slot;
-
-    #[test]
-    fn hash_slot_matches_redis() {
-        // Values from the Redis Cluster specification and `CLUSTER KEYSLOT`.
-        assert_eq!(hash_slot("123456789"), 0x31C3);
-        assert_eq!(hash_slot("foo"), 12182);
-        assert_eq!(hash_slot("{user1000}.following"), hash_slot("user1000"));
-        // An empty tag does not count: the whole key is hashed.
-        assert_ne!(hash_slot("foo{}{bar}"), hash_slot("bar"));
     }
 }

@@ -23,9 +23,39 @@ pub struct Patch {
     pub complete_step: Option<Step>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub attempts: BTreeMap<Step, u32>,
-    /// `Some(None)` clears the last error.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub last_error: Option<Option<LastError>>,
+    #[serde(skip_serializing_if = "LastErrorChange::is_keep")]
+    pub last_error: LastErrorChange,
+}
+
+/// What a write does to the ticket's last error. `advance.lua` tells the
+/// three apart by the patch's `last_error`: absent, `null`, or the error.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum LastErrorChange {
+    /// Leaves it as it is: a write that says nothing about the step's
+    /// failures (a move, a verdict).
+    #[default]
+    Keep,
+    /// Removes it: the step it was about has completed.
+    Clear,
+    /// Records this failure: an attempt failed, or the step's retries ended.
+    Set(LastError),
+}
+
+impl LastErrorChange {
+    fn is_keep(&self) -> bool {
+        *self == LastErrorChange::Keep
+    }
+}
+
+impl Serialize for LastErrorChange {
+    /// The error, or `null` to clear it. A patch leaves the key out for
+    /// [`LastErrorChange::Keep`] before it gets here.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            LastErrorChange::Keep | LastErrorChange::Clear => serializer.serialize_none(),
+            LastErrorChange::Set(error) => error.serialize(serializer),
+        }
+    }
 }
 
 impl Patch {
@@ -39,7 +69,7 @@ impl Patch {
     /// Marks `step` done and clears the last error.
     pub fn completes(mut self, step: Step) -> Patch {
         self.complete_step = Some(step);
-        self.last_error = Some(None);
+        self.last_error = LastErrorChange::Clear;
         self
     }
 }
@@ -183,5 +213,34 @@ impl TicketStore {
                 .await
                 .map_err(|e| StoreError::from_redis("advance", &ticket_key, e)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_error_is_left_out_cleared_with_null_or_sent() {
+        let json = |patch: &Patch| serde_json::to_string(patch).unwrap();
+        assert_eq!(json(&Patch::default()), "{}");
+        let done = Patch::default().completes(Step::Notify);
+        assert_eq!(
+            json(&done),
+            r#"{"complete_step":"notify","last_error":null}"#
+        );
+        let failed = Patch {
+            last_error: LastErrorChange::Set(LastError {
+                step: Step::Notify,
+                message: "timed out".to_owned(),
+                at: 7,
+                attempt: 2,
+            }),
+            ..Patch::default()
+        };
+        assert_eq!(
+            json(&failed),
+            r#"{"last_error":{"step":"notify","message":"timed out","at":7,"attempt":2}}"#
+        );
     }
 }

@@ -110,7 +110,8 @@ impl Members {
         );
         let changed = {
             let mut others = self.lock();
-            let known = |list: &[(String, u64)], member: &str| list.iter().any(|(m, _)| m == member);
+            let known =
+                |list: &[(String, u64)], member: &str| list.iter().any(|(m, _)| m == member);
             let changed = (others.iter()).any(|(m, _)| !known(&live, m))
                 || (live.iter()).any(|(m, _)| !known(&others, m));
             *others = live;

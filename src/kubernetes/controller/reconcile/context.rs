@@ -70,7 +70,7 @@ pub struct Context<E> {
     cache: WatchCache,
     /// The bound on runs started per second, which every reconcile about to
     /// claim or continue a run passes.
-    pub(in crate::kubernetes::controller) starts: StartGate,
+    pub(crate) starts: StartGate,
     /// The channel policy, and the namespace labels it reads.
     pub(super) channels: ChannelGate,
     /// The live replicas, as this one last heard of them.

@@ -67,6 +67,29 @@ impl Refusal {
     }
 }
 
+/// The last status a writer saw refused as stale, by its
+/// `(fencingToken, revision)`: a status is reported stale once, however
+/// often it is written again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LastRefused {
+    /// No status refused yet: the first refusal is reported whatever it is.
+    Nothing,
+    /// A status that carries no fence was refused (the API server's rules
+    /// also fence on observedGeneration): later refusals of fenceless
+    /// statuses are taken for the same one, not reported again.
+    Unfenced,
+    /// The status of this fence was refused: only a status of another fence
+    /// is news.
+    Fenced(Fence),
+}
+
+impl LastRefused {
+    /// `status` as refused.
+    fn of(status: &AssetScanStatus) -> LastRefused {
+        fence_of(status).map_or(LastRefused::Unfenced, LastRefused::Fenced)
+    }
+}
+
 /// Writes one object's status, fenced and conditional.
 pub struct StatusWriter<'a> {
     api: Api<AssetScan>,
@@ -75,9 +98,9 @@ pub struct StatusWriter<'a> {
     /// The status as last written (or as read with the object), and the
     /// object's resourceVersion then.
     last: Mutex<Stored>,
-    /// `(fencingToken, revision)` of the last status refused as stale, so
-    /// that one stale status is counted and reported once.
-    refused: Mutex<Option<Option<Fence>>>,
+    /// The last status refused as stale, so that one stale status is
+    /// counted and reported once.
+    refused: Mutex<LastRefused>,
     /// When this writer last wrote the status.
     written_at: Mutex<Option<Instant>>,
     /// Told of every status write, so that the controller does not decide
@@ -92,7 +115,7 @@ impl<'a> StatusWriter<'a> {
             name: obj.metadata.name.as_deref().unwrap_or_default(),
             events,
             last: Mutex::new(Stored::of(obj)),
-            refused: Mutex::new(None),
+            refused: Mutex::new(LastRefused::Nothing),
             written_at: Mutex::new(None),
             cache: None,
         }
@@ -203,13 +226,13 @@ impl<'a> StatusWriter<'a> {
     /// Counts and reports a stale status (refused by the API server's fence,
     /// or known to be behind the stored one), once per status.
     async fn refused(&self, status: &AssetScanStatus, why: &str) {
-        let fence = fence_of(status);
+        let fence = LastRefused::of(status);
         {
             let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
-            if *refused == Some(fence) {
+            if *refused == fence {
                 return;
             }
-            *refused = Some(fence);
+            *refused = fence;
         }
         self.events.stale_status(why).await;
     }
