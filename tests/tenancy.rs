@@ -346,14 +346,17 @@ async fn the_rescan_annotation_obeys_the_minimum_interval() {
 }
 
 /// The start bound, end to end: namespace `mass` creates 200 AssetScans,
-/// then namespace `few` 5, under a bound of 20 starts per second. `few`'s
+/// then namespace `few` 5, under a bound of 10 starts per second. `few`'s
 /// five finish while most of `mass`'s backlog still waits: its starts are
 /// not queued behind the 200 (one line for all would finish them last).
+/// The bound is low enough that it, not the replica (a debug build, on a
+/// machine running other tests), sets the pace: fairness is the bound's
+/// (docs/tenancy.md, "Not guaranteed yet").
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_few_new_scans_are_not_queued_behind_another_namespaces_mass_creation() {
     let mut h = Harness::start().await;
     h.watched = None;
-    h.config.scan_starts.per_second = 20;
+    h.config.scan_starts.per_second = 10;
     h.config.scan_starts.burst = 5;
     namespace(&h, "mass", json!({})).await;
     namespace(&h, "few", json!({})).await;

@@ -8,6 +8,7 @@
 
 use crate::replicas::series;
 use crate::report::Cost;
+use crate::stack::Stack;
 use anyhow::{Context as _, Result};
 
 /// The name the API server's cost is printed under.
@@ -20,8 +21,21 @@ pub struct Sample {
     rss_bytes: f64,
 }
 
+/// The real API server's counters, to measure what a run cost it;
+/// `None` on the emulator (its process is measured from `/proc`) or when
+/// the API server's `/metrics` cannot be read (said here).
+pub async fn of(stack: &Stack) -> Option<Sample> {
+    if stack.backend_is_emulator {
+        return None;
+    }
+    sample(&stack.client)
+        .await
+        .inspect_err(|err| eprintln!("no API server CPU figure: {err:#}"))
+        .ok()
+}
+
 /// Reads the API server's `/metrics`.
-pub async fn sample(client: &kube::Client) -> Result<Sample> {
+async fn sample(client: &kube::Client) -> Result<Sample> {
     let request = axum::http::Request::get("/metrics")
         .body(Vec::new())
         .context("building the /metrics request")?;

@@ -252,11 +252,20 @@ fn notifications(stack: &Stack, count: usize) -> Notifications {
     }
 }
 
+/// A duration as the figures print it.
+fn secs(d: Duration) -> String {
+    format!("{:.1} s", d.as_secs_f64())
+}
+
+/// A duration that may not have been measured.
+fn opt(d: Option<Duration>) -> String {
+    d.map_or("-".to_owned(), secs)
+}
+
 impl Failover {
-    /// Prints the figures and the checks; returns the checks that failed.
-    pub fn print(&self) -> Vec<String> {
-        let secs = |d: Duration| format!("{:.1} s", d.as_secs_f64());
-        let opt = |d: Option<Duration>| d.map_or("-".to_owned(), secs);
+    /// The run's figures: the kill, the membership, the pick-up, the
+    /// deliveries and the reports written again.
+    fn print_figures(&self) {
         println!(
             "{} replicas of one shard, membershipTtl {}; all {} finished {} after the replicas' start",
             self.replicas,
@@ -297,6 +306,12 @@ impl Failover {
         println!(
             "report writes refused as written already (409, taken as done: the report exists once): {before} before the SIGKILL, {after} after"
         );
+    }
+
+    /// Prints the figures and the checks; returns the checks that failed.
+    pub fn print(&self) -> Vec<String> {
+        self.print_figures();
+        let n = &self.notifications;
         let target = target();
         let pick_up = self.membership_dropped.map(|_| {
             (

@@ -191,7 +191,7 @@ impl Mark {
     async fn take(stack: &Stack) -> Mark {
         Mark {
             server_cpu: stack.server.cost().cpu_seconds,
-            control_plane: stack.control_plane().await,
+            control_plane: control_plane::of(stack).await,
         }
     }
 }
@@ -206,7 +206,7 @@ impl ScanPhase {
         let mut server = stack.server.cost();
         server.cpu_seconds -= before.server_cpu;
         costs.push(server);
-        if let (Some(start), Some(end)) = (before.control_plane, stack.control_plane().await) {
+        if let (Some(start), Some(end)) = (before.control_plane, control_plane::of(stack).await) {
             costs.push(control_plane::cost(start, end));
         }
         if let Some(pid) = stack.redis.pid() {

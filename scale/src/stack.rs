@@ -3,7 +3,6 @@
 //! a counting proxy before it that the replicas talk to, a real
 //! redis-server and zero-latency provider stubs; and the AssetScans.
 
-use crate::control_plane;
 use crate::procstat::{cpu_seconds, peak_rss_kib};
 use crate::proxy::{self, Counts};
 use crate::report::Cost;
@@ -390,19 +389,6 @@ impl Stack {
             .await
             .with_context(|| format!("deleting namespace {}", self.namespace))?;
         Ok(())
-    }
-
-    /// The real API server's counters, to measure what a run cost it;
-    /// `None` on the emulator (its process is measured from `/proc`) or
-    /// when the API server's `/metrics` cannot be read (said once here).
-    pub async fn control_plane(&self) -> Option<control_plane::Sample> {
-        if self.backend_is_emulator {
-            return None;
-        }
-        control_plane::sample(&self.client)
-            .await
-            .inspect_err(|err| eprintln!("no API server CPU figure: {err:#}"))
-            .ok()
     }
 
     /// API writes so far, by verb and resource.
