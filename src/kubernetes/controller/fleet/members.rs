@@ -171,14 +171,19 @@ pub fn replica_of(holder: &str) -> &str {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_member_is_live_until_its_heartbeat_lapses() {
-        let members = Members::new(
+    /// Replica `a#1`, its heartbeats good for 3 s.
+    fn member_a() -> Members {
+        Members::new(
             Shard::ALL,
             "a#1".into(),
             Duration::from_secs(3),
             Gauge::default(),
-        );
+        )
+    }
+
+    #[test]
+    fn a_member_is_live_until_its_heartbeat_lapses() {
+        let members = member_a();
         let now = now_ms();
         members.heard(vec![
             ("a#1".into(), now + 3000),
@@ -191,12 +196,7 @@ mod tests {
         assert_eq!(members.count.get(), 3, "as heard: this one and two others");
         assert_eq!(replica_of("b#2:ns/web-01"), "b#2");
         // Alone, every object prefers this replica.
-        let alone = Members::new(
-            Shard::ALL,
-            "a#1".into(),
-            Duration::from_secs(3),
-            Gauge::default(),
-        );
+        let alone = member_a();
         assert!((0..100).all(|i| alone.prefers_me(&format!("ns/{i}"))));
         // With one other live member, about half do.
         let mine = (0..1000)
@@ -209,12 +209,7 @@ mod tests {
     /// same members heard again (their heartbeats renewed) do not.
     #[test]
     fn joins_and_departures_are_changes_renewals_are_not() {
-        let members = Members::new(
-            Shard::ALL,
-            "a#1".into(),
-            Duration::from_secs(3),
-            Gauge::default(),
-        );
+        let members = member_a();
         let changes = members.changes.subscribe();
         let now = now_ms();
         let heard = |others: &[(&str, u64)]| {

@@ -319,6 +319,31 @@ mod tests {
         );
     }
 
+    /// Namespace `a`'s `mass` AssetScans due at once, namespace `b`'s 10
+    /// at `b_arrives`, each reconcile doing what `apply` does with the
+    /// answer: when each started, and in which namespace.
+    fn mass_then_few(
+        (gate, clock): (StartGate<FakeRelativeClock>, FakeRelativeClock),
+        mass: usize,
+        b_arrives: Duration,
+    ) -> Vec<(Duration, &'static str)> {
+        let mut due: BinaryHeap<Reverse<(Duration, usize)>> = (0..mass)
+            .map(|o| Reverse((Duration::ZERO, o)))
+            .chain((mass..mass + 10).map(|o| Reverse((b_arrives, o))))
+            .collect();
+        let (mut now, mut starts) = (Duration::ZERO, Vec::new());
+        while let Some(Reverse((at, object))) = due.pop() {
+            clock.advance(at - now);
+            now = at;
+            let namespace = if object < mass { "a" } else { "b" };
+            match gate.admit(namespace) {
+                Admission::Now => starts.push((now, namespace)),
+                Admission::After(delay) => due.push(Reverse((now + delay, object))),
+            }
+        }
+        starts
+    }
+
     /// Namespace `a` creates 600 AssetScans at once; 5 s later namespace
     /// `b` creates 10. `b`'s wait for its starts is bounded by its own
     /// count and the number of namespaces sharing the bound, not by `a`'s
@@ -327,22 +352,8 @@ mod tests {
     #[test]
     fn a_namespace_with_few_objects_does_not_queue_behind_a_mass_creation() {
         let (per_second, burst) = (20, 5);
-        let (gate, clock) = gate(per_second, burst);
         let b_arrives = Duration::from_secs(5);
-        let mut due: BinaryHeap<Reverse<(Duration, usize)>> = (0..600)
-            .map(|o| Reverse((Duration::ZERO, o)))
-            .chain((600..610).map(|o| Reverse((b_arrives, o))))
-            .collect();
-        let (mut now, mut starts) = (Duration::ZERO, Vec::new());
-        while let Some(Reverse((at, object))) = due.pop() {
-            clock.advance(at - now);
-            now = at;
-            let namespace = if object < 600 { "a" } else { "b" };
-            match gate.admit(namespace) {
-                Admission::Now => starts.push((now, namespace)),
-                Admission::After(delay) => due.push(Reverse((now + delay, object))),
-            }
-        }
+        let starts = mass_then_few(gate(per_second, burst), 600, b_arrives);
         assert_eq!(starts.len(), 610);
         let b_done = (starts.iter())
             .filter(|(_, ns)| *ns == "b")
@@ -371,22 +382,8 @@ mod tests {
     #[test]
     fn a_namespace_without_a_line_starts_at_once_beside_a_backlog() {
         let (per_second, burst) = (20, 20);
-        let (gate, clock) = gate(per_second, burst);
         let b_arrives = Duration::from_secs(5);
-        let mut due: BinaryHeap<Reverse<(Duration, usize)>> = (0..1000)
-            .map(|o| Reverse((Duration::ZERO, o)))
-            .chain((1000..1010).map(|o| Reverse((b_arrives, o))))
-            .collect();
-        let (mut now, mut starts) = (Duration::ZERO, Vec::new());
-        while let Some(Reverse((at, object))) = due.pop() {
-            clock.advance(at - now);
-            now = at;
-            let namespace = if object < 1000 { "a" } else { "b" };
-            match gate.admit(namespace) {
-                Admission::Now => starts.push((now, namespace)),
-                Admission::After(delay) => due.push(Reverse((now + delay, object))),
-            }
-        }
+        let starts = mass_then_few(gate(per_second, burst), 1000, b_arrives);
         let b: Vec<Duration> = (starts.iter())
             .filter(|(_, ns)| *ns == "b")
             .map(|(at, _)| *at)
