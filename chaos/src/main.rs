@@ -6,6 +6,7 @@
 use assetscan_chaos::check::{Report, check};
 use assetscan_chaos::history::History;
 use assetscan_chaos::plan::{Plan, Scale};
+use assetscan_chaos::replicas::sibling_operator;
 use assetscan_chaos::run::run;
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
@@ -181,16 +182,6 @@ fn print_violations(report: &Report) {
             report.violations.len() - SHOWN
         );
     }
-}
-
-/// `chaos-operator` in the directory of this program (cargo builds both).
-fn sibling_operator() -> Option<PathBuf> {
-    Some(
-        std::env::current_exe()
-            .ok()?
-            .parent()?
-            .join("chaos-operator"),
-    )
 }
 
 #[cfg(test)]

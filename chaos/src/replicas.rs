@@ -14,6 +14,17 @@ use std::path::PathBuf;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
+/// `chaos-operator` in the directory of the running program: cargo builds
+/// it beside the chaos run and the upgrade test.
+pub fn sibling_operator() -> Option<PathBuf> {
+    Some(
+        std::env::current_exe()
+            .ok()?
+            .parent()?
+            .join("chaos-operator"),
+    )
+}
+
 /// How replicas are started.
 #[derive(Clone, Debug)]
 pub struct Launch {

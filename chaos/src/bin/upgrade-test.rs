@@ -2,6 +2,7 @@
 //! tree and a rollback, with runs in flight (`assetscan_chaos::upgrade`).
 //! scripts/upgrade-test.sh builds the previous release and passes it here.
 
+use assetscan_chaos::replicas::sibling_operator;
 use assetscan_chaos::upgrade::{Inject, Options};
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
@@ -51,14 +52,7 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let operator = args.operator.clone().or_else(|| {
-        Some(
-            std::env::current_exe()
-                .ok()?
-                .parent()?
-                .join("chaos-operator"),
-        )
-    });
+    let operator = args.operator.clone().or_else(sibling_operator);
     let Some(operator) = operator.filter(|p| p.exists()) else {
         eprintln!(
             "this tree's operator binary is missing: build it with `cargo build -p assetscan-chaos --bins` (make upgrade-test does)"
