@@ -98,6 +98,11 @@ impl<C: Clock> Bucket<C> {
         now + next.duration_since(now + self.allowance(keep))
     }
 
+    /// Time between two starts once the burst is spent: `1 / perSecond`.
+    fn spacing(&self) -> Duration {
+        Duration::from(self.spacing)
+    }
+
     /// How far ahead of the clock a caller that leaves `keep` starts may
     /// push the theoretical arrival time.
     fn allowance(&self, keep: u32) -> Nanos {
@@ -111,8 +116,6 @@ pub struct StartGate<C: Clock = DefaultClock> {
     /// The starts of the burst a namespace with a line leaves to those
     /// without one: half of it.
     kept_back: u32,
-    /// Time between two starts once the burst is spent: `1 / perSecond`.
-    spacing: Duration,
     /// The lines of delayed starts, one per namespace.
     lines: FairLines<C::Instant>,
     /// `assetscan_scan_starts_total`.
@@ -138,7 +141,6 @@ impl<C: Clock> StartGate<C> {
         StartGate {
             bucket: Bucket::new(clock, quota.replenish_interval(), quota.burst_size().get()),
             kept_back: quota.burst_size().get() / 2,
-            spacing: quota.replenish_interval(),
             lines: FairLines::new(quota.replenish_interval()),
             started: metrics.starts.started.clone(),
             delayed: metrics.starts.delayed.clone(),
@@ -198,7 +200,7 @@ impl<C: Clock> StartGate<C> {
         let mut returned = self.returned();
         while let Some(&at) = returned.front() {
             returned.pop_front();
-            if Duration::from(now.duration_since(at)) <= self.spacing {
+            if Duration::from(now.duration_since(at)) <= self.bucket.spacing() {
                 return true;
             }
         }
@@ -213,7 +215,7 @@ impl<C: Clock> StartGate<C> {
     /// adjacent do not come back at the same instant, and none comes back
     /// before its slot or after the next one's.
     fn jitter(&self) -> Duration {
-        let quarter = u64::try_from(self.spacing.as_nanos() / 4).unwrap_or(u64::MAX);
+        let quarter = u64::try_from(self.bucket.spacing().as_nanos() / 4).unwrap_or(u64::MAX);
         Duration::from_nanos(rand::rng().random_range(0..=quarter))
     }
 }
