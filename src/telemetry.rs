@@ -130,39 +130,64 @@ pub struct Metrics {
     pub security: SecurityMetrics,
 }
 
-/// The per-replica start bound at work.
+/// The per-replica start bound at work: its gate of runs, and its gate of
+/// new objects' labels (`kubernetes::controller::fleet::starts`).
 pub struct StartMetrics {
-    /// Reconciles that took a start of the per-replica start bound: runs
-    /// started or resumed.
-    pub started: Counter,
-    /// Reconciles that found no start left and look again later.
-    pub delayed: Counter,
-    /// Starts given back by reconciles that started no run.
-    pub returned: Counter,
+    /// Runs started or resumed.
+    pub runs: GateCounters,
+    /// New AssetScans labelled with their shard bucket: the start of their
+    /// first run, paced like it.
+    pub labels: GateCounters,
     /// Live replicas, as this one last heard of them (itself included).
     pub members: Gauge,
+}
+
+/// What one gate of the start bound counts.
+#[derive(Clone)]
+pub struct GateCounters {
+    /// Reconciles that took a start.
+    pub taken: Counter,
+    /// Reconciles that found no start left and look again later.
+    pub delayed: Counter,
+    /// Starts given back by reconciles that did not use them.
+    pub returned: Counter,
+}
+
+impl GateCounters {
+    /// `<prefix>_total`, `<prefix>_delayed_total` and
+    /// `<prefix>_returned_total`, with their help texts in that order.
+    fn register(r: &mut Registry, prefix: &str, [taken, delayed, returned]: [&str; 3]) -> Self {
+        let mut counter = |suffix: &str, help: &str| {
+            registered(r, &format!("{prefix}{suffix}"), help, Counter::default())
+        };
+        GateCounters {
+            taken: counter("", taken),
+            delayed: counter("_delayed", delayed),
+            returned: counter("_returned", returned),
+        }
+    }
 }
 
 impl StartMetrics {
     fn register(r: &mut Registry) -> StartMetrics {
         StartMetrics {
-            started: registered(
+            runs: GateCounters::register(
                 r,
                 "scan_starts",
-                "Runs started or resumed under the per-replica start bound",
-                Counter::default(),
+                [
+                    "Runs started or resumed under the per-replica start bound",
+                    "Run starts delayed by the per-replica start bound",
+                    "Starts given back: the run was locked by, or ended by, another executor",
+                ],
             ),
-            delayed: registered(
+            labels: GateCounters::register(
                 r,
-                "scan_starts_delayed",
-                "Run starts delayed by the per-replica start bound",
-                Counter::default(),
-            ),
-            returned: registered(
-                r,
-                "scan_starts_returned",
-                "Starts given back: the run was locked by, or ended by, another executor",
-                Counter::default(),
+                "label_starts",
+                [
+                    "New AssetScans labelled with their shard bucket under the per-replica start bound",
+                    "Labels of new AssetScans delayed by the per-replica start bound",
+                    "Label starts given back: another replica labelled the object, or it was deleted, first",
+                ],
             ),
             members: registered(
                 r,

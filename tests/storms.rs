@@ -9,16 +9,20 @@
 mod controller_kit;
 
 use assetscan_operator::config::ScanStartsSection;
+use assetscan_operator::domain::shard;
 use assetscan_operator::kubernetes::controller::{StatusMirror, rescan_after};
-use assetscan_operator::kubernetes::crd::AssetScan;
+use assetscan_operator::kubernetes::crd::{AssetScan, SHARD_LABEL};
 use assetscan_operator::telemetry::Metrics;
 use assetscan_testkit::stubs::Fault;
 use assetscan_testkit::stubs::peak::peak;
 use controller_kit::*;
+use futures::StreamExt;
 use kube::ResourceExt;
-use kube::api::ListParams;
+use kube::api::{Api, ListParams};
 use kube::runtime::events::{Recorder, Reporter};
-use std::collections::BTreeSet;
+use kube::runtime::{WatchStreamExt, watcher};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// 5 starts per second, 5 at once: no second sees more than 10.
@@ -73,10 +77,13 @@ fn assert_requests_within_bound(
     );
 }
 
-/// 30 AssetScans created at once, then a replica with a bound of 5 starts
-/// per second (burst 5): all 30 finish, and no second of the provider
-/// stubs' request log holds more than 10 requests (one per run). Without
-/// the bound, the 30 runs reach the inventory within a second or two.
+/// 30 AssetScans created at once, without the shard label, then a replica
+/// with a bound of 5 starts per second (burst 5): all 30 finish, no second
+/// of the provider stubs' request log holds more than 10 requests (one per
+/// run), and no second sees more than 10 of the objects labelled (the
+/// start of their first run, `reconcile/place.rs`). Without the bound, the
+/// 30 are labelled within a second, and their runs reach the inventory
+/// within a second or two.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_round_of_many_assetscans_reaches_the_providers_at_the_bound() {
     let mut h = Harness::start().await;
@@ -84,14 +91,60 @@ async fn a_first_round_of_many_assetscans_reaches_the_providers_at_the_bound() {
     for obj in storm(&h, "storm", 30) {
         h.create(&obj).await;
     }
+    let labelled = LabelTimes::watch(h.api());
     let started = Instant::now();
     let ctl = h.controller("ctl-a").await;
     all_terminal(&h, 30).await;
 
     assert_requests_within_bound(&h, started, 30, &BOUND);
+    let labels = labelled.times();
+    assert_eq!(labels.len(), 30, "every object labelled");
+    let most = peak(&labels, Duration::from_secs(1));
+    // One more for the watch, whose deliveries may bunch by a few ms.
+    let bound = BOUND.peak_per_second() as usize + 1;
+    assert!(
+        most <= bound,
+        "{most} objects labelled in one second, bound {bound}"
+    );
+    assert!(ctl.counter("assetscan_label_starts_total") >= 30.0);
+    assert!(ctl.counter("assetscan_label_starts_delayed_total") > 0.0);
     assert!(ctl.counter("assetscan_scan_starts_total") >= 30.0);
-    assert!(ctl.counter("assetscan_scan_starts_delayed_total") > 0.0);
     ctl.stop().await;
+}
+
+/// When the test's watch first saw each AssetScan with its shard label.
+struct LabelTimes {
+    seen: Arc<Mutex<HashMap<String, Instant>>>,
+    watch: tokio::task::JoinHandle<()>,
+}
+
+impl LabelTimes {
+    fn watch(api: Api<AssetScan>) -> LabelTimes {
+        let seen = Arc::new(Mutex::new(HashMap::new()));
+        let record = seen.clone();
+        let watch = tokio::spawn(async move {
+            let mut objects =
+                std::pin::pin!(watcher(api, watcher::Config::default()).touched_objects());
+            while let Some(Ok(obj)) = objects.next().await {
+                if obj.labels().contains_key(SHARD_LABEL) {
+                    (record.lock().unwrap())
+                        .entry(obj.name_any())
+                        .or_insert_with(Instant::now);
+                }
+            }
+        });
+        LabelTimes { seen, watch }
+    }
+
+    fn times(&self) -> Vec<Instant> {
+        self.seen.lock().unwrap().values().copied().collect()
+    }
+}
+
+impl Drop for LabelTimes {
+    fn drop(&mut self) {
+        self.watch.abort();
+    }
 }
 
 /// 8 runs in flight (as many as a replica reconciles at once), held inside
@@ -157,7 +210,11 @@ async fn a_high_risk_waiting_for_its_channel_does_not_wait_behind_new_scans() {
         deferred() >= 1.0
     })
     .await;
-    for obj in storm(&h, "line", 20) {
+    // Created labelled, as a pipeline that sets the label would: the line
+    // forms at the start bound, not at the labelling before it.
+    for mut obj in storm(&h, "line", 20) {
+        let bucket = shard::bucket(&obj.spec.asset_id).to_string();
+        obj.metadata.labels = Some([(SHARD_LABEL.to_owned(), bucket)].into());
         h.create(&obj).await;
     }
     until("a line of new scans", PATIENCE, async || {

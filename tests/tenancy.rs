@@ -10,12 +10,13 @@ mod controller_kit;
 
 use assetscan_operator::domain::ticket::{NotificationState, Status};
 use assetscan_operator::kubernetes::controller::ConditionType;
-use assetscan_operator::kubernetes::crd::AssetScan;
+use assetscan_operator::kubernetes::crd::{AssetScan, SHARD_LABEL};
 use assetscan_testkit::{listener, wait};
 use controller_kit::tenants::{Tenant, TwoTenants, share_no_lock_token_or_history};
 use controller_kit::*;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::events::v1::Event;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use tokio::net::TcpListener;
@@ -347,8 +348,11 @@ async fn the_rescan_annotation_obeys_the_minimum_interval() {
 
 /// The start bound, end to end: namespace `mass` creates 200 AssetScans,
 /// then namespace `few` 5, under a bound of 10 starts per second. `few`'s
-/// five finish while most of `mass`'s backlog still waits: its starts are
-/// not queued behind the 200 (one line for all would finish them last).
+/// five are labelled while most of `mass`'s still wait for their labels
+/// (labels written in order of creation would label all of `mass`'s
+/// first), and finish while most of `mass`'s backlog still waits: its
+/// starts are not queued behind the 200 (one line for all would finish them
+/// last).
 /// The bound is low enough that it, not the replica (a debug build, on a
 /// machine running other tests), sets the pace: fairness is the bound's
 /// (docs/tenancy.md, "Not guaranteed yet").
@@ -374,6 +378,16 @@ async fn a_few_new_scans_are_not_queued_behind_another_namespaces_mass_creation(
     for i in 0..5 {
         create_in(&few, &h.online(scan(&format!("f-{i}")).notify(&[]))).await;
     }
+    until("few's five labelled", PATIENCE, async || {
+        labelled(&few).await == 5
+    })
+    .await;
+    let mass_labelled = labelled(&mass).await;
+    println!("when few's 5 were labelled, {mass_labelled} of mass's 200 were");
+    assert!(
+        mass_labelled <= 100,
+        "{mass_labelled} of mass's 200 were labelled before few's 5"
+    );
     until("few's five runs", PATIENCE, async || {
         finished(&few).await == 5
     })
@@ -385,6 +399,14 @@ async fn a_few_new_scans_are_not_queued_behind_another_namespaces_mass_creation(
         "{mass_done} of mass's 200 had finished when few's 5 had"
     );
     ctl.stop().await;
+}
+
+/// How many AssetScans of `api` carry their shard label.
+async fn labelled(api: &Api<AssetScan>) -> usize {
+    let list = api.list(&ListParams::default()).await.expect("list");
+    (list.items.iter())
+        .filter(|o| o.labels().contains_key(SHARD_LABEL))
+        .count()
 }
 
 /// How many AssetScans of `api` show a terminal phase.

@@ -44,7 +44,8 @@ pub use status::writer::FIELD_MANAGER;
 
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::Effects;
-use futures::StreamExt;
+use fleet::starts::StartGate;
+use futures::{Stream, StreamExt};
 use kube::api::{Api, ListParams};
 use kube::runtime::controller::{self, Controller};
 use kube::runtime::watcher;
@@ -78,13 +79,9 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
         return;
     };
     let config = controller::Config::default().concurrency(ctx.settings.concurrency);
-    let rebooked = {
-        let ctx = ctx.clone();
-        ctx.members.changed().map(move |()| ctx.starts.rebook())
-    };
     let main = Controller::for_stream(objects, ctx.cache().store())
         .with_config(config.clone())
-        .reconcile_all_on(rebooked)
+        .reconcile_all_on(rebooking(&ctx, |ctx| &ctx.starts))
         .graceful_shutdown_on(shutdown_of(&ctx))
         .run(reconcile, error_policy, ctx.clone())
         .for_each(log_failure);
@@ -95,7 +92,7 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
         fleet::cache::unplaced_watch(api, unplaced, ctx.settings.shard);
     let placing = Controller::for_stream(unplaced_objects, unplaced_store)
         .with_config(config)
-        .reconcile_all_on(ctx.members.changed())
+        .reconcile_all_on(rebooking(&ctx, |ctx| &ctx.labels))
         .graceful_shutdown_on(shutdown_of(&ctx))
         .run(reconcile::place, error_policy, ctx.clone())
         .for_each(log_failure);
@@ -104,6 +101,17 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
         placing,
         ctx.members.keep(&ctx.pipeline, &ctx.shutdown)
     );
+}
+
+/// The membership's changes, each of which first books the lines of
+/// `gate` again: every object is about to be reconciled at once, and each
+/// delayed one takes a new slot.
+fn rebooking<E: Send + Sync + 'static>(
+    ctx: &Arc<Context<E>>,
+    gate: fn(&Context<E>) -> &StartGate,
+) -> impl Stream<Item = ()> + Send + use<E> {
+    let ctx = ctx.clone();
+    ctx.members.changed().map(move |()| gate(&ctx).rebook())
 }
 
 fn shutdown_of<E>(ctx: &Context<E>) -> impl Future<Output = ()> + Send + 'static {

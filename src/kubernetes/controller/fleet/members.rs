@@ -62,7 +62,7 @@ impl Members {
     /// objects that moved, slots in its line of delayed starts, is better
     /// booked again for its own). The controller reconciles all its objects
     /// again; those of the others' shares cost no request.
-    pub fn changed(&self) -> impl Stream<Item = ()> + Send + Sync + 'static {
+    pub fn changed(&self) -> impl Stream<Item = ()> + Send + Sync + use<> {
         let changes = self.changes.subscribe();
         futures::stream::unfold(changes, |mut changes| async move {
             changes.changed().await.ok()?;

@@ -25,6 +25,11 @@
 //! once even while another team's thousands keep the bound busy. The
 //! backlog loses nothing of the rate: it takes each start as it refills.
 //!
+//! Each replica has two gates of this bound: one for runs, and one for
+//! labelling new objects with their shard bucket, the start of their first
+//! run (`reconcile::place`), so that new objects reach the runs' gate in
+//! fair turns across namespaces, not in order of creation.
+//!
 //! A start is spent only on a run that starts: a reconcile that took one
 //! and recorded no claim (it found the asset's lock held by another
 //! executor, the run ended by another, its claim refused, Redis failing)
@@ -35,10 +40,9 @@
 
 use crate::config::ScanStartsSection;
 use crate::fair::FairLines;
-use crate::telemetry::Metrics;
+use crate::telemetry::GateCounters;
 use governor::clock::{Clock, DefaultClock, Reference};
 use governor::nanos::Nanos;
-use prometheus_client::metrics::counter::Counter;
 use rand::RngExt;
 use std::collections::VecDeque;
 use std::sync::{Mutex, MutexGuard};
@@ -118,34 +122,27 @@ pub struct StartGate<C: Clock = DefaultClock> {
     kept_back: u32,
     /// The lines of delayed starts, one per namespace.
     lines: FairLines<C::Instant>,
-    /// `assetscan_scan_starts_total`.
-    started: Counter,
-    /// `assetscan_scan_starts_delayed_total`.
-    delayed: Counter,
     /// When each start given back and not taken again was given back.
     returned: Mutex<VecDeque<C::Instant>>,
-    /// `assetscan_scan_starts_returned_total`.
-    given_back: Counter,
+    counters: GateCounters,
 }
 
 impl StartGate {
-    /// The bound `bound` on the real clock, counted in `metrics`.
-    pub fn new(bound: &ScanStartsSection, metrics: &Metrics) -> StartGate {
-        StartGate::with_clock(bound, metrics, DefaultClock::default())
+    /// The bound `bound` on the real clock, counted in `counters`.
+    pub fn new(bound: &ScanStartsSection, counters: &GateCounters) -> StartGate {
+        StartGate::with_clock(bound, counters, DefaultClock::default())
     }
 }
 
 impl<C: Clock> StartGate<C> {
-    fn with_clock(bound: &ScanStartsSection, metrics: &Metrics, clock: C) -> StartGate<C> {
+    fn with_clock(bound: &ScanStartsSection, counters: &GateCounters, clock: C) -> StartGate<C> {
         let quota = bound.quota();
         StartGate {
             bucket: Bucket::new(clock, quota.replenish_interval(), quota.burst_size().get()),
             kept_back: quota.burst_size().get() / 2,
             lines: FairLines::new(quota.replenish_interval()),
-            started: metrics.starts.started.clone(),
-            delayed: metrics.starts.delayed.clone(),
             returned: Mutex::new(VecDeque::new()),
-            given_back: metrics.starts.returned.clone(),
+            counters: counters.clone(),
         }
     }
 
@@ -156,7 +153,7 @@ impl<C: Clock> StartGate<C> {
     pub fn admit(&self, namespace: &str) -> Admission {
         let now = self.bucket.clock.now();
         if self.take_returned(now) {
-            self.started.inc();
+            self.counters.taken.inc();
             return Admission::Now;
         }
         let keep = if self.lines.waiting(namespace, now) {
@@ -165,10 +162,10 @@ impl<C: Clock> StartGate<C> {
             0
         };
         if self.bucket.take(keep) {
-            self.started.inc();
+            self.counters.taken.inc();
             return Admission::Now;
         }
-        self.delayed.inc();
+        self.counters.delayed.inc();
         // When it comes back, its namespace has a line: its slot is no
         // sooner than a start it may take then.
         let next_start = self.bucket.next_start(self.kept_back);
@@ -191,7 +188,7 @@ impl<C: Clock> StartGate<C> {
     pub fn give_back(&self) {
         let now = self.bucket.clock.now();
         self.returned().push_back(now);
-        self.given_back.inc();
+        self.counters.returned.inc();
     }
 
     /// Takes a start given back less than one start interval ago, if any;
@@ -223,6 +220,7 @@ impl<C: Clock> StartGate<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::telemetry::Metrics;
     use governor::clock::FakeRelativeClock;
     use std::cmp::Reverse;
     use std::collections::BinaryHeap;
@@ -234,7 +232,7 @@ mod tests {
             burst,
             ..ScanStartsSection::default()
         };
-        let gate = StartGate::with_clock(&bound, &Metrics::new(), clock.clone());
+        let gate = StartGate::with_clock(&bound, &Metrics::new().starts.runs, clock.clone());
         (gate, clock)
     }
 
@@ -269,8 +267,8 @@ mod tests {
             at = slot;
             assert_eq!(gate.admit("a"), Admission::Now, "at {at:?}");
         }
-        assert_eq!(gate.started.get(), 7);
-        assert_eq!(gate.delayed.get(), 4);
+        assert_eq!(gate.counters.taken.get(), 7);
+        assert_eq!(gate.counters.delayed.get(), 4);
     }
 
     /// Many objects at once, each reconcile doing what `apply` does with
@@ -419,7 +417,7 @@ mod tests {
         clock.advance(Duration::from_millis(101));
         assert_eq!(gate.admit("a"), Admission::Now, "the bucket's own");
         delay(gate.admit("a"));
-        assert_eq!(gate.given_back.get(), 2);
+        assert_eq!(gate.counters.returned.get(), 2);
     }
 
     #[test]

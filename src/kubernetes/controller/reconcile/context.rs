@@ -71,6 +71,11 @@ pub struct Context<E> {
     /// The bound on runs started per second, which every reconcile about to
     /// claim or continue a run passes.
     pub(crate) starts: StartGate,
+    /// The same bound on labelling new objects, which the reconcile of the
+    /// unlabelled objects passes: a label leads to a run's start, and
+    /// labels written in creation order would queue one namespace's few new
+    /// objects behind another's mass creation.
+    pub(crate) labels: StartGate,
     /// The channel policy, and the namespace labels it reads.
     pub(super) channels: ChannelGate,
     /// The live replicas, as this one last heard of them.
@@ -112,7 +117,8 @@ impl<E> Context<E> {
         };
         Context {
             recorder: Recorder::new(client.clone(), reporter),
-            starts: StartGate::new(&settings.scan_starts, &metrics),
+            starts: StartGate::new(&settings.scan_starts, &metrics.starts.runs),
+            labels: StartGate::new(&settings.scan_starts, &metrics.starts.labels),
             channels: ChannelGate::new(settings.channels.clone(), client.clone()),
             client,
             pipeline,

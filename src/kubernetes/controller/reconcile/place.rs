@@ -4,12 +4,21 @@
 //! not a bucket all the same, with a Warning Event that says why the label
 //! is ignored (see [`crate::kubernetes::controller::fleet::shard`]).
 //!
+//! Labels are written at the pace of the start bound, from a gate of their
+//! own with the same fair lines per namespace
+//! ([`crate::kubernetes::controller::fleet::starts`]): a label leads to the
+//! start of the object's first run, so labelling faster only moves the
+//! queue from the start bound to the API server; and labels written in
+//! order of creation would hold one team's few new AssetScans behind
+//! another team's ten thousand, however fair the start bound behind them.
+//!
 //! [`unplaced_selector`]: crate::kubernetes::controller::fleet::shard::unplaced_selector
 
 use super::context::{Context, Error};
 use super::{FINALIZER, reconcile, share};
 use crate::kubernetes::controller::fleet::object_key;
 use crate::kubernetes::controller::fleet::shard::{InvalidShardLabel, Placement};
+use crate::kubernetes::controller::fleet::starts::Admission;
 use crate::kubernetes::controller::status::writer::FIELD_MANAGER;
 use crate::kubernetes::crd::{AssetScan, SHARD_LABEL};
 use crate::pipeline::Effects;
@@ -52,7 +61,12 @@ pub async fn place<E: Effects + 'static>(
             reconcile(obj, ctx).await
         }
         Placement::Unlabelled { .. } if let Some(later) = share::defer(&obj, &ctx) => Ok(later),
-        Placement::Unlabelled { bucket } => label(&obj, &ctx, bucket).await,
+        Placement::Unlabelled { bucket } => {
+            match ctx.labels.admit(&obj.namespace().unwrap_or_default()) {
+                Admission::Now => label(&obj, &ctx, bucket).await,
+                Admission::After(delay) => Ok(Action::requeue(delay)),
+            }
+        }
         Placement::Invalid { value, bucket } => {
             report_invalid(&obj, &ctx, &value, bucket).await;
             reconcile(obj, ctx).await
@@ -85,15 +99,20 @@ async fn label<E: Effects + 'static>(
         }
         // Changed since this copy: another replica labelled it first (it
         // added the finalizer too: a race lost, not a failure), or its next
-        // version comes through the watch; or it is gone.
+        // version comes through the watch; or it is gone. Either way no
+        // run starts from this label: the next object takes its start.
         Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => {
+            ctx.labels.give_back();
             if e.code == 409 {
                 ctx.metrics.finalizer_races.inc();
             }
             debug!(object = %object_key(obj), code = e.code, "shard label not written");
             Ok(Action::requeue(Duration::from_secs(1)))
         }
-        Err(err) => Err(err.into()),
+        Err(err) => {
+            ctx.labels.give_back();
+            Err(err.into())
+        }
     }
 }
 
