@@ -139,14 +139,14 @@ pub struct RedisSecurity {
 /// and the round-trip count.
 #[derive(Clone)]
 pub struct RedisConn {
-    pub(crate) link: Link,
+    link: Link,
     round_trips: Arc<AtomicU64>,
     health: RedisHealth,
 }
 
 /// The client of one kind of deployment.
 #[derive(Clone)]
-pub(crate) enum Link {
+enum Link {
     /// A standalone server, or the master the sentinels name.
     Primary(Managed),
     Cluster(ClusterConnection),
@@ -253,8 +253,8 @@ impl RedisConn {
         }
     }
 
-    /// Counts a request sent outside [`ConnectionLike`] (a routed pipeline).
-    pub(crate) fn count_round_trip(&self) {
+    /// Counts one request: a pipeline is one round trip.
+    fn count_round_trip(&self) {
         self.round_trips.fetch_add(1, Ordering::Relaxed);
     }
 }

@@ -26,13 +26,11 @@
 //! written; Redis 7.0 does not have it, and `WAIT` is what protects against a
 //! failover, so the store uses `WAIT` everywhere.
 
-use super::conn::{Link, RedisConn, RedisTarget};
+use super::conn::{RedisConn, RedisTarget};
 use super::replicas::{MAX_WAIT, Replicas};
 use super::{StoreError, millis};
 use assetscan_domain::ticket::Status;
-use redis::aio::ConnectionLike;
-use redis::cluster_routing::{Route, SingleNodeRoutingInfo, Slot, SlotAddr};
-use redis::{FromRedisValue, Pipeline, RedisResult, Script, ScriptInvocation, Value};
+use redis::{FromRedisValue, Script, ScriptInvocation, Value};
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -152,10 +150,10 @@ pub(super) async fn invoke_acknowledged<T: FromRedisValue>(
         .arg(wanted)
         .arg(millis(wait.timeout));
     let redis_err = |source| StoreError::Redis { op, source };
-    let mut replies = send(conn, &pipe, key).await.map_err(redis_err)?;
+    let mut replies = (conn.pipeline_on_master_of(key, &pipe, 2).await).map_err(redis_err)?;
     if is_noscript(replies.first()) {
         script.load_async(conn).await.map_err(redis_err)?;
-        replies = send(conn, &pipe, key).await.map_err(redis_err)?;
+        replies = (conn.pipeline_on_master_of(key, &pipe, 2).await).map_err(redis_err)?;
     }
     let mut replies = replies.into_iter();
     let (Some(reply), Some(acked)) = (replies.next(), replies.next()) else {
@@ -182,23 +180,6 @@ pub(super) async fn invoke_acknowledged<T: FromRedisValue>(
         }
     }
     redis::from_redis_value(reply).map_err(|e| StoreError::from_redis(op, key, e.into()))
-}
-
-/// One request of the whole pipeline, on the connection that serves `key`.
-async fn send(conn: &mut RedisConn, pipe: &Pipeline, key: &str) -> RedisResult<Vec<Value>> {
-    let count = 2;
-    let tally = conn.clone();
-    match &mut conn.link {
-        Link::Cluster(cluster) => {
-            tally.count_round_trip();
-            let route = SingleNodeRoutingInfo::SpecificNode(Route::with_slot(
-                Slot::for_key(key),
-                SlotAddr::Master,
-            ));
-            cluster.route_pipeline(pipe.clone(), 0, count, route).await
-        }
-        Link::Primary(_) => conn.req_packed_commands(pipe, 0, count).await,
-    }
 }
 
 fn is_noscript(reply: Option<&Value>) -> bool {

@@ -6,9 +6,10 @@
 
 use super::{Link, RedisConn};
 use redis::aio::ConnectionLike;
-use redis::cluster_routing::SingleNodeRoutingInfo;
+use redis::cluster_routing::{Route, SingleNodeRoutingInfo, Slot, SlotAddr};
 use redis::{Pipeline, RedisResult, Script, Value};
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use tracing::debug;
 
 /// A node's address: host and port, as `CLUSTER SLOTS` names it.
@@ -118,19 +119,15 @@ impl RedisConn {
         pipe: Pipeline,
         count: usize,
     ) -> RedisResult<Vec<Value>> {
-        let tally = self.clone();
-        let Link::Cluster(cluster) = &mut self.link else {
+        if !self.is_cluster() {
             return self.req_packed_commands(&pipe, 0, count).await;
-        };
+        }
         let (host, port) = node;
         let route = SingleNodeRoutingInfo::ByAddress {
             host: host.clone(),
             port: *port,
         };
-        tally.count_round_trip();
-        let mut replies = cluster
-            .route_pipeline(pipe.clone(), 0, count, route.clone())
-            .await;
+        let mut replies = self.routed(route.clone(), &pipe, count).await;
         let lost_scripts = match &replies {
             Err(err) => err.code() == Some("NOSCRIPT"),
             Ok(values) => values
@@ -139,11 +136,43 @@ impl RedisConn {
         };
         if lost_scripts {
             debug!(node = %host, script = script.get_hash(), "loading a lost script");
-            script.load_async(cluster).await?;
-            tally.count_round_trip();
-            replies = cluster.route_pipeline(pipe, 0, count, route).await;
+            if let Link::Cluster(cluster) = &mut self.link {
+                script.load_async(cluster).await?;
+            }
+            replies = self.routed(route, &pipe, count).await;
         }
         replies
+    }
+
+    /// Sends `pipe` (`count` replies) as one request to the node that takes
+    /// `key`'s writes: on a Cluster, the master of its slot, so that a
+    /// script and the `WAIT` behind it reach the same node.
+    pub(crate) async fn pipeline_on_master_of(
+        &mut self,
+        key: &str,
+        pipe: &Pipeline,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let route = SingleNodeRoutingInfo::SpecificNode(Route::with_slot(
+            Slot::for_key(key),
+            SlotAddr::Master,
+        ));
+        self.routed(route, pipe, count).await
+    }
+
+    /// `pipe` on the Cluster's node `route` names, counted as one round
+    /// trip; off a Cluster, on the one connection.
+    async fn routed(
+        &mut self,
+        route: SingleNodeRoutingInfo,
+        pipe: &Pipeline,
+        count: usize,
+    ) -> RedisResult<Vec<Value>> {
+        let Link::Cluster(cluster) = &mut self.link else {
+            return self.req_packed_commands(pipe, 0, count).await;
+        };
+        self.round_trips.fetch_add(1, Ordering::Relaxed);
+        cluster.route_pipeline(pipe.clone(), 0, count, route).await
     }
 }
 
