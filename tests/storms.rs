@@ -8,7 +8,7 @@
 
 mod controller_kit;
 
-use assetscan_operator::config::ScanStartsSection;
+use assetscan_operator::kubernetes::controller::settings::ScanStartsSection;
 use assetscan_operator::kubernetes::controller::{StatusMirror, rescan_after};
 use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::telemetry::Metrics;
