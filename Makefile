@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Two cores: two test threads keep timing-sensitive tests honest.
 TEST_THREADS ?= 2
 
-.PHONY: test demo deps fmt lint crds model bench scale chaos policy sbom image pin-images e2e conformance upgrade-test
+.PHONY: test demo deps fmt lint crds chart-schema model bench scale chaos policy sbom image pin-images e2e conformance upgrade-test
 
 # What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool,
 # faketime; and under target/tools, cargo-deny, the SBOM validator and the
@@ -125,6 +125,14 @@ fmt:
 crds:
 	UPDATE_CRDS=1 $(CARGO) test --test crd
 	cp crds/*.yaml charts/assetscan-operator/crds/
+
+# The chart's values.schema.json, generated from the types the operator reads
+# its configuration with and the chart's own values (src/cli/chart/); a test
+# fails when the committed file differs.
+CHART_SCHEMA := charts/assetscan-operator/values.schema.json
+chart-schema:
+	$(CARGO) run --quiet --bin assetscan-operator -- values-schema > $(CHART_SCHEMA).new
+	mv $(CHART_SCHEMA).new $(CHART_SCHEMA)
 
 # Model check of the fencing protocol (docs/model.md); prints the states
 # explored and the time. MODEL_MUTANT=<name> takes one defence away: the

@@ -4,6 +4,7 @@
 //! says which units it accepts.
 
 use assetscan_domain::text::truncate_chars;
+use schemars::{Schema, SchemaGenerator, json_schema};
 use serde::{Deserialize, Deserializer};
 use std::time::Duration;
 
@@ -51,6 +52,12 @@ pub const CONFIG_UNITS: &[Unit] = &[
     Unit::Seconds,
     Unit::Millis,
 ];
+
+/// What [`parse`] accepts with [`CONFIG_UNITS`], as a JSON Schema pattern:
+/// the chart's schema refuses at `helm install` a duration the operator
+/// would refuse at start. (`ms` before `m`; a unit needs its number, so `5ms`
+/// cannot be read as `5m` then `s`.)
+pub const CONFIG_PATTERN: &str = "^([0-9]+(ms|s|m|h|d))+$";
 
 /// Longest piece of input quoted in an error.
 const QUOTED_CHARS: usize = 64;
@@ -113,6 +120,18 @@ pub fn config_optional<'de, D: Deserializer<'de>>(de: D) -> Result<Option<Durati
         .transpose()
 }
 
+/// The schema of a configuration file's duration
+/// (`#[schemars(schema_with = ...)]` beside [`config`]): a string of the
+/// grammar, not the `{secs, nanos}` object `Duration` would otherwise be.
+pub fn config_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "string", "pattern": CONFIG_PATTERN })
+}
+
+/// The schema beside [`config_optional`]: a duration, or `null`.
+pub fn config_optional_schema(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": ["string", "null"], "pattern": CONFIG_PATTERN })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,5 +166,22 @@ mod tests {
         assert!(parse(&format!("{}d", u64::MAX / 1000), CONFIG_UNITS).is_err());
         let long = parse(&"1".repeat(10_000), CONFIG_UNITS).unwrap_err();
         assert!(long.to_string().len() < 200, "{long}");
+    }
+
+    /// The schema's pattern and the parser agree on what a configuration
+    /// duration is.
+    #[test]
+    fn the_config_pattern_accepts_what_the_parser_does() {
+        let pattern = regex::Regex::new(CONFIG_PATTERN).unwrap();
+        for text in [
+            "500ms", "10s", "1m", "6h", "7d", "1h30m", "1m1ms", "0s", "", "10", "s", "ms", "1.5s",
+            "10y", "-1s", " 6h", "6h ", "6H", "1m s", "5msm", "1dd", "01s",
+        ] {
+            assert_eq!(
+                pattern.is_match(text),
+                parse(text, CONFIG_UNITS).is_ok(),
+                "{text:?}"
+            );
+        }
     }
 }

@@ -10,10 +10,14 @@
 //! - [`store`]: the fenced ticket store (Redis and the scripts in `lua/`);
 //! - [`domain`]: tickets, the fence, runs, requests and verdicts.
 //!
-//! Beside them, what every layer may use: [`config`], [`duration`],
+//! Beside them, what every layer may use: [`duration`],
 //! [`telemetry`], [`probes`] and who may read them ([`http_access`]),
 //! [`yaml`], and the fair shares of a rate
 //! among namespaces ([`fair`]).
+//!
+//! Each layer owns its sections of the configuration file (their types,
+//! defaults and rules); [`cli::config`] puts them side by side and reads
+//! the file.
 
 /// The domain (tickets, the fence, scan requests, verdicts): its own crate,
 /// which knows neither Kubernetes nor Redis nor HTTP.
@@ -21,7 +25,6 @@ pub use assetscan_domain as domain;
 
 mod backoff;
 pub mod cli;
-pub mod config;
 pub mod duration;
 pub mod fair;
 pub mod http_access;

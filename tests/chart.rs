@@ -15,7 +15,7 @@
 //!
 //!   cargo test --all-features --test chart
 
-use assetscan_operator::config::Config;
+use assetscan_operator::cli::config::Config;
 use assetscan_operator::providers::{Providers, install_crypto_provider};
 use assetscan_operator::store::RedisTarget;
 use assetscan_testkit::tools::{self, run_helm};
@@ -727,9 +727,16 @@ fn config_map_holds_a_config_the_operator_accepts() {
         ["secops-slack", "secops-webhook"]
     );
 
-    // An unknown key reaches the operator's parser, which refuses it.
-    let r = render(&["--set", "config.providers.vulnerabilities.bogus=1"]);
-    assert!(Config::parse(&r.config_text(), Path::new("x")).is_err());
+    // An unknown key is refused by the chart's schema (generated from the
+    // types the operator reads the file with), and by the operator's parser
+    // behind it.
+    refused(
+        &["--set", "config.providers.vulnerabilities.bogus=1"],
+        "bogus",
+    );
+    let mut with_bogus = yaml(&render(&[]).config_text());
+    with_bogus["providers"]["vulnerabilities"]["bogus"] = 1.into();
+    assert!(Config::parse(&with_bogus.to_string(), Path::new("x")).is_err());
     // Switching to the generic source: osv keys dropped with null.
     let r = render(&[
         "--set-json",

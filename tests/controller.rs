@@ -942,7 +942,8 @@ async fn a_finalizer_race_another_replica_won_is_no_failure() {
 async fn a_fast_scan_costs_five_api_writes_and_its_report() {
     use assetscan_testkit::emulator::Verb;
     let mut h = Harness::start().await;
-    h.config.status = assetscan_operator::config::StatusSection::default();
+    h.config.status =
+        assetscan_operator::kubernetes::controller::settings::StatusSection::default();
     let quiet = h.online(scan("quiet-01").high_risk());
     let ctl = h.controller("ctl-a").await;
     let before = h.emu.requests();

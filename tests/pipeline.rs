@@ -16,7 +16,7 @@
 
 mod kit;
 
-use assetscan_operator::config::Config;
+use assetscan_operator::cli::config::Config;
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ScanRequest;
 use assetscan_operator::domain::ticket::{

@@ -8,8 +8,8 @@
 
 mod controller_kit;
 
-use assetscan_operator::config::ScanStartsSection;
 use assetscan_operator::domain::shard;
+use assetscan_operator::kubernetes::controller::settings::ScanStartsSection;
 use assetscan_operator::kubernetes::controller::{StatusMirror, rescan_after};
 use assetscan_operator::kubernetes::crd::{AssetScan, SHARD_LABEL};
 use assetscan_operator::telemetry::Metrics;

@@ -19,9 +19,10 @@ use crate::run::{self, STOP_GRACE, Settings};
 use crate::stack::Stack;
 use crate::{footprint, stack};
 use anyhow::{Context as _, Result};
-use assetscan_operator::config::{RedisSection, ScanStartsSection};
 use assetscan_operator::domain::share::preferred;
 use assetscan_operator::domain::ticket::Status;
+use assetscan_operator::kubernetes::controller::settings::ScanStartsSection;
+use assetscan_operator::store::RedisSection;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 

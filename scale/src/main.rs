@@ -31,7 +31,7 @@ mod stack;
 mod summary;
 
 use anyhow::{Context as _, Result, bail};
-use assetscan_operator::config::ScanStartsSection;
+use assetscan_operator::kubernetes::controller::settings::ScanStartsSection;
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;

@@ -7,7 +7,7 @@
 use crate::footprint::Footprint;
 use crate::latency::Latency;
 use crate::proxy::is_write;
-use assetscan_operator::config::ScanStartsSection;
+use assetscan_operator::kubernetes::controller::settings::ScanStartsSection;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -13,8 +13,8 @@ use crate::report::{Cost, ProviderPeak, Report, Rescale, RestartIdle, SoftwareCo
 use crate::software::Mix;
 use crate::stack::{Backend, Stack, Watch};
 use anyhow::{Context as _, Result};
-use assetscan_operator::config::ScanStartsSection;
 use assetscan_operator::domain::run_order;
+use assetscan_operator::kubernetes::controller::settings::ScanStartsSection;
 use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::peak::peak;

@@ -8,7 +8,7 @@ use crate::proxy::{self, Counts};
 use crate::report::Cost;
 use crate::software::{AssetSoftware, Mix};
 use anyhow::{Context as _, Result, bail};
-use assetscan_operator::config::ScanStartsSection;
+use assetscan_operator::kubernetes::controller::settings::ScanStartsSection;
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanSpec, Target};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::ProviderStubs;

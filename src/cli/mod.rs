@@ -1,12 +1,13 @@
 //! The command line: `run`, `crd`, `scan`, `ticket`. Every setting is a flag
 //! with an environment variable.
 
+pub mod chart;
+pub mod config;
 mod metrics_serving;
 mod scan;
 mod ticket;
 
 use crate::backoff::Backoff;
-use crate::config::Config;
 use crate::kubernetes::channel_access::ChannelPolicy;
 use crate::kubernetes::controller::{self, ControllerSettings};
 use crate::pipeline::Pipeline;
@@ -16,6 +17,7 @@ use crate::telemetry::{LogFormat, Metrics};
 use assetscan_domain::AssetId;
 use assetscan_domain::shard::Shard;
 use clap::{Args, Parser, Subcommand};
+use config::Config;
 use metrics_serving::MetricsServing;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -45,6 +47,9 @@ enum Command {
     Run(RunArgs),
     /// Print the CRDs (YAML).
     Crd,
+    /// Print the JSON Schema of the Helm chart's values, the operator's
+    /// configuration included (the chart's values.schema.json).
+    ValuesSchema,
     /// Run one scan standalone, against Redis, without Kubernetes; prints the
     /// final ticket.
     Scan(scan::ScanArgs),
@@ -268,6 +273,12 @@ pub async fn main() -> ExitCode {
             );
             Ok(ExitCode::SUCCESS)
         }
+        Command::ValuesSchema => chart::values_schema()
+            .map(|schema| {
+                print!("{schema}");
+                ExitCode::SUCCESS
+            })
+            .map_err(|e| format!("the values schema: {e}")),
         Command::Run(args) => run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Scan(args) => scan::run(args).await,
         Command::Ticket(command) => ticket_command(command).await.map(|()| ExitCode::SUCCESS),

@@ -14,6 +14,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Selector, SelectorExt};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -26,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 ///     namespaceSelector: {matchLabels: {assetscan.io/alerts: secops}}
 ///   team-chat: {allNamespaces: true}
 /// ```
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ChannelAccess {
     /// Every namespace may use the channel (logged as a warning at start).

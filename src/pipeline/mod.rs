@@ -18,38 +18,17 @@ mod software;
 use run::Run;
 
 pub use effects::{Effects, Notification, Observer, Resend, StepError};
-pub use retry::RetryPolicy;
+pub use retry::{RetryPolicy, StepPolicies, StepSettingsError};
 
 /// The pipeline's errors are the ticket store's.
 pub use crate::store::StoreError;
 
 use crate::store::{Claim, LeaseGuard, TicketStore};
-use assetscan_domain::ticket::{Step, Ticket};
+use assetscan_domain::ticket::Ticket;
 use assetscan_domain::{AssetId, ScanRequest};
-use serde::Deserialize;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
-/// Per-step retry settings.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
-pub struct StepPolicies {
-    pub online_check: RetryPolicy,
-    pub vuln_query: RetryPolicy,
-    pub threat_intel: RetryPolicy,
-    pub notify: RetryPolicy,
-}
-
-impl StepPolicies {
-    pub fn of(&self, step: Step) -> &RetryPolicy {
-        match step {
-            Step::OnlineCheck => &self.online_check,
-            Step::VulnQuery => &self.vuln_query,
-            Step::ThreatIntel => &self.threat_intel,
-            Step::Notify => &self.notify,
-        }
-    }
-}
 
 /// How a run ended for this executor.
 #[derive(Debug)]

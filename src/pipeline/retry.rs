@@ -1,24 +1,86 @@
-//! Per-step timeouts and bounded retries with exponential backoff and jitter.
+//! Per-step timeouts and bounded retries with exponential backoff and
+//! jitter: the pipeline's section of the configuration file (`steps`), which
+//! the chart's values schema is generated from too.
 
 use crate::backoff::Backoff;
+use assetscan_domain::ticket::Step;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
 
+/// Per pipeline step: the bound on one provider call, and the retries.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct StepPolicies {
+    pub online_check: RetryPolicy,
+    pub vuln_query: RetryPolicy,
+    pub threat_intel: RetryPolicy,
+    pub notify: RetryPolicy,
+}
+
+impl StepPolicies {
+    pub fn of(&self, step: Step) -> &RetryPolicy {
+        match step {
+            Step::OnlineCheck => &self.online_check,
+            Step::VulnQuery => &self.vuln_query,
+            Step::ThreatIntel => &self.threat_intel,
+            Step::Notify => &self.notify,
+        }
+    }
+
+    /// The rules the types cannot state: every step is tried at least once,
+    /// and never without a bound.
+    pub fn check(&self) -> Result<(), StepSettingsError> {
+        for (step, policy) in [
+            ("onlineCheck", &self.online_check),
+            ("vulnQuery", &self.vuln_query),
+            ("threatIntel", &self.threat_intel),
+            ("notify", &self.notify),
+        ] {
+            if policy.max_attempts == 0 {
+                return Err(StepSettingsError::NoAttempt { step });
+            }
+            if policy.timeout.is_zero() {
+                return Err(StepSettingsError::NoTimeout { step });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A step's policy the pipeline cannot run; names the step's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum StepSettingsError {
+    /// Zero attempts would fail every run before its first call.
+    #[error("steps.{step}.maxAttempts must be at least 1")]
+    NoAttempt { step: &'static str },
+    /// A zero timeout would fail every call at once.
+    #[error("steps.{step}.timeout must be positive")]
+    NoTimeout { step: &'static str },
+}
+
 /// How one step is retried. Attempts are counted in the ticket, so a
 /// takeover continues the count instead of starting over.
-#[derive(Clone, Copy, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct RetryPolicy {
-    /// Bound on one call of the step.
+    /// Bound on one call of the step (positive).
     #[serde(deserialize_with = "crate::duration::config")]
+    #[schemars(schema_with = "crate::duration::config_schema")]
     pub timeout: Duration,
-    /// Attempts before the run fails (≥ 1).
+    /// Attempts before the run fails (counted in the ticket); for `notify`,
+    /// attempts per pass before the run is deferred.
+    #[schemars(range(min = 1))]
     pub max_attempts: u32,
-    /// Delay before the second attempt; doubles after each failure.
+    /// Delay before the second attempt; doubles after each failure, with
+    /// jitter.
     #[serde(deserialize_with = "crate::duration::config")]
+    #[schemars(schema_with = "crate::duration::config_schema")]
     pub initial_backoff: Duration,
-    /// Upper bound of the delay.
+    /// Upper bound of the delay; a server's `Retry-After` is honoured up to
+    /// it (the lock is held while waiting).
     #[serde(deserialize_with = "crate::duration::config")]
+    #[schemars(schema_with = "crate::duration::config_schema")]
     pub max_backoff: Duration,
 }
 

@@ -39,6 +39,7 @@ use intel::{ThreatIntel, ThreatIntelConfig};
 use notify::{Notifier, NotifierConfig, notifiers_from_config};
 use online::{OnlineConfig, OnlineProbe};
 use sbom::{SbomSourceConfig, SbomSources};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use vulns::{VulnSource, VulnSourceConfig};
@@ -58,7 +59,7 @@ use vulns::{VulnSource, VulnSourceConfig};
 /// notifications:
 ///   sec-slack: {kind: slack, urlFrom: {env: SLACK_WEBHOOK_URL}}
 /// ```
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ProvidersConfig {
     #[serde(default)]

@@ -74,9 +74,9 @@ impl Paced {
 }
 
 impl Pace {
-    /// Buckets of `quota` (the start bound's,
-    /// [`crate::config::ScanStartsSection::quota`]) for the fixed
-    /// providers and `channels`.
+    /// Buckets of `quota` (the start bound's, which the CLI passes on from
+    /// the controller's `scanStarts` section) for the fixed providers and
+    /// `channels`.
     pub fn new<'c>(quota: Quota, channels: impl Iterator<Item = &'c String>) -> Pace {
         let bucket = || Paced::new(quota);
         Pace {
@@ -107,20 +107,22 @@ impl Pace {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::num::NonZeroU32;
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
+
+    /// The start bound's quota: `per_second` sustained, `burst` at once.
+    fn quota(per_second: u32, burst: u32) -> Quota {
+        let nonzero = |n| NonZeroU32::new(n).expect("a test's bound is positive");
+        Quota::per_second(nonzero(per_second)).allow_burst(nonzero(burst))
+    }
 
     /// Namespace `a` has 30 calls to a channel waiting, then `b` asks for
     /// 3: `b`'s are served among the next few calls, not after `a`'s 29.
     #[tokio::test]
     async fn a_channel_serves_the_namespaces_waiting_in_turn() {
-        let bound = crate::config::ScanStartsSection {
-            per_second: 20,
-            burst: 1,
-            ..Default::default()
-        };
         let channels = ["hook".to_owned()];
-        let pace = Arc::new(Pace::new(bound.quota(), channels.iter()));
+        let pace = Arc::new(Pace::new(quota(20, 1), channels.iter()));
         let served = Arc::new(Mutex::new(Vec::new()));
         let call = |namespace: &'static str| {
             let (pace, served) = (pace.clone(), served.clone());
@@ -150,13 +152,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_provider_is_called_at_most_burst_plus_per_second_in_any_second() {
-        let bound = crate::config::ScanStartsSection {
-            per_second: 50,
-            burst: 10,
-            ..Default::default()
-        };
         let channels = ["hook".to_owned()];
-        let pace = Pace::new(bound.quota(), channels.iter());
+        let pace = Pace::new(quota(50, 10), channels.iter());
         let started = Instant::now();
         let mut calls = Vec::new();
         for _ in 0..110 {

@@ -2,7 +2,9 @@
 //! they come from. The configuration file never holds a secret, only its
 //! source: `{env: NAME}` or `{file: /path}` (a mounted Kubernetes Secret).
 
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -49,6 +51,28 @@ pub enum SecretFrom {
     Env(String),
     /// The path of a file.
     File(PathBuf),
+}
+
+/// The shape [`SecretFromKeys`] accepts, for the chart's values schema:
+/// exactly one of the two keys, non-empty.
+impl JsonSchema for SecretFrom {
+    fn schema_name() -> Cow<'static, str> {
+        "SecretFrom".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "Where a secret comes from: {env: NAME} or {file: /path}, never the secret itself.",
+            "type": "object",
+            "additionalProperties": false,
+            "minProperties": 1,
+            "maxProperties": 1,
+            "properties": {
+                "env": { "type": "string", "minLength": 1 },
+                "file": { "type": "string", "minLength": 1 },
+            },
+        })
+    }
 }
 
 /// The YAML shape of [`SecretFrom`]: a map with one of two keys, checked

@@ -37,6 +37,7 @@ mod members;
 mod replica_ack;
 mod replicas;
 mod scripts;
+mod settings;
 mod watchdog;
 mod write;
 
@@ -50,6 +51,7 @@ pub use error::StoreError;
 pub use keys::AssetKeys;
 pub use replica_ack::{ReplicaAck, ReplicaAckMode};
 pub use replicas::ReplicaStats;
+pub use settings::{LockSection, RedisSection, StoreSettingsError, TicketsSection};
 pub use watchdog::{LeaseGuard, Watchdog, WatchdogStats};
 pub use write::{LastErrorChange, Patch};
 

@@ -31,33 +31,38 @@ use super::replicas::{MAX_WAIT, Replicas};
 use super::{StoreError, millis};
 use assetscan_domain::ticket::Status;
 use redis::{FromRedisValue, Script, ScriptInvocation, Value};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
 
-/// When the writes around a side effect wait for a replica.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+/// When the writes around a side effect wait for a replica: `auto` behind
+/// Sentinel and on a Cluster, where replicas exist by design, not with a
+/// single URL (often a server without replicas); `always`, for a single URL
+/// whose server has replicas; `never`, leaving the asynchronous
+/// replication's window open. (Said here rather than on each variant, so
+/// that the values schema lists the three as one `enum`.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum ReplicaAckMode {
-    /// Behind Sentinel and on a Cluster, where replicas exist by design;
-    /// not with a single URL (often a server without replicas).
     #[default]
     Auto,
-    /// Always: a single URL whose server has replicas.
     Always,
-    /// Never: the asynchronous replication's window stays open.
     Never,
 }
 
-/// The replica acknowledgement setting (`redis.replicaAck`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+/// Whether the writes around a notification wait until a replica has them,
+/// and for how long (`redis.replicaAck`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ReplicaAck {
+    /// `auto`: behind Sentinel and on a Cluster; `always`; `never`.
     pub mode: ReplicaAckMode,
     /// How long a write waits for a replica before it counts as possibly
     /// lost. The connection is shared: other commands queue behind the wait,
     /// so it is kept short, and below the Redis response timeout. Unset:
-    /// [`DEFAULT_TIMEOUT`], or half the response timeout when that is less.
+    /// 1s, or half the response timeout when that is less.
     #[serde(deserialize_with = "crate::duration::config_optional")]
+    #[schemars(schema_with = "crate::duration::config_optional_schema")]
     pub timeout: Option<Duration>,
 }
 

@@ -15,7 +15,7 @@ pub mod tenants;
 #[allow(unused_imports)]
 pub use kit::{scans::*, setup::*, tickets::*};
 
-use assetscan_operator::config::Config;
+use assetscan_operator::cli::config::Config;
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::shard::Shard;
 use assetscan_operator::domain::ticket::{Status, Ticket};

@@ -8,7 +8,7 @@ use crate::cluster::{self, Ledger, Prepared};
 use crate::controller_kit::kit::scans::ScanBuilder;
 use crate::controller_kit::kit::tickets::asset_id;
 use crate::controller_kit::{config_yaml, create_in, metric, online_in};
-use assetscan_operator::config::Config;
+use assetscan_operator::cli::config::Config;
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanReport};
 use assetscan_operator::providers::install_crypto_provider;
 use assetscan_operator::store::{AssetKeys, AuditEntry, RedisTarget, TicketStore};

@@ -23,10 +23,12 @@
 //!
 //! `reconcile` uses `status` and `fleet`; `status` uses `fleet` (the watch
 //! cache its writes are remembered in, the shard label it reports); `fleet`
-//! uses neither.
+//! uses neither. Beside them, `settings`: the controller's sections of the
+//! configuration file, which the CLI reads and hands over.
 
 mod fleet;
 mod reconcile;
+pub mod settings;
 mod status;
 
 pub use fleet::cache::DELIVERY_WAIT;

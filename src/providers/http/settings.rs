@@ -4,17 +4,19 @@
 use super::url::Exposure;
 use crate::providers::error::{ProviderConfigError, check_timeout};
 use crate::providers::secret::{Secret, SecretFrom};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
 
 /// `timeout`, `maxBodyBytes` and `bearerTokenFrom`: the same keys in every
 /// HTTP provider's section (flattened into it). Each is optional; an absent
 /// one takes the provider's default ([`HttpProfile`]).
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct HttpSettings {
     /// Per HTTP call: connect, headers and body together (`500ms`, `15s`).
     #[serde(default, deserialize_with = "crate::duration::config_optional")]
+    #[schemars(schema_with = "crate::duration::config_optional_schema")]
     pub timeout: Option<Duration>,
     /// Cap for each response body; at least 1 KiB.
     #[serde(default)]

@@ -13,6 +13,7 @@ use crate::providers::http::{
     HttpClient, HttpError, HttpProfile, HttpSettings, Reply, join_path, parse_http_url,
 };
 use reqwest::Url;
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -22,7 +23,7 @@ const PROVIDER: &str = "epss";
 const PROFILE: HttpProfile = HttpProfile::api(PROVIDER, Duration::from_secs(10), 1024 * 1024);
 
 /// `threatIntel.epss` in the config. Every key is optional.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct EpssConfig {
     /// Set to false to skip EPSS. Default true.

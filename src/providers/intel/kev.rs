@@ -11,6 +11,7 @@ use super::error::IntelError;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpError, HttpProfile, HttpSettings, parse_http_url};
 use reqwest::Url;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ const PROVIDER: &str = "kev";
 const PROFILE: HttpProfile = HttpProfile::api(PROVIDER, Duration::from_secs(30), 16 * 1024 * 1024);
 
 /// `threatIntel.kev` in the config. Every key is optional.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct KevConfig {
     /// Set to false to skip the known-exploited lookup. Default true.
@@ -39,9 +40,11 @@ pub struct KevConfig {
     /// Age after which the catalog is fetched again. Default `6h`;
     /// CISA updates it a few times a week.
     #[serde(deserialize_with = "crate::duration::config")]
+    #[schemars(schema_with = "crate::duration::config_schema")]
     pub refresh_interval: Duration,
     /// Wait after a failed refresh before trying again. Default `5m`.
     #[serde(deserialize_with = "crate::duration::config")]
+    #[schemars(schema_with = "crate::duration::config_schema")]
     pub retry_failed_refresh: Duration,
 }
 

@@ -11,6 +11,7 @@ pub use kev::{KevCatalog, KevConfig, KevEntry, KevFeed};
 
 use crate::providers::error::ProviderConfigError;
 use assetscan_domain::ticket::{ThreatIntelFacts, VulnFacts};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeSet;
 
@@ -21,7 +22,7 @@ use std::collections::BTreeSet;
 ///   kev: {url: https://…/known_exploited_vulnerabilities.json, refreshInterval: 6h}
 ///   epss: {baseUrl: https://api.first.org/data/v1}
 /// ```
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct ThreatIntelConfig {
     pub kev: KevConfig,

@@ -24,6 +24,7 @@ pub use wecom::{WeComConfig, WeComNotifier};
 
 use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -35,7 +36,7 @@ use std::collections::BTreeMap;
 ///   sec-wecom:   {kind: wecom, keyFrom: {env: WECOM_KEY}}
 ///   sec-slack:   {kind: slack, urlFrom: {file: /secrets/slack-url}}
 /// ```
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum NotifierConfig {
     Webhook(WebhookConfig),

@@ -20,6 +20,7 @@ use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, SecretUrl};
 use crate::providers::secret::SecretFrom;
 use assetscan_domain::text::truncate_chars;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -30,7 +31,7 @@ const HEADER_CHARS: usize = 150;
 const SECTION_CHARS: usize = 3000;
 
 /// `{kind: slack, ...}` in `notifications`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SlackConfig {
     /// The incoming-webhook URL, `https://hooks.slack.com/services/T…/B…/…`.

@@ -33,6 +33,7 @@ use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpError, HttpProfile, HttpSettings, SecretUrl};
 use crate::providers::secret::SecretFrom;
 use reqwest::header::CONTENT_TYPE;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 const PROVIDER: &str = "webhook";
@@ -44,7 +45,7 @@ pub const TICKET_HEADER: &str = "X-AssetScan-Ticket";
 pub const FENCING_TOKEN_HEADER: &str = "X-AssetScan-Fencing-Token";
 
 /// `{kind: webhook, ...}` in `notifications`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WebhookConfig {
     /// The receiver's URL (treated as a secret: it may embed a token).

@@ -23,6 +23,7 @@ use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, join_path, p
 use crate::providers::secret::{Secret, SecretFrom};
 use assetscan_domain::text::{excerpt, truncate_bytes};
 use reqwest::Url;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::json;
 
@@ -34,7 +35,7 @@ const PROFILE: HttpProfile = HttpProfile::webhook(PROVIDER);
 const MAX_CONTENT_BYTES: usize = 4096;
 
 /// `{kind: wecom, ...}` in `notifications`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WeComConfig {
     /// The robot's `key` (from its webhook URL).

@@ -15,6 +15,7 @@
 
 use crate::providers::error::ProviderConfigError;
 use ipnet::IpNet;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::net::IpAddr;
 
@@ -25,7 +26,7 @@ use std::net::IpAddr;
 ///   allow: [10.42.0.0/16]          # e.g. the pod range
 ///   deny: [10.96.0.0/12]           # e.g. the Service range
 /// ```
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct EgressConfig {
     /// CIDRs that may be dialled, also inside a built-in rule's range when

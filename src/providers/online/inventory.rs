@@ -4,6 +4,7 @@ use super::error::OnlineError;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url};
 use reqwest::Url;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
 
@@ -12,7 +13,7 @@ const PROFILE: HttpProfile = HttpProfile::api("inventory", Duration::from_secs(3
 /// `GET <baseUrl>/assets/<id>` answers `{"online": true|false}` (other keys
 /// are ignored). A 404 means the inventory does not know the asset: a
 /// permanent error, not "offline".
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InventoryConfig {
     /// e.g. `https://inventory.internal/api`.

@@ -13,6 +13,7 @@ pub use tcp::{TcpProbe, TcpProbeConfig};
 
 use crate::providers::error::ProviderConfigError;
 use assetscan_domain::Target;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// `online:` in the config. Both keys are optional; without `inventory`,
@@ -23,7 +24,7 @@ use serde::Deserialize;
 ///   tcp: {timeout: 3s}
 ///   inventory: {baseUrl: https://inventory.internal/api, bearerTokenFrom: {env: INVENTORY_TOKEN}}
 /// ```
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct OnlineConfig {
     pub tcp: TcpProbeConfig,

@@ -8,6 +8,7 @@ use super::egress::{EgressConfig, EgressPolicy};
 use super::error::OnlineError;
 use crate::providers::error::{ProviderConfigError, check_timeout};
 use futures::stream::{FuturesUnordered, StreamExt};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
@@ -16,12 +17,13 @@ use tokio::time::{Instant, timeout_at};
 
 /// The asset is online when a TCP connection to any of its ports succeeds
 /// within the timeout.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct TcpProbeConfig {
     /// Budget for name resolution and all connection attempts together.
     /// Default `3s`.
     #[serde(deserialize_with = "crate::duration::config")]
+    #[schemars(schema_with = "crate::duration::config_schema")]
     pub timeout: Duration,
     /// Which addresses may be dialled: loopback, link-local (with the
     /// cloud metadata addresses), unspecified, multicast and broadcast

@@ -25,6 +25,7 @@ use crate::providers::http::{HttpClient, HttpError, HttpProfile, HttpSettings};
 use crate::providers::http::{join_path, parse_http_url};
 use assetscan_domain::{Digest, SbomFacts, SbomProblem, SbomRead, SbomRef};
 use reqwest::Url;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
@@ -36,7 +37,7 @@ const PROFILE: HttpProfile = HttpProfile::document("sbom", Duration::from_secs(1
 
 /// One source: `baseUrl`, and `timeout` (default `10s`), `maxBodyBytes`
 /// (default 16 MiB), `bearerTokenFrom`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SbomSourceConfig {
     pub base_url: String,

@@ -23,6 +23,7 @@ use assetscan_domain::Package;
 use assetscan_domain::text::truncate_chars;
 use assetscan_domain::ticket::{Finding, Severity, VulnFacts};
 use reqwest::Url;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -34,7 +35,7 @@ const PROFILE: HttpProfile = HttpProfile::api(
 );
 
 /// `vulnerabilities: {kind: generic, url: ..., ...}`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GenericVulnConfig {
     /// The endpoint that takes the POST.

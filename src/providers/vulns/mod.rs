@@ -13,6 +13,7 @@ pub use osv::{OsvClient, OsvConfig};
 use crate::providers::error::ProviderConfigError;
 use assetscan_domain::Package;
 use assetscan_domain::ticket::VulnFacts;
+use schemars::JsonSchema;
 use serde::Deserialize;
 
 /// `vulnerabilities:` in the config, by `kind`.
@@ -22,7 +23,7 @@ use serde::Deserialize;
 ///   kind: osv             # or: generic
 ///   baseUrl: https://api.osv.dev
 /// ```
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum VulnSourceConfig {
     Osv(OsvConfig),

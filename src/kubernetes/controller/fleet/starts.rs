@@ -38,8 +38,8 @@
 //! kept one start interval at most: no second sees more than
 //! `burst + perSecond + 1` runs start.
 
-use crate::config::ScanStartsSection;
 use crate::fair::FairLines;
+use crate::kubernetes::controller::settings::ScanStartsSection;
 use crate::telemetry::GateCounters;
 use governor::clock::{Clock, DefaultClock, Reference};
 use governor::nanos::Nanos;

@@ -6,12 +6,12 @@
 
 use super::channels::ChannelGate;
 use super::gauges::{self, Waiting};
-use crate::config::{EventsSection, ReportsSection, ScanStartsSection};
 use crate::kubernetes::channel_access::ChannelPolicy;
 use crate::kubernetes::controller::fleet::cache::WatchCache;
 use crate::kubernetes::controller::fleet::members::Members;
 use crate::kubernetes::controller::fleet::object_key;
 use crate::kubernetes::controller::fleet::starts::StartGate;
+use crate::kubernetes::controller::settings::{EventsSection, ReportsSection, ScanStartsSection};
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::{Effects, Pipeline, StoreError};
 use crate::telemetry::Metrics;
@@ -35,7 +35,7 @@ pub struct ControllerSettings {
     pub namespace: Option<String>,
     /// This replica's id (pod name), the prefix of its lock holder ids.
     pub instance: String,
-    /// See [`crate::config::StatusSection::progress_every`].
+    /// See [`crate::kubernetes::controller::settings::StatusSection::progress_every`].
     pub progress_every: Duration,
     /// The start bound and the rescan spread ([`ScanStartsSection`]).
     pub scan_starts: ScanStartsSection,

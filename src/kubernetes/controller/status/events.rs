@@ -21,7 +21,7 @@ pub struct RunEvents<'a> {
     recorder: &'a Recorder,
     metrics: &'a Metrics,
     /// Whether a run that ends without a high risk gets an Event
-    /// ([`crate::config::EventsSection::scan_complete`]).
+    /// ([`crate::kubernetes::controller::settings::EventsSection::scan_complete`]).
     scan_complete: bool,
 }
 

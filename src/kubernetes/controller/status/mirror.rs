@@ -9,9 +9,9 @@ use super::halt::{Halt, Refused, channel_condition, shard_label_condition};
 use super::plan::{ClaimRefusal, Planned, StatusPlan, fence_of};
 use super::report::{ReportRecorder, report_name};
 use super::writer::StatusWriter;
-use crate::config::{EventsSection, ReportsSection};
 use crate::kubernetes::controller::fleet::cache::WatchCache;
 use crate::kubernetes::controller::fleet::shard::InvalidShardLabel;
+use crate::kubernetes::controller::settings::{EventsSection, ReportsSection};
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::Metrics;
@@ -35,7 +35,7 @@ pub struct StatusMirror<'a> {
     events: RunEvents<'a>,
     /// A step in between a run's claim and its end is written only once
     /// this long has passed since the last write (see
-    /// [`crate::config::StatusSection::progress_every`]).
+    /// [`crate::kubernetes::controller::settings::StatusSection::progress_every`]).
     progress_every: Duration,
     /// Whether this reconcile recorded a claim: a run started (or resumed).
     claimed: AtomicBool,

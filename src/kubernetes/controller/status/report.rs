@@ -232,7 +232,7 @@ pub struct ReportRecorder<'a> {
     obj: &'a AssetScan,
     metrics: &'a Metrics,
     /// The bound on a report's spec, as JSON
-    /// ([`crate::config::ReportsSection::max_bytes`]).
+    /// ([`crate::kubernetes::controller::settings::ReportsSection::max_bytes`]).
     max_bytes: usize,
 }
 

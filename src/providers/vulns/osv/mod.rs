@@ -26,6 +26,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use lookups::{LookupCache, Vulns};
 use record::{OsvRecord, Scored, score};
 use reqwest::Url;
+use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -36,7 +37,7 @@ const PROVIDER: &str = "osv";
 const PROFILE: HttpProfile = HttpProfile::api(PROVIDER, Duration::from_secs(15), 4 * 1024 * 1024);
 
 /// `vulnerabilities: {kind: osv, ...}`. Every key is optional.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(default, rename_all = "camelCase", deny_unknown_fields)]
 pub struct OsvConfig {
     /// Default `https://api.osv.dev`.
@@ -60,6 +61,7 @@ pub struct OsvConfig {
     /// How long the answer for a package (which ids affect it) is reused
     /// by every asset's run: `0s` asks for each run. Default `10m`.
     #[serde(deserialize_with = "crate::duration::config")]
+    #[schemars(schema_with = "crate::duration::config_schema")]
     pub lookup_window: Duration,
     /// Packages whose answer is kept; when full, expired answers go first,
     /// then all. Default 50000.
