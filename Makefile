@@ -128,8 +128,9 @@ crds:
 
 # Everything generated from the state machine's declaration
 # (domain/src/machine.rs): the tables in lua/*.lua and in the Argo CD health
-# check (with its copy in deploy/argocd/argocd-cm-patch.yaml), and the CRDs,
-# whose status.phase lists the statuses. `make test` fails when one is behind.
+# check (with its copy in deploy/argocd/argocd-cm-patch.yaml), the table in
+# docs/design.md, and the CRDs, whose status.phase lists the statuses.
+# `make test` fails when one is behind.
 generate: crds
 	UPDATE_STATE_MACHINE=1 $(CARGO) test -p assetscan-domain --test state_machine
 

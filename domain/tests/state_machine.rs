@@ -10,6 +10,9 @@
 //! -- END GENERATED
 //! ```
 //!
+//! In Markdown (the table in docs/design.md) the markers are HTML comments,
+//! `<!-- BEGIN GENERATED … : MOVES -->` and `<!-- END GENERATED -->`.
+//!
 //! This test fails when a region differs from what the declaration gives;
 //! `UPDATE_STATE_MACHINE=1 cargo test -p assetscan-domain --test
 //! state_machine` (`make generate`) rewrites the regions. A region may be
@@ -20,8 +23,8 @@ use assetscan_domain::End;
 use assetscan_domain::ticket::Status;
 use std::path::{Path, PathBuf};
 
-const BEGIN: &str = "-- BEGIN GENERATED from domain/src/machine.rs by `make generate`:";
-const END: &str = "-- END GENERATED";
+const BEGIN: &str = "BEGIN GENERATED from domain/src/machine.rs by `make generate`:";
+const END: &str = "END GENERATED";
 
 /// The files with generated regions, from the repository's root.
 const FILES: &[&str] = &[
@@ -30,6 +33,7 @@ const FILES: &[&str] = &[
     "lua/retire.lua",
     "deploy/argocd/resource_customizations/assetscan.io/AssetScan/health.lua",
     "deploy/argocd/argocd-cm-patch.yaml",
+    "docs/design.md",
 ];
 
 fn root() -> PathBuf {
@@ -95,9 +99,37 @@ fn table(name: &str) -> Result<Vec<String>, String> {
                 format!("local ENDED = {{ {} }}", entries.join(", ")),
             ]
         }
+        "MOVES" => {
+            let mut lines = vec![
+                "| status | a write may move it to (besides itself and `FAILED`) | alert | ends the run |".to_owned(),
+                "|---|---|---|---|".to_owned(),
+            ];
+            for s in all() {
+                let declared = s.declared();
+                let next: Vec<String> = declared.next.iter().map(|to| format!("`{to}`")).collect();
+                let alert = declared.alert.map(|a| format!("{a:?}")).unwrap_or_default();
+                let end = declared.end.map(|e| format!("{e:?}")).unwrap_or_default();
+                let next = match s.is_terminal() {
+                    true => "nothing".to_owned(),
+                    false => next.join(", "),
+                };
+                lines.push(format!("| `{s}` | {next} | {alert} | {end} |"));
+            }
+            lines
+        }
         other => return Err(format!("no table {other} is generated")),
     };
     Ok(lines)
+}
+
+/// What follows `text` in a Lua (`-- `) or HTML (`<!-- `, ` -->`) comment
+/// line, if the line is one that starts with it.
+fn marker<'a>(line: &'a str, text: &str) -> Option<&'a str> {
+    let line = line.trim();
+    match line.strip_prefix("<!-- ") {
+        Some(html) => html.strip_suffix("-->")?.strip_prefix(text).map(str::trim),
+        None => line.strip_prefix("-- ")?.strip_prefix(text).map(str::trim),
+    }
 }
 
 /// `text` with every generated region rendered from the declaration.
@@ -107,7 +139,7 @@ fn regenerate(text: &str) -> Result<String, String> {
     let mut regions = 0;
     while let Some(line) = lines.next() {
         out.push(line.to_owned());
-        let Some(names) = line.trim_start().strip_prefix(BEGIN) else {
+        let Some(names) = marker(line, BEGIN) else {
             continue;
         };
         regions += 1;
@@ -117,7 +149,7 @@ fn regenerate(text: &str) -> Result<String, String> {
         }
         let end = lines
             .by_ref()
-            .find(|l| l.trim_start() == END)
+            .find(|l| marker(l, END).is_some_and(str::is_empty))
             .ok_or_else(|| format!("a region is not closed by {END:?}"))?;
         out.push(end.to_owned());
     }
@@ -153,15 +185,22 @@ fn generated_regions_are_the_declared_state_machine() {
 
 #[test]
 fn regions_are_rendered_at_their_indentation_and_must_be_closed() {
-    let marked = format!("a\n    {BEGIN} TERMINAL\n    stale\n    {END}\nb\n");
+    let marked = format!("a\n    -- {BEGIN} TERMINAL\n    stale\n    -- {END}\nb\n");
     let expected = format!(
-        "a\n    {BEGIN} TERMINAL\n    -- The statuses that end a run: nothing is written after them.\n    \
-         local TERMINAL = {{ FINISHED = true, FAILED = true }}\n    {END}\nb\n"
+        "a\n    -- {BEGIN} TERMINAL\n    -- The statuses that end a run: nothing is written after them.\n    \
+         local TERMINAL = {{ FINISHED = true, FAILED = true }}\n    -- {END}\nb\n"
     );
     assert_eq!(regenerate(&marked), Ok(expected));
-    assert!(regenerate(&format!("{BEGIN} NEXT\n")).is_err(), "unclosed");
+    let html = format!("<!-- {BEGIN} MOVES -->\nstale\n<!-- {END} -->\n");
+    let rendered = regenerate(&html).unwrap();
+    assert!(rendered.contains("| `INIT` | `ASSET_ONLINE`, `ASSET_OFFLINE` |  |  |"));
+    assert!(!rendered.contains("stale"));
     assert!(
-        regenerate(&format!("{BEGIN} NOPE\n{END}\n")).is_err(),
+        regenerate(&format!("-- {BEGIN} NEXT\n")).is_err(),
+        "unclosed"
+    );
+    assert!(
+        regenerate(&format!("-- {BEGIN} NOPE\n-- {END}\n")).is_err(),
         "unknown table"
     );
     assert!(
