@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Two cores: two test threads keep timing-sensitive tests honest.
 TEST_THREADS ?= 2
 
-.PHONY: test demo deps fmt lint crds chart-schema model bench scale chaos policy sbom image pin-images e2e conformance upgrade-test
+.PHONY: test demo deps fmt lint crds chart-schema generate model bench scale chaos policy sbom image pin-images e2e conformance upgrade-test
 
 # What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool,
 # faketime; and under target/tools, cargo-deny, the SBOM validator and the
@@ -133,6 +133,14 @@ CHART_SCHEMA := charts/assetscan-operator/values.schema.json
 chart-schema:
 	$(CARGO) run --quiet --bin assetscan-operator -- values-schema > $(CHART_SCHEMA).new
 	mv $(CHART_SCHEMA).new $(CHART_SCHEMA)
+
+# Everything generated: the CRDs and the chart's values schema from their
+# types, and from the state machine's declaration (domain/src/machine.rs)
+# the tables in lua/*.lua and in the Argo CD health check (with its copy in
+# deploy/argocd/argocd-cm-patch.yaml) and the table in docs/design.md.
+# `make test` fails when one is behind.
+generate: crds chart-schema
+	UPDATE_STATE_MACHINE=1 $(CARGO) test -p assetscan-domain --test state_machine
 
 # Model check of the fencing protocol (docs/model.md); prints the states
 # explored and the time. MODEL_MUTANT=<name> takes one defence away: the

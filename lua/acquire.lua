@@ -88,6 +88,15 @@ end
 local cap = int(tonumber(ARGV[6] or '1000') or 1000)
 local px, at = int(ttl), int(now)
 
+-- The state machine's tables, generated from its one declaration.
+-- BEGIN GENERATED from domain/src/machine.rs by `make generate`: TERMINAL ALERTING
+-- The statuses that end a run: nothing is written after them.
+local TERMINAL = { FINISHED = true, FAILED = true }
+-- The statuses of a run whose high risk is confirmed and that has not
+-- ended: it must notify and end before a later run replaces it.
+local ALERTING = { HIGH_RISK_FOUND = true, NOTIFYING = true, NOTIFIED = true }
+-- END GENERATED
+
 -- The bridge's legacy family, when given.
 local legacy
 local bridge = tonumber(ARGV[10] or '')
@@ -200,7 +209,7 @@ if raw and current == 0 and facts_key and ticket.facts_hash == true then
   facts = redis.call('HGETALL', facts_key)
 end
 
-if ticket.status == 'FINISHED' or ticket.status == 'FAILED' then
+if TERMINAL[ticket.status] then
   return {ticket.fencing_token, raw, facts, current}
 end
 
@@ -215,11 +224,10 @@ if earlier_raw then
       or type(decoded.fencing_token) ~= 'number' or type(decoded.revision) ~= 'number' then
     return redis.error_reply('TICKET_CORRUPT ' .. earlier_key)
   end
-  if decoded.status == 'HIGH_RISK_FOUND' or decoded.status == 'NOTIFYING'
-      or decoded.status == 'NOTIFIED' then
+  if ALERTING[decoded.status] then
     return redis.error_reply('EARLIER_ALERTING ' .. earlier_key)
   end
-  if decoded.status ~= 'FINISHED' and decoded.status ~= 'FAILED' then
+  if not TERMINAL[decoded.status] then
     earlier = decoded
   end
 end

@@ -59,25 +59,27 @@ end
 local cap = int(tonumber(ARGV[6] or '1000') or 1000)
 local at = int(now)
 
--- Each status and the statuses it may move to; X -> X is allowed for every
--- non-terminal X, and every non-terminal status may fail.
+-- The state machine's tables, generated from its one declaration.
+-- BEGIN GENERATED from domain/src/machine.rs by `make generate`: NEXT TERMINAL
+-- Each status and the statuses a write may move it to: itself and
+-- FAILED for every status that has not ended, and the declared moves.
 local NEXT = {
-  INIT = { ASSET_ONLINE = true, ASSET_OFFLINE = true },
-  ASSET_ONLINE = { VULN_CHECK_DONE = true },
-  ASSET_OFFLINE = { FINISHED = true },
-  VULN_CHECK_DONE = { HIGH_RISK_FOUND = true, FINISHED = true },
-  HIGH_RISK_FOUND = { NOTIFYING = true },
-  NOTIFYING = { NOTIFIED = true },
-  NOTIFIED = { FINISHED = true },
+  INIT = { INIT = true, ASSET_ONLINE = true, ASSET_OFFLINE = true, FAILED = true },
+  ASSET_ONLINE = { ASSET_ONLINE = true, VULN_CHECK_DONE = true, FAILED = true },
+  ASSET_OFFLINE = { ASSET_OFFLINE = true, FINISHED = true, FAILED = true },
+  VULN_CHECK_DONE = { VULN_CHECK_DONE = true, HIGH_RISK_FOUND = true, FINISHED = true, FAILED = true },
+  HIGH_RISK_FOUND = { HIGH_RISK_FOUND = true, NOTIFYING = true, FAILED = true },
+  NOTIFYING = { NOTIFYING = true, NOTIFIED = true, FAILED = true },
+  NOTIFIED = { NOTIFIED = true, FINISHED = true, FAILED = true },
   FINISHED = {},
   FAILED = {},
 }
+-- The statuses that end a run: nothing is written after them.
+local TERMINAL = { FINISHED = true, FAILED = true }
+-- END GENERATED
 local function allowed(from, to)
   local row = NEXT[from]
-  if row == nil or NEXT[to] == nil or from == 'FINISHED' or from == 'FAILED' then
-    return false
-  end
-  return from == to or to == 'FAILED' or row[to] == true
+  return row ~= nil and row[to] == true
 end
 
 local raw = redis.call('GET', KEYS[1])
@@ -187,7 +189,7 @@ ticket.revision = ticket.revision + 1
 ticket.updated_at = now
 raw = cjson.encode(ticket)
 local keep = keep_open
-if target == 'FINISHED' or target == 'FAILED' then keep = retention end
+if TERMINAL[target] then keep = retention end
 local copies = { { KEYS[1], facts_key } }
 if legacy_key then copies[2] = { legacy_key, legacy_facts } end
 for _, copy in ipairs(copies) do

@@ -41,6 +41,12 @@ if tickets == nil or tickets < 0 or (#KEYS - 3 ~= tickets and #KEYS - 3 ~= 2 * t
 end
 local with_facts = tickets > 0 and #KEYS - 3 == 2 * tickets
 
+-- The state machine's table, generated from its one declaration.
+-- BEGIN GENERATED from domain/src/machine.rs by `make generate`: TERMINAL
+-- The statuses that end a run: nothing is written after them.
+local TERMINAL = { FINISHED = true, FAILED = true }
+-- END GENERATED
+
 redis.call('SET', KEYS[3], now, 'PX', keep)
 
 local removed = 0
@@ -53,7 +59,7 @@ for i = 4, 3 + tickets do
       redis.call('XADD', KEYS[2], 'MAXLEN', '~', cap, '*',
         'op', 'retire', 'result', 'ok', 'ticket', KEYS[i], 'holder', holder,
         'corrupt', '1', 'at', now)
-    elseif ticket.status == 'FINISHED' or ticket.status == 'FAILED' then
+    elseif TERMINAL[ticket.status] then
       redis.call('XADD', KEYS[2], 'MAXLEN', '~', cap, '*',
         'op', 'retire', 'result', 'ok', 'ticket', KEYS[i], 'holder', holder,
         'token', ticket.fencing_token, 'status', ticket.status,

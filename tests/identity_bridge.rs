@@ -8,7 +8,7 @@
 mod kit;
 
 use assetscan_operator::domain::AssetId;
-use assetscan_operator::domain::ticket::Status;
+use assetscan_operator::domain::ticket::{Fact, Status};
 use assetscan_operator::store::{Patch, RedisTarget, StoreConfig, StoreError, TicketStore};
 use assetscan_testkit::redis::RedisServer;
 use kit::setup::{connect as raw, expire_lock};
@@ -66,7 +66,7 @@ async fn the_bridge_and_the_legacy_layout_exclude_each_other_and_hand_runs_over(
         .await
         .unwrap();
     assert_eq!(first.token, 1);
-    let online = Patch::default().fact("online", true);
+    let online = Patch::default().fact(Fact::Online, true);
     previous
         .advance(&a, RUN, 1, Status::AssetOnline, &online)
         .await

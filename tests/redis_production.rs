@@ -9,7 +9,7 @@
 mod controller_kit;
 
 use assetscan_operator::domain::AssetId;
-use assetscan_operator::domain::ticket::{Status, Step, Ticket};
+use assetscan_operator::domain::ticket::{Fact, Status, Step, Ticket};
 use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::probes::observe_store;
 use assetscan_operator::store::{
@@ -190,7 +190,7 @@ async fn a_killed_master_is_replaced_and_the_run_goes_on() {
         (ticket.status, ticket.fencing_token),
         (Status::AssetOnline, claimed.token)
     );
-    let note = Patch::default().fact("note", "written after the failover");
+    let note = Patch::default().fact(Fact::Online, true);
     let next = claimed.advance(Status::AssetOnline, &note).await;
     let key = store.keys(&asset).ticket("r1");
     let on_new: Ticket =
@@ -502,7 +502,7 @@ async fn every_operation(store: &TicketStore, asset: &str) -> Result<(), StoreEr
     assert!(store.renew(&asset, "h1").await?);
     let online = Patch::default()
         .completes(Step::OnlineCheck)
-        .fact("online", true);
+        .fact(Fact::Online, true);
     claimed.try_advance(Status::AssetOnline, &online).await?;
     // The end of the run: the facts then live as long as the ticket.
     claimed

@@ -6,7 +6,7 @@ mod kit;
 
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{
-    Finding, RiskFacts, Severity, Status, Step, Ticket, VulnFacts,
+    Fact, Finding, RiskFacts, Severity, Status, Step, Ticket, VulnFacts,
 };
 use assetscan_operator::store::{
     Claim, Patch, RedisTarget, StoreConfig, StoreError, TicketStore, WatchdogStats,
@@ -51,7 +51,7 @@ fn expire_lock(server: &RedisServer, store: &TicketStore, asset: &AssetId) {
 
 /// What an online check confirms.
 fn online_fact() -> Patch {
-    Patch::default().fact("online", true)
+    Patch::default().fact(Fact::Online, true)
 }
 
 /// A guard against hangs only: conditions are awaited, not timed.
@@ -89,7 +89,7 @@ async fn zombie_write_after_takeover_is_rejected_and_audited() {
     assert_eq!(ticket.status, Status::Notified);
 
     // A wakes up and writes its stale fact.
-    let offline = Patch::default().fact("online", false);
+    let offline = Patch::default().fact(Fact::Online, false);
     let err = a
         .try_advance(Status::AssetOffline, &offline)
         .await
@@ -170,7 +170,7 @@ async fn lua_table_agrees_with_rust_table_on_every_pair() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 81);
+    assert_eq!(checked, Status::ALL.len().pow(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -368,7 +368,7 @@ async fn all_scripts_work_on_a_three_master_cluster() {
     for i in 0..12 {
         let a = asset(&format!("node-{i}"));
         let mut got = claim(&s, &a, "r1").acquire().await;
-        let online = Patch::default().fact("online", true);
+        let online = Patch::default().fact(Fact::Online, true);
         let t = got.advance(Status::AssetOnline, &online).await;
         assert_eq!(t.facts.online, Some(true));
         assert!(!s.renew(&a, "B").await.unwrap());
@@ -640,7 +640,7 @@ async fn writes_do_not_touch_the_facts_they_do_not_change() {
     got.advance_from_copy(Status::AssetOnline, &online_fact())
         .await;
     let vulns = many_findings(2_000);
-    let findings = Patch::default().fact("vulnerabilities", &vulns);
+    let findings = Patch::default().fact(Fact::Vulnerabilities, &vulns);
     let heavy = got
         .advance_from_copy(Status::VulnCheckDone, &findings)
         .await;
@@ -719,7 +719,7 @@ async fn earlier_layout_tickets_are_read_claimed_and_advanced() {
         reasons: vec!["CVSS 7.5 >= 7.0".into()],
         confirmed_at: None,
     };
-    let verdict = Patch::default().fact("risk", &risk);
+    let verdict = Patch::default().fact(Fact::Risk, &risk);
     let decided = got.advance_from_copy(Status::HighRiskFound, &verdict).await;
     assert_eq!(decided.facts.vulnerabilities, legacy.facts.vulnerabilities);
     assert_eq!(decided.facts.risk, Some(risk));

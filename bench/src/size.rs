@@ -7,7 +7,7 @@ use crate::bed::{Bed, asset};
 use crate::effects::vulns;
 use crate::stats::Spread;
 use assetscan_operator::domain::AssetId;
-use assetscan_operator::domain::ticket::{Status, Step, Ticket};
+use assetscan_operator::domain::ticket::{Fact, Status, Step, Ticket};
 use assetscan_operator::store::{Acquired, Claim, Patch, TicketStore};
 use futures::future::try_join_all;
 use std::time::{Duration, Instant};
@@ -81,7 +81,7 @@ async fn prepare(
             &got.ticket,
             got.token,
             Status::AssetOnline,
-            &Patch::default().fact("online", true),
+            &Patch::default().fact(Fact::Online, true),
         )
         .await?;
     let ticket = store
@@ -90,7 +90,7 @@ async fn prepare(
             &online,
             got.token,
             Status::VulnCheckDone,
-            &Patch::default().fact("vulnerabilities", vulns(findings, 9.8, summary)),
+            &Patch::default().fact(Fact::Vulnerabilities, vulns(findings, 9.8, summary)),
         )
         .await?;
     store.release(&a, &got.lease).await?;

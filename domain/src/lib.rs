@@ -3,7 +3,8 @@
 //! or HTTP; the layers above convert to and from these types:
 //!
 //! - the store (Redis and its Lua scripts) keeps [`ticket::Ticket`]s and
-//!   enforces their state machine and the [`fence`];
+//!   enforces their state machine, declared once in [`machine`] (the
+//!   scripts' tables are generated from it), and the [`fence`];
 //! - the pipeline drives a [`ScanRequest`] through the [`plan`] with the
 //!   providers, and judges the facts with [`assess`];
 //! - the Kubernetes adapter (CRD, controller) makes a [`RunView`] and a
@@ -15,6 +16,7 @@
 pub mod asset;
 mod fact_json;
 pub mod fence;
+pub mod machine;
 mod package;
 pub mod plan;
 mod policy;
@@ -32,6 +34,7 @@ pub mod ticket;
 
 pub use asset::{AssetId, IdKind, InvalidId, MAX_ASSET_ID_LEN};
 pub use fence::Fence;
+pub use machine::{Alert, End, Fact, VERDICT};
 pub use package::{Coordinates, Package, PackageError, Purl};
 pub use plan::{Next, plan};
 pub use policy::{
@@ -41,8 +44,6 @@ pub use policy::{
 pub use purl::package_of_purl;
 pub use request::{Origin, ScanRequest};
 pub use risk::{assess, needs_threat_intel};
-pub use run::{
-    RESCAN_ANNOTATION, Recorded, RunDecision, RunView, is_alerting, owner_id, run_order,
-};
+pub use run::{RESCAN_ANNOTATION, Recorded, RunDecision, RunView, owner_id, run_order};
 pub use sbom::{DIGEST_PATTERN, Digest, SbomFacts, SbomProblem, SbomRead, SbomRef, SbomRefError};
 pub use target::Target;

@@ -81,16 +81,6 @@ pub fn run_order(run: &str) -> Option<(&str, (i64, u64))> {
     Some((owner, (generation.parse().ok()?, scan.parse().ok()?)))
 }
 
-/// Whether a run at `status` is alerting: its risk is confirmed and the
-/// run has not ended (its notification may be recorded, `NOTIFIED`, the
-/// run not yet `FINISHED`).
-pub fn is_alerting(status: Status) -> bool {
-    matches!(
-        status,
-        Status::HighRiskFound | Status::Notifying | Status::Notified
-    )
-}
-
 /// The annotation that asks for a new run without a spec change: set it to
 /// a new value (a timestamp, say); the status records the value handled.
 pub const RESCAN_ANNOTATION: &str = "assetscan.io/rescan";
@@ -126,13 +116,13 @@ impl RunView {
     }
 
     /// Whether `decision` continues the run the status shows alerting
-    /// ([`is_alerting`]: its high risk confirmed, the run not ended): what
+    /// ([`Status::is_alerting`]: its high risk confirmed, the run not ended): what
     /// is left of it is its notification, or the write that ends it.
     pub fn continues_an_alert(&self, decision: &RunDecision) -> bool {
         match decision {
             RunDecision::Run(run) => {
                 self.recorded.run.as_deref() == Some(run.as_str())
-                    && self.recorded.phase.is_some_and(is_alerting)
+                    && self.recorded.phase.is_some_and(Status::is_alerting)
             }
             _ => false,
         }
@@ -193,7 +183,7 @@ impl RunView {
     fn decide_new_generation(&self) -> RunDecision {
         let next = self.run_id(0);
         match self.unfinished_earlier_run() {
-            Some((earlier, phase)) if is_alerting(phase) || self.suspend => {
+            Some((earlier, phase)) if phase.is_alerting() || self.suspend => {
                 RunDecision::Run(earlier)
             }
             Some((earlier, _)) => RunDecision::UnlessEarlierAlerts { earlier, next },

@@ -1,16 +1,12 @@
-//! The ticket: the source of truth for one scan run, and the state machine
-//! that decides which writes to it are legal.
-//!
-//! The transition table here is the Rust twin of the one in `lua/advance.lua`.
-//! The script enforces it (a write that breaks it never lands); this copy
-//! plans the next step. A test compares both on every (from, to) pair.
+//! The ticket: the source of truth for one scan run. Its statuses, steps
+//! and facts are those the state machine declares ([`crate::machine`]).
 
 pub use crate::fact_json::FactJson;
 use crate::fence::Fence;
+pub use crate::machine::{Fact, Status, Step};
 use crate::sbom::SbomFacts;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use std::sync::Arc;
 
 /// At most this many CVE ids are kept in [`VulnFacts::cves`]: a host with
@@ -24,117 +20,6 @@ pub const MAX_CVES: usize = 2_000;
 /// the same with the cut as without it. [`ThreatIntelFacts::epss_omitted`]
 /// counts the rest.
 pub const MAX_EPSS: usize = 1_000;
-
-/// A ticket's status. The wire names are the public contract.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum Status {
-    Init,
-    AssetOnline,
-    AssetOffline,
-    VulnCheckDone,
-    HighRiskFound,
-    Notifying,
-    Notified,
-    Finished,
-    Failed,
-}
-
-impl Status {
-    pub const ALL: [Status; 9] = [
-        Status::Init,
-        Status::AssetOnline,
-        Status::AssetOffline,
-        Status::VulnCheckDone,
-        Status::HighRiskFound,
-        Status::Notifying,
-        Status::Notified,
-        Status::Finished,
-        Status::Failed,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Init => "INIT",
-            Status::AssetOnline => "ASSET_ONLINE",
-            Status::AssetOffline => "ASSET_OFFLINE",
-            Status::VulnCheckDone => "VULN_CHECK_DONE",
-            Status::HighRiskFound => "HIGH_RISK_FOUND",
-            Status::Notifying => "NOTIFYING",
-            Status::Notified => "NOTIFIED",
-            Status::Finished => "FINISHED",
-            Status::Failed => "FAILED",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Status> {
-        Status::ALL.into_iter().find(|st| st.as_str() == s)
-    }
-
-    /// `FINISHED` and `FAILED` end a run: nothing is written after them.
-    pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Finished | Status::Failed)
-    }
-
-    /// The transition table (see docs/design.md). `X -> X` is allowed for
-    /// non-terminal `X` so that errors, attempts and late facts can be recorded
-    /// without moving forward; any non-terminal status may fail.
-    pub fn allows(self, to: Status) -> bool {
-        use Status::*;
-        if self.is_terminal() {
-            return false;
-        }
-        if to == self || to == Failed {
-            return true;
-        }
-        matches!(
-            (self, to),
-            (Init, AssetOnline)
-                | (Init, AssetOffline)
-                | (AssetOnline, VulnCheckDone)
-                | (AssetOffline, Finished)
-                | (VulnCheckDone, HighRiskFound)
-                | (VulnCheckDone, Finished)
-                | (HighRiskFound, Notifying)
-                | (Notifying, Notified)
-                | (Notified, Finished)
-        )
-    }
-}
-
-impl fmt::Display for Status {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A unit of work of the pipeline. Completed steps are recorded in the ticket
-/// so that a takeover never repeats one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Step {
-    OnlineCheck,
-    VulnQuery,
-    ThreatIntel,
-    Notify,
-}
-
-impl Step {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Step::OnlineCheck => "online_check",
-            Step::VulnQuery => "vuln_query",
-            Step::ThreatIntel => "threat_intel",
-            Step::Notify => "notify",
-        }
-    }
-}
-
-impl fmt::Display for Step {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// The last failure of a step, kept until the run moves on or ends.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -322,7 +207,8 @@ pub struct RiskFacts {
 }
 
 /// Confirmed facts. Each field is written once by the step that learns it.
-/// In Redis each is one field of the ticket's facts hash, named as here.
+/// In Redis each is one field of the ticket's facts hash, named as its
+/// [`Fact`].
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Facts {
     #[serde(default)]
@@ -351,19 +237,27 @@ impl Facts {
         self == &Facts::default()
     }
 
-    /// Sets the fact `name` from its JSON. A name this version does not know
-    /// (a newer writer's fact) is ignored, as an unknown ticket field is.
-    pub fn set(&mut self, name: &str, json: impl FactJson) -> Result<(), serde_json::Error> {
-        match name {
-            "online" => self.online = json.parse()?,
-            "vulnerabilities" => self.vulnerabilities = json.parse()?,
-            "threat_intel" => self.threat_intel = json.parse()?,
-            "risk" => self.risk = json.parse()?,
-            "notification" => self.notification = json.parse()?,
-            "sbom" => self.sbom = json.parse()?,
-            _ => {}
+    /// Sets `fact` from its JSON.
+    pub fn set(&mut self, fact: Fact, json: impl FactJson) -> Result<(), serde_json::Error> {
+        match fact {
+            Fact::Online => self.online = json.parse()?,
+            Fact::Vulnerabilities => self.vulnerabilities = json.parse()?,
+            Fact::ThreatIntel => self.threat_intel = json.parse()?,
+            Fact::Risk => self.risk = json.parse()?,
+            Fact::Notification => self.notification = json.parse()?,
+            Fact::Sbom => self.sbom = json.parse()?,
         }
         Ok(())
+    }
+
+    /// Sets the fact named `name` (a field of a facts hash) from its JSON. A
+    /// name this version does not know (a newer writer's fact) is ignored,
+    /// as an unknown ticket field is.
+    pub fn set_named(&mut self, name: &str, json: impl FactJson) -> Result<(), serde_json::Error> {
+        match Fact::parse(name) {
+            Some(fact) => self.set(fact, json),
+            None => Ok(()),
+        }
     }
 
     /// Takes every fact that `newer` has.
@@ -526,15 +420,6 @@ mod tests {
     }
 
     #[test]
-    fn wire_names_round_trip() {
-        for s in Status::ALL {
-            let json = serde_json::to_string(&s).unwrap();
-            assert_eq!(json, format!("\"{}\"", s.as_str()));
-            assert_eq!(Status::parse(s.as_str()), Some(s));
-        }
-    }
-
-    #[test]
     fn empty_lists_written_by_lua_parse() {
         let mut raw = serde_json::to_value(Ticket::new("a", "r", 1)).unwrap();
         raw["completed_steps"] = serde_json::json!({});
@@ -557,15 +442,18 @@ mod tests {
     #[test]
     fn facts_set_by_name_and_overlaid() {
         let mut facts = Facts::default();
-        facts.set("online", "true").unwrap();
+        facts.set(Fact::Online, "true").unwrap();
         facts
             .set(
-                "risk",
+                Fact::Risk,
                 &serde_json::json!({"high_risk": true, "reasons": {}}),
             )
             .unwrap();
-        facts.set("from_a_newer_writer", "[1]").unwrap();
-        assert!(facts.set("online", "\"yes\"").is_err());
+        facts.set_named("from_a_newer_writer", "[1]").unwrap();
+        facts.set_named("online", "false").unwrap();
+        assert_eq!(facts.online, Some(false));
+        facts.set_named("online", "true").unwrap();
+        assert!(facts.set(Fact::Online, "\"yes\"").is_err());
         assert_eq!(facts.online, Some(true));
         assert!(facts.risk.as_ref().unwrap().high_risk);
         facts.overlay(Facts {
@@ -576,6 +464,39 @@ mod tests {
         assert!(facts.risk.is_some(), "what the newer copy lacks is kept");
         assert!(!facts.is_empty());
         assert!(Facts::default().is_empty());
+    }
+
+    #[test]
+    fn every_fact_is_named_in_the_ticket_as_declared() {
+        let mut facts = Facts::default();
+        let json = [
+            (Fact::Online, "true"),
+            (
+                Fact::Vulnerabilities,
+                r#"{"total": 0, "by_severity": {}, "max_cvss": null}"#,
+            ),
+            (Fact::ThreatIntel, r#"{"epss": {}}"#),
+            (Fact::Risk, r#"{"high_risk": false}"#),
+            (
+                Fact::Notification,
+                r#"{"idempotency_key": "k", "state": "sent", "sent_at": null, "attempted_at": null}"#,
+            ),
+            (Fact::Sbom, r#"{"source": "s", "ref": "r"}"#),
+        ];
+        for (fact, value) in json {
+            facts
+                .set(fact, value)
+                .unwrap_or_else(|e| panic!("{fact}: {e}"));
+        }
+        let inline = serde_json::to_value(&facts).unwrap();
+        let names: BTreeSet<&str> = inline
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let declared: BTreeSet<&str> = Fact::ALL.iter().map(|f| f.as_str()).collect();
+        assert_eq!(names, declared);
     }
 
     #[test]

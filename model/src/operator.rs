@@ -1,14 +1,16 @@
 //! The operator's own decisions, tabulated once from its code: which run a
 //! reconcile drives (the domain's `RunView::decide`, which the controller
 //! calls with its view of the object) and what an executor does next from a
-//! ticket (`plan`). The model looks them up instead of
-//! restating them, so it checks the protocol the operator runs.
+//! ticket (`plan`), with the statuses each step leads to as the state
+//! machine declares them (`assetscan_domain::machine`). The model looks
+//! them up instead of restating them, so it checks the protocol the
+//! operator runs.
 
 use crate::api::Mirror;
 use crate::redis::{RUNS, Run};
 use assetscan_domain::run::{Recorded, RunDecision, RunView};
 use assetscan_domain::ticket::{Status, Step, Ticket};
-use assetscan_domain::{Next, owner_id, plan};
+use assetscan_domain::{Next, VERDICT, owner_id, plan};
 use jiff::Timestamp;
 
 /// Generations the model goes through (one spec change).
@@ -49,13 +51,7 @@ pub enum TableError {
     UnknownRun { run: String },
     #[error("decide() answered {answer:?}, which the model does not take (no suspend, no rescan)")]
     Unexpected { answer: String },
-    #[error("plan() asks for {step} at {status}, which the model does not take")]
-    UnexpectedStep { step: Step, status: Status },
 }
-
-const ONLINE_CHECK: &[Status] = &[Status::AssetOffline, Status::AssetOnline];
-const VULN_QUERY: &[Status] = &[Status::VulnCheckDone];
-const VERDICT: &[Status] = &[Status::HighRiskFound, Status::Finished];
 
 /// `decide` for every generation and stored status, `plan` for every status.
 #[derive(Clone, Debug)]
@@ -82,7 +78,7 @@ impl Tables {
         }
         let mut work = [Work::Done; Status::ALL.len()];
         for (slot, status) in work.iter_mut().zip(Status::ALL) {
-            *slot = work_at(status)?;
+            *slot = work_at(status);
         }
         Ok(Tables { decisions, work })
     }
@@ -154,19 +150,19 @@ fn run_named(chosen: &str) -> Result<Run, TableError> {
     })
 }
 
-fn work_at(status: Status) -> Result<Work, TableError> {
+fn work_at(status: Status) -> Work {
     let mut ticket = Ticket::new("asset", "run", 0);
     ticket.status = status;
-    // Threat intel is abstracted away: it never changes the status.
-    Ok(match plan(&ticket, false) {
-        Next::Call(Step::OnlineCheck) => Work::Call(ONLINE_CHECK),
-        Next::Call(Step::VulnQuery) => Work::Call(VULN_QUERY),
+    // Threat intel is abstracted away (the verdict without it leads to the
+    // same statuses); every other step is a provider call whose answer picks
+    // one of the statuses the step declares.
+    match plan(&ticket, false) {
         Next::Call(Step::Notify) => Work::Notify,
-        Next::Call(step) => return Err(TableError::UnexpectedStep { step, status }),
+        Next::Call(step) => Work::Call(step.declared().leads_to),
         Next::Decide => Work::Advance(VERDICT),
         Next::Move(to) => Work::Advance(std::slice::from_ref(move_target(to))),
         Next::Done => Work::Done,
-    })
+    }
 }
 
 /// Every status, for `Move` targets as `'static` slices.

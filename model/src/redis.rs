@@ -3,7 +3,6 @@
 //! Every method is one script, so one atomic step of the model.
 
 use crate::mutant::{Defences, Mutant};
-use assetscan_domain::is_alerting;
 use assetscan_domain::ticket::Status;
 
 /// Runs of the object: one per spec generation (generation 1 and 2).
@@ -120,7 +119,7 @@ impl Redis {
             .filter(|_| d.on(Mutant::NoSupersede))
             .and_then(|r| Some((r, self.ticket(r)?)))
             .filter(|(_, t)| !t.status.is_terminal());
-        if earlier.is_some_and(|(_, t)| is_alerting(t.status)) {
+        if earlier.is_some_and(|(_, t)| t.status.is_alerting()) {
             return Acquired::EarlierAlerting;
         }
         self.lock = Some(holder);
@@ -157,7 +156,7 @@ impl Redis {
     }
 
     /// `advance.lua`: the token check, then the transition table (the
-    /// operator's own [`Status::allows`]).
+    /// declaration the script's table is generated from, [`Status::allows`]).
     pub fn advance(
         &mut self,
         run: Run,

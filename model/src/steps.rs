@@ -125,21 +125,11 @@ pub fn judge_step(before: &State, next: &mut State) {
     }
 }
 
-/// The order of a run, independent of the transition table: a status may
-/// stay, or move to a later stage; a terminal one never changes, and the
-/// online check's verdict is never swapped for the other.
+/// The order of a run, declared apart from the moves (each status's
+/// stage): a status may stay, or move to a later stage; a terminal one
+/// never changes, and the online check's verdict is never swapped for the
+/// other.
 fn goes_forward(from: Status, to: Status) -> bool {
+    let stage = |s: Status| s.declared().stage;
     from == to || (!from.is_terminal() && stage(to) > stage(from))
-}
-
-fn stage(status: Status) -> u8 {
-    match status {
-        Status::Init => 0,
-        Status::AssetOnline | Status::AssetOffline => 1,
-        Status::VulnCheckDone => 2,
-        Status::HighRiskFound => 3,
-        Status::Notifying => 4,
-        Status::Notified => 5,
-        Status::Finished | Status::Failed => 6,
-    }
 }

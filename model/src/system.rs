@@ -12,7 +12,6 @@ use crate::operator::{Decision, GENERATIONS, Tables, Work};
 use crate::redis::{Holder, RUNS, Redis, Run};
 use crate::state::{Budget, Ghost, Pc, State, Worker};
 use crate::steps::{acquire, advance, judge_step, lapse, notify};
-use assetscan_domain::is_alerting;
 use assetscan_domain::ticket::Status;
 
 /// How much of the world the model lets happen.
@@ -446,5 +445,5 @@ pub fn alert_pending(state: &State) -> bool {
             .tickets
             .iter()
             .flatten()
-            .any(|t| is_alerting(t.status))
+            .any(|t| t.status.is_alerting())
 }

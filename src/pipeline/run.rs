@@ -3,13 +3,14 @@
 //! from the ticket alone ([`assetscan_domain::plan`]), so a takeover
 //! continues from the last confirmed fact.
 
-use super::facts::{Facts, to_json};
+use super::facts::{Facts, as_declared, to_json};
 use super::{
     Effects, Notification, Observer, Outcome, Pipeline, Resend, StepError, drill, software,
 };
 use crate::store::{LastErrorChange, LeaseGuard, Patch, StoreError, TicketStore};
 use assetscan_domain::ticket::{
-    LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step, Ticket, now_ms,
+    Fact, LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step,
+    ThreatIntelFacts, Ticket, now_ms,
 };
 use assetscan_domain::{Next, ScanRequest, assess, needs_threat_intel, plan};
 use std::collections::BTreeMap;
@@ -134,25 +135,24 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         } else {
             Status::Finished
         };
-        (to, Patch::default().fact("risk", risk))
+        (to, Patch::default().fact(Fact::Risk, risk))
     }
 
-    /// Records threat intel and the verdict it leads to in one write. The
+    /// Threat intel and the verdict it leads to, recorded in one write. The
     /// verdict is pure: a takeover before this write asks for the intel
     /// again and comes to the same verdict.
-    async fn decide_with_intel(&self, ticket: &Ticket, mut patch: Patch) -> Progress {
+    fn with_verdict(
+        &self,
+        ticket: &Ticket,
+        intel: ThreatIntelFacts,
+    ) -> Result<(Status, Facts), StepError> {
+        let recorded = to_json(&intel)?;
         let mut learned = ticket.clone();
-        for (name, value) in &patch.facts {
-            if let Err(e) = learned.facts.set(name, value) {
-                return Progress::StoreFailed(StoreError::Protocol {
-                    script: "advance",
-                    reason: format!("fact {name}: {e}"),
-                });
-            }
-        }
+        learned.facts.threat_intel = Some(intel);
         let (to, verdict) = self.decide(&learned);
-        patch.facts.extend(verdict.facts);
-        self.write(ticket, to, patch).await
+        let mut facts = verdict.facts;
+        facts.insert(Fact::ThreatIntel, recorded);
+        Ok((to, facts))
     }
 
     /// One attempt of `step`, recorded in the ticket either way.
@@ -192,6 +192,10 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         });
         self.observer
             .on_step_timed(step, started.elapsed(), result.is_ok());
+        debug_assert!(
+            as_declared(step, &result),
+            "{step} answered {result:?}, which its declaration does not allow"
+        );
         match result {
             Ok((to, facts)) => {
                 let patch = Patch {
@@ -200,11 +204,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                     ..Patch::default()
                 }
                 .completes(step);
-                if step == Step::ThreatIntel {
-                    self.decide_with_intel(ticket, patch).await
-                } else {
-                    self.write(ticket, to, patch).await
-                }
+                self.write(ticket, to, patch).await
             }
             Err((error, learned)) => {
                 self.after_failure(ticket, step, attempt, error, learned)
@@ -276,7 +276,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     ) -> Result<(Status, Facts), (StepError, Facts)> {
         let effects = &self.pipeline.effects;
         let failed = |e: StepError| (e, Facts::new());
-        let (to, name, value) = match step {
+        let (to, fact, value) = match step {
             Step::OnlineCheck => {
                 let online = effects.check_online(self.req).await.map_err(failed)?;
                 let to = if online {
@@ -284,7 +284,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                 } else {
                     Status::AssetOffline
                 };
-                (to, "online", serde_json::Value::Bool(online))
+                (to, Fact::Online, serde_json::Value::Bool(online))
             }
             Step::VulnQuery => {
                 let facts = software::query_vulnerabilities(effects, self.req).await?;
@@ -296,15 +296,11 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                     .threat_intel(self.req, &vulns)
                     .await
                     .map_err(failed)?;
-                (
-                    Status::VulnCheckDone,
-                    "threat_intel",
-                    to_json(&intel.bounded()).map_err(failed)?,
-                )
+                return self.with_verdict(ticket, intel.bounded()).map_err(failed);
             }
             Step::Notify => return self.notify(ticket).await,
         };
-        Ok((to, Facts::from_iter([(name.to_owned(), value)])))
+        Ok((to, Facts::from([(fact, value)])))
     }
 
     /// Sends to the channels that have not confirmed yet (a retry or a
@@ -353,7 +349,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
             let recorded = to_json(&facts).map_err(|e| (e, Facts::new()))?;
             return Ok((
                 Status::Notified,
-                Facts::from_iter([("notification".to_owned(), recorded)]),
+                Facts::from([(Fact::Notification, recorded)]),
             ));
         }
         let error = StepError {
@@ -365,7 +361,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
             retryable: failures.iter().all(|(_, e)| e.retryable),
             retry_after: failures.iter().filter_map(|(_, e)| e.retry_after).max(),
         };
-        let partial = to_json(&facts).map(|v| Facts::from_iter([("notification".to_owned(), v)]));
+        let partial = to_json(&facts).map(|v| Facts::from([(Fact::Notification, v)]));
         Err((error, partial.unwrap_or_default()))
     }
 
@@ -444,7 +440,7 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         let intent = to == Status::Notifying && ticket.status != Status::Notifying;
         if intent {
             patch = patch.fact(
-                "notification",
+                Fact::Notification,
                 NotificationFacts {
                     idempotency_key: ticket.id.clone(),
                     state: NotificationState::Sending,

@@ -6,6 +6,7 @@
 use super::facts::{Facts, to_json};
 use super::{Effects, StepError};
 use assetscan_domain::ScanRequest;
+use assetscan_domain::ticket::Fact;
 
 /// The facts of the query: `vulnerabilities`, and `sbom` when the packages
 /// came from one. An SBOM that cannot be used fails the step with its
@@ -18,18 +19,18 @@ pub(super) async fn query_vulnerabilities<E: Effects>(
     let Some(sbom) = &req.sbom else {
         let vulns = effects.query_vulnerabilities(req).await.map_err(failed)?;
         let recorded = to_json(&vulns.bounded()).map_err(failed)?;
-        return Ok(Facts::from_iter([("vulnerabilities".to_owned(), recorded)]));
+        return Ok(Facts::from([(Fact::Vulnerabilities, recorded)]));
     };
     let read = match effects.read_sbom(sbom).await {
         Ok(read) => read,
         Err((error, facts)) => {
-            let recorded = to_json(&facts).map(|v| Facts::from_iter([("sbom".to_owned(), v)]));
+            let recorded = to_json(&facts).map(|v| Facts::from([(Fact::Sbom, v)]));
             return Err((error, recorded.unwrap_or_default()));
         }
     };
     // Read: recorded whatever the query does, so that a problem an earlier
     // attempt recorded does not outlive it.
-    let mut facts = Facts::from_iter([("sbom".to_owned(), to_json(&read.facts).map_err(failed)?)]);
+    let mut facts = Facts::from([(Fact::Sbom, to_json(&read.facts).map_err(failed)?)]);
     let listed = ScanRequest {
         software: read.packages,
         sbom: None,
@@ -40,6 +41,6 @@ pub(super) async fn query_vulnerabilities<E: Effects>(
         Err(error) => return Err((error, facts)),
     };
     let recorded = to_json(&vulns.bounded()).map_err(failed)?;
-    facts.insert("vulnerabilities".to_owned(), recorded);
+    facts.insert(Fact::Vulnerabilities, recorded);
     Ok(facts)
 }

@@ -354,7 +354,7 @@ fn assemble(key: &str, header: &str, facts: &[(String, String)]) -> Result<Ticke
     for (name, json) in facts {
         ticket
             .facts
-            .set(name, json.as_str())
+            .set_named(name, json.as_str())
             .map_err(|e| corrupt(key, &e))?;
     }
     ticket.facts.overlay(inline);

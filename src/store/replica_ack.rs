@@ -29,6 +29,7 @@
 use super::conn::{RedisConn, RedisTarget};
 use super::replicas::{MAX_WAIT, Replicas};
 use super::{StoreError, millis};
+use assetscan_domain::Alert;
 use assetscan_domain::ticket::Status;
 use redis::{FromRedisValue, Script, ScriptInvocation, Value};
 use schemars::JsonSchema;
@@ -83,10 +84,11 @@ impl ReplicaAck {
     }
 }
 
-/// Whether a write to `to` records a side effect's intent or receipt: the
-/// writes that must survive a failover.
+/// Whether a write to `to` records a side effect's intent or receipt (the
+/// state machine's [`Alert::Sending`] and [`Alert::Sent`]): the writes
+/// that must survive a failover.
 pub(super) fn guards_side_effect(to: Status) -> bool {
-    matches!(to, Status::Notifying | Status::Notified)
+    matches!(to.alert(), Some(Alert::Sending | Alert::Sent))
 }
 
 /// The wait as a store applies it: the timeout, and the view of the

@@ -7,7 +7,7 @@ use super::scripts::ADVANCE;
 use super::{StoreError, TicketStore, assemble, corrupt, millis};
 use assetscan_domain::AssetId;
 use assetscan_domain::asset::validate_run;
-use assetscan_domain::ticket::{LastError, Status, Step, Ticket, now_ms};
+use assetscan_domain::ticket::{Fact, LastError, Status, Step, Ticket, now_ms};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -16,9 +16,10 @@ use std::collections::BTreeMap;
 /// own JSON, so that the script stores them without decoding them.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Patch {
-    /// Facts by name (`online`, `vulnerabilities`, …), each replaced whole.
+    /// Facts, each replaced whole (sent under its name: `online`,
+    /// `vulnerabilities`, …).
     #[serde(skip)]
-    pub facts: serde_json::Map<String, serde_json::Value>,
+    pub facts: BTreeMap<Fact, serde_json::Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub complete_step: Option<Step>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -60,9 +61,9 @@ impl Serialize for LastErrorChange {
 
 impl Patch {
     /// Sets one fact.
-    pub fn fact(mut self, name: &str, value: impl Serialize) -> Patch {
+    pub fn fact(mut self, fact: Fact, value: impl Serialize) -> Patch {
         let value = serde_json::to_value(value).unwrap_or(serde_json::Value::Null);
-        self.facts.insert(name.to_owned(), value);
+        self.facts.insert(fact, value);
         self
     }
 
@@ -130,10 +131,10 @@ impl TicketStore {
                 .ok_or(StoreError::TicketNotFound { key });
         }
         ticket.facts = base.facts.clone();
-        for (name, value) in &patch.facts {
+        for (fact, value) in &patch.facts {
             ticket
                 .facts
-                .set(name, value)
+                .set(*fact, value)
                 .map_err(|e| corrupt(&key, &e))?;
         }
         Ok(ticket)
@@ -191,9 +192,9 @@ impl TicketStore {
             .arg(self.config.audit_cap)
             .arg(millis(self.config.abandon_after))
             .arg(if with_facts { "1" } else { "0" });
-        for (name, value) in &patch.facts {
+        for (fact, value) in &patch.facts {
             invocation
-                .arg(name)
+                .arg(fact.as_str())
                 .arg(serde_json::to_string(value).map_err(protocol)?);
         }
         let mut conn = self.conn.clone();

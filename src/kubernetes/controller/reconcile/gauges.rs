@@ -30,9 +30,9 @@ use crate::kubernetes::controller::fleet::members::Members;
 use crate::kubernetes::controller::status::conditions::ConditionType;
 use crate::kubernetes::crd::AssetScan;
 use crate::telemetry::{Metrics, ScanLabels, ShardLabels, StatusGauges};
-use assetscan_domain::RunDecision;
 use assetscan_domain::shard::Shard;
 use assetscan_domain::ticket::Status;
+use assetscan_domain::{Alert, RunDecision};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::{ObjectRef, Store};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -214,8 +214,8 @@ fn unnotified_since(obj: &AssetScan) -> Option<Timestamp> {
     }
     let status = obj.status.as_ref()?;
     let waiting = matches!(
-        status.phase,
-        Some(Status::HighRiskFound | Status::Notifying)
+        status.phase.and_then(Status::alert),
+        Some(Alert::Confirmed | Alert::Sending)
     );
     let risk = ConditionType::HighRisk.find(&status.conditions)?;
     (waiting && risk.status == "True").then_some(risk.last_transition_time.0)

@@ -15,7 +15,8 @@ use crate::kubernetes::controller::settings::{EventsSection, ReportsSection};
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
 use crate::pipeline::{Observer, StepError};
 use crate::telemetry::Metrics;
-use assetscan_domain::ticket::{Status, Step, Ticket, now_ms};
+use assetscan_domain::Alert;
+use assetscan_domain::ticket::{Step, Ticket, now_ms};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::events::Recorder;
@@ -211,7 +212,8 @@ impl<'a> StatusMirror<'a> {
             .writer
             .written_at()
             .is_none_or(|at| at.elapsed() >= self.progress_every);
-        if ticket.status.is_terminal() || ticket.status == Status::HighRiskFound || due {
+        let confirmed = ticket.status.alert() == Some(Alert::Confirmed);
+        if ticket.status.is_terminal() || confirmed || due {
             self.mirror(ticket).await;
         }
     }

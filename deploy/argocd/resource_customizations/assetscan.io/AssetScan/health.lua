@@ -71,8 +71,13 @@ local status = obj.status
 if type(status) ~= "table" then
   status = {}
 end
+-- The operator's state machine, generated from its one declaration.
+-- BEGIN GENERATED from domain/src/machine.rs by `make generate`: ENDED
+-- The phases that end a run, and how; any other phase is a run under way.
+local ENDED = { FINISHED = "succeeded", FAILED = "failed" }
+-- END GENERATED
 local phase = status.phase
-local running = phase ~= nil and phase ~= "FINISHED" and phase ~= "FAILED"
+local running = phase ~= nil and ENDED[phase] == nil
 local run = text(status.run)
 local run_gen = run_generation(status.run)
 if run_gen == nil then
@@ -80,7 +85,7 @@ if run_gen == nil then
 end
 local current_run = phase ~= nil and (generation == nil or run_gen == generation)
 
-if phase == "FAILED" and current_run then
+if ENDED[phase] == "failed" and current_run then
   local ready = condition(status, "Ready")
   hs.status = "Degraded"
   if ready ~= nil and ready.message ~= nil then

@@ -1,0 +1,210 @@
+//! The state machine's tables in the Lua scripts and the Argo CD health
+//! check, generated from the one declaration (`domain/src/machine.rs`).
+//!
+//! Each file holds a region between two marker comments; the first names
+//! the tables it holds:
+//!
+//! ```lua
+//! -- BEGIN GENERATED from domain/src/machine.rs by `make generate`: NEXT TERMINAL
+//! ...
+//! -- END GENERATED
+//! ```
+//!
+//! In Markdown (the table in docs/design.md) the markers are HTML comments,
+//! `<!-- BEGIN GENERATED … : MOVES -->` and `<!-- END GENERATED -->`.
+//!
+//! This test fails when a region differs from what the declaration gives;
+//! `UPDATE_STATE_MACHINE=1 cargo test -p assetscan-domain --test
+//! state_machine` (`make generate`) rewrites the regions. A region may be
+//! indented (the health check's copy in `argocd-cm-patch.yaml`): it is
+//! rendered at its marker's indentation.
+
+use assetscan_domain::End;
+use assetscan_domain::ticket::Status;
+use std::path::{Path, PathBuf};
+
+const BEGIN: &str = "BEGIN GENERATED from domain/src/machine.rs by `make generate`:";
+const END: &str = "END GENERATED";
+
+/// The files with generated regions, from the repository's root.
+const FILES: &[&str] = &[
+    "lua/acquire.lua",
+    "lua/advance.lua",
+    "lua/retire.lua",
+    "deploy/argocd/resource_customizations/assetscan.io/AssetScan/health.lua",
+    "deploy/argocd/argocd-cm-patch.yaml",
+    "docs/design.md",
+];
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `{ A = true, B = true }` of the wire names of `statuses`.
+fn set(statuses: impl Iterator<Item = Status>) -> String {
+    let entries: Vec<String> = statuses.map(|s| format!("{s} = true")).collect();
+    match entries.is_empty() {
+        true => "{}".to_owned(),
+        false => format!("{{ {} }}", entries.join(", ")),
+    }
+}
+
+/// The Lua text of the table `name`, one line per element.
+fn table(name: &str) -> Result<Vec<String>, String> {
+    let all = || Status::ALL.into_iter();
+    let lines = match name {
+        "NEXT" => {
+            let mut lines = vec![
+                "-- Each status and the statuses a write may move it to: itself and".to_owned(),
+                "-- FAILED for every status that has not ended, and the declared moves.".to_owned(),
+                "local NEXT = {".to_owned(),
+            ];
+            for from in all() {
+                lines.push(format!(
+                    "  {from} = {},",
+                    set(all().filter(|to| from.allows(*to)))
+                ));
+            }
+            lines.push("}".to_owned());
+            lines
+        }
+        "TERMINAL" => vec![
+            "-- The statuses that end a run: nothing is written after them.".to_owned(),
+            format!(
+                "local TERMINAL = {}",
+                set(all().filter(|s| s.is_terminal()))
+            ),
+        ],
+        "ALERTING" => vec![
+            "-- The statuses of a run whose high risk is confirmed and that has not".to_owned(),
+            "-- ended: it must notify and end before a later run replaces it.".to_owned(),
+            format!(
+                "local ALERTING = {}",
+                set(all().filter(|s| s.is_alerting()))
+            ),
+        ],
+        "ENDED" => {
+            let entries: Vec<String> = all()
+                .filter_map(|s| {
+                    let how = match s.declared().end? {
+                        End::Succeeded => "succeeded",
+                        End::Failed => "failed",
+                    };
+                    Some(format!("{s} = \"{how}\""))
+                })
+                .collect();
+            vec![
+                "-- The phases that end a run, and how; any other phase is a run under way."
+                    .to_owned(),
+                format!("local ENDED = {{ {} }}", entries.join(", ")),
+            ]
+        }
+        "MOVES" => {
+            let mut lines = vec![
+                "| status | a write may move it to (besides itself and `FAILED`) | alert | ends the run |".to_owned(),
+                "|---|---|---|---|".to_owned(),
+            ];
+            for s in all() {
+                let declared = s.declared();
+                let next: Vec<String> = declared.next.iter().map(|to| format!("`{to}`")).collect();
+                let alert = declared.alert.map(|a| format!("{a:?}")).unwrap_or_default();
+                let end = declared.end.map(|e| format!("{e:?}")).unwrap_or_default();
+                let next = match s.is_terminal() {
+                    true => "nothing".to_owned(),
+                    false => next.join(", "),
+                };
+                lines.push(format!("| `{s}` | {next} | {alert} | {end} |"));
+            }
+            lines
+        }
+        other => return Err(format!("no table {other} is generated")),
+    };
+    Ok(lines)
+}
+
+/// What follows `text` in a Lua (`-- `) or HTML (`<!-- `, ` -->`) comment
+/// line, if the line is one that starts with it.
+fn marker<'a>(line: &'a str, text: &str) -> Option<&'a str> {
+    let line = line.trim();
+    match line.strip_prefix("<!-- ") {
+        Some(html) => html.strip_suffix("-->")?.strip_prefix(text).map(str::trim),
+        None => line.strip_prefix("-- ")?.strip_prefix(text).map(str::trim),
+    }
+}
+
+/// `text` with every generated region rendered from the declaration.
+fn regenerate(text: &str) -> Result<String, String> {
+    let mut out = Vec::new();
+    let mut lines = text.lines();
+    let mut regions = 0;
+    while let Some(line) = lines.next() {
+        out.push(line.to_owned());
+        let Some(names) = marker(line, BEGIN) else {
+            continue;
+        };
+        regions += 1;
+        let indent = &line[..line.len() - line.trim_start().len()];
+        for name in names.split_whitespace() {
+            out.extend(table(name)?.into_iter().map(|l| format!("{indent}{l}")));
+        }
+        let end = lines
+            .by_ref()
+            .find(|l| marker(l, END).is_some_and(str::is_empty))
+            .ok_or_else(|| format!("a region is not closed by {END:?}"))?;
+        out.push(end.to_owned());
+    }
+    if regions == 0 {
+        return Err(format!("no region starts with {BEGIN:?}"));
+    }
+    Ok(out.join("\n") + "\n")
+}
+
+#[test]
+fn generated_regions_are_the_declared_state_machine() {
+    let update = std::env::var_os("UPDATE_STATE_MACHINE").is_some_and(|v| v == "1");
+    let mut behind = Vec::new();
+    for file in FILES {
+        let path = root().join(file);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let generated = regenerate(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+        if generated == text {
+            continue;
+        }
+        if update {
+            std::fs::write(&path, generated).unwrap_or_else(|e| panic!("{file}: {e}"));
+        } else {
+            behind.push(*file);
+        }
+    }
+    assert!(
+        behind.is_empty(),
+        "behind domain/src/machine.rs: {behind:?}; `make generate` (or \
+         UPDATE_STATE_MACHINE=1 cargo test -p assetscan-domain --test state_machine) rewrites them"
+    );
+}
+
+#[test]
+fn regions_are_rendered_at_their_indentation_and_must_be_closed() {
+    let marked = format!("a\n    -- {BEGIN} TERMINAL\n    stale\n    -- {END}\nb\n");
+    let expected = format!(
+        "a\n    -- {BEGIN} TERMINAL\n    -- The statuses that end a run: nothing is written after them.\n    \
+         local TERMINAL = {{ FINISHED = true, FAILED = true }}\n    -- {END}\nb\n"
+    );
+    assert_eq!(regenerate(&marked), Ok(expected));
+    let html = format!("<!-- {BEGIN} MOVES -->\nstale\n<!-- {END} -->\n");
+    let rendered = regenerate(&html).unwrap();
+    assert!(rendered.contains("| `INIT` | `ASSET_ONLINE`, `ASSET_OFFLINE` |  |  |"));
+    assert!(!rendered.contains("stale"));
+    assert!(
+        regenerate(&format!("-- {BEGIN} NEXT\n")).is_err(),
+        "unclosed"
+    );
+    assert!(
+        regenerate(&format!("-- {BEGIN} NOPE\n-- {END}\n")).is_err(),
+        "unknown table"
+    );
+    assert!(
+        regenerate("no region\n").is_err(),
+        "a file that lost its markers"
+    );
+}
