@@ -34,6 +34,7 @@ const FILES: &[&str] = &[
     "deploy/argocd/resource_customizations/assetscan.io/AssetScan/health.lua",
     "deploy/argocd/argocd-cm-patch.yaml",
     "docs/design.md",
+    "README.md",
 ];
 
 fn root() -> PathBuf {
