@@ -1,64 +1,75 @@
 -- acquire.lua: take the asset's lock and claim its ticket with a new fencing token.
 --
--- KEYS[1] lock     asc:{<asset>}:lock
--- KEYS[2] fence    asc:{<asset>}:fence
--- KEYS[3] ticket   asc:{<asset>}:ticket:<run>
--- KEYS[4] audit    asc:{<asset>}:audit
--- ARGV[1] holder id
--- ARGV[2] lock ttl (ms)
--- ARGV[3] token floor (integer >= 0): the newest token known outside Redis
--- ARGV[4] now (unix ms)
--- ARGV[5] initial ticket JSON, used only when the ticket does not exist
--- ARGV[6] (optional) audit stream cap, default 1000
--- KEYS[5] (optional, added) tombstone asc:{<asset>}:retired:<owner>: the
---         run belongs to that owner; once retire.lua has retired the owner,
---         the run is refused (and the refusal audited) instead of created
--- ARGV[7] (optional, added) ms a non-terminal ticket is kept after this
---         claim (0 or absent: until it ends or is deleted)
--- ARGV[8] (optional, added) ms the asset's fence and audit stream are kept
---         after this claim (0 or absent: forever)
--- KEYS[6] (optional, added) facts hash asc:{<asset>}:facts:<run>: one field
---         per fact, its value the fact's JSON as written. It expires with
---         the ticket, and its fields come back with the claim.
--- ARGV[9] (optional, added) "<token>:<revision>" of the copy of the ticket
---         the caller already holds (read just before): if the ticket is
---         still there, the facts are not sent back.
+-- KEYS[1] lock      asc:{<asset>}:lock
+-- KEYS[2] fence     asc:{<asset>}:fence
+-- KEYS[3] ticket    asc:{<asset>}:ticket:<run>
+-- KEYS[4] audit     asc:{<asset>}:audit
+-- KEYS[5] tombstone asc:{<asset>}:retired:<owner>: the run belongs to that
+--         owner; once retire.lua has retired the owner, the run is refused
+--         (and the refusal audited) instead of created. A run of no owner
+--         names a key that never exists (asc:{<asset>}:retired:).
+-- KEYS[6] facts     asc:{<asset>}:facts:<run>: one field per fact, its value
+--         the fact's JSON as written. It expires with the ticket, and its
+--         fields come back with the claim.
+-- KEYS[7] with "supersedes": the ticket asc:{<asset>}:ticket:<earlier run>
+--         of a run this claim supersedes (an earlier spec generation's run
+--         of the same owner that has not ended). Checked only when the
+--         claimed run has not ended: if that ticket is alerting
+--         (HIGH_RISK_FOUND, NOTIFYING or NOTIFIED) nothing is taken or
+--         written and the claim is refused with EARLIER_ALERTING, since that
+--         run must finish (and notify) first; if it is in progress
+--         otherwise, it is failed in this same step under a freshly drawn
+--         token (drawn before the claim's, so lower), so its executor's next
+--         write is refused and no risk can be confirmed under it afterwards.
+--         A missing or ended ticket is left as it is. Its expiry is kept.
+-- KEYS[n..] with "bridge": the legacy family of the same asset, the keys
+--         above being the namespaced one (asc:n:<namespace>:{<asset>}:...,
+--         same hash tag): KEYS[n] lock asc:{<asset>}:lock, KEYS[n+1] fence,
+--         KEYS[n+2] ticket:<run>, KEYS[n+3] facts:<run>, KEYS[n+4]
+--         retired:<owner>, and KEYS[n+5] ticket:<earlier run> with
+--         "supersedes"; n is 7, or 8 with "supersedes". Both locks are taken
+--         or neither (LOCKED names the one held); the token is drawn above
+--         both fences and the floor and stored in both; either tombstone
+--         refuses the run; of the two copies of a ticket (each run's and the
+--         superseded run's) the newer by (fencing_token, revision) is first
+--         copied over the other, facts included, so a run in flight goes on
+--         from where an executor of either layout left it; the claimed
+--         ticket (and a superseded one failed here) is written to both.
 --
--- KEYS[7] (optional, added) ticket asc:{<asset>}:ticket:<earlier run> of a
---         run this claim supersedes (an earlier spec generation's run of the
---         same owner that has not ended). Checked only when the claimed run
---         has not ended: if that ticket is alerting (HIGH_RISK_FOUND,
---         NOTIFYING or NOTIFIED) nothing is taken or written and the claim
---         is refused with EARLIER_ALERTING, since that run must finish (and
---         notify) first; if it is in progress otherwise, it is failed in this
---         same step under a freshly drawn token (drawn before the claim's,
---         so lower), so its executor's next write is refused and no risk can
---         be confirmed under it afterwards. A missing or ended ticket is
---         left as it is. Its expiry is kept.
+-- ARGV[1] the argument object, JSON, version 1:
+--   v               1
+--   holder          holder id (a non-empty string)
+--   ttl_ms          lock ttl (ms, > 0)
+--   floor           token floor (integer >= 0): the newest token known
+--                   outside Redis
+--   now             unix ms
+--   initial         the ticket (a JSON object) created when it does not exist
+--   audit_cap       (optional) audit stream cap, default 1000
+--   keep_ticket_ms  (optional) ms a non-terminal ticket is kept after this
+--                   claim; 0 (the default): until it ends or is deleted
+--   keep_asset_ms   (optional) ms the asset's fence and audit stream are kept
+--                   after this claim; 0 (the default): forever
+--   known           (optional) {"token": t, "revision": r} of the copy of the
+--                   ticket the caller already holds (read just before): if
+--                   the ticket is still there, the facts are not sent back
+--   supersedes      (optional) true: KEYS[7] is a superseded run's ticket
+--   bridge          (optional) true: the legacy family follows (see KEYS[n..])
+-- An unknown field or version, a field of the wrong kind, a missing one or
+-- KEYS that do not match "supersedes" and "bridge" are BAD_ARGS.
 --
--- ARGV[10] (optional, added) n, the bridge to the legacy layout: the keys
---         above are the namespaced family (asc:n:<namespace>:{<asset>}:...,
---         same hash tag) and KEYS[n..] the legacy family of the same asset:
---         KEYS[n] lock asc:{<asset>}:lock, KEYS[n+1] fence, KEYS[n+2]
---         ticket:<run>, KEYS[n+3] facts:<run>, KEYS[n+4] retired:<owner>,
---         and KEYS[n+5] ticket:<earlier run> when KEYS[7] is given. n is 7
---         without KEYS[7], 8 with it; KEYS[5] and KEYS[6] are required.
---         Both locks are taken or neither (LOCKED names the one held); the
---         token is drawn above both fences and the floor and stored in
---         both; either tombstone refuses the run; of the two copies of a
---         ticket (each run's and the superseded run's) the newer by
---         (fencing_token, revision) is first copied over the other, facts
---         included, so a run in flight goes on from where an executor of
---         either layout left it; the claimed ticket (and a superseded one
---         failed here) is written to both copies.
+-- Deprecated, removed in 0.3.0: the positional form of 0.1.0, taken when
+-- ARGV[1] does not start with '{'. ARGV: holder, ttl, floor, now, initial
+-- ticket JSON, then optionally audit cap, keep_ticket_ms, keep_asset_ms,
+-- "<token>:<revision>" of the known copy, and the index n of the legacy
+-- keys; KEYS[5], KEYS[6] and KEYS[7] optional (KEYS[7] is the superseded
+-- run's ticket unless n is 7). Without KEYS[6] no facts come back.
 --
 -- Returns {token, ticket JSON, facts, current}: facts is the facts hash as
 -- HGETALL gives it (name, JSON, name, JSON, ...), empty when there is none
--- or the caller's copy is current; current is 1 when that copy (ARGV[9]) is
+-- or the caller's copy is current; current is 1 when that copy ("known") is
 -- the ticket as found, else 0.
 -- Errors: LOCKED <holder> <pttl> | TICKET_CORRUPT <reason> | BAD_ARGS <reason>
 --         | RUN_RETIRED <ticket key> | EARLIER_ALERTING <earlier ticket key>
---         (added)
 --
 -- The ticket is claimed here, not at the first write: from this moment on a
 -- previous holder's token no longer matches and every write it tries fails.
@@ -67,12 +78,104 @@
 -- ended needs no lock. The facts are never decoded here: the claim costs
 -- the same whatever the ticket has learned.
 
-local holder = ARGV[1]
-local ttl = tonumber(ARGV[2])
-local floor = tonumber(ARGV[3])
-local now = tonumber(ARGV[4])
-local keep_ticket = tonumber(ARGV[7] or '0') or 0
-local keep_asset = tonumber(ARGV[8] or '0') or 0
+-- >>> argument object: the same block in every script of lua/ that takes
+-- one (Redis loads each script alone, so each carries it; a test keeps the
+-- copies equal). `fields` names each field of version 1 with the kind of
+-- value it takes; `required` lists those that must be there. Returns the
+-- decoded ARGV[1], or nil and what is wrong with it.
+local KINDS = {
+  ['a non-empty string'] = function(x) return type(x) == 'string' and x ~= '' end,
+  ['an integer >= 0'] = function(x) return type(x) == 'number' and x >= 0 and x == math.floor(x) end,
+  ['a boolean'] = function(x) return type(x) == 'boolean' end,
+  ['a JSON object'] = function(x) return type(x) == 'table' end,
+}
+local function decode_args(fields, required)
+  local ok, args = pcall(cjson.decode, ARGV[1])
+  if not ok or type(args) ~= 'table' then
+    return nil, 'ARGV[1] is not a JSON object'
+  end
+  if args.v ~= 1 then
+    return nil, 'argument version ' .. tostring(args.v) .. ' is unknown (this script knows 1)'
+  end
+  for name, value in pairs(args) do
+    local kind = fields[name]
+    if name ~= 'v' and kind == nil then
+      return nil, 'unknown argument ' .. tostring(name)
+    end
+    if name ~= 'v' and not KINDS[kind](value) then
+      return nil, name .. ' must be ' .. kind
+    end
+  end
+  for _, name in ipairs(required) do
+    if args[name] == nil then return nil, name .. ' is required' end
+  end
+  return args
+end
+-- The arguments of this call: the argument object, or (deprecated, until
+-- 0.3.0) the positional form of 0.1.0, each read by the script's own
+-- function; nil and what is wrong when they cannot be used.
+local function arguments(object, positional)
+  if string.sub(ARGV[1] or '', 1, 1) == '{' then
+    return object()
+  end
+  return positional()
+end
+-- <<< argument object
+
+local FIELDS = {
+  holder = 'a non-empty string', ttl_ms = 'an integer >= 0', floor = 'an integer >= 0',
+  now = 'an integer >= 0', initial = 'a JSON object', audit_cap = 'an integer >= 0',
+  keep_ticket_ms = 'an integer >= 0', keep_asset_ms = 'an integer >= 0',
+  known = 'a JSON object', supersedes = 'a boolean', bridge = 'a boolean',
+}
+
+-- Version 1, with where the legacy keys start (nil without the bridge).
+local function object()
+  local args, wrong = decode_args(FIELDS, { 'holder', 'ttl_ms', 'floor', 'now', 'initial' })
+  if not args then return nil, wrong end
+  local known = args.known
+  if known and not (KINDS['an integer >= 0'](known.token)
+      and KINDS['an integer >= 0'](known.revision)) then
+    return nil, 'known must be {"token": integer, "revision": integer}'
+  end
+  local own = args.supersedes and 7 or 6
+  local expected = own
+  if args.bridge then
+    args.bridge_at = own + 1
+    expected = own + (args.supersedes and 6 or 5)
+  end
+  if #KEYS ~= expected then
+    return nil, expected .. ' KEYS expected with supersedes and bridge as given, ' .. #KEYS .. ' given'
+  end
+  return args
+end
+
+-- The positional form of 0.1.0 (deprecated, removed in 0.3.0), as the
+-- same table; the initial ticket stays JSON, decoded only when needed.
+local function positional()
+  local token, revision = string.match(ARGV[9] or '', '^(%d+):(%d+)$')
+  local bridge_at = tonumber(ARGV[10] or '')
+  if ARGV[10] and ARGV[10] ~= '' and not ((bridge_at == 7 and #KEYS == 11)
+      or (bridge_at == 8 and #KEYS == 13)) then
+    return nil, 'the legacy keys start at KEYS[7] (KEYS[8] with KEYS[7]) and are 5 (6)'
+  end
+  return {
+    holder = ARGV[1], ttl_ms = tonumber(ARGV[2]), floor = tonumber(ARGV[3]),
+    now = tonumber(ARGV[4]), initial_json = ARGV[5] or '',
+    audit_cap = tonumber(ARGV[6] or '1000'), keep_ticket_ms = tonumber(ARGV[7] or '0'),
+    keep_asset_ms = tonumber(ARGV[8] or '0'),
+    known = token and { token = tonumber(token), revision = tonumber(revision) },
+    supersedes = KEYS[7] ~= nil and bridge_at ~= 7, bridge_at = bridge_at,
+  }
+end
+
+local args, wrong = arguments(object, positional)
+if not args then
+  return redis.error_reply('BAD_ARGS ' .. wrong)
+end
+local holder, ttl, floor, now = args.holder, args.ttl_ms, args.floor, args.now
+local keep_ticket = args.keep_ticket_ms or 0
+local keep_asset = args.keep_asset_ms or 0
 local facts_key = KEYS[6]
 if holder == nil or holder == '' or ttl == nil or ttl <= 0 or floor == nil or floor < 0
     or floor ~= math.floor(floor) or now == nil then
@@ -85,7 +188,7 @@ end
 local function int(n)
   return string.format('%d', n)
 end
-local cap = int(tonumber(ARGV[6] or '1000') or 1000)
+local cap = int(args.audit_cap or 1000)
 local px, at = int(ttl), int(now)
 
 -- The state machine's tables, generated from its one declaration.
@@ -99,17 +202,13 @@ local ALERTING = { HIGH_RISK_FOUND = true, NOTIFYING = true, NOTIFIED = true }
 
 -- The bridge's legacy family, when given.
 local legacy
-local bridge = tonumber(ARGV[10] or '')
-if ARGV[10] and ARGV[10] ~= '' then
-  if not ((bridge == 7 and #KEYS == 11) or (bridge == 8 and #KEYS == 13)) then
-    return redis.error_reply('BAD_ARGS the legacy keys start at KEYS[7] (KEYS[8] with KEYS[7]) and are 5 (6)')
-  end
+local bridge = args.bridge_at
+if bridge then
   legacy = { lock = KEYS[bridge], fence = KEYS[bridge + 1], ticket = KEYS[bridge + 2],
     facts = KEYS[bridge + 3], retired = KEYS[bridge + 4], earlier = KEYS[bridge + 5] }
 end
--- The superseded run's ticket: KEYS[7], unless the legacy keys start there.
-local earlier_key = KEYS[7]
-if bridge == 7 then earlier_key = nil end
+-- The superseded run's ticket.
+local earlier_key = args.supersedes and KEYS[7] or nil
 
 -- A stored ticket, decoded; nil when missing, false when corrupt.
 local function read(key)
@@ -188,7 +287,8 @@ if raw then
   end
   ticket = decoded
 else
-  local ok, decoded = pcall(cjson.decode, ARGV[5] or '')
+  local ok, decoded = true, args.initial
+  if not decoded then ok, decoded = pcall(cjson.decode, args.initial_json) end
   if not ok or type(decoded) ~= 'table' then
     return redis.error_reply('BAD_ARGS initial ticket is not a JSON object')
   end
@@ -201,7 +301,8 @@ end
 -- The facts the caller lacks: none if its copy is this very revision, none
 -- for a new ticket or one without a facts hash, else the whole hash.
 local current = 0
-if raw and ARGV[9] == int(ticket.fencing_token) .. ':' .. int(ticket.revision) then
+local known = args.known
+if raw and known and known.token == ticket.fencing_token and known.revision == ticket.revision then
   current = 1
 end
 local facts = {}

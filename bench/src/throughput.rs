@@ -72,14 +72,12 @@ async fn advance_call(bed: &Bed) -> Result<Vec<String>, BenchError> {
         keys.ticket("r1"),
         keys.audit(),
         keys.facts("r1"),
-        got.token.to_string(),
-        "INIT".to_owned(),
-        now_ms().to_string(),
-        "{}".to_owned(),
-        "604800000".to_owned(),
-        "1000".to_owned(),
-        "86400000".to_owned(),
-        "0".to_owned(),
+        serde_json::json!({
+            "v": 1, "token": got.token, "to": "INIT", "now": now_ms(), "patch": {},
+            "keep_terminal_ms": 604_800_000, "audit_cap": 1000,
+            "keep_open_ms": 86_400_000, "return_facts": false,
+        })
+        .to_string(),
     ]
     .into())
 }

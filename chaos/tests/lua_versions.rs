@@ -5,7 +5,9 @@
 //! versions are loaded at once; the fence must hold across them in both
 //! directions: a holder whose lock passed to a replica running the other
 //! version is refused (`STALE_TOKEN`, audited), and the new holder goes on
-//! with the ticket the other version wrote.
+//! with the ticket the other version wrote. Each version is called as its
+//! release calls it: the earlier one with positional arguments, this
+//! tree's with its argument object.
 
 use assetscan_operator::domain::ticket::Ticket;
 use assetscan_testkit::redis::RedisServer;
@@ -16,6 +18,8 @@ struct Version {
     name: &'static str,
     acquire: Script,
     advance: Script,
+    /// Called with the argument object (ARGV[1]) rather than positionally.
+    object: bool,
 }
 
 fn earlier() -> Version {
@@ -23,6 +27,7 @@ fn earlier() -> Version {
         name: "earlier",
         acquire: Script::new(include_str!("fixtures/lua-before-fc8aac7/acquire.lua")),
         advance: Script::new(include_str!("fixtures/lua-before-fc8aac7/advance.lua")),
+        object: false,
     }
 }
 
@@ -31,6 +36,7 @@ fn this_tree() -> Version {
         name: "this tree's",
         acquire: Script::new(include_str!("../../lua/acquire.lua")),
         advance: Script::new(include_str!("../../lua/advance.lua")),
+        object: true,
     }
 }
 
@@ -57,26 +63,34 @@ async fn acquire(
     keys: &Keys,
     holder: &str,
 ) -> redis::RedisResult<u64> {
-    let initial = serde_json::to_string(&Ticket::new(&keys.asset, keys.run, now())).unwrap();
-    let reply: Vec<Value> = version
-        .acquire
-        .key(keys.key("lock"))
+    let initial = Ticket::new(&keys.asset, keys.run, now());
+    let mut call = version.acquire.prepare_invoke();
+    call.key(keys.key("lock"))
         .key(keys.key("fence"))
         .key(keys.key(&format!("ticket:{}", keys.run)))
         .key(keys.key("audit"))
         .key(keys.key("retired:"))
-        .key(keys.key(&format!("facts:{}", keys.run)))
-        .arg(holder)
-        .arg(60_000)
-        .arg(0)
-        .arg(now())
-        .arg(initial)
-        .arg(1000)
-        .arg(0)
-        .arg(0)
-        .arg("")
-        .invoke_async(conn)
-        .await?;
+        .key(keys.key(&format!("facts:{}", keys.run)));
+    if version.object {
+        call.arg(
+            serde_json::json!({
+                "v": 1, "holder": holder, "ttl_ms": 60_000, "floor": 0, "now": now(),
+                "initial": initial, "audit_cap": 1000, "keep_ticket_ms": 0, "keep_asset_ms": 0,
+            })
+            .to_string(),
+        );
+    } else {
+        call.arg(holder)
+            .arg(60_000)
+            .arg(0)
+            .arg(now())
+            .arg(serde_json::to_string(&initial).unwrap())
+            .arg(1000)
+            .arg(0)
+            .arg(0)
+            .arg("");
+    }
+    let reply: Vec<Value> = call.invoke_async(conn).await?;
     Ok(redis::from_redis_value_ref(&reply[0]).unwrap())
 }
 
@@ -87,20 +101,28 @@ async fn advance(
     token: u64,
     to: &str,
 ) -> redis::RedisResult<()> {
-    let _: Value = version
-        .advance
-        .key(keys.key(&format!("ticket:{}", keys.run)))
+    let mut call = version.advance.prepare_invoke();
+    call.key(keys.key(&format!("ticket:{}", keys.run)))
         .key(keys.key("audit"))
-        .key(keys.key(&format!("facts:{}", keys.run)))
-        .arg(token)
-        .arg(to)
-        .arg(now())
-        .arg("{}")
-        .arg(0)
-        .arg(1000)
-        .arg(0)
-        .invoke_async(conn)
-        .await?;
+        .key(keys.key(&format!("facts:{}", keys.run)));
+    if version.object {
+        call.arg(
+            serde_json::json!({
+                "v": 1, "token": token, "to": to, "now": now(), "patch": {},
+                "keep_terminal_ms": 0, "audit_cap": 1000, "keep_open_ms": 0,
+            })
+            .to_string(),
+        );
+    } else {
+        call.arg(token)
+            .arg(to)
+            .arg(now())
+            .arg("{}")
+            .arg(0)
+            .arg(1000)
+            .arg(0);
+    }
+    let _: Value = call.invoke_async(conn).await?;
     Ok(())
 }
 

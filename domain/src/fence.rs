@@ -40,16 +40,19 @@
 //!    that lost the run is stale in both layouts.
 //!
 //! A token lives in three representations: `u64` in the ticket and the
-//! pipeline, an integer string in the scripts' arguments (Redis's Lua
+//! pipeline, a JSON integer in the scripts' argument objects (Redis's Lua
 //! numbers are doubles, exact up to 2^53, far beyond any counter), and
 //! `i64` in the status (the OpenAPI `integer`). [`Fence`] is the one place
 //! that converts between them.
 
+use serde::Serialize;
 use std::fmt;
 
 /// `(fencingToken, revision)`: who owns a run, and how far its owner got.
 /// Ordered lexicographically, as the CRD's rule and the scripts compare.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+/// Its JSON, `{"token": t, "revision": r}`, is how `acquire.lua` is told
+/// which copy of a ticket the caller holds (`known`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct Fence {
     pub token: u64,
     pub revision: u64,
@@ -74,12 +77,6 @@ impl Fence {
     /// order should one ever be corrupted that far.
     pub fn status_fields(self) -> (i64, i64) {
         (saturate(self.token), saturate(self.revision))
-    }
-
-    /// The `"<token>:<revision>"` form `acquire.lua` compares a caller's
-    /// copy of the ticket with (its ARGV[9]).
-    pub fn script_arg(self) -> String {
-        format!("{}:{}", self.token, self.revision)
     }
 }
 
@@ -194,7 +191,10 @@ mod tests {
         assert_eq!(Fence::from_status(Some(7), None), None);
         assert_eq!(Fence::from_status(Some(-1), Some(0)), None);
         assert_eq!(Fence::new(u64::MAX, 1).status_fields(), (i64::MAX, 1));
-        assert_eq!(fence.script_arg(), "7:3");
+        assert_eq!(
+            serde_json::to_string(&fence).unwrap(),
+            r#"{"token":7,"revision":3}"#
+        );
     }
 
     #[test]

@@ -95,8 +95,8 @@ impl Redis {
         self.tickets[run.index()]
     }
 
-    /// `acquire.lua` (with the tombstone as its optional fifth key and the
-    /// run it `supersedes` as its seventh).
+    /// `acquire.lua` (with the owner's tombstone, and the run it
+    /// `supersedes`).
     pub fn acquire(
         &mut self,
         holder: Holder,

@@ -5,7 +5,7 @@
 //! moved and written in the same step.
 
 use super::StoreError;
-use super::scripts::ACQUIRE;
+use super::scripts::{ACQUIRE, AcquireArgs, argument_object};
 use super::watchdog::LeaseGuard;
 use super::{AssetKeys, TicketStore, assemble, millis};
 use assetscan_domain::AssetId;
@@ -118,26 +118,26 @@ impl TicketStore {
         let keys = self.keys(asset);
         let ticket_key = keys.ticket(run);
         let now = now_ms();
-        let initial =
-            serde_json::to_string(&Ticket::new(asset.as_str(), run, now)).map_err(|e| {
-                StoreError::Protocol {
-                    script: "acquire",
-                    reason: e.to_string(),
-                }
-            })?;
+        let (mut script, locks) = claim_keys(&keys, run, owner, supersedes);
+        let args = argument_object(
+            "acquire",
+            &AcquireArgs {
+                holder,
+                ttl_ms: self.ttl_ms(),
+                floor,
+                now,
+                initial: &Ticket::new(asset.as_str(), run, now),
+                audit_cap: self.config.audit_cap,
+                keep_ticket_ms: millis(self.config.abandon_after),
+                keep_asset_ms: self.asset_keep_ms(),
+                known: known.map(Ticket::fence),
+                supersedes: supersedes.is_some(),
+                bridge: keys.legacy().is_some(),
+            },
+        )?;
         let sent_at = Instant::now();
-        let (mut script, locks, bridge_at) = claim_keys(&keys, run, owner, supersedes);
         let (token, raw, facts, current): (u64, String, Vec<(String, String)>, i64) = script
-            .arg(holder)
-            .arg(self.ttl_ms())
-            .arg(floor)
-            .arg(now)
-            .arg(initial)
-            .arg(self.config.audit_cap)
-            .arg(millis(self.config.abandon_after))
-            .arg(self.asset_keep_ms())
-            .arg(known.map_or_else(String::new, |k| k.fence().script_arg()))
-            .arg(bridge_at)
+            .arg(args)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| StoreError::from_redis("acquire", asset.as_str(), e))?;
@@ -166,15 +166,15 @@ impl TicketStore {
     }
 }
 
-/// `acquire.lua`'s KEYS for a claim of `run`, the locks it takes, and its
-/// ARGV[10]: with the bridge, the legacy family's keys follow from KEYS[7]
-/// (KEYS[8] after a superseded run's ticket).
+/// `acquire.lua`'s KEYS for a claim of `run`, and the locks it takes: with
+/// the bridge, the legacy family's keys follow from KEYS[7] (KEYS[8] after
+/// a superseded run's ticket).
 fn claim_keys(
     keys: &AssetKeys,
     run: &str,
     owner: Option<&str>,
     supersedes: Option<&str>,
-) -> (ScriptInvocation<'static>, Vec<String>, String) {
+) -> (ScriptInvocation<'static>, Vec<String>) {
     let mut script = ACQUIRE.prepare_invoke();
     script
         .key(keys.lock())
@@ -188,7 +188,7 @@ fn claim_keys(
     }
     let mut locks = vec![keys.lock()];
     let Some(legacy) = keys.legacy() else {
-        return (script, locks, String::new());
+        return (script, locks);
     };
     script
         .key(legacy.lock())
@@ -200,6 +200,5 @@ fn claim_keys(
         script.key(legacy.ticket(earlier));
     }
     locks.push(legacy.lock());
-    let first = if supersedes.is_some() { "8" } else { "7" };
-    (script, locks, first.to_owned())
+    (script, locks)
 }

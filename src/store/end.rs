@@ -1,7 +1,7 @@
 //! Ending holds and runs: renewing and releasing a lock, and retiring a
 //! deleted owner's runs for good.
 
-use super::scripts::{RELEASE, RENEW, RETIRE};
+use super::scripts::{RELEASE, RENEW, RETIRE, ReleaseArgs, RetireArgs, argument_object};
 use super::watchdog::LeaseGuard;
 use super::{AssetKeys, StoreError, TicketStore, millis};
 use assetscan_domain::AssetId;
@@ -58,12 +58,15 @@ impl TicketStore {
         for run in runs {
             invocation.key(keys.facts(run));
         }
+        let args = RetireArgs {
+            holder,
+            now: now_ms(),
+            tombstone_ms: millis(self.config.abandon_after).max(1),
+            tickets: runs.len(),
+            audit_cap: self.config.audit_cap,
+        };
         invocation
-            .arg(holder)
-            .arg(now_ms())
-            .arg(millis(self.config.abandon_after).max(1))
-            .arg(self.config.audit_cap)
-            .arg(runs.len())
+            .arg(argument_object("retire", &args)?)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|e| StoreError::from_redis("retire", asset.as_str(), e))
@@ -96,13 +99,18 @@ impl TicketStore {
         let keys = self.keys(asset);
         let mut invocation = RELEASE.key(keys.lock());
         invocation.key(keys.audit());
-        if let Some(legacy) = keys.legacy() {
+        let legacy = keys.legacy();
+        if let Some(legacy) = &legacy {
             invocation.key(legacy.lock());
         }
+        let args = ReleaseArgs {
+            holder,
+            now: now_ms(),
+            audit_cap: self.config.audit_cap,
+            bridge: legacy.is_some(),
+        };
         let released: i64 = invocation
-            .arg(holder)
-            .arg(now_ms())
-            .arg(self.config.audit_cap)
+            .arg(argument_object("release", &args)?)
             .invoke_async(&mut self.conn.clone())
             .await
             .map_err(|source| StoreError::Redis {

@@ -3,7 +3,7 @@
 //! state machine's table.
 
 use super::replica_ack::{guards_side_effect, invoke_acknowledged};
-use super::scripts::ADVANCE;
+use super::scripts::{ADVANCE, AdvanceArgs, argument_object};
 use super::{StoreError, TicketStore, assemble, corrupt, millis};
 use assetscan_domain::AssetId;
 use assetscan_domain::asset::validate_run;
@@ -12,8 +12,9 @@ use serde::Serialize;
 use std::collections::BTreeMap;
 
 /// What a step learned, merged into the ticket by `advance.lua`. Its JSON
-/// is the script's patch argument; the facts travel beside it, each as its
-/// own JSON, so that the script stores them without decoding them.
+/// is the `patch` of the script's argument object; the facts travel beside
+/// it, each as its own JSON, so that the script stores them without
+/// decoding them.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Patch {
     /// Facts, each replaced whole (sent under its name: `online`,
@@ -180,18 +181,24 @@ impl TicketStore {
         };
         let mut invocation = ADVANCE.key(&ticket_key);
         invocation.key(keys.audit()).key(keys.facts(run));
-        if let Some(legacy) = keys.legacy() {
+        let legacy = keys.legacy();
+        if let Some(legacy) = &legacy {
             invocation.key(legacy.ticket(run)).key(legacy.facts(run));
         }
-        invocation
-            .arg(token)
-            .arg(to.as_str())
-            .arg(now_ms())
-            .arg(serde_json::to_string(patch).map_err(protocol)?)
-            .arg(millis(self.config.terminal_retention))
-            .arg(self.config.audit_cap)
-            .arg(millis(self.config.abandon_after))
-            .arg(if with_facts { "1" } else { "0" });
+        invocation.arg(argument_object(
+            "advance",
+            &AdvanceArgs {
+                token,
+                to,
+                now: now_ms(),
+                patch,
+                keep_terminal_ms: millis(self.config.terminal_retention),
+                keep_open_ms: millis(self.config.abandon_after),
+                audit_cap: self.config.audit_cap,
+                return_facts: with_facts,
+                bridge: legacy.is_some(),
+            },
+        )?);
         for (fact, value) in &patch.facts {
             invocation
                 .arg(fact.as_str())
