@@ -151,12 +151,26 @@ impl<C: Clock> StartGate<C> {
     /// that slot for it (the line moves on by one start interval for each
     /// namespace with delayed starts).
     pub fn admit(&self, namespace: &str) -> Admission {
+        self.admit_waiting(namespace, false)
+    }
+
+    /// As [`StartGate::admit`], for an object that has passed `before`: a
+    /// namespace with a line there has objects on their way here, and
+    /// leaves half the burst to the namespaces without one as if its line
+    /// were here. Its objects come from `before` at this gate's pace, each
+    /// finding a start as it refills, so they seldom form a line here.
+    pub fn admit_after(&self, namespace: &str, before: &StartGate<C>) -> Admission {
+        let now = before.bucket.clock.now();
+        self.admit_waiting(namespace, before.lines.waiting(namespace, now))
+    }
+
+    fn admit_waiting(&self, namespace: &str, waiting_before: bool) -> Admission {
         let now = self.bucket.clock.now();
         if self.take_returned(now) {
             self.counters.taken.inc();
             return Admission::Now;
         }
-        let keep = if self.lines.waiting(namespace, now) {
+        let keep = if waiting_before || self.lines.waiting(namespace, now) {
             self.kept_back
         } else {
             0
@@ -227,13 +241,20 @@ mod tests {
 
     fn gate(per_second: u32, burst: u32) -> (StartGate<FakeRelativeClock>, FakeRelativeClock) {
         let clock = FakeRelativeClock::default();
+        (gate_on(&clock, per_second, burst), clock)
+    }
+
+    fn gate_on(
+        clock: &FakeRelativeClock,
+        per_second: u32,
+        burst: u32,
+    ) -> StartGate<FakeRelativeClock> {
         let bound = ScanStartsSection {
             per_second,
             burst,
             ..ScanStartsSection::default()
         };
-        let gate = StartGate::with_clock(&bound, &Metrics::new().starts.runs, clock.clone());
-        (gate, clock)
+        StartGate::with_clock(&bound, &Metrics::new().starts.runs, clock.clone())
     }
 
     fn delay(admission: Admission) -> Duration {
@@ -321,27 +342,45 @@ mod tests {
 
     /// Namespace `a`'s `mass` AssetScans due at once, namespace `b`'s 10
     /// at `b_arrives`, each reconcile doing what `apply` does with the
-    /// answer: when each started, and in which namespace.
+    /// answer: when each started, and in which namespace. With `labels`,
+    /// each object passes that gate first, as `place` does with a new
+    /// object, and reaches the start gate once labelled.
     fn mass_then_few(
         (gate, clock): (StartGate<FakeRelativeClock>, FakeRelativeClock),
+        labels: Option<&StartGate<FakeRelativeClock>>,
         mass: usize,
         b_arrives: Duration,
     ) -> Vec<(Duration, &'static str)> {
-        let mut due: BinaryHeap<Reverse<(Duration, usize)>> = (0..mass)
-            .map(|o| Reverse((Duration::ZERO, o)))
-            .chain((mass..mass + 10).map(|o| Reverse((b_arrives, o))))
+        let labelled = labels.is_none();
+        let mut due: BinaryHeap<Reverse<(Duration, bool, usize)>> = (0..mass)
+            .map(|o| Reverse((Duration::ZERO, labelled, o)))
+            .chain((mass..mass + 10).map(|o| Reverse((b_arrives, labelled, o))))
             .collect();
         let (mut now, mut starts) = (Duration::ZERO, Vec::new());
-        while let Some(Reverse((at, object))) = due.pop() {
+        while let Some(Reverse((at, labelled, object))) = due.pop() {
             clock.advance(at - now);
             now = at;
             let namespace = if object < mass { "a" } else { "b" };
-            match gate.admit(namespace) {
-                Admission::Now => starts.push((now, namespace)),
-                Admission::After(delay) => due.push(Reverse((now + delay, object))),
+            let admission = match labels {
+                Some(labels) if !labelled => labels.admit(namespace),
+                Some(labels) => gate.admit_after(namespace, labels),
+                None => gate.admit(namespace),
+            };
+            match admission {
+                Admission::Now if labelled => starts.push((now, namespace)),
+                Admission::Now => due.push(Reverse((now, true, object))),
+                Admission::After(delay) => due.push(Reverse((now + delay, labelled, object))),
             }
         }
         starts
+    }
+
+    /// When namespace `b`'s AssetScans started.
+    fn starts_of_b(starts: &[(Duration, &str)]) -> Vec<Duration> {
+        (starts.iter())
+            .filter(|(_, ns)| *ns == "b")
+            .map(|(at, _)| *at)
+            .collect()
     }
 
     /// Namespace `a` creates 600 AssetScans at once; 5 s later namespace
@@ -353,7 +392,7 @@ mod tests {
     fn a_namespace_with_few_objects_does_not_queue_behind_a_mass_creation() {
         let (per_second, burst) = (20, 5);
         let b_arrives = Duration::from_secs(5);
-        let starts = mass_then_few(gate(per_second, burst), 600, b_arrives);
+        let starts = mass_then_few(gate(per_second, burst), None, 600, b_arrives);
         assert_eq!(starts.len(), 610);
         let b_done = (starts.iter())
             .filter(|(_, ns)| *ns == "b")
@@ -383,12 +422,12 @@ mod tests {
     fn a_namespace_without_a_line_starts_at_once_beside_a_backlog() {
         let (per_second, burst) = (20, 20);
         let b_arrives = Duration::from_secs(5);
-        let starts = mass_then_few(gate(per_second, burst), 1000, b_arrives);
-        let b: Vec<Duration> = (starts.iter())
-            .filter(|(_, ns)| *ns == "b")
-            .map(|(at, _)| *at)
-            .collect();
-        assert_eq!(b, vec![b_arrives; 10], "b's ten started as they came");
+        let starts = mass_then_few(gate(per_second, burst), None, 1000, b_arrives);
+        assert_eq!(
+            starts_of_b(&starts),
+            vec![b_arrives; 10],
+            "b's ten started as they came"
+        );
         let peak = (starts.iter())
             .map(|(t, _)| {
                 (starts.iter())
@@ -397,6 +436,29 @@ mod tests {
             })
             .max();
         assert!(peak <= Some((burst + per_second) as usize), "peak {peak:?}");
+        let a_done = starts.iter().map(|(at, _)| *at).max().unwrap();
+        let paced = Duration::from_millis(1000 * (1010 - burst as u64) / per_second as u64);
+        assert!(a_done <= paced + Duration::from_secs(2), "{a_done:?}");
+    }
+
+    /// The same with every object new: labelled first, at the same pace
+    /// (`place`). `a`'s objects then reach the start gate one by one as it
+    /// refills, and form no line there; their line at the label gate
+    /// counts, so that `b`'s ten still find half the burst kept for them at
+    /// both gates and start the moment they come.
+    #[test]
+    fn a_namespace_without_a_line_starts_at_once_beside_a_backlog_of_new_objects() {
+        let (per_second, burst) = (20, 20);
+        let b_arrives = Duration::from_secs(5);
+        let (gate, clock) = gate(per_second, burst);
+        let labels = gate_on(&clock, per_second, burst);
+        let starts = mass_then_few((gate, clock), Some(&labels), 1000, b_arrives);
+        assert_eq!(starts.len(), 1010);
+        assert_eq!(
+            starts_of_b(&starts),
+            vec![b_arrives; 10],
+            "b's ten started as they came"
+        );
         let a_done = starts.iter().map(|(at, _)| *at).max().unwrap();
         let paced = Duration::from_millis(1000 * (1010 - burst as u64) / per_second as u64);
         assert!(a_done <= paced + Duration::from_secs(2), "{a_done:?}");
