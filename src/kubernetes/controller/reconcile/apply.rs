@@ -181,7 +181,7 @@ fn view_of<E: Effects + 'static>(obj: &AssetScan, ctx: &Context<E>) -> RunView {
 /// Takes one of the replica's starts for `obj`; without one left, the
 /// answer that requeues it for its slot in the line of delayed starts.
 fn take_a_start<E: Effects + 'static>(ctx: &Context<E>, obj: &AssetScan) -> Result<Spent, Action> {
-    match (ctx.starts).admit_after(&obj.namespace().unwrap_or_default(), &ctx.labels) {
+    match ctx.starts.admit(&obj.namespace().unwrap_or_default()) {
         Admission::Now => Ok(Spent(true)),
         Admission::After(delay) => {
             ctx.waiting.blocked(obj);
