@@ -19,11 +19,13 @@
 //!
 //! The line is one per namespace, and shared fairly ([`FairLines`]): a
 //! namespace's few new AssetScans are not queued behind another
-//! namespace's mass creation. And a namespace with a line waits for its
-//! starts while half the burst is left: that half is kept for the
+//! namespace's mass creation. And a namespace with a line takes its starts
+//! from a quarter of the burst only ([`reserve`]): the rest is kept for the
 //! namespaces that have none, so that a team's few new AssetScans start at
 //! once even while another team's thousands keep the bound busy. The
-//! backlog loses nothing of the rate: it takes each start as it refills.
+//! backlog loses nothing of the rate: it takes each start as it refills,
+//! and its quarter is the slack its callers need, who come back at their
+//! slots a little late (jitter, a busy replica) while the bucket refills.
 //!
 //! Each replica has two gates of this bound: one for runs, and one for
 //! labelling new objects with their shard bucket, the start of their first
@@ -118,7 +120,7 @@ impl<C: Clock> Bucket<C> {
 pub struct StartGate<C: Clock = DefaultClock> {
     bucket: Bucket<C>,
     /// The starts of the burst a namespace with a line leaves to those
-    /// without one: half of it.
+    /// without one ([`reserve`]).
     kept_back: u32,
     /// The lines of delayed starts, one per namespace.
     lines: FairLines<C::Instant>,
@@ -139,7 +141,7 @@ impl<C: Clock> StartGate<C> {
         let quota = bound.quota();
         StartGate {
             bucket: Bucket::new(clock, quota.replenish_interval(), quota.burst_size().get()),
-            kept_back: quota.burst_size().get() / 2,
+            kept_back: reserve(quota.burst_size().get()),
             lines: FairLines::new(quota.replenish_interval()),
             returned: Mutex::new(VecDeque::new()),
             counters: counters.clone(),
@@ -217,6 +219,14 @@ impl<C: Clock> StartGate<C> {
     }
 }
 
+/// The starts of a burst of `burst` that a namespace with a line leaves to
+/// the namespaces without one: all but a quarter of it, and all but two at
+/// least, so that its own line has the slack to take each start as the
+/// bucket refills: a line that finds the bucket full has lost a refill.
+fn reserve(burst: u32) -> u32 {
+    burst.saturating_sub((burst / 4).max(2))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,7 +268,7 @@ mod tests {
         }
         // 5 per second: slots 200 ms apart, each with at most 50 ms jitter,
         // from the second interval on: a namespace with a line leaves one
-        // start (half the burst of 3) to namespaces without one.
+        // start (all but two of the burst of 3) to namespaces without one.
         let slots: Vec<Duration> = (0..4).map(|_| delay(gate.admit("a"))).collect();
         for (k, slot) in slots.iter().enumerate() {
             let due = Duration::from_millis(200 * (k as u64 + 2));
@@ -336,7 +346,7 @@ mod tests {
         Continue,
     }
 
-    /// Namespace `a`'s `mass` AssetScans due at once, namespace `b`'s 10
+    /// Namespace `a`'s `mass` AssetScans due at once, namespace `b`'s `few`
     /// at `b_arrives`, each reconcile doing what `apply` does with the
     /// answer: when each started, and in which namespace. With `labels`,
     /// each object passes that gate first, as `place` does with a new
@@ -345,7 +355,7 @@ mod tests {
     fn mass_then_few(
         (gate, clock): (StartGate<FakeRelativeClock>, FakeRelativeClock),
         labels: Option<&StartGate<FakeRelativeClock>>,
-        mass: usize,
+        (mass, few): (usize, usize),
         b_arrives: Duration,
     ) -> Vec<(Duration, &'static str)> {
         let first = if labels.is_some() {
@@ -355,7 +365,7 @@ mod tests {
         };
         let mut due: BinaryHeap<Reverse<(Duration, Stage, usize)>> = (0..mass)
             .map(|o| Reverse((Duration::ZERO, first, o)))
-            .chain((mass..mass + 10).map(|o| Reverse((b_arrives, first, o))))
+            .chain((mass..mass + few).map(|o| Reverse((b_arrives, first, o))))
             .collect();
         let (mut now, mut starts) = (Duration::ZERO, Vec::new());
         while let Some(Reverse((at, stage, object))) = due.pop() {
@@ -400,7 +410,7 @@ mod tests {
     fn a_namespace_with_few_objects_does_not_queue_behind_a_mass_creation() {
         let (per_second, burst) = (20, 5);
         let b_arrives = Duration::from_secs(5);
-        let starts = mass_then_few(gate(per_second, burst), None, 600, b_arrives);
+        let starts = mass_then_few(gate(per_second, burst), None, (600, 10), b_arrives);
         assert_eq!(starts.len(), 610);
         let b_done = (starts.iter())
             .filter(|(_, ns)| *ns == "b")
@@ -423,18 +433,18 @@ mod tests {
     }
 
     /// While namespace `a`'s 1 000 keep the bound busy, namespace `b`'s
-    /// first half-burst of AssetScans starts the moment they come: `a`'s
-    /// backlog has left that much of the burst. The bound holds all along,
-    /// and `a` loses only the time that half-burst takes to refill.
+    /// first 15 AssetScans (three quarters of the burst) start the moment
+    /// they come: `a`'s backlog has left that much of the burst. The bound
+    /// holds all along, and `a` loses only the time those take to refill.
     #[test]
     fn a_namespace_without_a_line_starts_at_once_beside_a_backlog() {
         let (per_second, burst) = (20, 20);
         let b_arrives = Duration::from_secs(5);
-        let starts = mass_then_few(gate(per_second, burst), None, 1000, b_arrives);
+        let starts = mass_then_few(gate(per_second, burst), None, (1000, 15), b_arrives);
         assert_eq!(
             starts_of_b(&starts),
-            vec![b_arrives; 10],
-            "b's ten started as they came"
+            vec![b_arrives; 15],
+            "b's 15 started as they came"
         );
         let peak = (starts.iter())
             .map(|(t, _)| {
@@ -445,31 +455,31 @@ mod tests {
             .max();
         assert!(peak <= Some((burst + per_second) as usize), "peak {peak:?}");
         let a_done = starts.iter().map(|(at, _)| *at).max().unwrap();
-        let paced = Duration::from_millis(1000 * (1010 - burst as u64) / per_second as u64);
+        let paced = Duration::from_millis(1000 * (1015 - burst as u64) / per_second as u64);
         assert!(a_done <= paced + Duration::from_secs(2), "{a_done:?}");
     }
 
     /// The same with every object new: labelled first, at the same pace
     /// (`place`), and some of `a`'s runs taking a second start. Each gate
-    /// keeps half its burst from `a`'s line: at the label gate `a`'s
-    /// objects wait for that half, so that they reach the start gate no
-    /// faster than it refills, and `b`'s ten find half the burst kept for
-    /// them at both gates and start the moment they come.
+    /// keeps three quarters of its burst from `a`'s line: at the label gate
+    /// `a`'s objects wait for them, so that they reach the start gate no
+    /// faster than it refills, and `b`'s 15 find them kept at both gates and
+    /// start the moment they come.
     #[test]
     fn a_namespace_without_a_line_starts_at_once_beside_a_backlog_of_new_objects() {
         let (per_second, burst) = (20, 20);
         let b_arrives = Duration::from_secs(5);
         let (gate, clock) = gate(per_second, burst);
         let labels = gate_on(&clock, per_second, burst);
-        let starts = mass_then_few((gate, clock), Some(&labels), 1000, b_arrives);
-        assert_eq!(starts.len(), 1010);
+        let starts = mass_then_few((gate, clock), Some(&labels), (1000, 15), b_arrives);
+        assert_eq!(starts.len(), 1015);
         assert_eq!(
             starts_of_b(&starts),
-            vec![b_arrives; 10],
-            "b's ten started as they came"
+            vec![b_arrives; 15],
+            "b's 15 started as they came"
         );
         let a_done = starts.iter().map(|(at, _)| *at).max().unwrap();
-        let paced = Duration::from_millis(1000 * (1210 - burst as u64) / per_second as u64);
+        let paced = Duration::from_millis(1000 * (1215 - burst as u64) / per_second as u64);
         assert!(a_done <= paced + Duration::from_secs(2), "{a_done:?}");
     }
 
