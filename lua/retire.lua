@@ -38,11 +38,11 @@
 -- Returns the number of tickets removed.
 -- Errors: BAD_ARGS <reason>
 
--- >>> argument object: the same block in every script of lua/ that takes
--- one (Redis loads each script alone, so each carries it; a test keeps the
--- copies equal). `fields` names each field of version 1 with the kind of
--- value it takes; `required` lists those that must be there. Returns the
--- decoded ARGV[1], or nil and what is wrong with it.
+-- BEGIN GENERATED from lua/lib/arguments.lua by `make generate`: ARGUMENTS
+-- The argument object (lua/lib/arguments.lua). `fields` names each field
+-- of version 1 with the kind of value it takes; `required` lists those that
+-- must be there. Returns the decoded ARGV[1], or nil and what is wrong with
+-- it.
 local KINDS = {
   ['a non-empty string'] = function(x) return type(x) == 'string' and x ~= '' end,
   ['an integer >= 0'] = function(x) return type(x) == 'number' and x >= 0 and x == math.floor(x) end,
@@ -80,7 +80,7 @@ local function arguments(object, positional)
   end
   return positional()
 end
--- <<< argument object
+-- END GENERATED
 
 local FIELDS = {
   holder = 'a non-empty string', now = 'an integer >= 0', tombstone_ms = 'an integer >= 0',

@@ -598,29 +598,6 @@ async fn the_object_form_takes_facts_only_beside_the_patch() {
     assert_eq!(online, "true", "the positional form still takes them");
 }
 
-/// The two copies of the argument object's decoder (one per script, since
-/// Redis loads each script alone) are one text.
-#[test]
-fn every_script_carries_the_same_decoder() {
-    let block = |text: &str| {
-        let start = text
-            .find("-- >>> argument object")
-            .expect("the block's start");
-        let end = text
-            .find("-- <<< argument object")
-            .expect("the block's end");
-        text[start..end].to_owned()
-    };
-    let acquire = block(include_str!("../lua/acquire.lua"));
-    for (name, text) in [
-        ("advance", include_str!("../lua/advance.lua")),
-        ("release", include_str!("../lua/release.lua")),
-        ("retire", include_str!("../lua/retire.lua")),
-    ] {
-        assert_eq!(block(text), acquire, "{name}.lua's decoder differs");
-    }
-}
-
 /// A holder of either form loses the run to a holder of the other and is
 /// refused, audited: the fence does not depend on the form.
 #[tokio::test]

@@ -1,8 +1,10 @@
-//! The state machine's tables in the Lua scripts and the Argo CD health
-//! check, generated from the one declaration (`domain/src/machine.rs`).
+//! What is generated into the Lua scripts, the Argo CD health check and
+//! the docs: the state machine's tables, from its one declaration
+//! (`domain/src/machine.rs`), and the scripts' argument decoder, from its
+//! one text (`lua/lib/arguments.lua`, whose `--!` lines stay there).
 //!
 //! Each file holds a region between two marker comments; the first names
-//! the tables it holds:
+//! its source and what it holds:
 //!
 //! ```lua
 //! -- BEGIN GENERATED from domain/src/machine.rs by `make generate`: NEXT TERMINAL
@@ -13,9 +15,9 @@
 //! In Markdown (the table in docs/design.md) the markers are HTML comments,
 //! `<!-- BEGIN GENERATED … : MOVES -->` and `<!-- END GENERATED -->`.
 //!
-//! This test fails when a region differs from what the declaration gives;
-//! `UPDATE_STATE_MACHINE=1 cargo test -p assetscan-domain --test
-//! state_machine` (`make generate`) rewrites the regions. A region may be
+//! This test fails when a region differs from what its source gives;
+//! `UPDATE_GENERATED=1 cargo test -p assetscan-domain --test generated`
+//! (`make generate`) rewrites the regions. A region may be
 //! indented (the health check's copy in `argocd-cm-patch.yaml`): it is
 //! rendered at its marker's indentation.
 
@@ -23,13 +25,18 @@ use assetscan_domain::End;
 use assetscan_domain::ticket::Status;
 use std::path::{Path, PathBuf};
 
-const BEGIN: &str = "BEGIN GENERATED from domain/src/machine.rs by `make generate`:";
+const BEGIN: &str = "BEGIN GENERATED from ";
+const BY: &str = " by `make generate`:";
+/// The state machine's declaration, and the argument decoder's text.
+const MACHINE: &str = "domain/src/machine.rs";
+const ARGUMENTS: &str = "lua/lib/arguments.lua";
 const END: &str = "END GENERATED";
 
 /// The files with generated regions, from the repository's root.
 const FILES: &[&str] = &[
     "lua/acquire.lua",
     "lua/advance.lua",
+    "lua/release.lua",
     "lua/retire.lua",
     "deploy/argocd/resource_customizations/assetscan.io/AssetScan/health.lua",
     "deploy/argocd/argocd-cm-patch.yaml",
@@ -123,6 +130,22 @@ fn table(name: &str) -> Result<Vec<String>, String> {
     Ok(lines)
 }
 
+/// The lines of `what`, generated from `source`.
+fn region(source: &str, what: &str) -> Result<Vec<String>, String> {
+    match (source, what) {
+        (MACHINE, _) => table(what),
+        (ARGUMENTS, "ARGUMENTS") => {
+            let text = std::fs::read_to_string(root().join(ARGUMENTS))
+                .map_err(|e| format!("{ARGUMENTS}: {e}"))?;
+            Ok((text.lines())
+                .filter(|l| !l.starts_with("--!"))
+                .map(str::to_owned)
+                .collect())
+        }
+        _ => Err(format!("nothing called {what} is generated from {source}")),
+    }
+}
+
 /// What follows `text` in a Lua (`-- `) or HTML (`<!-- `, ` -->`) comment
 /// line, if the line is one that starts with it.
 fn marker<'a>(line: &'a str, text: &str) -> Option<&'a str> {
@@ -140,13 +163,19 @@ fn regenerate(text: &str) -> Result<String, String> {
     let mut regions = 0;
     while let Some(line) = lines.next() {
         out.push(line.to_owned());
-        let Some(names) = marker(line, BEGIN) else {
+        let Some(marked) = marker(line, BEGIN) else {
             continue;
         };
+        let (source, names) =
+            (marked.split_once(BY)).ok_or_else(|| format!("{line:?} does not say {BY:?}"))?;
         regions += 1;
         let indent = &line[..line.len() - line.trim_start().len()];
         for name in names.split_whitespace() {
-            out.extend(table(name)?.into_iter().map(|l| format!("{indent}{l}")));
+            let lines = region(source, name)?;
+            out.extend(lines.into_iter().map(|l| match l.is_empty() {
+                true => l,
+                false => format!("{indent}{l}"),
+            }));
         }
         let end = lines
             .by_ref()
@@ -161,8 +190,8 @@ fn regenerate(text: &str) -> Result<String, String> {
 }
 
 #[test]
-fn generated_regions_are_the_declared_state_machine() {
-    let update = std::env::var_os("UPDATE_STATE_MACHINE").is_some_and(|v| v == "1");
+fn generated_regions_are_their_sources() {
+    let update = std::env::var_os("UPDATE_GENERATED").is_some_and(|v| v == "1");
     let mut behind = Vec::new();
     for file in FILES {
         let path = root().join(file);
@@ -179,30 +208,42 @@ fn generated_regions_are_the_declared_state_machine() {
     }
     assert!(
         behind.is_empty(),
-        "behind domain/src/machine.rs: {behind:?}; `make generate` (or \
-         UPDATE_STATE_MACHINE=1 cargo test -p assetscan-domain --test state_machine) rewrites them"
+        "behind their source: {behind:?}; `make generate` (or \
+         UPDATE_GENERATED=1 cargo test -p assetscan-domain --test generated) rewrites them"
     );
 }
 
 #[test]
 fn regions_are_rendered_at_their_indentation_and_must_be_closed() {
-    let marked = format!("a\n    -- {BEGIN} TERMINAL\n    stale\n    -- {END}\nb\n");
+    let machine = format!("{BEGIN}{MACHINE}{BY}");
+    let marked = format!("a\n    -- {machine} TERMINAL\n    stale\n    -- {END}\nb\n");
     let expected = format!(
-        "a\n    -- {BEGIN} TERMINAL\n    -- The statuses that end a run: nothing is written after them.\n    \
+        "a\n    -- {machine} TERMINAL\n    -- The statuses that end a run: nothing is written after them.\n    \
          local TERMINAL = {{ FINISHED = true, FAILED = true }}\n    -- {END}\nb\n"
     );
     assert_eq!(regenerate(&marked), Ok(expected));
-    let html = format!("<!-- {BEGIN} MOVES -->\nstale\n<!-- {END} -->\n");
+    let html = format!("<!-- {machine} MOVES -->\nstale\n<!-- {END} -->\n");
     let rendered = regenerate(&html).unwrap();
     assert!(rendered.contains("| `INIT` | `ASSET_ONLINE`, `ASSET_OFFLINE` |  |  |"));
     assert!(!rendered.contains("stale"));
     assert!(
-        regenerate(&format!("-- {BEGIN} NEXT\n")).is_err(),
+        regenerate(&format!("-- {machine} NEXT\n")).is_err(),
         "unclosed"
     );
     assert!(
-        regenerate(&format!("-- {BEGIN} NOPE\n-- {END}\n")).is_err(),
+        regenerate(&format!("-- {machine} NOPE\n-- {END}\n")).is_err(),
         "unknown table"
+    );
+    let arguments = format!("-- {BEGIN}{ARGUMENTS}{BY} ARGUMENTS\n-- {END}\n");
+    let decoder = regenerate(&arguments).unwrap();
+    assert!(decoder.contains("local function decode_args(fields, required)"));
+    assert!(
+        !decoder.contains("--!"),
+        "the source's own lines stay there"
+    );
+    assert!(
+        regenerate(&format!("-- {BEGIN}{ARGUMENTS}{BY} NEXT\n-- {END}\n")).is_err(),
+        "a table the source does not give"
     );
     assert!(
         regenerate("no region\n").is_err(),
