@@ -127,8 +127,12 @@ fn initial(run: &str) -> Json {
     })
 }
 
-/// Every key's value (a stream's entries without their ids) and the
-/// minutes it has left (-1: no expiry): what a call leaves behind.
+/// Every key's value (a stream's entries without their ids) and the time it
+/// has left in tens of seconds (-1: no expiry): what a call leaves behind.
+/// The times set are whole tens of seconds (the lock's 30 s) or more, and
+/// rounding to the nearest ten leaves them the same in two runs of the
+/// same calls a few seconds apart; rounding to minutes put the lock's 30 s
+/// on the boundary.
 async fn snapshot(conn: &mut MultiplexedConnection) -> BTreeMap<String, (String, i64)> {
     let names: Vec<String> = redis::cmd("KEYS").arg("*").query_async(conn).await.unwrap();
     let mut found = BTreeMap::new();
@@ -180,12 +184,12 @@ async fn snapshot(conn: &mut MultiplexedConnection) -> BTreeMap<String, (String,
             .query_async(conn)
             .await
             .unwrap();
-        let minutes = if pttl > 0 {
-            (pttl + 30_000) / 60_000
+        let tens_of_seconds = if pttl > 0 {
+            (pttl + 5_000) / 10_000
         } else {
             -1
         };
-        found.insert(name, (value, minutes));
+        found.insert(name, (value, tens_of_seconds));
     }
     found
 }
