@@ -287,6 +287,31 @@ fn the_recorded_history_passes() {
     );
 }
 
+/// C's retirement as the bridge records it: its legacy copy, then its
+/// namespaced copy, alike; the checker takes them as one write.
+fn retired_in_both_families(copy: &str) -> History {
+    let mut h = baseline();
+    let mut second = record(&mut h, C, 2).clone();
+    assert_eq!(second.op(), "retire");
+    second.fields.insert("ticket".into(), copy.to_owned());
+    let at = h.audit.iter().position(|r| r.asset == C).expect("C") + 3;
+    h.audit.insert(at, second);
+    h
+}
+
+#[test]
+fn a_run_retired_in_both_key_families_is_one_retirement() {
+    let h = retired_in_both_families(&format!("asc:n:default:{{{C}}}:ticket:{RUN_C}"));
+    assert_eq!(check(&h).violations, vec![]);
+}
+
+#[test]
+fn the_same_copy_retired_twice_is_a_write_after_its_end() {
+    let h = retired_in_both_families(&format!("asc:{{{C}}}:ticket:{RUN_C}"));
+    let found: BTreeSet<Invariant> = check(&h).violations.iter().map(|v| v.invariant).collect();
+    assert!(found.contains(&Invariant::Terminal), "{found:?}");
+}
+
 #[test]
 fn an_object_left_short_of_its_generation_has_not_converged() {
     let mut h = baseline();

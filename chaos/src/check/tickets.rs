@@ -15,6 +15,9 @@ struct Ticket {
     revision: Option<u64>,
     /// The token of the latest claim (acquire or retirement).
     token: Option<u64>,
+    /// The ticket key, the status it left and the revision of the latest
+    /// write, when that write was a retirement.
+    retired: Option<(String, String, u64)>,
 }
 
 /// Every claim and every accepted write, by ticket.
@@ -123,6 +126,9 @@ impl Replay {
     fn write(&mut self, r: &AuditRecord, out: &mut Vec<Violation>) {
         let run = r.run().unwrap_or_default().to_owned();
         let ticket = ticket_of(&mut self.tickets, r, &run);
+        if ticket.is_the_other_copy(r) {
+            return;
+        }
         let token = r.token();
         let claims_anew = r.op() != "advance";
         if !claims_anew && let Some(t) = token {
@@ -242,8 +248,30 @@ impl Ticket {
         }
     }
 
+    /// Whether `r` retires the other key family's copy of the run the
+    /// record before retired: with `redis.identityBridge` on, a deletion
+    /// retires both families (one `retire.lua` call each, into the one
+    /// audit stream), and the two copies, written alike by every write,
+    /// go from the same status to `FAILED` at the same revision. The same
+    /// copy retired twice is not this.
+    fn is_the_other_copy(&self, r: &AuditRecord) -> bool {
+        let Some((key, from, revision)) = &self.retired else {
+            return false;
+        };
+        r.op() == "retire"
+            && r.get("ticket") != Some(key.as_str())
+            && r.get("from") == Some(from.as_str())
+            && r.revision() == Some(*revision)
+    }
+
     /// Where the ticket stands after `r`.
     fn advance(&mut self, r: &AuditRecord) {
+        self.retired = match (r.op(), r.get("ticket"), r.get("from"), r.revision()) {
+            ("retire", Some(key), Some(from), Some(revision)) => {
+                Some((key.to_owned(), from.to_owned(), revision))
+            }
+            _ => None,
+        };
         let after = r.status_after().and_then(Status::parse);
         self.status = after.or(self.status);
         self.revision = r.revision().or(self.revision);
