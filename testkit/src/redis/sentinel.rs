@@ -14,6 +14,9 @@ pub const MASTER_NAME: &str = "assetscan";
 const DOWN_AFTER: Duration = Duration::from_millis(1000);
 /// Bound on the group settling, and on a failover completing.
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long [`SentinelGroup::wait_demoted`] waits for a sync to start
+/// before it tells the node again whom to follow.
+const TELL_AGAIN: Duration = Duration::from_secs(5);
 
 pub struct SentinelGroup {
     /// The two data nodes; which one is master changes with failovers.
@@ -234,10 +237,21 @@ impl SentinelGroup {
     /// Waits until the node on `port` is a replica that finished its sync
     /// with the master (`master_link_status:up`): from then on it holds the
     /// master's data and nothing of its own.
+    ///
+    /// Every few seconds without it, the node is told again whom to follow:
+    /// a `REPLICAOF` can be undone by a sentinel that has not yet taken in
+    /// the failover (one under load looks every ten seconds), and the sync
+    /// then never starts.
     pub fn wait_demoted(&self, port: u16) -> Result<(), FixtureError> {
+        let mut told = Instant::now();
         self.wait_until(&format!("port {port} to be a synced replica"), || {
             let info = self.replication(port)?;
-            Ok(info.contains("role:slave") && info.contains("master_link_status:up"))
+            let synced = info.contains("role:slave") && info.contains("master_link_status:up");
+            if !synced && told.elapsed() >= TELL_AGAIN && self.master_port()? != port {
+                self.reconfigure_now(port)?;
+                told = Instant::now();
+            }
+            Ok(synced)
         })
     }
 
