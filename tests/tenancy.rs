@@ -403,16 +403,18 @@ async fn a_few_new_scans_are_not_queued_behind_another_namespaces_mass_creation(
 
 /// How many AssetScans of `api` carry their shard label.
 async fn labelled(api: &Api<AssetScan>) -> usize {
-    let list = api.list(&ListParams::default()).await.expect("list");
-    (list.items.iter())
-        .filter(|o| o.labels().contains_key(SHARD_LABEL))
-        .count()
+    count(api, |o| o.labels().contains_key(SHARD_LABEL)).await
 }
 
 /// How many AssetScans of `api` show a terminal phase.
 async fn finished(api: &Api<AssetScan>) -> usize {
+    count(api, is_terminal).await
+}
+
+/// How many AssetScans of `api` are `such`.
+async fn count(api: &Api<AssetScan>, such: impl Fn(&AssetScan) -> bool) -> usize {
     let list = api.list(&ListParams::default()).await.expect("list");
-    list.items.iter().filter(|o| is_terminal(o)).count()
+    list.items.iter().filter(|o| such(o)).count()
 }
 
 /// Two namespaces, one `assetId`, the bridge to the previous release's

@@ -393,6 +393,24 @@ mod tests {
         starts
     }
 
+    /// The last of `starts` came no later than `slack` after `taken` starts
+    /// take at the bound, the first `burst` of them at once: nobody was
+    /// starved.
+    fn assert_paced(
+        starts: &[(Duration, &str)],
+        taken: u64,
+        (per_second, burst): (u32, u32),
+        slack: Duration,
+    ) {
+        let last = starts.iter().map(|(at, _)| *at).max().unwrap();
+        let paced =
+            Duration::from_millis(1000 * (taken - u64::from(burst)) / u64::from(per_second));
+        assert!(
+            last <= paced + slack,
+            "the last start at {last:?}, paced {paced:?}"
+        );
+    }
+
     /// When namespace `b`'s AssetScans started.
     fn starts_of_b(starts: &[(Duration, &str)]) -> Vec<Duration> {
         (starts.iter())
@@ -427,9 +445,7 @@ mod tests {
             "b's last start {:?} after it arrived",
             b_done - b_arrives
         );
-        let a_done = starts.iter().map(|(at, _)| *at).max().unwrap();
-        let paced = Duration::from_millis(1000 * (610 - burst as u64) / per_second as u64);
-        assert!(a_done <= paced + Duration::from_secs(1), "{a_done:?}");
+        assert_paced(&starts, 610, (per_second, burst), Duration::from_secs(1));
     }
 
     /// While namespace `a`'s 1 000 keep the bound busy, namespace `b`'s
@@ -454,9 +470,7 @@ mod tests {
             })
             .max();
         assert!(peak <= Some((burst + per_second) as usize), "peak {peak:?}");
-        let a_done = starts.iter().map(|(at, _)| *at).max().unwrap();
-        let paced = Duration::from_millis(1000 * (1015 - burst as u64) / per_second as u64);
-        assert!(a_done <= paced + Duration::from_secs(2), "{a_done:?}");
+        assert_paced(&starts, 1015, (per_second, burst), Duration::from_secs(2));
     }
 
     /// The same with every object new: labelled first, at the same pace
@@ -478,9 +492,7 @@ mod tests {
             vec![b_arrives; 15],
             "b's 15 started as they came"
         );
-        let a_done = starts.iter().map(|(at, _)| *at).max().unwrap();
-        let paced = Duration::from_millis(1000 * (1215 - burst as u64) / per_second as u64);
-        assert!(a_done <= paced + Duration::from_secs(2), "{a_done:?}");
+        assert_paced(&starts, 1215, (per_second, burst), Duration::from_secs(2));
     }
 
     #[test]

@@ -82,7 +82,7 @@ async fn label<E: Effects + 'static>(
     let api: Api<AssetScan> =
         Api::namespaced(ctx.client.clone(), &obj.namespace().unwrap_or_default());
     let patch = label_patch(obj, bucket);
-    match api
+    let written = api
         .patch(
             &obj.name_any(),
             &PatchParams {
@@ -91,28 +91,28 @@ async fn label<E: Effects + 'static>(
             },
             &Patch::Merge(&patch),
         )
-        .await
-    {
+        .await;
+    if written.is_err() {
+        // No run starts from a label not written: the next object takes
+        // its start.
+        ctx.labels.give_back();
+    }
+    match written {
         Ok(_) => {
             ctx.metrics.sharding.labelled.inc();
             Ok(Action::await_change())
         }
         // Changed since this copy: another replica labelled it first (it
         // added the finalizer too: a race lost, not a failure), or its next
-        // version comes through the watch; or it is gone. Either way no
-        // run starts from this label: the next object takes its start.
+        // version comes through the watch; or it is gone.
         Err(kube::Error::Api(e)) if matches!(e.code, 404 | 409) => {
-            ctx.labels.give_back();
             if e.code == 409 {
                 ctx.metrics.finalizer_races.inc();
             }
             debug!(object = %object_key(obj), code = e.code, "shard label not written");
             Ok(Action::requeue(Duration::from_secs(1)))
         }
-        Err(err) => {
-            ctx.labels.give_back();
-            Err(err.into())
-        }
+        Err(err) => Err(err.into()),
     }
 }
 
