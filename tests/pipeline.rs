@@ -189,6 +189,7 @@ fn policy(threat_intel: ThreatIntelPolicy, cvss_threshold: f64) -> Policy {
         cvss_threshold,
         threat_intel,
         epss_threshold: 0.5,
+        min_coverage: None,
     }
 }
 

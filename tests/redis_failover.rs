@@ -148,6 +148,7 @@ fn request(asset: &str, holder: &str, clean: bool) -> ScanRequest {
             cvss_threshold: 7.0,
             threat_intel: ThreatIntelPolicy::Never,
             epss_threshold: 0.5,
+            min_coverage: None,
         },
         channels: if clean {
             Vec::new()

@@ -13,14 +13,16 @@
 //!
 //! The model check of the fencing protocol uses this crate alone.
 
+pub mod advisory;
 pub mod asset;
+mod coverage;
 mod fact_json;
 pub mod fence;
 pub mod machine;
 mod package;
 pub mod plan;
 mod policy;
-mod purl;
+pub mod purl;
 pub mod reference;
 mod request;
 mod risk;
@@ -32,7 +34,9 @@ mod target;
 pub mod text;
 pub mod ticket;
 
+pub use advisory::{NotAsked, SourceHint};
 pub use asset::{AssetId, IdKind, InvalidId, MAX_ASSET_ID_LEN};
+pub use coverage::{Coverage, Inventory, NotAskedEntry};
 pub use fence::Fence;
 pub use machine::{Alert, End, Fact, VERDICT};
 pub use package::{Coordinates, Package, PackageError, Purl};
@@ -41,7 +45,6 @@ pub use policy::{
     DEFAULT_CVSS_THRESHOLD, DEFAULT_EPSS_THRESHOLD, Policy, ThreatIntelPolicy,
     UnknownThreatIntelPolicy,
 };
-pub use purl::package_of_purl;
 pub use request::{Origin, ScanRequest};
 pub use risk::{assess, needs_threat_intel};
 pub use run::{RESCAN_ANNOTATION, Recorded, RunDecision, RunView, owner_id, run_order};

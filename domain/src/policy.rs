@@ -20,6 +20,10 @@ pub struct Policy {
     pub cvss_threshold: f64,
     pub threat_intel: ThreatIntelPolicy,
     pub epss_threshold: f64,
+    /// The share of listed packages (percent) a run must have asked about to
+    /// be `Ready`; below it, or when it asked about none, the run ends
+    /// `CoverageLow` ([`crate::Coverage::is_low`]).
+    pub min_coverage: Option<u8>,
 }
 
 impl Default for Policy {
@@ -28,6 +32,7 @@ impl Default for Policy {
             cvss_threshold: DEFAULT_CVSS_THRESHOLD,
             threat_intel: ThreatIntelPolicy::default(),
             epss_threshold: DEFAULT_EPSS_THRESHOLD,
+            min_coverage: None,
         }
     }
 }

@@ -1,135 +1,165 @@
-//! An SBOM's purls as packages in OSV terms: the purl's type decides the
-//! ecosystem, its namespace and name the package's name as that ecosystem
-//! spells it, and, for distribution packages, its `distro` qualifier the
-//! release (`pkg:deb/debian/openssl@3.0.11-1?distro=debian-12` is
-//! `Debian:12` / `openssl` / `3.0.11-1`). A purl of another type, or
-//! without a version, names nothing a vulnerability database can be asked
-//! about: it is skipped, and counted by the caller.
+//! A package URL taken apart as the purl specification writes it
+//! (`pkg:type/namespace/name@version?qualifiers#subpath`), each part
+//! percent-decoded and nothing else: no part's case is changed but the
+//! type's and the qualifier keys' (which the specification makes
+//! case-insensitive). The specification also lowercases the names of some
+//! types, which their ecosystems do not (Go module paths are
+//! case-sensitive: `github.com/BurntSushi/toml`); a purl crate that applies
+//! those rules would ask about names no advisory uses, so what an ecosystem
+//! does to a name is the advisory mapping's business ([`crate::advisory`]).
 
-use crate::package::Package;
-use packageurl::PackageUrl;
-use std::str::FromStr;
+use percent_encoding::percent_decode_str;
+use std::collections::BTreeMap;
 
-/// The purl types read, and their OSV ecosystem.
-const ECOSYSTEMS: &[(&str, &str)] = &[
-    ("npm", "npm"),
-    ("pypi", "PyPI"),
-    ("maven", "Maven"),
-    ("golang", "Go"),
-    ("cargo", "crates.io"),
-    ("gem", "RubyGems"),
-    ("nuget", "NuGet"),
-    ("composer", "Packagist"),
-    ("hex", "Hex"),
-    ("pub", "Pub"),
-    ("hackage", "Hackage"),
-    ("cran", "CRAN"),
-    ("deb", "Debian"),
-    ("apk", "Alpine"),
-];
-
-/// The package `text` names, or `None` when it is not a purl, has no
-/// version, or is of a type (or distribution) without an ecosystem here.
-pub fn package_of_purl(text: &str) -> Option<Package> {
-    let purl = PackageUrl::from_str(text).ok()?;
-    let version = purl.version().filter(|v| !v.is_empty())?;
-    let ecosystem = ecosystem(&purl)?;
-    let name = match (purl.ty(), purl.namespace()) {
-        ("maven", Some(group)) => format!("{group}:{}", purl.name()),
-        ("npm" | "golang" | "composer", Some(namespace)) => {
-            format!("{namespace}/{}", purl.name())
-        }
-        _ => purl.name().to_owned(),
-    };
-    Package::coordinates(&ecosystem, &name, version).ok()
+/// The parts of a package URL.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PurlParts {
+    /// Lowercase.
+    pub ty: String,
+    /// `/`-separated segments, each decoded; empty when there is none.
+    pub namespace: String,
+    pub name: String,
+    pub version: Option<String>,
+    /// By lowercase key; values decoded.
+    pub qualifiers: BTreeMap<String, String>,
 }
 
-/// The OSV ecosystem of `purl`: by type, with the release of a Debian or
-/// Alpine package from its `distro` qualifier (`debian-12`, `alpine-3.19.1`)
-/// when given.
-fn ecosystem(purl: &PackageUrl<'_>) -> Option<String> {
-    let (_, base) = ECOSYSTEMS.iter().find(|(ty, _)| *ty == purl.ty())?;
-    let distro = purl.qualifiers().get("distro").map(|d| d.as_ref());
-    match (purl.ty(), purl.namespace()) {
-        ("deb", Some("debian")) => Some(match distro.and_then(|d| d.strip_prefix("debian-")) {
-            Some(release) => format!("Debian:{}", major(release)),
-            None => (*base).to_owned(),
-        }),
-        ("apk", Some("alpine")) => Some(match distro.and_then(|d| d.strip_prefix("alpine-")) {
-            Some(release) => format!("Alpine:v{}", minor(release)),
-            None => (*base).to_owned(),
-        }),
-        ("deb" | "apk", _) => None,
-        _ => Some((*base).to_owned()),
+/// Why a text is not a package URL.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PurlError {
+    #[error("does not start with `pkg:`")]
+    Scheme,
+    #[error("has no type")]
+    Type,
+    #[error("has no name")]
+    Name,
+    #[error("has a part that is not percent-encoded UTF-8")]
+    Encoding,
+}
+
+impl PurlParts {
+    pub fn parse(text: &str) -> Result<PurlParts, PurlError> {
+        let scheme_len = "pkg:".len();
+        let body = match text.get(..scheme_len) {
+            Some(scheme) if scheme.eq_ignore_ascii_case("pkg:") => &text[scheme_len..],
+            _ => return Err(PurlError::Scheme),
+        };
+        // The subpath, then the qualifiers, are cut from the right.
+        let body = body.rsplit_once('#').map_or(body, |(before, _)| before);
+        let (body, qualifiers) = match body.rsplit_once('?') {
+            Some((before, query)) => (before, qualifiers(query)?),
+            None => (body, BTreeMap::new()),
+        };
+        let body = body.trim_matches('/');
+        let (ty, rest) = body.split_once('/').ok_or(PurlError::Type)?;
+        let ty_ok = ty.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && ty
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '-'));
+        if !ty_ok {
+            return Err(PurlError::Type);
+        }
+        // The version follows the last `@` of the last segment: an `@` in
+        // a namespace (an npm scope some tools leave unencoded) is not one.
+        let rest = rest.trim_matches('/');
+        let last_slash = rest.rfind('/').map_or(0, |i| i + 1);
+        let (path, version) = match rest[last_slash..].rfind('@') {
+            Some(at) => (
+                &rest[..last_slash + at],
+                Some(decode(&rest[last_slash + at + 1..])?),
+            ),
+            None => (rest, None),
+        };
+        let mut segments = path
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(decode)
+            .collect::<Result<Vec<_>, _>>()?;
+        let name = segments
+            .pop()
+            .filter(|n| !n.is_empty())
+            .ok_or(PurlError::Name)?;
+        Ok(PurlParts {
+            ty: ty.to_ascii_lowercase(),
+            namespace: segments.join("/"),
+            name,
+            version: version.filter(|v| !v.is_empty()),
+            qualifiers,
+        })
+    }
+
+    pub fn qualifier(&self, key: &str) -> Option<&str> {
+        self.qualifiers
+            .get(key)
+            .map(String::as_str)
+            .filter(|v| !v.is_empty())
     }
 }
 
-/// `12` of `12.4`.
-fn major(release: &str) -> &str {
-    release.split('.').next().unwrap_or(release)
+fn qualifiers(query: &str) -> Result<BTreeMap<String, String>, PurlError> {
+    let mut map = BTreeMap::new();
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        if let Some((key, value)) = pair.split_once('=') {
+            map.insert(key.to_ascii_lowercase(), decode(value)?);
+        }
+    }
+    Ok(map)
 }
 
-/// `3.19` of `3.19.1`.
-fn minor(release: &str) -> String {
-    release.split('.').take(2).collect::<Vec<_>>().join(".")
+fn decode(text: &str) -> Result<String, PurlError> {
+    percent_decode_str(text)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| PurlError::Encoding)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn named(text: &str) -> Option<String> {
-        package_of_purl(text).map(|p| p.to_string())
+    fn parts(text: &str) -> PurlParts {
+        PurlParts::parse(text).unwrap()
     }
 
     #[test]
-    fn purl_types_map_to_ecosystems() {
-        for (purl, expected) in [
-            ("pkg:npm/lodash@4.17.20", "npm/lodash@4.17.20"),
-            ("pkg:npm/%40babel/core@7.0.0", "npm/@babel/core@7.0.0"),
-            ("pkg:pypi/jinja2@3.1.4", "PyPI/jinja2@3.1.4"),
-            (
-                "pkg:maven/io.netty/netty-codec@4.1.73.Final?type=jar",
-                "Maven/io.netty:netty-codec@4.1.73.Final",
-            ),
-            (
-                "pkg:golang/github.com/wagoodman/go-partybus@v0.0.0-2023",
-                "Go/github.com/wagoodman/go-partybus@v0.0.0-2023",
-            ),
-            ("pkg:cargo/tokio@1.19.2", "crates.io/tokio@1.19.2"),
-            (
-                "pkg:composer/laravel/framework@7.12.0",
-                "Packagist/laravel/framework@7.12.0",
-            ),
-            (
-                "pkg:deb/debian/libc6@2.36-9+deb12u4?arch=amd64&distro=debian-12",
-                "Debian:12/libc6@2.36-9+deb12u4",
-            ),
-            (
-                "pkg:deb/debian/libselinux1-dev@3.1-3?arch=s390x",
-                "Debian/libselinux1-dev@3.1-3",
-            ),
-            (
-                "pkg:apk/alpine/musl@1.2.4-r2?arch=x86_64&distro=alpine-3.19.1",
-                "Alpine:v3.19/musl@1.2.4-r2",
-            ),
-        ] {
-            assert_eq!(named(purl).as_deref(), Some(expected), "{purl}");
-        }
+    fn the_parts_keep_their_case_and_are_decoded() {
+        let go = parts("pkg:golang/github.com/CycloneDX/cyclonedx-go@v0.7.0");
+        assert_eq!(
+            (go.ty.as_str(), go.namespace.as_str(), go.name.as_str()),
+            ("golang", "github.com/CycloneDX", "cyclonedx-go")
+        );
+        assert_eq!(go.version.as_deref(), Some("v0.7.0"));
+
+        let deb = parts(
+            "pkg:deb/debian/bsdutils@1:2.29.2-1+deb9u1?arch=amd64&upstream=util-linux%402.29.2-1%2Bdeb9u1&distro=debian-9",
+        );
+        assert_eq!(deb.name, "bsdutils");
+        assert_eq!(deb.version.as_deref(), Some("1:2.29.2-1+deb9u1"));
+        assert_eq!(
+            deb.qualifier("upstream"),
+            Some("util-linux@2.29.2-1+deb9u1")
+        );
+        assert_eq!(deb.qualifier("distro"), Some("debian-9"));
+
+        let npm = parts("pkg:NPM/%40babel/core@7.0.0#lib");
+        assert_eq!((npm.ty.as_str(), npm.namespace.as_str()), ("npm", "@babel"));
+        let unencoded = parts("pkg:npm/@babel/core");
+        assert_eq!(
+            (unencoded.namespace.as_str(), unencoded.version),
+            ("@babel", None)
+        );
     }
 
     #[test]
-    fn what_no_database_knows_is_skipped() {
-        for purl in [
-            "pkg:npm/lodash",
-            "pkg:oci/web@sha256%3Aabc",
-            "pkg:rpm/fedora/curl@7.50.3-1.fc25",
-            "pkg:deb/ubuntu/libc6@2.35",
-            "pkg:generic/openssl@3.0",
-            "not a purl",
-            "pkg:",
+    fn what_is_not_a_purl_says_why() {
+        for (text, why) in [
+            ("npm/lodash@1", PurlError::Scheme),
+            ("pkg:", PurlError::Type),
+            ("pkg:1x/y@1", PurlError::Type),
+            ("pkg:npm/@1.0.0", PurlError::Name),
+            ("pkg:npm/a%ff@1", PurlError::Encoding),
         ] {
-            assert_eq!(named(purl), None, "{purl}");
+            assert_eq!(PurlParts::parse(text), Err(why), "{text}");
         }
     }
 }

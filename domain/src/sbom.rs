@@ -131,8 +131,9 @@ pub enum SbomProblem {
     NotFound,
     /// Larger than the source's `maxBodyBytes`.
     TooLarge,
-    /// Not a CycloneDX 1.4-1.6 or SPDX 2.3 JSON document (truncated, not
-    /// JSON, another format or version).
+    /// Not a CycloneDX 1.2-1.7 (JSON or XML), SPDX 2.2/2.3 (JSON or
+    /// tag-value) or SPDX 3.0 document (truncated, another format or
+    /// version).
     Malformed,
     /// Its SHA-256 is not the pinned digest.
     DigestMismatch,
@@ -173,20 +174,25 @@ pub struct SbomFacts {
     /// Components or packages without a purl, skipped.
     #[serde(default)]
     pub skipped: u32,
-    /// Purls of a type with no vulnerability ecosystem (or unreadable),
+    /// Purls that cannot be asked about (the run's coverage says why),
     /// skipped.
     #[serde(default)]
     pub unsupported: u32,
+    /// The document's format, e.g. `CycloneDX 1.4 XML`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
     /// Why the SBOM could not be used; absent when it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub problem: Option<SbomProblem>,
 }
 
-/// An SBOM read: its distinct packages, and what the run records of it.
+/// An SBOM read: its distinct packages under their advisory coordinates,
+/// what the run records of it, and the coverage of its entries.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SbomRead {
     pub packages: Vec<crate::package::Package>,
     pub facts: SbomFacts,
+    pub coverage: crate::coverage::Coverage,
 }
 
 impl SbomFacts {
@@ -199,6 +205,7 @@ impl SbomFacts {
             packages: 0,
             skipped: 0,
             unsupported: 0,
+            format: None,
             problem: None,
         }
     }

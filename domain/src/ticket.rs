@@ -1,6 +1,7 @@
 //! The ticket: the source of truth for one scan run. Its statuses, steps
 //! and facts are those the state machine declares ([`crate::machine`]).
 
+use crate::coverage::Coverage;
 pub use crate::fact_json::FactJson;
 use crate::fence::Fence;
 pub use crate::machine::{Fact, Status, Step};
@@ -94,6 +95,11 @@ pub struct VulnFacts {
     /// CVE ids cut from `cves` by [`MAX_CVES`]: neither kept nor looked up.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub cves_omitted: u32,
+    /// What the query asked about of the packages listed, and why it did
+    /// not ask about the others. Absent in what an operator before 0.2.0
+    /// recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
 }
 
 impl VulnFacts {
@@ -235,6 +241,11 @@ pub struct Facts {
 impl Facts {
     pub fn is_empty(&self) -> bool {
         self == &Facts::default()
+    }
+
+    /// The coverage of the vulnerability query, once it was recorded.
+    pub fn coverage(&self) -> Option<&Coverage> {
+        self.vulnerabilities.as_ref()?.coverage.as_ref()
     }
 
     /// Sets `fact` from its JSON.

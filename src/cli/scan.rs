@@ -31,6 +31,9 @@ pub mod exit {
     /// High risk confirmed, but the notification could not be delivered yet
     /// (retryable errors); run again with the same `--run`.
     pub const NOTIFY_PENDING: u8 = 7;
+    /// Finished without a high risk among the packages asked about, but it
+    /// asked about none of them, or fewer than `--min-coverage`: not clean.
+    pub const COVERAGE_LOW: u8 = 8;
 }
 
 #[derive(Args, Debug)]
@@ -71,6 +74,11 @@ pub struct ScanArgs {
     epss_threshold: f64,
     #[arg(long, default_value = "WhenNeeded")]
     threat_intel: ThreatIntelPolicy,
+    /// The share of the listed packages, in percent, the run must ask about;
+    /// below it (or when it asks about none) a clean run exits with
+    /// `COVERAGE_LOW`, as an AssetScan ends `CoverageLow`.
+    #[arg(long, value_parser = clap::value_parser!(u8).range(0..=100))]
+    min_coverage: Option<u8>,
     /// Lowest token minus one (e.g. the last token recorded elsewhere).
     #[arg(long, default_value_t = 0)]
     token_floor: u64,
@@ -134,6 +142,7 @@ impl ScanArgs {
                 cvss_threshold: self.cvss_threshold,
                 threat_intel: self.threat_intel,
                 epss_threshold: self.epss_threshold,
+                min_coverage: self.min_coverage,
             },
             channels: self.notify.clone(),
             token_floor: self.token_floor,
@@ -224,6 +233,7 @@ fn terminal_code(ticket: &Ticket) -> u8 {
     match ticket.status {
         Status::Failed => exit::FAILED,
         _ if ticket.facts.risk.as_ref().is_some_and(|r| r.high_risk) => exit::HIGH_RISK,
+        _ if ticket.facts.coverage().is_some_and(|c| c.is_low()) => exit::COVERAGE_LOW,
         _ => exit::CLEAN,
     }
 }

@@ -203,6 +203,15 @@ pub struct Policy {
     #[serde(default = "default_epss_threshold")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub epss_threshold: f64,
+
+    /// The share of the listed packages, in percent, that a run must have
+    /// asked about: below it the run ends `Ready=False` with reason
+    /// `CoverageLow` (as does a run that asked about none, whatever this
+    /// says). Findings of the packages asked about are judged and notified
+    /// all the same.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 100))]
+    pub min_coverage: Option<u8>,
 }
 
 impl Default for Policy {
@@ -211,6 +220,7 @@ impl Default for Policy {
             cvss_threshold: default_cvss_threshold(),
             threat_intel: ThreatIntelPolicy::default(),
             epss_threshold: default_epss_threshold(),
+            min_coverage: None,
         }
     }
 }

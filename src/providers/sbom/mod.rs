@@ -23,7 +23,7 @@ pub use document::DocumentError;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpError, HttpProfile, HttpSettings};
 use crate::providers::http::{join_path, parse_http_url};
-use assetscan_domain::{Digest, SbomFacts, SbomProblem, SbomRead, SbomRef};
+use assetscan_domain::{Digest, NotAsked, SbomFacts, SbomProblem, SbomRead, SbomRef};
 use reqwest::Url;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -34,6 +34,11 @@ use std::time::Duration;
 /// Defaults: an image's SBOM is a few MB at most (a Syft CycloneDX of a
 /// 600-package Ubuntu image is about 3 MB).
 const PROFILE: HttpProfile = HttpProfile::document("sbom", Duration::from_secs(10), 16 << 20);
+
+/// The media types of the formats read ([`document`]), any other last.
+const ACCEPTED: &str = "application/vnd.cyclonedx+json, application/vnd.cyclonedx+xml, \
+    application/spdx+json, text/spdx, application/json;q=0.9, application/xml;q=0.9, \
+    text/plain;q=0.5, */*;q=0.1";
 
 /// One source: `baseUrl`, and `timeout` (default `10s`), `maxBodyBytes`
 /// (default 16 MiB), `bearerTokenFrom`.
@@ -158,7 +163,7 @@ impl SbomSources {
         let request = source
             .http
             .get(url)
-            .header(reqwest::header::ACCEPT, "application/json");
+            .header(reqwest::header::ACCEPT, ACCEPTED);
         let reply = source
             .http
             .send(request)
@@ -180,15 +185,23 @@ impl SbomSources {
             error,
         })?;
         let count = |n: usize| u32::try_from(n).unwrap_or(u32::MAX);
+        let coverage = contents.coverage;
+        let skipped = coverage
+            .not_asked
+            .get(&NotAsked::NoPurl)
+            .copied()
+            .unwrap_or(0);
         Ok(SbomRead {
             facts: SbomFacts {
                 digest: Some(actual),
                 packages: count(contents.packages.len()),
-                skipped: contents.skipped,
-                unsupported: contents.unsupported,
+                skipped,
+                unsupported: coverage.not_asked_total().saturating_sub(skipped),
+                format: Some(contents.format),
                 ..SbomFacts::of(sbom)
             },
             packages: contents.packages,
+            coverage,
         })
     }
 }

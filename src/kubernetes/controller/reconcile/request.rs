@@ -149,6 +149,7 @@ fn policy(policy: &crd::Policy) -> Policy {
         cvss_threshold: policy.cvss_threshold,
         threat_intel: policy.threat_intel,
         epss_threshold: policy.epss_threshold,
+        min_coverage: policy.min_coverage,
     }
 }
 
