@@ -278,7 +278,8 @@ pub struct ScanLabels {
     pub shard: String,
     /// The status's phase (a ticket status), or `NONE` before the first run.
     pub phase: String,
-    /// `HighRisk`, `NoHighRisk`, `Offline` or `NotAssessed`.
+    /// `HighRisk`, `NoHighRisk`, `CoverageLow` (no high risk among too few
+    /// packages asked about), `Offline` or `NotAssessed`.
     pub verdict: String,
 }
 

@@ -101,6 +101,7 @@ fn names_scope_columns_and_status_subresource() {
             ("Asset", ".spec.assetId"),
             ("Phase", ".status.phase"),
             ("High-Risk", ".status.highRisk"),
+            ("Coverage", ".status.coverage.summary"),
             ("Notified", ".status.notification.state"),
             ("Token", ".status.fencingToken"),
             ("Age", ".metadata.creationTimestamp"),

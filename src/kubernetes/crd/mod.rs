@@ -27,12 +27,14 @@ mod spec;
 mod status;
 
 pub use report::{
-    AssetScanReport, AssetScanReportSpec, DEFAULT_REPORT_HISTORY_LIMIT, ReportFinding,
-    ReportFindings, ReportNotification, ReportSbom, ReportThreatIntel,
+    AssetScanReport, AssetScanReportSpec, DEFAULT_REPORT_HISTORY_LIMIT, ReportCoverage,
+    ReportFinding, ReportFindings, ReportNotAsked, ReportNotification, ReportSbom,
+    ReportThreatIntel,
 };
 pub use spec::{AssetScan, AssetScanSpec, Package, Policy, SbomReference, Target};
 pub use status::{
-    AssetScanStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary, is_fence_refusal,
+    AssetScanStatus, CoverageStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary,
+    is_fence_refusal,
 };
 
 use assetscan_domain::ticket::{NotificationState, Status};

@@ -88,6 +88,10 @@ pub struct AssetScanReportSpec {
     /// What the vulnerability query found; absent when it did not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub findings: Option<ReportFindings>,
+    /// What the query asked about, and the first packages it could not
+    /// ask about with why; absent when it did not run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<ReportCoverage>,
     /// Known-exploited CVEs and the highest EPSS scores, if looked up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threat_intel: Option<ReportThreatIntel>,
@@ -115,6 +119,29 @@ pub struct ReportSbom {
     pub skipped: u32,
     /// Purls of a type without a vulnerability ecosystem, skipped.
     pub unsupported: u32,
+}
+
+/// A run's coverage as the status shows it, with what was asked by
+/// ecosystem and the first entries not asked.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportCoverage {
+    #[serde(flatten)]
+    pub status: super::CoverageStatus,
+    /// Asked, by ecosystem without its release (`Debian`, `npm`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub asked_by_ecosystem: std::collections::BTreeMap<String, u32>,
+    /// The first entries not asked (at most 20), with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub not_asked_listed: Vec<ReportNotAsked>,
+}
+
+/// One entry not asked about: its purl (or name) and the reason.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct ReportNotAsked {
+    pub package: String,
+    pub reason: String,
 }
 
 /// Findings, most severe first, bounded; what was cut is counted.

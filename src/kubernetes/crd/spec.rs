@@ -42,6 +42,7 @@ const RESCAN_MESSAGE: &str = "rescanInterval must be at least 1m";
     printcolumn(name = "Asset", type_ = "string", json_path = ".spec.assetId"),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "High-Risk", type_ = "boolean", json_path = ".status.highRisk"),
+    printcolumn(name = "Coverage", type_ = "string", json_path = ".status.coverage.summary"),
     printcolumn(name = "Notified", type_ = "string", json_path = ".status.notification.state"),
     printcolumn(name = "Token", type_ = "integer", json_path = ".status.fencingToken"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),

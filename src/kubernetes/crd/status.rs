@@ -86,6 +86,11 @@ pub struct AssetScanStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vulnerabilities: Option<VulnerabilitySummary>,
 
+    /// What the vulnerability query asked about of the packages listed;
+    /// absent until it ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<CoverageStatus>,
+
     /// The high-risk notification of this run, if one was due.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notification: Option<NotificationStatus>,
@@ -141,6 +146,49 @@ pub struct LastErrorStatus {
     pub at: Time,
     /// Attempt number of the step that failed (1-based).
     pub attempt: i64,
+}
+
+/// Of the packages listed (`spec.software`, or the SBOM's components), how
+/// many were asked about under their advisory coordinates, and why the
+/// others were not (docs/sbom.md lists the reasons).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CoverageStatus {
+    /// `73% (97/132)`: the percent asked, rounded down, and asked/listed.
+    pub summary: String,
+    pub listed: u32,
+    pub asked: u32,
+    pub percent: u8,
+    /// The `policy.minCoverage` the run was judged by.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub minimum: Option<u8>,
+    /// Below the minimum, or nothing asked: the run is not `Ready`
+    /// (`CoverageLow`), and the asset is not called clean.
+    pub low: bool,
+    /// Not asked, by reason (`noPurl`, `notAPurl`, `noVersion`,
+    /// `noAdvisorySource`, `unknownDistribution`, `unknownRelease`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub not_asked: std::collections::BTreeMap<String, u32>,
+    /// Not asked, by kind of package (`oci`, `rpm/amzn`, `none`).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub not_asked_by_kind: std::collections::BTreeMap<String, u32>,
+}
+
+impl CoverageStatus {
+    pub fn of(coverage: &assetscan_domain::Coverage) -> CoverageStatus {
+        CoverageStatus {
+            summary: coverage.summary(),
+            listed: coverage.listed,
+            asked: coverage.asked,
+            percent: coverage.percent(),
+            minimum: coverage.minimum,
+            low: coverage.is_low(),
+            not_asked: (coverage.not_asked.iter())
+                .map(|(reason, n)| (reason.as_str().to_owned(), *n))
+                .collect(),
+            not_asked_by_kind: coverage.not_asked_by_kind.clone(),
+        }
+    }
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

@@ -187,13 +187,16 @@ fn phase(obj: &AssetScan) -> &'static str {
 }
 
 /// The `verdict` label, from the status's verdict and its `HighRisk`
-/// condition (which says when the asset was offline).
+/// condition (which says when the asset was offline). No high risk among
+/// too few packages asked about is `CoverageLow`, never `NoHighRisk`.
 fn verdict(obj: &AssetScan) -> &'static str {
     let Some(status) = obj.status.as_ref() else {
         return "NotAssessed";
     };
+    let coverage_low = status.coverage.as_ref().is_some_and(|c| c.low);
     match status.high_risk {
         Some(true) => "HighRisk",
+        Some(false) if coverage_low => "CoverageLow",
         Some(false) => "NoHighRisk",
         None if ConditionType::HighRisk
             .find(&status.conditions)
@@ -251,6 +254,7 @@ mod tests {
     use crate::kubernetes::crd::AssetScanStatus;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
     use prometheus_client::metrics::gauge::Gauge;
+    use serde_json::json;
     use std::time::Duration;
 
     fn at(secs: i64) -> Timestamp {
@@ -287,6 +291,13 @@ mod tests {
         })
     }
 
+    /// A status whose run asked about 1 of 4 packages listed.
+    fn coverage_low(mut status: serde_json::Value) -> serde_json::Value {
+        status["coverage"] = json!({"summary": "25% (1/4)", "listed": 4, "asked": 1,
+            "percent": 25, "minimum": 50, "low": true});
+        status
+    }
+
     fn summary(objects: &[AssetScan], now: i64) -> Summary {
         let mut summary = Summary::default();
         for obj in objects {
@@ -304,14 +315,17 @@ mod tests {
             notifying,
             object("b", Some(run_status("FINISHED", Some(false)))),
             object("c", Some(run_status("FINISHED", Some(false)))),
+            object("d", Some(coverage_low(run_status("FINISHED", Some(false))))),
+            object("e", Some(coverage_low(run_status("NOTIFYING", Some(true))))),
         ];
         let s = summary(&objects, 100);
         assert_eq!(
             s.scans,
             BTreeMap::from([
+                (("FINISHED", "CoverageLow"), 1),
                 (("FINISHED", "NoHighRisk"), 2),
                 (("NONE", "NotAssessed"), 1),
-                (("NOTIFYING", "HighRisk"), 1),
+                (("NOTIFYING", "HighRisk"), 2),
             ])
         );
         assert_eq!(s.unnotified_since, Some(at(50)));

@@ -3,7 +3,7 @@
 
 use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType, bounded, whole_seconds};
 use crate::kubernetes::crd::{
-    AssetScanStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary,
+    AssetScanStatus, CoverageStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary,
 };
 use crate::providers::online::EgressRule;
 use assetscan_domain::SbomProblem;
@@ -90,6 +90,7 @@ fn mirrored_fields(
                 facts.threat_intel.as_ref().map(|t| t.known_exploited.len()),
             )
         }),
+        coverage: facts.coverage().map(CoverageStatus::of),
         notification: facts.notification.as_ref().map(|n| NotificationStatus {
             state: n.state,
             idempotency_key: n.idempotency_key.clone(),
@@ -130,6 +131,14 @@ impl RunConditions {
                 "ScanComplete",
                 "scan complete: asset offline".to_owned(),
             ),
+            Status::Finished if ticket.facts.coverage().is_some_and(|c| c.is_low()) => {
+                let coverage = ticket.facts.coverage().map(coverage_message);
+                (
+                    states(False, False, False),
+                    "CoverageLow",
+                    coverage.unwrap_or_default(),
+                )
+            }
             Status::Finished => (
                 states(True, False, False),
                 "ScanComplete",
@@ -157,6 +166,30 @@ impl RunConditions {
             message,
         }
     }
+}
+
+/// Why a finished run is not `Ready`: what it asked about, against what,
+/// and the largest reasons it did not ask.
+fn coverage_message(coverage: &assetscan_domain::Coverage) -> String {
+    let against = match coverage.minimum {
+        Some(minimum) => format!(", below the minimum of {minimum}%"),
+        None => String::new(),
+    };
+    let mut reasons: Vec<_> = coverage.not_asked.iter().collect();
+    reasons.sort_by(|a, b| b.1.cmp(a.1));
+    let why: Vec<String> = (reasons.iter().take(3))
+        .map(|(reason, n)| format!("{n} {}", reason.as_str()))
+        .collect();
+    let why = match why.is_empty() {
+        true => String::new(),
+        false => format!("; not asked: {} (see the report)", why.join(", ")),
+    };
+    format!(
+        "scan complete, but it asked about {} of {} packages listed ({}%){against}{why}",
+        coverage.asked,
+        coverage.listed,
+        coverage.percent()
+    )
 }
 
 /// `Failed`, or what the tenant can mend named instead: the way an SBOM

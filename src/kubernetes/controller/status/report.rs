@@ -6,8 +6,9 @@
 
 use super::from_ticket::{last_error_status, saturating_i64, time_from_ms};
 use crate::kubernetes::crd::{
-    AssetScan, AssetScanReport, AssetScanReportSpec, AssetScanStatus, DEFAULT_REPORT_HISTORY_LIMIT,
-    ReportFinding, ReportFindings, ReportNotification, ReportSbom, ReportThreatIntel,
+    AssetScan, AssetScanReport, AssetScanReportSpec, AssetScanStatus, CoverageStatus,
+    DEFAULT_REPORT_HISTORY_LIMIT, ReportCoverage, ReportFinding, ReportFindings, ReportNotAsked,
+    ReportNotification, ReportSbom, ReportThreatIntel,
 };
 use crate::telemetry::Metrics;
 use assetscan_domain::run_order;
@@ -106,6 +107,16 @@ fn build(obj: &AssetScan, ticket: &Ticket) -> AssetScanReport {
                 unsupported: s.unsupported,
             }),
             findings: facts.vulnerabilities.as_deref().map(findings),
+            coverage: facts.coverage().map(|c| ReportCoverage {
+                status: CoverageStatus::of(c),
+                asked_by_ecosystem: c.asked_by_ecosystem.clone(),
+                not_asked_listed: (c.not_asked_listed.iter())
+                    .map(|e| ReportNotAsked {
+                        package: e.package.clone(),
+                        reason: e.reason.as_str().to_owned(),
+                    })
+                    .collect(),
+            }),
             threat_intel: facts.threat_intel.as_ref().map(threat_intel),
             notification: facts.notification.as_ref().map(|n| ReportNotification {
                 state: n.state,
