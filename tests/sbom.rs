@@ -81,7 +81,8 @@ async fn real_sboms_are_read_over_http_and_recorded_with_the_run() {
             "graalvm-micronaut.cdx-1.6.json",
             "apps/micronaut.cdx.json",
             true,
-            2,
+            // The subject, a Maven artifact, is asked about too.
+            3,
             1,
             0,
         ),
@@ -90,7 +91,7 @@ async fn real_sboms_are_read_over_http_and_recorded_with_the_run() {
             "laravel-7.12.0.cdx-1.4.json",
             "apps/laravel/7.12.0.cdx.json",
             false,
-            62,
+            63,
             0,
             0,
         ),
@@ -99,9 +100,10 @@ async fn real_sboms_are_read_over_http_and_recorded_with_the_run() {
             "k8s-bom-example11.spdx-2.3.json",
             "k8s/example11.spdx.json",
             true,
-            4,
+            // The deb has no `distro`: not asked, of an unknown release.
+            3,
             0,
-            0,
+            1,
         ),
     ];
     // The stub does not evaluate versions: any tokio is affected.

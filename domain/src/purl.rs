@@ -6,7 +6,7 @@
 //! types, which their ecosystems do not (Go module paths are
 //! case-sensitive: `github.com/BurntSushi/toml`); a purl crate that applies
 //! those rules would ask about names no advisory uses, so what an ecosystem
-//! does to a name is the advisory mapping's business ([`crate::advisory`]).
+//! does to a name is the business of the mapping to advisory coordinates.
 
 use percent_encoding::percent_decode_str;
 use std::collections::BTreeMap;

@@ -9,8 +9,8 @@
 //! Every entry is listed: the ones that can be asked about under their
 //! advisory coordinates ([`assetscan_domain::advisory`]), and the others
 //! counted by why not. What a document says it is about (CycloneDX's
-//! `metadata.component`, the packages an SPDX document describes) is asked
-//! about when it names a package, and otherwise not listed: an image or a
+//! `metadata.component`, the packages an SPDX document describes) is listed
+//! when it names a package of an ecosystem, and otherwise not: an image or a
 //! directory is the subject of the scan, not a package of it.
 //!
 //! The format crates (`cyclonedx-bom`, `spdx-rs`) model and check whole
@@ -24,7 +24,7 @@ mod json;
 mod tag_value;
 mod xml;
 
-use assetscan_domain::{Coverage, Inventory, Package, SourceHint};
+use assetscan_domain::{Coverage, Inventory, NotAsked, Package, SourceHint};
 
 /// Deepest nesting read (CycloneDX components in components, XML elements).
 pub(super) const MAX_DEPTH: usize = 64;
@@ -120,12 +120,16 @@ pub(crate) fn read(body: &[u8]) -> Result<Contents, DocumentError> {
     };
     let mut inventory = Inventory::new();
     for entry in &entries {
-        let askable = || {
+        // A subject that names a package of an ecosystem is listed; an
+        // image, a directory or a file is not.
+        let names_a_package = || {
             entry.purl.as_deref().is_some_and(|purl| {
-                assetscan_domain::advisory::coordinates_of_purl(purl, entry.source.as_ref()).is_ok()
+                let mapped =
+                    assetscan_domain::advisory::coordinates_of_purl(purl, entry.source.as_ref());
+                !matches!(mapped, Err(NotAsked::NoAdvisorySource | NotAsked::NotAPurl))
             })
         };
-        if entry.subject && !askable() {
+        if entry.subject && !names_a_package() {
             continue;
         }
         inventory.add_entry(entry.purl.as_deref(), &entry.name, entry.source.as_ref());
@@ -140,3 +144,6 @@ pub(crate) fn read(body: &[u8]) -> Result<Contents, DocumentError> {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod corpus;
