@@ -17,7 +17,15 @@ fn corpus(name: &str) -> Vec<u8> {
 }
 
 /// (document, format, listed, asked, not asked by reason)
-const CORPUS: &[(&str, &str, u32, u32, &[(NotAsked, u32)])] = &[
+type Expected = (
+    &'static str,
+    &'static str,
+    u32,
+    u32,
+    &'static [(NotAsked, u32)],
+);
+
+const CORPUS: &[Expected] = &[
     // Syft 0.73, Debian 9: 132 deb (distro=debian-9), 3 golang, 1 generic, 1 without a purl.
     (
         "osv-scanner-postgres-stretch.cdx-1.4.xml",

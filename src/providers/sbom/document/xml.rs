@@ -212,16 +212,17 @@ fn end(
             }
         }
     }
-    if name == "component" && open.last().is_some_and(|o| o.depth == depth) {
-        if let Some(done) = open.pop() {
-            let property = |key: &str| {
-                (done.properties.iter())
-                    .find(|(k, _)| k == key)
-                    .map(|(_, v)| v.clone())
-                    .filter(|v| !v.is_empty())
-            };
-            entries[done.index].source = trivy_source(property);
-        }
+    if name == "component"
+        && open.last().is_some_and(|o| o.depth == depth)
+        && let Some(done) = open.pop()
+    {
+        let property = |key: &str| {
+            (done.properties.iter())
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+                .filter(|v| !v.is_empty())
+        };
+        entries[done.index].source = trivy_source(property);
     }
 }
 
