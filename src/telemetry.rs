@@ -283,6 +283,14 @@ pub struct ScanLabels {
     pub verdict: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NotAskedLabels {
+    pub shard: String,
+    /// Why the packages were not asked about (`noPurl`, `noAdvisorySource`,
+    /// `unknownDistribution`, `unknownRelease`, …).
+    pub reason: String,
+}
+
 /// Detection-to-notification buckets, in seconds: fine below a second
 /// (0.25 is the bound `make scale` checks the p99 against), then up to an
 /// hour, past which the alert on the oldest unnotified risk has long fired.
@@ -359,6 +367,9 @@ pub struct StatusGauges {
     /// The number of shards, from each replica: a shard none of whose
     /// replicas is scraped has no series.
     pub shards: Family<ShardLabels, Gauge>,
+    /// Packages the last run of each AssetScan did not ask about, summed
+    /// by reason.
+    pub packages_not_asked: Family<NotAskedLabels, Gauge>,
     compute: OnceLock<Box<ComputeGauges>>,
     scrape: Mutex<()>,
 }
@@ -390,6 +401,12 @@ impl StatusGauges {
                 "The number of shards; the label shard is this replica's",
                 Family::default(),
             ),
+            packages_not_asked: registered(
+                r,
+                "packages_not_asked",
+                "Packages the AssetScans' last runs listed and did not ask about, by reason",
+                Family::default(),
+            ),
             compute: OnceLock::new(),
             scrape: Mutex::new(()),
         }
@@ -403,8 +420,9 @@ impl StatusGauges {
 
     fn refresh(&self) {
         if let Some(compute) = self.compute.get() {
-            // Phases and verdicts no longer held drop out.
+            // Phases, verdicts and reasons no longer held drop out.
             self.scans.clear();
+            self.packages_not_asked.clear();
             compute(self);
         }
     }

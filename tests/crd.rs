@@ -4,8 +4,8 @@
 
 use assetscan_operator::domain::ticket::Status;
 use assetscan_operator::kubernetes::crd::{
-    ASSET_ID_PATTERN, AssetScan, AssetScanReport, AssetScanSpec, AssetScanStatus, Package,
-    SbomReference, Target, crd_yaml, report_crd_yaml,
+    ASSET_ID_PATTERN, AssetScan, AssetScanReport, AssetScanSpec, AssetScanStatus, FindingException,
+    Package, SbomReference, Target, crd_yaml, exception_crd_yaml, report_crd_yaml,
 };
 use kube::core::cel::{ValidationErrors, validate_cel, validate_cel_update};
 use kube::{CustomResourceExt, Resource};
@@ -27,6 +27,7 @@ fn checked_in_crds_match_the_rust_types() {
     for (name, yaml) in [
         (AssetScan::crd_name(), crd_yaml()),
         (AssetScanReport::crd_name(), report_crd_yaml()),
+        (FindingException::crd_name(), exception_crd_yaml()),
     ] {
         let expected = format!("{HEADER}{yaml}");
         let path = crd_file(name);
@@ -256,6 +257,7 @@ fn scan(target: Target, software: Vec<Package>) -> AssetScan {
             target,
             software,
             sbom: None,
+            vex: vec![],
             policy: Default::default(),
             notify: vec!["secops".into()],
             rescan_interval: Some("6h".into()),

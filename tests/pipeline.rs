@@ -22,7 +22,9 @@ use assetscan_operator::domain::ScanRequest;
 use assetscan_operator::domain::ticket::{
     NotificationState, RiskFacts, Status, Step, ThreatIntelFacts, Ticket, VulnFacts,
 };
-use assetscan_operator::domain::{Package, Policy, Target, ThreatIntelPolicy};
+use assetscan_operator::domain::{
+    Package, Policy, Target, ThreatIntelPolicy, Triage, TriageRequest,
+};
 use assetscan_operator::pipeline::{Effects, Notification, Observer, Outcome, Pipeline, StepError};
 use assetscan_operator::providers::Providers;
 use assetscan_operator::store::{RedisTarget, TicketStore};
@@ -181,6 +183,7 @@ fn request(holder: &str, software: &[Pkg], policy: Policy) -> ScanRequest {
         supersedes: None,
         expect_open: false,
         origin: None,
+        triage: TriageRequest::default(),
     }
 }
 
@@ -279,14 +282,18 @@ impl Effects for Twisted {
         self.inner.check_online(req).await
     }
 
-    async fn query_vulnerabilities(&self, req: &ScanRequest) -> Result<VulnFacts, StepError> {
-        let found = self.inner.query_vulnerabilities(req).await;
+    async fn query_vulnerabilities(
+        &self,
+        req: &ScanRequest,
+        triage: &Triage,
+    ) -> Result<VulnFacts, StepError> {
+        let found = self.inner.query_vulnerabilities(req, triage).await;
         let Twist::FreezesMidStep(freeze) = &self.twist else {
             return found;
         };
         found?;
         freeze.freeze().await;
-        self.inner.query_vulnerabilities(req).await
+        self.inner.query_vulnerabilities(req, triage).await
     }
 
     async fn threat_intel(

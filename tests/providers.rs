@@ -6,7 +6,7 @@ use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{
     Finding, RiskFacts, Severity, ThreatIntelFacts, VulnFacts,
 };
-use assetscan_operator::domain::{Origin, ScanRequest};
+use assetscan_operator::domain::{Origin, ScanRequest, Triage, TriageRequest};
 use assetscan_operator::domain::{Package, Policy, Target, assess, needs_threat_intel};
 use assetscan_operator::pipeline::{Effects, Notification, Resend};
 use assetscan_operator::providers::intel::{
@@ -92,7 +92,7 @@ async fn bounded_query(stub: &OsvStub, max_findings: usize, package: Package) ->
         ..osv_config(stub)
     };
     let client = OsvClient::new(&config).unwrap();
-    client.query(&[package]).await.unwrap()
+    client.query(&[package], &Triage::default()).await.unwrap()
 }
 
 /// The 15 real records, all behind one package.
@@ -119,7 +119,7 @@ mod osv {
         let (stub, _) = osv_with_all_records().await;
         let osv = OsvClient::new(&osv_config(&stub)).unwrap();
         let facts = osv
-            .query(&[package("Fixture", "everything", "1")])
+            .query(&[package("Fixture", "everything", "1")], &Triage::default())
             .await
             .unwrap();
 
@@ -162,7 +162,7 @@ mod osv {
         assert_eq!(stub.vuln_calls(), 15);
 
         // The same records again: served from the cache (same `modified`).
-        osv.query(&[package("Fixture", "everything", "1")])
+        osv.query(&[package("Fixture", "everything", "1")], &Triage::default())
             .await
             .unwrap();
         assert_eq!(stub.vuln_calls(), 15);
@@ -173,7 +173,7 @@ mod osv {
         let (stub, _) = osv_with_all_records().await;
         let facts = OsvClient::new(&osv_config(&stub))
             .unwrap()
-            .query(&[package("Fixture", "everything", "1")])
+            .query(&[package("Fixture", "everything", "1")], &Triage::default())
             .await
             .unwrap();
         let cves = |id| finding(&facts, id).cves.clone();
@@ -220,7 +220,7 @@ mod osv {
 
             let facts = OsvClient::new(&osv_config(&stub))
                 .unwrap()
-                .query(&software)
+                .query(&software, &Triage::default())
                 .await
                 .unwrap();
 
@@ -254,7 +254,7 @@ mod osv {
         };
         let osv = OsvClient::new(&osv_config(&stub)).unwrap();
         for own in ["a", "b", "c"] {
-            let facts = osv.query(&asset(own)).await.unwrap();
+            let facts = osv.query(&asset(own), &Triage::default()).await.unwrap();
             assert_eq!(facts.total, 1, "{own}: the shared package's finding");
             assert_eq!(finding(&facts, &ids[0]).package, "PyPI/shared@1");
         }
@@ -267,7 +267,7 @@ mod osv {
         let osv = OsvClient::new(&every_run).unwrap();
         let before = asked(&stub);
         for own in ["a", "b"] {
-            osv.query(&asset(own)).await.unwrap();
+            osv.query(&asset(own), &Triage::default()).await.unwrap();
         }
         assert_eq!(asked(&stub) - before, 6);
     }
@@ -287,7 +287,7 @@ mod osv {
 
         let facts = OsvClient::new(&osv_config(&stub))
             .unwrap()
-            .query(&software)
+            .query(&software, &Triage::default())
             .await
             .unwrap();
 
@@ -332,7 +332,7 @@ mod osv {
         };
         let err = OsvClient::new(&config)
             .unwrap()
-            .query(&[package("PyPI", "many", "1")])
+            .query(&[package("PyPI", "many", "1")], &Triage::default())
             .await
             .unwrap_err();
         assert!(
@@ -360,7 +360,7 @@ mod osv {
 
         let facts = OsvClient::new(&osv_config(&stub))
             .unwrap()
-            .query(&[purl("pkg:pypi/jinja2@3.1.4")])
+            .query(&[purl("pkg:pypi/jinja2@3.1.4")], &Triage::default())
             .await
             .unwrap();
 
@@ -429,7 +429,7 @@ mod osv {
         let stub = OsvStub::start().await.unwrap();
         let facts = OsvClient::new(&osv_config(&stub))
             .unwrap()
-            .query(&[])
+            .query(&[], &Triage::default())
             .await
             .unwrap();
         assert_eq!(facts, VulnFacts::default());
@@ -498,7 +498,7 @@ mod generic {
             purl("pkg:pypi/jinja2@3.1.4"),
         ];
         let facts = client(dir.path(), url)
-            .query("web-1", &software)
+            .query("web-1", &software, &Triage::default())
             .await
             .unwrap();
 
@@ -534,7 +534,10 @@ mod generic {
             json!({"vulns": []}),
         ] {
             let (url, _) = endpoint(answer.clone()).await;
-            let err = client(dir.path(), url).query("a", &[]).await.unwrap_err();
+            let err = client(dir.path(), url)
+                .query("a", &[], &Triage::default())
+                .await
+                .unwrap_err();
             assert!(
                 matches!(err, VulnError::Http(HttpError::Malformed { .. })),
                 "{answer}: {err}"
@@ -552,7 +555,7 @@ mod faults {
     async fn osv_error(config: OsvConfig) -> VulnError {
         OsvClient::new(&config)
             .unwrap()
-            .query(&[package("Fixture", "everything", "1")])
+            .query(&[package("Fixture", "everything", "1")], &Triage::default())
             .await
             .unwrap_err()
     }
@@ -615,7 +618,7 @@ mod faults {
         stub.set_package_vulns("PyPI", "ghost", &["GHSA-0000-0000-0000"]);
         let err = OsvClient::new(&osv_config(&stub))
             .unwrap()
-            .query(&[package("PyPI", "ghost", "1")])
+            .query(&[package("PyPI", "ghost", "1")], &Triage::default())
             .await
             .unwrap_err();
         let err = http(err);
@@ -682,7 +685,7 @@ mod faults {
         drop(stub);
         let err = OsvClient::new(&config)
             .unwrap()
-            .query(&[package("PyPI", "a", "1")])
+            .query(&[package("PyPI", "a", "1")], &Triage::default())
             .await
             .unwrap_err();
         let err = http(err);
@@ -1643,10 +1646,14 @@ async fn the_whole_chain_through_effects() {
         supersedes: None,
         expect_open: false,
         origin: None,
+        triage: TriageRequest::default(),
     };
 
     assert!(providers.check_online(&req).await.unwrap());
-    let vulns = providers.query_vulnerabilities(&req).await.unwrap();
+    let vulns = providers
+        .query_vulnerabilities(&req, &Triage::default())
+        .await
+        .unwrap();
     assert_eq!(vulns.max_cvss, Some(8.1));
     assert!(
         !needs_threat_intel(&req.policy, &vulns),
@@ -1678,7 +1685,10 @@ async fn the_whole_chain_through_effects() {
 
     // A Medium finding alone needs threat intel; the KEV stub knows the CVE is not listed.
     req.software = vec![package("Maven", "log4j-core", "1")];
-    let medium = providers.query_vulnerabilities(&req).await.unwrap();
+    let medium = providers
+        .query_vulnerabilities(&req, &Triage::default())
+        .await
+        .unwrap();
     assert!(needs_threat_intel(&req.policy, &medium));
     let intel = providers.threat_intel(&req, &medium).await.unwrap();
     assert_eq!(intel.catalog_version.as_deref(), Some("2025.08.25"));
@@ -1721,10 +1731,16 @@ async fn the_whole_chain_through_effects() {
     // Packages no run asked about yet: a package asked about within the
     // lookup window is answered without a request.
     req.software = vec![package("Maven", "log4j-core", "2")];
-    let status = providers.query_vulnerabilities(&req).await.unwrap_err();
+    let status = providers
+        .query_vulnerabilities(&req, &Triage::default())
+        .await
+        .unwrap_err();
     stubs.osv.faults().fail_next(1, Fault::Malformed);
     req.software = vec![package("Maven", "log4j-core", "3")];
-    let malformed = providers.query_vulnerabilities(&req).await.unwrap_err();
+    let malformed = providers
+        .query_vulnerabilities(&req, &Triage::default())
+        .await
+        .unwrap_err();
     stubs.wecom.errcode_next(1, 93000);
     stubs.slack.reject_next(1, 400, words);
     let mut sent = providers

@@ -19,7 +19,9 @@
 mod kit;
 
 use assetscan_operator::domain::ticket::{Status, ThreatIntelFacts, Ticket, VulnFacts};
-use assetscan_operator::domain::{AssetId, Policy, ScanRequest, Target, ThreatIntelPolicy};
+use assetscan_operator::domain::{
+    AssetId, Policy, ScanRequest, Target, ThreatIntelPolicy, Triage, TriageRequest,
+};
 use assetscan_operator::pipeline::{
     Effects, Notification, Observer, Outcome, Pipeline, StepError, StepPolicies,
 };
@@ -89,7 +91,11 @@ impl Effects for Fx {
         Ok(true)
     }
 
-    async fn query_vulnerabilities(&self, _req: &ScanRequest) -> Result<VulnFacts, StepError> {
+    async fn query_vulnerabilities(
+        &self,
+        _req: &ScanRequest,
+        _triage: &Triage,
+    ) -> Result<VulnFacts, StepError> {
         if let Some(hold) = &self.hold {
             hold.pass().await;
         }
@@ -161,6 +167,7 @@ fn request(asset: &str, holder: &str, clean: bool) -> ScanRequest {
         supersedes: None,
         expect_open: false,
         origin: None,
+        triage: TriageRequest::default(),
     }
 }
 

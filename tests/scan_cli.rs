@@ -28,6 +28,7 @@ mod exit {
     pub const FAILED: u8 = 4;
     pub const LOCKED: u8 = 5;
     pub const INTERRUPTED: u8 = 6;
+    pub const COVERAGE_LOW: u8 = 8;
 }
 const RUN: &str = "r1";
 /// How long a test waits for the event it is about before it fails: a
@@ -258,6 +259,96 @@ async fn scan_exit_codes_say_clean_high_risk_failed_and_locked() {
         .await
         .unwrap();
     assert_eq!(stdout(&out).lines().count(), 3, "{}", stdout(&out));
+}
+
+/// `scan --sbom FILE` reads a real SBOM through the AssetScan's code (the
+/// Debian binaries asked under their source packages), `--vex FILE` clears
+/// what it states, and a run that asks about too little is not clean:
+/// `--min-coverage` turns its exit code to `COVERAGE_LOW`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scan_reads_an_sbom_and_a_vex_file_and_says_when_coverage_is_low() {
+    let env = Env::start().await;
+    for asset in ["pg-01", "pg-02", "pg-03", "pg-04"] {
+        env.stubs.inventory.set_online(asset, true);
+    }
+    // osv-scanner's postgres-stretch.cdx.xml (Syft 0.73, Debian 9): its
+    // libssl1.1 is a binary of `openssl`, under which Debian's advisories
+    // are filed; the stub serves the fixtures' OpenSSL record there.
+    env.stubs
+        .osv
+        .set_package_vulns("Debian:9", "openssl", &["CVE-2018-5407"]);
+    let sbom = assetscan_testkit::stubs::Fixtures::locate()
+        .path("sbom/osv-scanner-postgres-stretch.cdx-1.4.xml");
+    let sbom = sbom.to_str().unwrap();
+    // CVE-2018-5407 scores 4.7: high from 4.0.
+    let judged = ["--sbom", sbom, "--cvss-threshold", "4.0"];
+    let out = scan_expecting(&env, "pg-01", &judged, exit::HIGH_RISK).await;
+    let ticket = printed_ticket(&out);
+    let vulns = ticket.facts.vulnerabilities.clone().unwrap();
+    assert!(
+        vulns
+            .findings
+            .iter()
+            .any(|f| f.package.starts_with("Debian:9/openssl@")),
+        "{vulns:?}"
+    );
+    let coverage = vulns.coverage.clone().unwrap();
+    assert_eq!((coverage.listed, coverage.asked), (137, 135));
+    let sbom_fact = ticket.facts.sbom.unwrap();
+    assert_eq!(sbom_fact.format.as_deref(), Some("CycloneDX 1.4 XML"));
+
+    // A VEX file that states the package not affected clears the finding.
+    let dir = tempfile::tempdir().unwrap();
+    let vex = dir.path().join("pg.vex.json");
+    std::fs::write(
+        &vex,
+        serde_json::to_vec(&serde_json::json!({
+            "@context": "https://openvex.dev/ns/v0.2.0",
+            "@id": "https://example.com/vex/pg-01",
+            "author": "security@example.com",
+            "timestamp": "2026-12-01T00:00:00Z",
+            "version": 1,
+            "statements": [{
+                "vulnerability": {"name": "CVE-2018-5407"},
+                "products": [{"@id": "pkg:oci/postgres", "subcomponents": [
+                    {"@id": "pkg:deb/debian/libssl1.1"}
+                ]}],
+                "status": "not_affected",
+                "justification": "vulnerable_code_not_in_execute_path"
+            }]
+        }))
+        .unwrap(),
+    )
+    .unwrap();
+    let with_vex = [&judged[..], &["--vex", vex.to_str().unwrap()]].concat();
+    let out = scan_expecting(&env, "pg-02", &with_vex, exit::CLEAN).await;
+    let ticket = printed_ticket(&out);
+    let triage = ticket
+        .facts
+        .vulnerabilities
+        .and_then(|v| v.triage.clone())
+        .unwrap();
+    assert_eq!(triage.suppressed_total, 1);
+    assert_eq!(triage.suppressed[0].triage.by, "VEX vex-1/pg.vex.json #1");
+
+    // 135 of 137 asked is 98 %: below a minimum of 99, the clean run is not.
+    let strict = [&with_vex[..], &["--min-coverage", "99"]].concat();
+    scan_expecting(&env, "pg-03", &strict, exit::COVERAGE_LOW).await;
+    // A purl given on the command line takes the same path as the SBOM's.
+    let purl =
+        "pkg:deb/debian/libssl1.1@1.1.0l-1~deb9u1?arch=amd64&upstream=openssl&distro=debian-9";
+    let out = scan_expecting(
+        &env,
+        "pg-04",
+        &["--purl", purl, "--cvss-threshold", "4.0"],
+        exit::HIGH_RISK,
+    )
+    .await;
+    let found = printed_ticket(&out).facts.vulnerabilities.unwrap();
+    assert_eq!(
+        found.findings[0].package,
+        "Debian:9/openssl@1.1.0l-1~deb9u1"
+    );
 }
 
 /// With the identity bridge off, an AssetScan's ticket and history are

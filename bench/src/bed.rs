@@ -5,6 +5,7 @@ use crate::effects::{InstantEffects, Path};
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::Policy;
 use assetscan_operator::domain::ScanRequest;
+use assetscan_operator::domain::TriageRequest;
 use assetscan_operator::pipeline::{Pipeline, StepPolicies};
 use assetscan_operator::store::{RedisTarget, StoreConfig, StoreError, TicketStore};
 use assetscan_testkit::redis::RedisServer;
@@ -88,5 +89,6 @@ pub fn request(
         supersedes: None,
         expect_open: true,
         origin: None,
+        triage: TriageRequest::default(),
     })
 }

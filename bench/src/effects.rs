@@ -4,6 +4,7 @@
 
 use assetscan_operator::domain::ScanRequest;
 use assetscan_operator::domain::Target;
+use assetscan_operator::domain::Triage;
 use assetscan_operator::domain::ticket::{Finding, Severity, ThreatIntelFacts, VulnFacts};
 use assetscan_operator::pipeline::{Effects, Notification, StepError};
 use std::collections::BTreeMap;
@@ -77,7 +78,11 @@ impl Effects for InstantEffects {
         Ok(Path::of(req) != Path::Offline)
     }
 
-    async fn query_vulnerabilities(&self, req: &ScanRequest) -> Result<VulnFacts, StepError> {
+    async fn query_vulnerabilities(
+        &self,
+        req: &ScanRequest,
+        _triage: &Triage,
+    ) -> Result<VulnFacts, StepError> {
         Ok(match Path::of(req) {
             Path::HighRisk => vulns(3, 9.8, 60),
             _ => vulns(1, 3.1, 60),

@@ -7,6 +7,7 @@
 use crate::advisory::{NotAsked, SourceHint, coordinates_of, coordinates_of_purl, kind_of_purl};
 use crate::package::{Coordinates, Package};
 use crate::text::truncate_chars;
+use crate::triage::Origins;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -90,6 +91,16 @@ impl Coverage {
 pub struct Inventory {
     distinct: BTreeMap<(String, String, String), Coordinates>,
     coverage: Coverage,
+    origins: Origins,
+}
+
+/// What a run asks about: the distinct coordinates, the coverage of the
+/// entries listed, and which listed purls each coordinates stand for.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Asked {
+    pub packages: Vec<Coordinates>,
+    pub coverage: Coverage,
+    pub origins: Origins,
 }
 
 impl Inventory {
@@ -105,7 +116,11 @@ impl Inventory {
                 Package::Purl(purl) => kind_of_purl(purl.as_str()),
                 Package::Coordinates(_) => "coordinates".to_owned(),
             };
-            inventory.add(coordinates_of(package), &package.to_string(), kind);
+            let mapped = coordinates_of(package);
+            if let (Package::Purl(purl), Ok(coordinates)) = (package, &mapped) {
+                inventory.origins.add(purl.as_str(), coordinates);
+            }
+            inventory.add(mapped, &package.to_string(), kind);
         }
         inventory
     }
@@ -114,7 +129,13 @@ impl Inventory {
     /// is when it has not), and its source as the document states it.
     pub fn add_entry(&mut self, purl: Option<&str>, name: &str, hint: Option<&SourceHint>) {
         match purl {
-            Some(purl) => self.add(coordinates_of_purl(purl, hint), purl, || kind_of_purl(purl)),
+            Some(purl) => {
+                let mapped = coordinates_of_purl(purl, hint);
+                if let Ok(coordinates) = &mapped {
+                    self.origins.add(purl, coordinates);
+                }
+                self.add(mapped, purl, || kind_of_purl(purl))
+            }
             None => self.add(Err(NotAsked::NoPurl), name, || "none".to_owned()),
         }
     }
@@ -160,12 +181,16 @@ impl Inventory {
         }
     }
 
-    /// The distinct coordinates to ask about, and the coverage judged by
-    /// `minimum` (percent).
-    pub fn finish(self, minimum: Option<u8>) -> (Vec<Coordinates>, Coverage) {
-        let mut coverage = self.coverage;
-        coverage.minimum = minimum;
-        (self.distinct.into_values().collect(), coverage)
+    /// What to ask about, with the coverage judged by `minimum` (percent).
+    pub fn finish(self, minimum: Option<u8>) -> Asked {
+        Asked {
+            packages: self.distinct.into_values().collect(),
+            coverage: Coverage {
+                minimum,
+                ..self.coverage
+            },
+            origins: self.origins,
+        }
     }
 }
 
@@ -186,7 +211,11 @@ mod tests {
         inventory.add_entry(Some("pkg:oci/web@sha256%3Aab"), "web", None);
         inventory.add_entry(Some("pkg:rpm/amzn/curl@8.0?distro=amzn-2023"), "curl", None);
         inventory.add_entry(None, "no-purl", None);
-        let (asked, coverage) = inventory.finish(Some(50));
+        let Asked {
+            packages: asked,
+            coverage,
+            ..
+        } = inventory.finish(Some(50));
         assert_eq!(asked.len(), 1);
         assert_eq!(
             (coverage.listed, coverage.asked, coverage.not_asked_total()),
@@ -215,11 +244,11 @@ mod tests {
 
     #[test]
     fn nothing_asked_is_low_whatever_the_minimum() {
-        let (_, none) = Inventory::new().finish(None);
+        let none = Inventory::new().finish(None).coverage;
         assert!(none.is_low());
         let mut all = Inventory::new();
         all.add_entry(Some("pkg:cargo/tokio@1.0.0"), "tokio", None);
-        let (_, all) = all.finish(Some(100));
+        let all = all.finish(Some(100)).coverage;
         assert!(!all.is_low());
         assert_eq!(all.percent(), 100);
     }

@@ -33,10 +33,11 @@ pub mod share;
 mod target;
 pub mod text;
 pub mod ticket;
+mod triage;
 
 pub use advisory::{NotAsked, SourceHint};
 pub use asset::{AssetId, IdKind, InvalidId, MAX_ASSET_ID_LEN};
-pub use coverage::{Coverage, Inventory, NotAskedEntry};
+pub use coverage::{Asked, Coverage, Inventory, NotAskedEntry};
 pub use fence::Fence;
 pub use machine::{Alert, End, Fact, VERDICT};
 pub use package::{Coordinates, Package, PackageError, Purl};
@@ -50,3 +51,6 @@ pub use risk::{assess, needs_threat_intel};
 pub use run::{RESCAN_ANNOTATION, Recorded, RunDecision, RunView, owner_id, run_order};
 pub use sbom::{DIGEST_PATTERN, Digest, SbomFacts, SbomProblem, SbomRead, SbomRef, SbomRefError};
 pub use target::Target;
+pub use triage::{
+    Origins, Statement, Suppressed, Triage, TriageFacts, TriageRecord, TriageRequest, TriageState,
+};

@@ -6,6 +6,7 @@ use crate::package::Package;
 use crate::policy::Policy;
 use crate::sbom::SbomRef;
 use crate::target::Target;
+use crate::triage::TriageRequest;
 use serde::Serialize;
 
 /// Who asked for a run: the object it was made of, as `namespace`, `name`
@@ -55,4 +56,6 @@ pub struct ScanRequest {
     pub expect_open: bool,
     /// Who asked for the run; `None` for the CLI's.
     pub origin: Option<Origin>,
+    /// The VEX documents and exceptions the run's findings are judged with.
+    pub triage: TriageRequest,
 }

@@ -193,6 +193,8 @@ pub struct SbomRead {
     pub packages: Vec<crate::package::Package>,
     pub facts: SbomFacts,
     pub coverage: crate::coverage::Coverage,
+    /// Which listed purls each package asked stands for.
+    pub origins: crate::triage::Origins,
 }
 
 impl SbomFacts {

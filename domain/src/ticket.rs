@@ -6,6 +6,7 @@ pub use crate::fact_json::FactJson;
 use crate::fence::Fence;
 pub use crate::machine::{Fact, Status, Step};
 use crate::sbom::SbomFacts;
+use crate::triage::TriageFacts;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -100,6 +101,11 @@ pub struct VulnFacts {
     /// recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<Coverage>,
+    /// The findings the run's VEX documents and exceptions suppressed
+    /// (counted in none of the fields above), and the statements that no
+    /// longer apply. Absent when the run had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triage: Option<TriageFacts>,
 }
 
 impl VulnFacts {

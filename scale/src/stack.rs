@@ -202,6 +202,7 @@ fn scan(index: usize, mix: &Mix) -> AssetScan {
             },
             software,
             sbom,
+            vex: vec![],
             policy: Default::default(),
             notify: if high_risk {
                 vec!["secops-webhook".into()]

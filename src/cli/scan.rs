@@ -5,13 +5,15 @@
 use super::{Common, shutdown_on_signal};
 use crate::pipeline::{Outcome, Pipeline};
 use crate::providers::Providers;
+use crate::providers::sbom::SbomSources;
 use crate::store::StoreError;
 use assetscan_domain::AssetId;
-use assetscan_domain::ScanRequest;
 use assetscan_domain::ticket::{Status, Ticket, now_ms};
 use assetscan_domain::{
     DEFAULT_CVSS_THRESHOLD, DEFAULT_EPSS_THRESHOLD, Package, Policy, Target, ThreatIntelPolicy,
+    TriageRequest,
 };
+use assetscan_domain::{SbomRef, ScanRequest};
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,6 +67,15 @@ pub struct ScanArgs {
     /// A YAML or JSON file with a list of packages, as in `spec.software`.
     #[arg(long)]
     software: Option<PathBuf>,
+    /// An SBOM file (CycloneDX 1.2-1.7 JSON or XML, SPDX 2.2/2.3 JSON or
+    /// tag-value, SPDX 3.0 JSON-LD), read by the same code as an
+    /// AssetScan's `spec.sbom`; instead of the packages listed.
+    #[arg(long, conflicts_with_all = ["packages", "purls", "software"])]
+    sbom: Option<PathBuf>,
+    /// A VEX document file (OpenVEX, CycloneDX VEX), as an AssetScan's
+    /// `spec.vex` (repeatable).
+    #[arg(long = "vex")]
+    vex: Vec<PathBuf>,
     /// Notification channel from the config (repeatable).
     #[arg(long = "notify")]
     notify: Vec<String>,
@@ -97,6 +108,34 @@ pub fn parse_package(text: &str) -> Result<Package, String> {
 }
 
 impl ScanArgs {
+    /// `--sbom` and `--vex`: each file a source of its own (`file`,
+    /// `vex-1`, …) that the request names, so that the run reads, records
+    /// and judges them as it does an AssetScan's documents.
+    fn local_documents(
+        &self,
+        request: &mut ScanRequest,
+        sources: &mut SbomSources,
+    ) -> Result<(), String> {
+        let mut local = |source: String, path: &PathBuf| -> Result<SbomRef, String> {
+            sources.add_file(&source, path.clone());
+            let named = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            SbomRef::new(&source, named, None)
+                .or_else(|_| SbomRef::new(&source, "document", None))
+                .map_err(|e| format!("{}: {e}", path.display()))
+        };
+        if let Some(path) = &self.sbom {
+            request.sbom = Some(local("file".to_owned(), path)?);
+        }
+        for (n, path) in self.vex.iter().enumerate() {
+            let vex = local(format!("vex-{}", n + 1), path)?;
+            request.triage.vex.push(vex);
+        }
+        Ok(())
+    }
+
     fn request(&self) -> Result<ScanRequest, String> {
         let asset = AssetId::new(self.asset.clone()).map_err(|e| e.to_string())?;
         let target = match (&self.host, &self.inventory) {
@@ -147,14 +186,16 @@ impl ScanArgs {
             channels: self.notify.clone(),
             token_floor: self.token_floor,
             holder,
+            triage: TriageRequest::default(),
         })
     }
 }
 
 pub async fn run(args: ScanArgs) -> Result<ExitCode, String> {
-    let request = args.request()?;
+    let mut request = args.request()?;
     let (config, store) = args.common.store().await?;
-    let providers = Providers::from_config(&config.providers).map_err(|e| e.to_string())?;
+    let mut providers = Providers::from_config(&config.providers).map_err(|e| e.to_string())?;
+    args.local_documents(&mut request, &mut providers.sbom_sources)?;
     for channel in &request.channels {
         if !providers.notifiers.contains_key(channel) {
             return Err(format!("--notify {channel}: no such channel in the config"));

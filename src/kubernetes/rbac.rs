@@ -60,6 +60,13 @@ pub const OPERATOR_ACCESS: &[ApiAccess] = &[
         resource: "assetscans/finalizers",
         verbs: &["update"],
     },
+    // The FindingExceptions of an AssetScan's namespace, listed at most
+    // once per namespace per 30 seconds for its runs' triage.
+    ApiAccess {
+        group: "assetscan.io",
+        resource: "findingexceptions",
+        verbs: &["list"],
+    },
     // The report of each run that ended: created once, deleted once it
     // falls off the object's reportHistoryLimit (named in its status: no
     // list is needed).

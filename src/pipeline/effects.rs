@@ -4,7 +4,7 @@
 //! progress ([`Observer`]).
 
 use assetscan_domain::ticket::{RiskFacts, Step, ThreatIntelFacts, Ticket, VulnFacts};
-use assetscan_domain::{Origin, SbomFacts, SbomRead, SbomRef, ScanRequest};
+use assetscan_domain::{Origin, SbomFacts, SbomRead, SbomRef, ScanRequest, Statement, Triage};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -78,9 +78,12 @@ pub trait Effects: Send + Sync {
         &self,
         req: &ScanRequest,
     ) -> impl Future<Output = Result<bool, StepError>> + Send;
+    /// The vulnerabilities of `req.software`, the findings `triage`
+    /// covers set apart ([`assetscan_domain::TriageFacts`]).
     fn query_vulnerabilities(
         &self,
         req: &ScanRequest,
+        triage: &Triage,
     ) -> impl Future<Output = Result<VulnFacts, StepError>> + Send;
     /// Reads the SBOM that lists the asset's packages: its packages and
     /// what the run records of it, or why it cannot be used and the same
@@ -95,6 +98,16 @@ pub trait Effects: Send + Sync {
             ..SbomFacts::of(sbom)
         };
         async move { Err((StepError::permanent("no SBOM source is configured"), facts)) }
+    }
+    /// Reads a VEX document the AssetScan names: the statements in it that
+    /// clear findings, or why it cannot be used. Without SBOM sources (the
+    /// default) every reference is refused.
+    fn read_vex(
+        &self,
+        vex: &SbomRef,
+    ) -> impl Future<Output = Result<Vec<Statement>, String>> + Send {
+        let why = format!("no VEX source {:?} is configured", vex.source());
+        async move { Err(why) }
     }
     fn threat_intel(
         &self,

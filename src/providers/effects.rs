@@ -11,7 +11,7 @@ use super::sbom::SbomError;
 use super::vulns::VulnError;
 use crate::pipeline::{Effects, Notification, StepError};
 use assetscan_domain::ticket::{ThreatIntelFacts, VulnFacts};
-use assetscan_domain::{SbomFacts, SbomRead, SbomRef, ScanRequest};
+use assetscan_domain::{SbomFacts, SbomRead, SbomRef, ScanRequest, Statement, Triage};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -22,13 +22,24 @@ impl Effects for Providers {
         Ok(self.online.is_online(&req.target).await?)
     }
 
-    async fn query_vulnerabilities(&self, req: &ScanRequest) -> Result<VulnFacts, StepError> {
+    async fn query_vulnerabilities(
+        &self,
+        req: &ScanRequest,
+        triage: &Triage,
+    ) -> Result<VulnFacts, StepError> {
         self.until_ready(Provider::Vulnerabilities, req.origin.as_ref())
             .await;
         Ok(self
             .vulnerabilities
-            .query(req.asset.as_str(), &req.software)
+            .query(req.asset.as_str(), &req.software, triage)
             .await?)
+    }
+
+    async fn read_vex(&self, vex: &SbomRef) -> Result<Vec<Statement>, String> {
+        self.sbom_sources
+            .read_vex(vex)
+            .await
+            .map_err(|e| e.summary())
     }
 
     async fn read_sbom(&self, sbom: &SbomRef) -> Result<SbomRead, (StepError, SbomFacts)> {

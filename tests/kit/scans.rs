@@ -34,6 +34,7 @@ pub fn scan(name: &str) -> ScanBuilder {
             },
             software: vec![],
             sbom: None,
+            vex: vec![],
             policy: Default::default(),
             notify: vec!["secops-webhook".into()],
             rescan_interval: None,

@@ -142,10 +142,12 @@ pub fn schema_changes(previous: &[Value], current: &[Value]) -> SchemaChanges {
 }
 
 /// Whether the object holding `path` (`<crd>/<version>:spec.sbom.ref` is held
-/// by `…:spec.sbom`) is in `older`; the schema's root always is.
+/// by `…:spec.sbom`) is in `older`; the schema's root is, when `older` has
+/// that CRD version at all (a new CRD has no objects to refuse).
 fn in_older_object(path: &str, older: &BTreeSet<String>) -> bool {
     match path.rsplit_once('.') {
-        Some((parent, _)) => parent.ends_with(':') || older.contains(parent),
+        Some((root, _)) if root.ends_with(':') => older.iter().any(|p| p.starts_with(root)),
+        Some((parent, _)) => older.contains(parent),
         None => true,
     }
 }
@@ -197,12 +199,27 @@ mod tests {
             serde_json::json!({"required": ["d"], "properties": {"a": {}, "b": {}, "d": {},
             "e": {"required": ["f"], "properties": {"f": {}}}}}),
         );
-        let changes = schema_changes(&[old], &[new]);
+        let changes = schema_changes(std::slice::from_ref(&old), &[new]);
         assert_eq!(
             changes.added,
             vec!["a.x/v1:spec.d", "a.x/v1:spec.e", "a.x/v1:spec.e.f"]
         );
         assert_eq!(changes.removed, vec!["a.x/v1:spec.b[].c"]);
         assert_eq!(changes.newly_required, vec!["a.x/v1:spec.d"]);
+
+        // A new CRD's required fields ask nothing of objects written before:
+        // there are none. Its fields are added all the same.
+        let mut other = crd(serde_json::json!({"required": ["g"], "properties": {"g": {}}}));
+        other["metadata"]["name"] = serde_json::json!("b.x");
+        let fresh = crd(
+            serde_json::json!({"properties": {"a": {}, "b": {"items": {"properties": {"c": {}}}}}}),
+        );
+        let changes = schema_changes(&[old], &[fresh, other]);
+        assert_eq!(changes.added, vec!["b.x/v1:spec", "b.x/v1:spec.g"]);
+        assert!(
+            changes.newly_required.is_empty(),
+            "{:?}",
+            changes.newly_required
+        );
     }
 }

@@ -20,16 +20,19 @@
 //!   into Redis before the takeover.
 //!
 //! One module per resource part: the spec ([`spec`]), the status with its
-//! fence rules ([`status`]), the report ([`report`]).
+//! fence rules ([`status`]), the report ([`report`]); and the namespace's
+//! decisions about findings ([`exception`]).
 
+mod exception;
 mod report;
 mod spec;
 mod status;
 
+pub use exception::{ExceptionState, FindingException, FindingExceptionSpec};
 pub use report::{
     AssetScanReport, AssetScanReportSpec, DEFAULT_REPORT_HISTORY_LIMIT, ReportCoverage,
     ReportFinding, ReportFindings, ReportNotAsked, ReportNotification, ReportSbom,
-    ReportThreatIntel,
+    ReportSuppressed, ReportThreatIntel, ReportTriage,
 };
 pub use spec::{AssetScan, AssetScanSpec, Package, Policy, SbomReference, Target};
 pub use status::{
@@ -83,6 +86,12 @@ pub fn crd_yaml() -> String {
 /// The AssetScanReport CRD as YAML.
 pub fn report_crd_yaml() -> String {
     crate::yaml::to_string(&AssetScanReport::crd())
+        .expect("a CRD is plain data and serializes to YAML")
+}
+
+/// The FindingException CRD as YAML.
+pub fn exception_crd_yaml() -> String {
+    crate::yaml::to_string(&FindingException::crd())
         .expect("a CRD is plain data and serializes to YAML")
 }
 

@@ -92,6 +92,11 @@ pub struct AssetScanReportSpec {
     /// ask about with why; absent when it did not run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub coverage: Option<ReportCoverage>,
+    /// The findings the run's VEX documents and FindingExceptions
+    /// suppressed, each with its statement, and the statements that no
+    /// longer applied; absent when the run had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub triage: Option<ReportTriage>,
     /// Known-exploited CVEs and the highest EPSS scores, if looked up.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub threat_intel: Option<ReportThreatIntel>,
@@ -126,8 +131,14 @@ pub struct ReportSbom {
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ReportCoverage {
-    #[serde(flatten)]
-    pub status: super::CoverageStatus,
+    pub listed: u32,
+    pub asked: u32,
+    /// Below the policy's minimum, or nothing asked. Absent: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub low: bool,
+    /// Not asked, by reason.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub not_asked: std::collections::BTreeMap<String, u32>,
     /// Asked, by ecosystem without its release (`Debian`, `npm`).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub asked_by_ecosystem: std::collections::BTreeMap<String, u32>,
@@ -142,6 +153,53 @@ pub struct ReportCoverage {
 pub struct ReportNotAsked {
     pub package: String,
     pub reason: String,
+}
+
+/// A run's triage: what was suppressed, by which statement, and what no
+/// longer applied.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportTriage {
+    /// Statements in force.
+    pub statements: u32,
+    /// Findings suppressed, in all.
+    pub suppressed_total: u32,
+    /// The suppressed findings, most severe first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 50))]
+    pub suppressed: Vec<ReportSuppressed>,
+    /// Statements that had expired: their findings were raised again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub expired: Vec<String>,
+    /// Statements whose packages could not be told: not applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub unresolved: Vec<String>,
+    /// VEX documents that could not be read, and why: their findings stand.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 20))]
+    pub unread: Vec<String>,
+}
+
+/// A suppressed finding and the statement that suppressed it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ReportSuppressed {
+    pub id: String,
+    pub package: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cvss: Option<f64>,
+    /// `notAffected`, `falsePositive`, `fixed` or `accepted`.
+    pub state: String,
+    /// The statement: `FindingException <namespace>/<name>`, or
+    /// `VEX <source>/<ref> #<n>`.
+    pub by: String,
+    pub justification: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<Time>,
 }
 
 /// Findings, most severe first, bounded; what was cut is counted.

@@ -65,12 +65,23 @@ pub struct AssetScanSpec {
     #[schemars(length(max = 500))]
     pub software: Vec<Package>,
 
-    /// The asset's packages by reference: an SBOM (CycloneDX 1.4-1.6 or
-    /// SPDX 2.3, JSON) in a source the operator's configuration names, read
-    /// when a run queries vulnerabilities. Instead of `software`, for assets
-    /// of more than a few packages: the list stays out of etcd.
+    /// The asset's packages by reference: an SBOM (CycloneDX 1.2-1.7 in
+    /// JSON or XML, SPDX 2.2/2.3 in JSON or tag-value, SPDX 3.0 JSON-LD) in
+    /// a source the operator's configuration names, read when a run
+    /// queries vulnerabilities. Instead of `software`, for assets of more
+    /// than a few packages: the list stays out of etcd.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sbom: Option<SbomReference>,
+
+    /// VEX documents (OpenVEX, CycloneDX VEX) about this asset, in sources
+    /// the operator's configuration names (beside the SBOM, say), read when
+    /// a run queries vulnerabilities: a finding one states `not_affected`,
+    /// `false_positive` or fixed stays in the report with the statement,
+    /// and raises no high risk and no alert. A document that cannot be read
+    /// is named in the run's record, and its findings stand.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 8))]
+    pub vex: Vec<SbomReference>,
 
     /// How findings are judged.
     #[serde(default)]

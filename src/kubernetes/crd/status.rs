@@ -158,12 +158,12 @@ pub struct CoverageStatus {
     pub summary: String,
     pub listed: u32,
     pub asked: u32,
-    pub percent: u8,
     /// The `policy.minCoverage` the run was judged by.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub minimum: Option<u8>,
     /// Below the minimum, or nothing asked: the run is not `Ready`
-    /// (`CoverageLow`), and the asset is not called clean.
+    /// (`CoverageLow`), and the asset is not called clean. Absent: false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub low: bool,
     /// Not asked, by reason (`noPurl`, `notAPurl`, `noVersion`,
     /// `noAdvisorySource`, `unknownDistribution`, `unknownRelease`).
@@ -180,7 +180,6 @@ impl CoverageStatus {
             summary: coverage.summary(),
             listed: coverage.listed,
             asked: coverage.asked,
-            percent: coverage.percent(),
             minimum: coverage.minimum,
             low: coverage.is_low(),
             not_asked: (coverage.not_asked.iter())
@@ -203,6 +202,10 @@ pub struct VulnerabilitySummary {
     pub low: i64,
     /// Findings without a usable CVSS score.
     pub unknown: i64,
+    /// Findings a VEX statement or a FindingException suppressed (counted
+    /// in none of the above; the report lists them with the statement).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suppressed: Option<i64>,
     /// CVEs listed as known exploited; absent when threat intel was not consulted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub known_exploited: Option<i64>,

@@ -17,18 +17,21 @@
 //! ```
 
 mod document;
+mod vex;
 
 pub use document::DocumentError;
+pub use vex::VexError;
 
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpError, HttpProfile, HttpSettings};
 use crate::providers::http::{join_path, parse_http_url};
-use assetscan_domain::{Digest, NotAsked, SbomFacts, SbomProblem, SbomRead, SbomRef};
+use assetscan_domain::{Digest, NotAsked, SbomFacts, SbomProblem, SbomRead, SbomRef, Statement};
 use reqwest::Url;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use sha2::{Digest as _, Sha256};
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Defaults: an image's SBOM is a few MB at most (a Syft CycloneDX of a
@@ -57,9 +60,12 @@ pub struct SbomSources {
 }
 
 #[derive(Debug)]
-struct Source {
-    http: HttpClient,
-    base: Url,
+enum Source {
+    /// `GET <baseUrl>/<ref>`.
+    Http { http: HttpClient, base: Url },
+    /// A local file the CLI was given (`scan --sbom FILE`), read whatever
+    /// the reference, within the same size bound as a source's default.
+    File { path: PathBuf },
 }
 
 /// Why an SBOM could not be read. Names the source and the reference, never
@@ -68,6 +74,14 @@ struct Source {
 pub enum SbomError {
     #[error("sbom source {0:?} is not configured")]
     UnknownSource(String),
+    #[error("{path}: {error}")]
+    File {
+        path: String,
+        #[source]
+        error: std::io::Error,
+    },
+    #[error("{path} is larger than {limit} bytes")]
+    FileTooLarge { path: String, limit: u64 },
     #[error("sbom {name}/{reference}: {error}")]
     Http {
         name: String,
@@ -79,6 +93,12 @@ pub enum SbomError {
         name: String,
         reference: String,
         error: DocumentError,
+    },
+    #[error("vex {name}/{reference}: {error}")]
+    Vex {
+        name: String,
+        reference: String,
+        error: VexError,
     },
     #[error("sbom {name}/{reference}: the document's digest is {actual}, not the pinned {pinned}")]
     DigestMismatch {
@@ -104,6 +124,11 @@ impl SbomError {
                 reference,
                 error,
             } => format!("sbom {name}/{reference}: {}", error.summary()),
+            SbomError::Vex {
+                name,
+                reference,
+                error,
+            } => format!("vex {name}/{reference}: {}", error.summary()),
             other => other.to_string(),
         }
     }
@@ -117,6 +142,11 @@ impl SbomError {
     pub fn problem(&self) -> SbomProblem {
         match self {
             SbomError::UnknownSource(_) => SbomProblem::SourceUnknown,
+            SbomError::File { error, .. } if error.kind() == std::io::ErrorKind::NotFound => {
+                SbomProblem::NotFound
+            }
+            SbomError::File { .. } => SbomProblem::Unavailable,
+            SbomError::FileTooLarge { .. } => SbomProblem::TooLarge,
             SbomError::Http { error, .. } => match error {
                 HttpError::Status {
                     status: 404 | 410, ..
@@ -125,7 +155,7 @@ impl SbomError {
                 HttpError::Malformed { .. } => SbomProblem::Malformed,
                 _ => SbomProblem::Unavailable,
             },
-            SbomError::Document { .. } => SbomProblem::Malformed,
+            SbomError::Document { .. } | SbomError::Vex { .. } => SbomProblem::Malformed,
             SbomError::DigestMismatch { .. } => SbomProblem::DigestMismatch,
         }
     }
@@ -138,7 +168,7 @@ impl SbomSources {
         let sources = config
             .iter()
             .map(|(name, source)| {
-                let built = Source {
+                let built = Source::Http {
                     http: HttpClient::new(&PROFILE, &source.http)?,
                     base: parse_http_url(PROFILE.provider, "baseUrl", &source.base_url)?,
                 };
@@ -148,38 +178,16 @@ impl SbomSources {
         Ok(SbomSources { sources })
     }
 
+    /// Adds the local file `path` as the source `name`: the CLI's `--sbom`
+    /// and `--vex` are read through the same code as an AssetScan's.
+    pub fn add_file(&mut self, name: &str, path: PathBuf) {
+        self.sources.insert(name.to_owned(), Source::File { path });
+    }
+
     /// Reads `sbom`: fetched, checked against its pinned digest, parsed.
     pub async fn read(&self, sbom: &SbomRef) -> Result<SbomRead, SbomError> {
-        let source = self
-            .sources
-            .get(sbom.source())
-            .ok_or_else(|| SbomError::UnknownSource(sbom.source().to_owned()))?;
-        let http_error = |error| SbomError::Http {
-            name: sbom.source().to_owned(),
-            reference: sbom.path().to_owned(),
-            error,
-        };
-        let url = join_path(&source.base, &sbom.segments());
-        let request = source
-            .http
-            .get(url)
-            .header(reqwest::header::ACCEPT, ACCEPTED);
-        let reply = source
-            .http
-            .send(request)
-            .await
-            .and_then(|reply| reply.success())
-            .map_err(http_error)?;
-        let actual = Digest::from_sha256(Sha256::digest(&reply.body).into());
-        if let Some(pinned) = sbom.digest().filter(|pinned| **pinned != actual) {
-            return Err(SbomError::DigestMismatch {
-                name: sbom.source().to_owned(),
-                reference: sbom.path().to_owned(),
-                pinned: pinned.clone(),
-                actual,
-            });
-        }
-        let contents = document::read(&reply.body).map_err(|error| SbomError::Document {
+        let (body, actual) = self.fetch(sbom).await?;
+        let contents = document::read(&body).map_err(|error| SbomError::Document {
             name: sbom.source().to_owned(),
             reference: sbom.path().to_owned(),
             error,
@@ -202,8 +210,93 @@ impl SbomSources {
             },
             packages: contents.packages,
             coverage,
+            origins: contents.origins,
         })
     }
+
+    /// Reads the VEX document `vex` names, from a source as an SBOM is
+    /// read: its statements that clear findings, each named by the
+    /// document's place and its number in it.
+    pub async fn read_vex(&self, vex: &SbomRef) -> Result<Vec<Statement>, SbomError> {
+        let (body, _) = self.fetch(vex).await?;
+        let name = format!("VEX {}/{}", vex.source(), vex.path());
+        vex::read(&body, &name).map_err(|error| SbomError::Vex {
+            name: vex.source().to_owned(),
+            reference: vex.path().to_owned(),
+            error,
+        })
+    }
+
+    /// The document `sbom` names and its digest, checked against the
+    /// pinned one.
+    async fn fetch(&self, sbom: &SbomRef) -> Result<(Vec<u8>, Digest), SbomError> {
+        let source = self
+            .sources
+            .get(sbom.source())
+            .ok_or_else(|| SbomError::UnknownSource(sbom.source().to_owned()))?;
+        let body = match source {
+            Source::Http { http, base } => Self::get(http, base, sbom).await?,
+            Source::File { path } => {
+                read_capped(path, PROFILE.max_body_bytes).map_err(|error| match error {
+                    Unread::Io(error) => SbomError::File {
+                        path: path.display().to_string(),
+                        error,
+                    },
+                    Unread::TooLarge(limit) => SbomError::FileTooLarge {
+                        path: path.display().to_string(),
+                        limit,
+                    },
+                })?
+            }
+        };
+        let actual = Digest::from_sha256(Sha256::digest(&body).into());
+        if let Some(pinned) = sbom.digest().filter(|pinned| **pinned != actual) {
+            return Err(SbomError::DigestMismatch {
+                name: sbom.source().to_owned(),
+                reference: sbom.path().to_owned(),
+                pinned: pinned.clone(),
+                actual,
+            });
+        }
+        Ok((body, actual))
+    }
+
+    /// `GET <base>/<ref>`, without redirects, within the source's limits.
+    async fn get(http: &HttpClient, base: &Url, sbom: &SbomRef) -> Result<Vec<u8>, SbomError> {
+        let http_error = |error| SbomError::Http {
+            name: sbom.source().to_owned(),
+            reference: sbom.path().to_owned(),
+            error,
+        };
+        let url = join_path(base, &sbom.segments());
+        let request = http.get(url).header(reqwest::header::ACCEPT, ACCEPTED);
+        let reply = http
+            .send(request)
+            .await
+            .and_then(|reply| reply.success())
+            .map_err(http_error)?;
+        Ok(reply.body.to_vec())
+    }
+}
+
+/// Why a local document was not read.
+enum Unread {
+    Io(std::io::Error),
+    TooLarge(u64),
+}
+
+/// A local document, at most `limit` bytes.
+fn read_capped(path: &Path, limit: u64) -> Result<Vec<u8>, Unread> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(Unread::Io)?;
+    let mut body = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut body)
+        .map_err(Unread::Io)?;
+    if body.len() as u64 > limit {
+        return Err(Unread::TooLarge(limit));
+    }
+    Ok(body)
 }
 
 #[cfg(test)]

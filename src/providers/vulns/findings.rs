@@ -2,6 +2,7 @@
 //! severities, how findings become [`VulnFacts`], and the JSON quirks of
 //! their wire formats.
 
+use assetscan_domain::Triage;
 use assetscan_domain::ticket::{Finding, Severity, VulnFacts};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeSet;
@@ -20,17 +21,26 @@ pub(super) fn rank(severity: Severity) -> u8 {
     }
 }
 
-/// Counts every finding, keeps the `max_findings` most severe (by bucket,
-/// then score, then id, so the order is stable), and lists every CVE — also
-/// those of findings cut off — so that threat intel sees them all.
-pub(super) fn summarize(mut findings: Vec<Finding>, max_findings: usize) -> VulnFacts {
+/// Sets apart the findings `triage` suppresses, then counts every other
+/// finding, keeps the `max_findings` most severe (by bucket, then score,
+/// then id, so the order is stable), and lists every CVE — also those of
+/// findings cut off — so that threat intel sees them all. A suppressed
+/// finding counts nowhere but in the triage's record: it can raise no
+/// high risk, neither by its score nor by its CVEs.
+pub(super) fn summarize(
+    mut findings: Vec<Finding>,
+    max_findings: usize,
+    triage: &Triage,
+) -> VulnFacts {
     findings.sort_by(|a, b| {
         rank(b.severity)
             .cmp(&rank(a.severity))
             .then(b.cvss.unwrap_or(-1.0).total_cmp(&a.cvss.unwrap_or(-1.0)))
             .then_with(|| a.id.cmp(&b.id))
     });
+    let (mut findings, triaged) = triage.apply(findings);
     let mut facts = VulnFacts {
+        triage: triaged,
         total: findings.len() as u32,
         max_cvss: findings.iter().filter_map(|f| f.cvss).reduce(f64::max),
         cves: findings
@@ -94,6 +104,7 @@ mod tests {
                 ),
             ],
             3,
+            &Triage::default(),
         );
         assert_eq!(facts.total, 5);
         assert_eq!(facts.max_cvss, Some(10.0));

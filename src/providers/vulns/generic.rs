@@ -20,6 +20,7 @@ use super::findings::{null_as_empty, round_score, summarize};
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, parse_http_url};
 use assetscan_domain::Package;
+use assetscan_domain::Triage;
 use assetscan_domain::text::truncate_chars;
 use assetscan_domain::ticket::{Finding, Severity, VulnFacts};
 use reqwest::Url;
@@ -98,6 +99,7 @@ impl GenericVulnClient {
         &self,
         asset_id: &str,
         software: &[Package],
+        triage: &Triage,
     ) -> Result<VulnFacts, VulnError> {
         let request = self
             .http
@@ -128,7 +130,7 @@ impl GenericVulnClient {
                 findings.push(finding(entry));
             }
         }
-        Ok(summarize(findings, self.max_findings))
+        Ok(summarize(findings, self.max_findings, triage))
     }
 }
 

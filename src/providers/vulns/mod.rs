@@ -11,8 +11,8 @@ pub use generic::{GenericVulnClient, GenericVulnConfig};
 pub use osv::{OsvClient, OsvConfig};
 
 use crate::providers::error::ProviderConfigError;
-use assetscan_domain::Package;
 use assetscan_domain::ticket::VulnFacts;
+use assetscan_domain::{Package, Triage};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -45,14 +45,17 @@ impl VulnSource {
         })
     }
 
+    /// The vulnerabilities of `software`, the findings `triage` covers set
+    /// apart.
     pub async fn query(
         &self,
         asset_id: &str,
         software: &[Package],
+        triage: &Triage,
     ) -> Result<VulnFacts, VulnError> {
         match self {
-            VulnSource::Osv(osv) => osv.query(software).await,
-            VulnSource::Generic(generic) => generic.query(asset_id, software).await,
+            VulnSource::Osv(osv) => osv.query(software, triage).await,
+            VulnSource::Generic(generic) => generic.query(asset_id, software, triage).await,
         }
     }
 }

@@ -23,6 +23,7 @@ use assetscan_domain::AssetId;
 use assetscan_domain::RunDecision;
 use assetscan_domain::RunView;
 use assetscan_domain::ScanRequest;
+use assetscan_domain::TriageRequest;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::controller::Action;
@@ -250,6 +251,13 @@ async fn act<E: Effects + 'static>(
             mirror.halt(&Halt::InvalidSpec(err.to_string())).await;
             return Ok(Action::await_change());
         }
+    };
+    let request = ScanRequest {
+        triage: TriageRequest {
+            statements: ctx.exceptions.statements(obj).await?,
+            ..request.triage
+        },
+        ..request
     };
     ctx.redis_ready_after_failure(obj).await?;
     let outcome = run_pipeline(request, ctx, mirror).await?;

@@ -5,6 +5,7 @@
 //! error.
 
 use super::channels::ChannelGate;
+use super::exceptions::ExceptionGate;
 use super::gauges::{self, Waiting};
 use crate::kubernetes::channel_access::ChannelPolicy;
 use crate::kubernetes::controller::fleet::cache::WatchCache;
@@ -78,6 +79,8 @@ pub struct Context<E> {
     pub(crate) labels: StartGate,
     /// The channel policy, and the namespace labels it reads.
     pub(super) channels: ChannelGate,
+    /// The namespaces' FindingExceptions, for each run's triage.
+    pub(super) exceptions: ExceptionGate,
     /// The live replicas, as this one last heard of them.
     pub(crate) members: Arc<Members>,
     /// `<instance>#<random>`: lock holder ids are unique to this process, so
@@ -120,6 +123,7 @@ impl<E> Context<E> {
             starts: StartGate::new(&settings.scan_starts, &metrics.starts.runs),
             labels: StartGate::new(&settings.scan_starts, &metrics.starts.labels),
             channels: ChannelGate::new(settings.channels.clone(), client.clone()),
+            exceptions: ExceptionGate::new(client.clone()),
             client,
             pipeline,
             metrics,

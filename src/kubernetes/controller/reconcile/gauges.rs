@@ -29,7 +29,7 @@ use super::request::run_view;
 use crate::kubernetes::controller::fleet::members::Members;
 use crate::kubernetes::controller::status::conditions::ConditionType;
 use crate::kubernetes::crd::AssetScan;
-use crate::telemetry::{Metrics, ScanLabels, ShardLabels, StatusGauges};
+use crate::telemetry::{Metrics, NotAskedLabels, ScanLabels, ShardLabels, StatusGauges};
 use assetscan_domain::shard::Shard;
 use assetscan_domain::ticket::Status;
 use assetscan_domain::{Alert, RunDecision};
@@ -109,12 +109,18 @@ pub struct Summary {
     pub unnotified_since: Option<Timestamp>,
     /// Since when the oldest overdue run is due (by the statuses alone).
     pub overdue_since: Option<Timestamp>,
+    /// Packages the last runs did not ask about, by reason.
+    pub not_asked: BTreeMap<String, i64>,
 }
 
 impl Summary {
     /// Takes in one object, at `now`.
     pub fn add(&mut self, obj: &AssetScan, now: Timestamp) {
         *self.scans.entry((phase(obj), verdict(obj))).or_default() += 1;
+        let coverage = obj.status.as_ref().and_then(|s| s.coverage.as_ref());
+        for (reason, count) in coverage.into_iter().flat_map(|c| &c.not_asked) {
+            *self.not_asked.entry(reason.clone()).or_default() += i64::from(*count);
+        }
         earliest(&mut self.unnotified_since, unnotified_since(obj));
         earliest(&mut self.overdue_since, due_since(obj, now));
     }
@@ -159,6 +165,13 @@ fn set(gauges: &StatusGauges, shard: Shard, summary: &Summary, now: Timestamp) {
             verdict: verdict.to_owned(),
         };
         gauges.scans.get_or_create(&labels).set(count);
+    }
+    for (reason, &count) in &summary.not_asked {
+        let labels = NotAskedLabels {
+            shard: index.clone(),
+            reason: reason.clone(),
+        };
+        gauges.packages_not_asked.get_or_create(&labels).set(count);
     }
     let labels = ShardLabels { shard: index };
     let age = |since: Option<Timestamp>| {
@@ -294,7 +307,7 @@ mod tests {
     /// A status whose run asked about 1 of 4 packages listed.
     fn coverage_low(mut status: serde_json::Value) -> serde_json::Value {
         status["coverage"] = json!({"summary": "25% (1/4)", "listed": 4, "asked": 1,
-            "percent": 25, "minimum": 50, "low": true});
+            "minimum": 50, "low": true, "notAsked": {"noPurl": 1, "unknownRelease": 2}});
         status
     }
 
@@ -328,6 +341,9 @@ mod tests {
                 (("NOTIFYING", "HighRisk"), 2),
             ])
         );
+        let not_asked =
+            BTreeMap::from([("noPurl".to_owned(), 2), ("unknownRelease".to_owned(), 4)]);
+        assert_eq!(s.not_asked, not_asked);
         assert_eq!(s.unnotified_since, Some(at(50)));
     }
 

@@ -5,6 +5,7 @@ mod apply;
 mod channels;
 mod cleanup;
 pub(super) mod context;
+mod exceptions;
 pub(super) mod gauges;
 mod notify_wait;
 mod outcome;

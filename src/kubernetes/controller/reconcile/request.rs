@@ -7,7 +7,9 @@ use crate::kubernetes::crd::{self, AssetScan};
 use assetscan_domain::reference::RefError;
 use assetscan_domain::run::{Recorded, RunView};
 use assetscan_domain::{AssetId, InvalidId, Origin, RESCAN_ANNOTATION, ScanRequest, fence};
-use assetscan_domain::{Package, PackageError, Policy, SbomRef, SbomRefError, Target};
+use assetscan_domain::{
+    Package, PackageError, Policy, SbomRef, SbomRefError, Target, TriageRequest,
+};
 use std::time::Duration;
 
 /// A spec the pipeline cannot run. The CRD's schema and CEL rules make this
@@ -23,6 +25,12 @@ pub enum SpecError {
     InventoryRef(#[source] RefError),
     #[error("spec.{0}")]
     Sbom(#[source] SbomRefError),
+    #[error("spec.vex[{index}]: {source}")]
+    Vex {
+        index: usize,
+        #[source]
+        source: SbomRefError,
+    },
     #[error("spec.software and spec.sbom are both set: give one")]
     SoftwareTwice,
     #[error("spec.software[{index}]: {source}")]
@@ -46,6 +54,12 @@ pub fn scan_request(obj: &AssetScan, run: &str, holder: String) -> Result<ScanRe
     if sbom.is_some() && !software.is_empty() {
         return Err(SpecError::SoftwareTwice);
     }
+    let vex = (spec.vex.iter().enumerate())
+        .map(|(index, v)| {
+            SbomRef::new(&v.source, &v.reference, v.digest.as_deref())
+                .map_err(|source| SpecError::Vex { index, source })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(ScanRequest {
         asset: AssetId::new(spec.asset_id.clone()).map_err(SpecError::AssetId)?,
         run: run.to_owned(),
@@ -60,6 +74,10 @@ pub fn scan_request(obj: &AssetScan, run: &str, holder: String) -> Result<ScanRe
         supersedes: None,
         expect_open: true,
         origin: Some(origin(obj)),
+        triage: TriageRequest {
+            vex,
+            statements: Vec::new(),
+        },
     })
 }
 
@@ -168,6 +186,7 @@ mod tests {
             },
             software: vec![],
             sbom: None,
+            vex: vec![],
             policy: crd::Policy::default(),
             notify: vec!["secops".into()],
             rescan_interval: None,

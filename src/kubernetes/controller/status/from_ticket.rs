@@ -286,6 +286,7 @@ fn summarize(v: &VulnFacts, known_exploited: Option<usize>) -> VulnerabilitySumm
         known_exploited: known_exploited.map(saturating_i64),
         max_cvss: v.max_cvss,
         top_ids,
+        suppressed: (v.triage.as_ref()).map(|t| i64::from(t.suppressed_total)),
     }
 }
 

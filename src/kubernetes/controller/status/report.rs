@@ -8,9 +8,10 @@ use super::from_ticket::{last_error_status, saturating_i64, time_from_ms};
 use crate::kubernetes::crd::{
     AssetScan, AssetScanReport, AssetScanReportSpec, AssetScanStatus, CoverageStatus,
     DEFAULT_REPORT_HISTORY_LIMIT, ReportCoverage, ReportFinding, ReportFindings, ReportNotAsked,
-    ReportNotification, ReportSbom, ReportThreatIntel,
+    ReportNotification, ReportSbom, ReportSuppressed, ReportThreatIntel, ReportTriage,
 };
 use crate::telemetry::Metrics;
+use assetscan_domain::TriageFacts;
 use assetscan_domain::run_order;
 use assetscan_domain::ticket::{Status, ThreatIntelFacts, Ticket, VulnFacts};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
@@ -107,8 +108,14 @@ fn build(obj: &AssetScan, ticket: &Ticket) -> AssetScanReport {
                 unsupported: s.unsupported,
             }),
             findings: facts.vulnerabilities.as_deref().map(findings),
+            triage: (facts.vulnerabilities.as_deref())
+                .and_then(|v| v.triage.as_ref())
+                .map(triage),
             coverage: facts.coverage().map(|c| ReportCoverage {
-                status: CoverageStatus::of(c),
+                listed: c.listed,
+                asked: c.asked,
+                low: c.is_low(),
+                not_asked: CoverageStatus::of(c).not_asked,
                 asked_by_ecosystem: c.asked_by_ecosystem.clone(),
                 not_asked_listed: (c.not_asked_listed.iter())
                     .map(|e| ReportNotAsked {
@@ -153,6 +160,32 @@ fn findings(v: &VulnFacts) -> ReportFindings {
             .total
             .saturating_sub(u32::try_from(items.len()).unwrap_or(u32::MAX)),
         items,
+    }
+}
+
+/// What the run's triage suppressed, with each statement.
+fn triage(t: &TriageFacts) -> ReportTriage {
+    ReportTriage {
+        statements: t.statements,
+        suppressed_total: t.suppressed_total,
+        suppressed: (t.suppressed.iter())
+            .map(|s| ReportSuppressed {
+                id: s.finding.id.clone(),
+                package: s.finding.package.clone(),
+                cvss: s.finding.cvss,
+                state: serde_json::to_value(s.triage.state)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                by: s.triage.by.clone(),
+                justification: s.triage.justification.clone(),
+                owner: s.triage.owner.clone(),
+                expires: s.triage.expires_ms.map(time_from_ms),
+            })
+            .collect(),
+        expired: t.expired.clone(),
+        unresolved: t.unresolved.clone(),
+        unread: t.unread.clone(),
     }
 }
 

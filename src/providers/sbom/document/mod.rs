@@ -24,7 +24,7 @@ mod json;
 mod tag_value;
 mod xml;
 
-use assetscan_domain::{Coverage, Inventory, NotAsked, Package, SourceHint};
+use assetscan_domain::{Coverage, Inventory, NotAsked, Origins, Package, SourceHint};
 
 /// Deepest nesting read (CycloneDX components in components, XML elements).
 pub(super) const MAX_DEPTH: usize = 64;
@@ -46,6 +46,8 @@ pub(crate) struct Entry {
 pub(crate) struct Contents {
     pub packages: Vec<Package>,
     pub coverage: Coverage,
+    /// Which listed purls each package asked stands for.
+    pub origins: Origins,
     /// e.g. `CycloneDX 1.4 XML`.
     pub format: String,
 }
@@ -134,10 +136,15 @@ pub(crate) fn read(body: &[u8]) -> Result<Contents, DocumentError> {
         }
         inventory.add_entry(entry.purl.as_deref(), &entry.name, entry.source.as_ref());
     }
-    let (packages, coverage) = inventory.finish(None);
+    let asked = inventory.finish(None);
     Ok(Contents {
-        packages: packages.into_iter().map(Package::Coordinates).collect(),
-        coverage,
+        packages: asked
+            .packages
+            .into_iter()
+            .map(Package::Coordinates)
+            .collect(),
+        coverage: asked.coverage,
+        origins: asked.origins,
         format,
     })
 }

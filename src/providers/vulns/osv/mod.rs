@@ -19,6 +19,7 @@ use super::findings::summarize;
 use crate::providers::error::{ProviderConfigError, check_at_least};
 use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, join_path, parse_http_url};
 use assetscan_domain::Package;
+use assetscan_domain::Triage;
 use assetscan_domain::ticket::{Finding, VulnFacts};
 use batch::{BatchRequest, BatchResponse, Query};
 use cache::RecordCache;
@@ -123,16 +124,20 @@ impl OsvClient {
         })
     }
 
-    /// The asset's vulnerabilities. An empty software list is an empty
-    /// result, without a call.
-    pub async fn query(&self, software: &[Package]) -> Result<VulnFacts, VulnError> {
+    /// The asset's vulnerabilities, judged with `triage`. An empty software
+    /// list is an empty result, without a call.
+    pub async fn query(
+        &self,
+        software: &[Package],
+        triage: &Triage,
+    ) -> Result<VulnFacts, VulnError> {
         let hits = self.find_hits(software).await?;
         let findings: Vec<Finding> = stream::iter(hits)
             .map(|(id, hit)| self.finding(id, hit))
             .buffer_unordered(self.concurrency)
             .try_collect()
             .await?;
-        Ok(summarize(findings, self.max_findings))
+        Ok(summarize(findings, self.max_findings, triage))
     }
 
     /// Distinct vulnerability ids over all packages, with the packages each
