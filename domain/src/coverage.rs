@@ -6,10 +6,10 @@
 
 use crate::advisory::{NotAsked, SourceHint, coordinates_of, coordinates_of_purl, kind_of_purl};
 use crate::package::{Coordinates, Package};
+use crate::purl::PurlParts;
 use crate::text::truncate_chars;
-use crate::triage::Origins;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Entries not asked that a run records by name, for the report.
 pub const MAX_NOT_ASKED_LISTED: usize = 20;
@@ -192,6 +192,46 @@ impl Inventory {
             origins: self.origins,
         }
     }
+}
+
+/// The binary packages listed, by identity, and the coordinates each was
+/// asked under: a statement naming `libssl3` covers the findings of
+/// `openssl`, the source it was asked as.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Origins {
+    by_identity: BTreeMap<Identity, BTreeSet<(Option<String>, String)>>,
+}
+
+/// A purl's type, namespace (lowercase) and name: a package whatever its
+/// version and qualifiers.
+type Identity = (String, String, String);
+
+impl Origins {
+    /// Records that the purl `listed` was asked as `coordinates`.
+    pub fn add(&mut self, listed: &str, coordinates: &Coordinates) {
+        if let Ok(purl) = PurlParts::parse(listed) {
+            self.by_identity
+                .entry(identity(&purl))
+                .or_default()
+                .insert((purl.version, coordinates.to_string()));
+        }
+    }
+
+    /// The coordinates (as findings name them) that the listed packages of
+    /// `purl`'s identity were asked as, each with that package's version.
+    pub fn asked_as(&self, purl: &PurlParts) -> impl Iterator<Item = (Option<&str>, &str)> {
+        (self.by_identity.get(&identity(purl)).into_iter())
+            .flatten()
+            .map(|(version, asked)| (version.as_deref(), asked.as_str()))
+    }
+}
+
+fn identity(purl: &PurlParts) -> Identity {
+    (
+        purl.ty.clone(),
+        purl.namespace.to_ascii_lowercase(),
+        purl.name.clone(),
+    )
 }
 
 /// `Debian` of `Debian:12`, `Ubuntu` of `Ubuntu:22.04:LTS`.

@@ -37,7 +37,7 @@ mod triage;
 
 pub use advisory::{NotAsked, SourceHint};
 pub use asset::{AssetId, IdKind, InvalidId, MAX_ASSET_ID_LEN};
-pub use coverage::{Asked, Coverage, Inventory, NotAskedEntry};
+pub use coverage::{Asked, Coverage, Inventory, NotAskedEntry, Origins};
 pub use fence::Fence;
 pub use machine::{Alert, End, Fact, VERDICT};
 pub use package::{Coordinates, Package, PackageError, Purl};
@@ -51,6 +51,5 @@ pub use risk::{assess, needs_threat_intel};
 pub use run::{RESCAN_ANNOTATION, Recorded, RunDecision, RunView, owner_id, run_order};
 pub use sbom::{DIGEST_PATTERN, Digest, SbomFacts, SbomProblem, SbomRead, SbomRef, SbomRefError};
 pub use target::Target;
-pub use triage::{
-    Origins, Statement, Suppressed, Triage, TriageFacts, TriageRecord, TriageRequest, TriageState,
-};
+pub use ticket::{Suppressed, TriageFacts, TriageRecord, TriageState};
+pub use triage::{Statement, Triage, TriageRequest};

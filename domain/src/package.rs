@@ -121,8 +121,15 @@ impl fmt::Display for Package {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Package::Purl(purl) => f.write_str(purl.as_str()),
-            Package::Coordinates(c) => write!(f, "{}/{}@{}", c.ecosystem, c.name, c.version),
+            Package::Coordinates(c) => c.fmt(f),
         }
+    }
+}
+
+/// `Debian:9/openssl@1.1.0l-1~deb9u1`.
+impl fmt::Display for Coordinates {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}@{}", self.ecosystem, self.name, self.version)
     }
 }
 

@@ -194,7 +194,7 @@ pub struct SbomRead {
     pub facts: SbomFacts,
     pub coverage: crate::coverage::Coverage,
     /// Which listed purls each package asked stands for.
-    pub origins: crate::triage::Origins,
+    pub origins: crate::coverage::Origins,
 }
 
 impl SbomFacts {

@@ -6,7 +6,6 @@ pub use crate::fact_json::FactJson;
 use crate::fence::Fence;
 pub use crate::machine::{Fact, Status, Step};
 use crate::sbom::SbomFacts;
-use crate::triage::TriageFacts;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -400,6 +399,71 @@ pub fn now_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// What a statement says of a vulnerability in a package. Each suppresses
+/// the findings it covers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum TriageState {
+    /// The package is not affected (VEX `not_affected`).
+    NotAffected,
+    /// The finding is wrong (CycloneDX `false_positive`).
+    FalsePositive,
+    /// The package carries the fix whatever its version says (VEX `fixed`,
+    /// CycloneDX `resolved`): a backport.
+    Fixed,
+    /// The risk is accepted by its owner, until the statement expires.
+    Accepted,
+}
+
+/// Suppressed findings recorded, at most (the rest are counted).
+pub const MAX_SUPPRESSED: usize = 50;
+/// Statements named in [`TriageFacts::expired`] and `unresolved`, at most.
+pub const MAX_NAMED: usize = 20;
+
+/// What a run recorded of its triage, in its `vulnerabilities` fact: the
+/// findings suppressed, with the statement of each, and the statements
+/// that no longer apply. Fields may be added, none removed.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TriageFacts {
+    /// Statements in force.
+    pub statements: u32,
+    /// Findings suppressed, in all.
+    pub suppressed_total: u32,
+    /// The suppressed findings, most severe first.
+    #[serde(default)]
+    pub suppressed: Vec<Suppressed>,
+    /// Statements that had expired: their findings were raised again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub expired: Vec<String>,
+    /// Statements whose packages could not be told: not applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unresolved: Vec<String>,
+    /// VEX documents that could not be read, and why: their findings stand.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unread: Vec<String>,
+}
+
+/// What the run records of the statement that suppressed a finding.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TriageRecord {
+    pub by: String,
+    pub state: TriageState,
+    pub justification: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_ms: Option<u64>,
+}
+
+/// A suppressed finding, with its statement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Suppressed {
+    pub finding: Finding,
+    pub triage: TriageRecord,
 }
 
 #[cfg(test)]

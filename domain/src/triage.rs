@@ -7,28 +7,13 @@
 //! again, and the run records that it expired.
 
 use crate::advisory::{coordinates_of_purl, kind_of_purl};
-use crate::package::Coordinates;
+use crate::coverage::Origins;
 use crate::purl::PurlParts;
 use crate::sbom::SbomRef;
-use crate::ticket::Finding;
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, BTreeSet};
-
-/// What a statement says of a vulnerability in a package. Each suppresses
-/// the findings it covers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub enum TriageState {
-    /// The package is not affected (VEX `not_affected`).
-    NotAffected,
-    /// The finding is wrong (CycloneDX `false_positive`).
-    FalsePositive,
-    /// The package carries the fix whatever its version says (VEX `fixed`,
-    /// CycloneDX `resolved`): a backport.
-    Fixed,
-    /// The risk is accepted by its owner, until the statement expires.
-    Accepted,
-}
+use crate::ticket::{
+    Finding, MAX_NAMED, MAX_SUPPRESSED, Suppressed, TriageFacts, TriageRecord, TriageState,
+};
+use std::collections::BTreeSet;
 
 /// One statement, as its document or exception states it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -56,92 +41,6 @@ pub struct Statement {
 pub struct TriageRequest {
     pub vex: Vec<SbomRef>,
     pub statements: Vec<Statement>,
-}
-
-/// Suppressed findings recorded, at most (the rest are counted).
-pub const MAX_SUPPRESSED: usize = 50;
-/// Statements named in [`TriageFacts::expired`] and `unresolved`, at most.
-pub const MAX_NAMED: usize = 20;
-
-/// What a run recorded of its triage, in its `vulnerabilities` fact: the
-/// findings suppressed, with the statement of each, and the statements
-/// that no longer apply. Fields may be added, none removed.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TriageFacts {
-    /// Statements in force.
-    pub statements: u32,
-    /// Findings suppressed, in all.
-    pub suppressed_total: u32,
-    /// The suppressed findings, most severe first.
-    #[serde(default)]
-    pub suppressed: Vec<Suppressed>,
-    /// Statements that had expired: their findings were raised again.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub expired: Vec<String>,
-    /// Statements whose packages could not be told: not applied.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unresolved: Vec<String>,
-    /// VEX documents that could not be read, and why: their findings stand.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unread: Vec<String>,
-}
-
-/// What the run records of the statement that suppressed a finding.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TriageRecord {
-    pub by: String,
-    pub state: TriageState,
-    pub justification: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_ms: Option<u64>,
-}
-
-/// A suppressed finding, with its statement.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Suppressed {
-    pub finding: Finding,
-    pub triage: TriageRecord,
-}
-
-/// The binary packages listed, by identity, and the coordinates each was
-/// asked under: a statement naming `libssl3` covers the findings of
-/// `openssl`, the source it was asked as.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Origins {
-    by_identity: BTreeMap<Identity, BTreeSet<(Option<String>, String)>>,
-}
-
-/// A purl's type, namespace (lowercase) and name: a package whatever its
-/// version and qualifiers.
-type Identity = (String, String, String);
-
-impl Origins {
-    /// Records that the purl `listed` was asked as `coordinates`.
-    pub fn add(&mut self, listed: &str, coordinates: &Coordinates) {
-        if let Ok(purl) = PurlParts::parse(listed) {
-            self.by_identity
-                .entry(identity(&purl))
-                .or_default()
-                .insert((purl.version, key(coordinates)));
-        }
-    }
-}
-
-fn identity(purl: &PurlParts) -> Identity {
-    (
-        purl.ty.clone(),
-        purl.namespace.to_ascii_lowercase(),
-        purl.name.clone(),
-    )
-}
-
-/// `Debian:9/openssl@1.1.0l-1~deb9u1`: how findings name their package.
-fn key(c: &Coordinates) -> String {
-    format!("{}/{}@{}", c.ecosystem(), c.name(), c.version())
 }
 
 /// A package a statement names, as findings name packages.
@@ -312,13 +211,11 @@ fn resolve(reference: &str, origins: &Origins) -> Vec<Covered> {
     };
     let mut covered = Vec::new();
     if let Ok(c) = coordinates_of_purl(reference, None) {
-        covered.push(Covered::Exact(key(&c)));
+        covered.push(Covered::Exact(c.to_string()));
     }
-    if let Some(asked) = origins.by_identity.get(&identity(&purl)) {
-        for (version, coordinates) in asked {
-            if purl.version.is_none() || purl.version == *version {
-                covered.push(Covered::Exact(coordinates.clone()));
-            }
+    for (version, asked) in origins.asked_as(&purl) {
+        if purl.version.is_none() || purl.version.as_deref() == version {
+            covered.push(Covered::Exact(asked.to_owned()));
         }
     }
     covered

@@ -4,6 +4,7 @@
 //! asked of [`crate::backend::Backend`], never assumed.
 
 use crate::backend::GarbageCollector;
+use crate::controller_kit::create_in;
 use crate::controller_kit::kit::scans::{run_ended, scan, status};
 use crate::controller_kit::tenants::{Tenant, TwoTenants, share_no_lock_token_or_history};
 use crate::metrics_kit;
@@ -11,13 +12,15 @@ use crate::stack::{Stack, metric_of};
 use assetscan_operator::domain::RESCAN_ANNOTATION;
 use assetscan_operator::domain::ticket::{NotificationState, Status};
 use assetscan_operator::kubernetes::controller::{self, ConditionType};
-use assetscan_operator::kubernetes::crd::AssetScan;
+use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanReport, FindingException};
 use assetscan_testkit::process::OperatorProcess;
+use assetscan_testkit::stubs::{Fixtures, SBOM_MAX_BODY_BYTES};
+use assetscan_testkit::wait;
 use assetscan_testkit::wait::until;
 use futures::future::LocalBoxFuture;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use std::collections::BTreeSet;
 
@@ -31,6 +34,9 @@ pub const SCENARIOS: &[(&str, Scenario)] = &[
     ("metrics_behind_rbac", |s| Box::pin(metrics_behind_rbac(s))),
     ("two_namespaces_one_asset_id", |s| {
         Box::pin(two_namespaces_one_asset_id(s))
+    }),
+    ("findings_and_triage_per_namespace", |s| {
+        Box::pin(findings_and_triage_per_namespace(s))
     }),
 ];
 
@@ -455,4 +461,121 @@ async fn two_namespaces_one_asset_id(mut s: Stack) {
         patience: s.patience(),
     };
     share_no_lock_token_or_history(&tenants).await;
+}
+
+/// The truth of a finding on the API server: osv-scanner's real SBOM of a
+/// Debian 9 image (Syft 0.73, CycloneDX XML) scanned by one operator for
+/// two namespaces, one `assetId`. `libssl1.1` is asked about as the source
+/// package its advisories name, `openssl`, and the OpenSSL record the OSV
+/// stub serves there is found in both. The first namespace's
+/// FindingException accepts it: there the finding is suppressed, recorded
+/// with the exception, and raises no high risk; the second namespace, which
+/// decided nothing, sees the high risk. The exception and the status and
+/// report fields are the CRDs' own, so the API server's schema admits them.
+async fn findings_and_triage_per_namespace(mut s: Stack) {
+    // The image's SBOM is 0.5 MB, past the kit's source cap.
+    s.edit_config(|text| {
+        let cap = format!("maxBodyBytes: {SBOM_MAX_BODY_BYTES}");
+        assert!(text.contains(&cap), "{text}");
+        text.replacen("redis: {", "redis: {identityBridge: false, ", 1)
+            .replacen(&cap, "maxBodyBytes: 4194304", 1)
+    });
+    let install = s.cluster_wide().await;
+    let sbom = Fixtures::locate().path("sbom/osv-scanner-postgres-stretch.cdx-1.4.xml");
+    s.stubs.sbom.put(
+        "images/postgres.cdx.xml",
+        std::fs::read(sbom).expect("the fixture"),
+    );
+    s.stubs
+        .osv
+        .set_package_vulns("Debian:9", "openssl", &["CVE-2018-5407"]);
+    let accepted: FindingException = serde_json::from_value(json!({
+        "apiVersion": "assetscan.io/v1alpha1", "kind": "FindingException",
+        "metadata": {"name": "openssl-timing"},
+        "spec": {"vulnerabilities": ["CVE-2018-5407"], "packages": ["Debian:9/openssl"],
+            "state": "Accepted", "justification": "SMT is off on these hosts",
+            "owner": "security@team-a.example", "expires": "2099-01-01T00:00:00Z"}
+    }))
+    .expect("an exception");
+    let exceptions: Api<FindingException> = Api::namespaced(s.admin.clone(), &s.namespace);
+    exceptions
+        .create(&PostParams::default(), &accepted)
+        .await
+        .expect("the API server admits the exception");
+    let _op = s.operator_of_all(&install, "op-triage");
+    let namespaces = [s.namespace.clone(), install.second.clone()];
+    for namespace in &namespaces {
+        let mut obj = s.online(scan("pg").notify(&[]).sbom(
+            "artifacts",
+            "images/postgres.cdx.xml",
+            None,
+        ));
+        obj.spec.policy.cvss_threshold = 4.0;
+        create_in(&Api::namespaced(s.admin.clone(), namespace), &obj).await;
+    }
+    let mut done = Vec::new();
+    for namespace in &namespaces {
+        let api: Api<AssetScan> = Api::namespaced(s.admin.clone(), namespace);
+        let obj = wait::object(&api, "pg", "the run's end", s.patience(), |o| {
+            o.status
+                .as_ref()
+                .is_some_and(|st| st.phase.is_some_and(|p| p.is_terminal()))
+        })
+        .await;
+        let report_name = (status(&obj).latest_report.clone())
+            .unwrap_or_else(|| panic!("a report: {:?}", obj.status));
+        let report = Api::<AssetScanReport>::namespaced(s.admin.clone(), namespace)
+            .get(&report_name)
+            .await
+            .expect("the report");
+        done.push((obj, report));
+    }
+    let [(accepted_obj, accepted_report), (other_obj, other_report)] = &done[..] else {
+        unreachable!("two namespaces")
+    };
+    // Both asked under the source package: 135 of the 137 components.
+    for (obj, report) in &done {
+        let coverage = status(obj).coverage.clone().expect("coverage");
+        assert_eq!(
+            (coverage.listed, coverage.asked),
+            (137, 135),
+            "{coverage:?}"
+        );
+        assert!(report.spec.coverage.is_some());
+    }
+    let found = other_report.spec.findings.as_ref().expect("findings");
+    assert!(
+        found
+            .items
+            .iter()
+            .any(|f| f.id == "CVE-2018-5407" && f.package.starts_with("Debian:9/openssl@")),
+        "{found:?}"
+    );
+    assert_eq!(status(other_obj).high_risk, Some(true));
+    // The namespace with the exception: suppressed, with the statement.
+    assert_eq!(
+        status(accepted_obj).high_risk,
+        Some(false),
+        "{:?}",
+        accepted_obj.status
+    );
+    let triage = accepted_report.spec.triage.as_ref().expect("a triage");
+    let suppressed = &triage.suppressed[0];
+    assert_eq!(
+        (
+            suppressed.id.as_str(),
+            suppressed.by.as_str(),
+            suppressed.state.as_str()
+        ),
+        (
+            "CVE-2018-5407",
+            format!("FindingException {}/openssl-timing", s.namespace).as_str(),
+            "accepted"
+        )
+    );
+    assert!(other_report.spec.triage.is_none());
+    exceptions
+        .delete("openssl-timing", &DeleteParams::default())
+        .await
+        .expect("the exception removed");
 }
