@@ -3,7 +3,7 @@ CARGO ?= cargo
 # Two cores: two test threads keep timing-sensitive tests honest.
 TEST_THREADS ?= 2
 
-.PHONY: test demo deps fmt lint crds chart-schema generate model bench scale chaos policy sbom image pin-images e2e conformance upgrade-test
+.PHONY: test demo deps fmt lint crds chart-schema generate model bench scale chaos policy sbom sbom-corpus image pin-images e2e conformance upgrade-test
 
 # What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool,
 # faketime; and under target/tools, cargo-deny, the SBOM validator and the
@@ -40,6 +40,12 @@ SBOM_OUT ?= target/sbom/assetscan-operator.cdx.json
 sbom: deps
 	@python3 scripts/sbom.py --out $(SBOM_OUT)
 	@target/tools/py/bin/python scripts/check-sbom.py $(SBOM_OUT)
+
+# What a run asks about for each SBOM of the corpus (docs/sbom.md): a
+# Markdown table, a row per document; SBOM_ARGS=--packages lists every
+# package's advisory coordinates.
+sbom-corpus:
+	@$(CARGO) run --quiet --bin assetscan-operator -- sbom $(SBOM_ARGS) $$(ls testkit/fixtures/sbom/*.json testkit/fixtures/sbom/*.xml testkit/fixtures/sbom/*.spdx)
 
 # The operator image, IMAGE:VERSION (IMAGE defaults to the chart's
 # image.repository), with docker, podman or buildah; without one it says so

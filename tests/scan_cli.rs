@@ -351,6 +351,40 @@ async fn scan_reads_an_sbom_and_a_vex_file_and_says_when_coverage_is_low() {
     );
 }
 
+/// `sbom FILE…` prints what a run would ask about, a row per document,
+/// without Redis or a provider: the same reader and mapping as a run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sbom_prints_what_a_run_would_ask_about() {
+    let fixtures = assetscan_testkit::stubs::Fixtures::locate();
+    let debian = fixtures.path("sbom/osv-scanner-postgres-stretch.cdx-1.4.xml");
+    let rhel = fixtures.path("sbom/sbomer-rhel-9.2-image.cdx-1.5.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_assetscan-operator"))
+        .arg("sbom")
+        .args([&debian, &rhel])
+        .output()
+        .await
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = stdout(&out);
+    for row in [
+        "| osv-scanner-postgres-stretch.cdx-1.4.xml | CycloneDX 1.4 XML | 137 | 135 | 98% | Debian 132, Go 3 | noPurl 1, noAdvisorySource 1 |",
+        "| sbomer-rhel-9.2-image.cdx-1.5.json | CycloneDX 1.5 JSON | 192 | 32 | 16% | PyPI 9, npm 23 | noPurl 1, unknownRelease 159 |",
+    ] {
+        assert!(table.lines().any(|l| l == row), "{row}\nnot in\n{table}");
+    }
+    let missing = Command::new(env!("CARGO_BIN_EXE_assetscan-operator"))
+        .args(["sbom", "/nonexistent.cdx.json"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(code(&missing), 1, "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("/nonexistent.cdx.json"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
 /// With the identity bridge off, an AssetScan's ticket and history are
 /// in its namespace's keys only: `ticket show` and `ticket history` find
 /// them with `--namespace`, and not in the legacy layout.

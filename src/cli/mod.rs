@@ -4,6 +4,7 @@
 pub mod chart;
 pub mod config;
 mod metrics_serving;
+mod sbom;
 mod scan;
 mod ticket;
 
@@ -56,6 +57,9 @@ enum Command {
     /// Read tickets and their audit history.
     #[command(subcommand)]
     Ticket(TicketCommand),
+    /// Show what a run would ask about for SBOM files: the format, the
+    /// entries listed and asked, by ecosystem, and not asked by reason.
+    Sbom(sbom::SbomArgs),
 }
 
 /// Where Redis is and how the operator is configured.
@@ -283,6 +287,7 @@ pub async fn main() -> ExitCode {
         Command::Run(args) => run(args).await.map(|()| ExitCode::SUCCESS),
         Command::Scan(args) => scan::run(args).await,
         Command::Ticket(command) => ticket_command(command).await.map(|()| ExitCode::SUCCESS),
+        Command::Sbom(args) => sbom::run(&args),
     };
     result.unwrap_or_else(|message| {
         error!("{message}");

@@ -20,6 +20,23 @@ mod document;
 mod vex;
 
 pub use document::DocumentError;
+
+/// What an SBOM document names, as a run reads it: its format, the distinct
+/// packages asked about, and the coverage of its entries.
+pub struct Inspection {
+    pub format: String,
+    pub packages: Vec<assetscan_domain::Package>,
+    pub coverage: assetscan_domain::Coverage,
+}
+
+/// Reads `body` as a run reads an SBOM, without fetching it.
+pub fn inspect(body: &[u8]) -> Result<Inspection, DocumentError> {
+    document::read(body).map(|c| Inspection {
+        format: c.format,
+        packages: c.packages,
+        coverage: c.coverage,
+    })
+}
 pub use vex::VexError;
 
 use crate::providers::error::ProviderConfigError;
