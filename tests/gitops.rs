@@ -513,6 +513,22 @@ fn network_policy_refuses_to_open_what_the_values_do_not_name() {
     }
 }
 
+/// A rule's `ports: []` would render a NetworkPolicy rule open to every
+/// port: the chart's schema refuses it.
+#[test]
+fn network_policy_refuses_an_empty_ports_list() {
+    for rule in ["apiServer", "dns", "redis", "providers"] {
+        let ports = format!("networkPolicy.egress.{rule}.ports=[]");
+        match try_render(&["--set", NETWORK_POLICY, "--set-json", &ports]) {
+            Ok(_) => panic!("{ports}: rendered a rule open to every port"),
+            Err(e) => assert!(
+                e.contains(&format!("{rule}/ports")) || e.contains(&format!("{rule}.ports")),
+                "{ports}: {e}"
+            ),
+        }
+    }
+}
+
 #[test]
 fn network_policy_allows_only_the_given_sources_and_destinations() {
     let values = chart().join("ci").join("monitoring-values.yaml");

@@ -36,21 +36,29 @@ pub struct Egress {
     pub extra: Vec<Object>,
 }
 
-/// Where one kind of traffic may go.
+/// Where one kind of traffic may go. At least one port: a NetworkPolicy
+/// rule without ports opens every port.
 #[derive(Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EgressRule {
     /// NetworkPolicy peers (podSelector, namespaceSelector, ipBlock).
     pub to: Vec<Object>,
-    #[schemars(inner(range(min = 1, max = 65535)), extend("uniqueItems" = true))]
+    #[schemars(
+        length(min = 1),
+        inner(range(min = 1, max = 65535)),
+        extend("uniqueItems" = true)
+    )]
     pub ports: Vec<u32>,
 }
 
-/// The TCP online checks' destinations: off unless enabled.
+/// The TCP online checks' destinations: off unless enabled. Its ports may
+/// be empty, which opens every port of `to` (the AssetScans name theirs).
 #[derive(Default, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AssetsRule {
     pub enabled: bool,
-    #[serde(flatten)]
-    pub rule: EgressRule,
+    /// NetworkPolicy peers: the asset networks.
+    pub to: Vec<Object>,
+    #[schemars(inner(range(min = 1, max = 65535)), extend("uniqueItems" = true))]
+    pub ports: Vec<u32>,
 }

@@ -10,10 +10,23 @@ fn defang_urls(text: &str) -> String {
     text.replace("://", "[://]")
 }
 
-/// Line breaks and other control characters become spaces: a string cannot
-/// start a line of its own (a heading, a quote).
+/// Line breaks (Unicode's line and paragraph separators too) and other
+/// control characters become spaces: a string cannot start a line of its
+/// own (a heading, a quote). Bidirectional controls (embeddings,
+/// overrides, isolates, marks) become U+FFFD: they would reorder what the
+/// reader sees (`\u{202E}` shows `cba` for `abc`), so their place is
+/// shown instead.
 fn one_line(text: &str) -> impl Iterator<Item = char> + '_ {
-    text.chars().map(|c| if c.is_control() { ' ' } else { c })
+    text.chars().map(|c| match c {
+        '\u{2028}' | '\u{2029}' => ' ',
+        '\u{061C}'
+        | '\u{200E}'
+        | '\u{200F}'
+        | '\u{202A}'..='\u{202E}'
+        | '\u{2066}'..='\u{2069}' => '\u{FFFD}',
+        c if c.is_control() => ' ',
+        c => c,
+    })
 }
 
 /// Slack's mrkdwn: `&`, `<` and `>` as entities, which covers `<URL|text>`
@@ -74,6 +87,21 @@ mod tests {
         assert_eq!(
             wecom("pkg:pypi/requests@2.31.0"),
             "pkg:pypi/requests@2.31.0"
+        );
+    }
+
+    #[test]
+    fn unicode_line_breaks_and_direction_controls_are_neutralised() {
+        // U+2028 and U+2029 end a line in many clients; U+202E shows what
+        // follows reversed, U+2066..U+2069 isolate, U+200E/F mark.
+        let text = "a\u{2028}# b\u{2029}> c \u{202E}lmx.exe\u{202C} \u{2066}d\u{2069}\u{200F}";
+        assert_eq!(
+            wecom(text),
+            "a ＃ b ＞ c \u{FFFD}lmx.exe\u{FFFD} \u{FFFD}d\u{FFFD}\u{FFFD}"
+        );
+        assert_eq!(
+            slack(text),
+            "a # b &gt; c \u{FFFD}lmx.exe\u{FFFD} \u{FFFD}d\u{FFFD}\u{FFFD}"
         );
     }
 }

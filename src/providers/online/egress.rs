@@ -131,14 +131,13 @@ pub struct EgressPolicy {
 }
 
 /// The built-in refusals: (CIDR, rule). The metadata addresses are more
-/// specific than link-local, so opening link-local does not open them.
-const BUILT_IN: [(&str, EgressRule); 11] = [
+/// specific than link-local (and than any range a team opens), so opening
+/// link-local or a provider's range does not open them.
+const BUILT_IN: [(&str, EgressRule); 9] = [
     ("127.0.0.0/8", EgressRule::Loopback),
     ("::1/128", EgressRule::Loopback),
     ("169.254.0.0/16", EgressRule::LinkLocal),
     ("fe80::/10", EgressRule::LinkLocal),
-    ("169.254.169.254/32", EgressRule::CloudMetadata),
-    ("fd00:ec2::254/128", EgressRule::CloudMetadata),
     // Linux connects 0.0.0.0 to the local host.
     ("0.0.0.0/8", EgressRule::Unspecified),
     ("::/128", EgressRule::Unspecified),
@@ -147,10 +146,33 @@ const BUILT_IN: [(&str, EgressRule); 11] = [
     ("255.255.255.255/32", EgressRule::Broadcast),
 ];
 
+/// The metadata and credential endpoints the major clouds document for
+/// their instances and pods (docs/security.md lists each with its source):
+/// what a tenant's target could reach for the node's credentials.
+const CLOUD_METADATA: [&str; 9] = [
+    // AWS EC2 IMDS; GCP, Azure IMDS, Oracle, IBM, DigitalOcean, OpenStack.
+    "169.254.169.254/32",
+    "fd00:ec2::254/128",
+    // AWS ECS task metadata and credentials.
+    "169.254.170.2/32",
+    // AWS EKS Pod Identity agent.
+    "169.254.170.23/32",
+    "fd00:ec2::23/128",
+    // Alibaba Cloud ECS metadata (in 100.64.0.0/10, not link-local).
+    "100.100.100.200/32",
+    // Azure's platform endpoint (WireServer), not link-local.
+    "168.63.129.16/32",
+    // Oracle Cloud's legacy metadata address.
+    "192.0.0.192/32",
+    // Tencent Cloud CVM metadata.
+    "169.254.0.23/32",
+];
+
 impl EgressPolicy {
     pub fn new(config: &EgressConfig) -> Result<EgressPolicy, ProviderConfigError> {
         let mut rules = Vec::new();
-        for (cidr, rule) in BUILT_IN {
+        let metadata = CLOUD_METADATA.map(|cidr| (cidr, EgressRule::CloudMetadata));
+        for (cidr, rule) in BUILT_IN.into_iter().chain(metadata) {
             let net = cidr.parse().map_err(|e: ipnet::AddrParseError| {
                 ProviderConfigError::invalid("tcp probe", "egress", e.to_string())
             })?;
@@ -235,6 +257,40 @@ mod tests {
 
     fn refused_by(policy: &EgressPolicy, address: &str) -> Option<EgressRule> {
         policy.check(address.parse().unwrap()).err().map(|r| r.rule)
+    }
+
+    #[test]
+    fn the_metadata_endpoints_of_the_major_clouds_stay_refused_when_their_ranges_are_opened() {
+        // Opening link-local, CGNAT (Alibaba's), Azure's and the IETF
+        // protocol block leaves each metadata address refused.
+        let opened = policy(
+            &[
+                "169.254.0.0/16",
+                "100.64.0.0/10",
+                "168.63.0.0/16",
+                "192.0.0.0/24",
+                "fd00::/8",
+            ],
+            &[],
+        );
+        for address in [
+            "169.254.169.254",
+            "fd00:ec2::254",
+            "169.254.170.2",
+            "169.254.170.23",
+            "fd00:ec2::23",
+            "100.100.100.200",
+            "168.63.129.16",
+            "192.0.0.192",
+            "169.254.0.23",
+        ] {
+            assert_eq!(
+                refused_by(&opened, address),
+                Some(EgressRule::CloudMetadata),
+                "{address}"
+            );
+        }
+        assert_eq!(refused_by(&opened, "100.100.100.201"), None);
     }
 
     #[test]

@@ -89,8 +89,8 @@ enum Source {
 /// the base URL's credentials nor the document's content.
 #[derive(Debug, thiserror::Error)]
 pub enum SbomError {
-    #[error("sbom source {0:?} is not configured")]
-    UnknownSource(String),
+    #[error("sbom {name}/{reference}: the source {name:?} is not configured")]
+    UnknownSource { name: String, reference: String },
     #[error("{path}: {error}")]
     File {
         path: String,
@@ -158,7 +158,7 @@ impl SbomError {
     /// The condition reason's kind.
     pub fn problem(&self) -> SbomProblem {
         match self {
-            SbomError::UnknownSource(_) => SbomProblem::SourceUnknown,
+            SbomError::UnknownSource { .. } => SbomProblem::SourceUnknown,
             SbomError::File { error, .. } if error.kind() == std::io::ErrorKind::NotFound => {
                 SbomProblem::NotFound
             }
@@ -250,7 +250,10 @@ impl SbomSources {
         let source = self
             .sources
             .get(sbom.source())
-            .ok_or_else(|| SbomError::UnknownSource(sbom.source().to_owned()))?;
+            .ok_or_else(|| SbomError::UnknownSource {
+                name: sbom.source().to_owned(),
+                reference: sbom.path().to_owned(),
+            })?;
         let body = match source {
             Source::Http { http, base } => Self::get(http, base, sbom).await?,
             Source::File { path } => {
@@ -319,6 +322,18 @@ fn read_capped(path: &Path, limit: u64) -> Result<Vec<u8>, Unread> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_unknown_source_is_named_with_the_ref() {
+        let sources = SbomSources::default();
+        let sbom = SbomRef::new("nowhere", "images/web/1.cdx.json", None).unwrap();
+        let err = sources.read(&sbom).await.unwrap_err();
+        assert_eq!(err.problem(), SbomProblem::SourceUnknown);
+        assert_eq!(
+            err.summary(),
+            "sbom nowhere/images/web/1.cdx.json: the source \"nowhere\" is not configured"
+        );
+    }
 
     #[test]
     fn sources_are_checked_when_built() {

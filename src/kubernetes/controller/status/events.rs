@@ -10,6 +10,16 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use std::time::{Duration, Instant};
 use tracing::{debug, warn};
 
+/// `namespace/name` of `obj`, as the log lines name it.
+fn object_key(obj: &AssetScan) -> String {
+    let meta = &obj.metadata;
+    format!(
+        "{}/{}",
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default()
+    )
+}
+
 /// One warning a minute per process for Events that could not be
 /// published; the rest are counted.
 static EVENT_WARNINGS: Throttle = Throttle::new(Duration::from_secs(60));
@@ -41,8 +51,9 @@ impl<'a> RunEvents<'a> {
         self
     }
 
-    fn object(&self) -> &'a str {
-        self.obj.metadata.name.as_deref().unwrap_or_default()
+    /// `namespace/name`: many teams' objects share one log.
+    fn object(&self) -> String {
+        object_key(self.obj)
     }
 
     /// Publishes an Event on the object; one the API server refuses is
@@ -111,7 +122,7 @@ impl<'a> RunEvents<'a> {
     /// Channels the spec names that its namespace may not use: nothing is
     /// sent on them (`channelAccess`).
     pub async fn channel_refused(&self, message: &str) {
-        warn!(object = self.object(), %message, "channel refused");
+        warn!(object = %self.object(), why = %message, "channel refused");
         self.publish(
             EventType::Warning,
             "ChannelNotAllowed",
@@ -138,7 +149,7 @@ impl<'a> RunEvents<'a> {
     /// behind the stored one) was not written.
     pub async fn stale_status(&self, why: &str) {
         self.metrics.stale_writes_rejected.inc();
-        warn!(object = self.object(), %why, "stale status write refused");
+        warn!(object = %self.object(), %why, "stale status write refused");
         self.publish(
             EventType::Warning,
             "StaleStatusRejected",
@@ -151,7 +162,7 @@ impl<'a> RunEvents<'a> {
     /// The API server refused a status as invalid, not by the fence:
     /// sending it again cannot help; say so on the object.
     pub async fn invalid_status(&self, message: &str) {
-        warn!(object = self.object(), %message, "status write rejected as invalid");
+        warn!(object = %self.object(), why = %message, "status write rejected as invalid");
         self.publish(
             EventType::Warning,
             "InvalidStatus",
@@ -212,5 +223,63 @@ impl<'a> RunEvents<'a> {
         );
         self.publish(EventType::Warning, "StepFailed", step.as_str(), note)
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// What a JSON subscriber wrote, line by line.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_refused_channel_is_logged_once_with_the_object_s_namespace() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .with_writer(move || writer.clone())
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let obj: AssetScan = serde_json::from_value(serde_json::json!({
+            "apiVersion": "assetscan.io/v1alpha1", "kind": "AssetScan",
+            "metadata": {"name": "web", "namespace": "team-a"},
+            "spec": {"assetId": "web-1", "target": {"inventoryRef": "web-1"}}
+        }))
+        .unwrap();
+        // No API server: the Event is refused and counted; the log line is
+        // what this test reads.
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let recorder = Recorder::new(client, "test".into());
+        let metrics = Metrics::new();
+        let why = "channel secops refuses namespace team-a: it is not among team-b";
+        RunEvents::new(&obj, &recorder, &metrics)
+            .channel_refused(why)
+            .await;
+        let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.contains("channel refused"))
+            .unwrap_or_else(|| panic!("no line: {text}"));
+        assert_eq!(line.matches("\"message\"").count(), 1, "{line}");
+        let fields = serde_json::from_str::<serde_json::Value>(line).unwrap()["fields"].clone();
+        assert_eq!(fields["message"], "channel refused");
+        assert_eq!(fields["object"], "team-a/web");
+        assert_eq!(fields["why"], why);
     }
 }
