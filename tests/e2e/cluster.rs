@@ -610,7 +610,8 @@ async fn create_rendered(
 }
 
 /// The chart installed for every namespace, as one operator serving many
-/// teams runs it: release `<namespace>-tenants` in `namespace`
+/// teams runs it: release `<last watched namespace>-tenants` in `namespace`
+/// (one per call: two scenarios on one cluster install their own)
 /// (`watchNamespace` empty), its ServiceAccount there and its ClusterRole
 /// and ClusterRoleBinding, named after the release, recorded in `ledger`;
 /// then the API server's authorizer is asked whether the ServiceAccount may
@@ -625,7 +626,7 @@ pub async fn install_cluster_wide(
     watched: &[&str],
     path: &Path,
 ) -> Result<(), E2eError> {
-    let release = format!("{namespace}-tenants");
+    let release = format!("{}-tenants", watched.last().unwrap_or(&namespace));
     let docs = render_rbac(&release, namespace, &["--set", "watchNamespace="])?;
     let account = create_rendered(admin, ledger, namespace, docs, |kind, _| {
         matches!(
