@@ -9,7 +9,9 @@ mod kit;
 
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{Fact, Status};
-use assetscan_operator::store::{Patch, RedisTarget, StoreConfig, StoreError, TicketStore};
+use assetscan_operator::store::{
+    IdentityBridge, Patch, RedisTarget, StoreConfig, StoreError, TicketStore,
+};
 use assetscan_testkit::redis::RedisServer;
 use kit::setup::{connect as raw, expire_lock};
 use redis::AsyncCommands;
@@ -23,7 +25,7 @@ const OWNER: &str = "uid1";
 async fn store(server: &RedisServer, scoped: Option<bool>) -> TicketStore {
     let config = StoreConfig {
         lock_ttl: Duration::from_secs(30),
-        identity_bridge: scoped.unwrap_or(true),
+        identity_bridge: scoped.unwrap_or(true).into(),
         ..StoreConfig::default()
     };
     let store = TicketStore::connect(&RedisTarget::Standalone(server.url()), config)
@@ -204,4 +206,69 @@ async fn the_bridge_on_and_off_share_the_namespaced_lock_and_retire_covers_both(
             late.err()
         );
     }
+}
+
+/// `auto`, the default: a Redis without 0.1.0's keys is a new install, and
+/// its stores take no legacy key (namespaces isolated from the first
+/// install); one where 0.1.0 left a fence is an upgrade, and the bridge is
+/// on. The decision is recorded at `<prefix>:layout`, so the stores that
+/// connect after keep to it even once 0.1.0's keys have expired; `false`
+/// turns it off for good, and `auto` then keeps it off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_isolates_a_new_install_and_bridges_an_upgrade_until_turned_off() {
+    let connect = |server: &RedisServer, bridge: IdentityBridge| {
+        let url = server.url();
+        async move {
+            let config = StoreConfig {
+                identity_bridge: bridge,
+                ..StoreConfig::default()
+            };
+            TicketStore::connect(&RedisTarget::Standalone(url), config)
+                .await
+                .expect("connect")
+        }
+    };
+    // A new install: nothing of 0.1.0's.
+    let fresh = RedisServer::start().unwrap();
+    let store = connect(&fresh, IdentityBridge::Auto).await;
+    assert!(!store.bridge().on, "{}", store.bridge().why);
+    assert!(
+        store.bridge().why.contains("a new install"),
+        "{}",
+        store.bridge().why
+    );
+    let scoped = store.scoped("team-a").unwrap();
+    kit::tickets::claim(&scoped, &asset(), RUN)
+        .try_acquire()
+        .await
+        .expect("claimed");
+    let mut raw_fresh = raw(&fresh).await;
+    let legacy: Vec<String> = raw_fresh.keys("asc:{*").await.unwrap();
+    assert!(
+        legacy.is_empty(),
+        "a new install takes no legacy key: {legacy:?}"
+    );
+    // 0.1.0 scanned here (its fence is there): an upgrade.
+    let upgraded = RedisServer::start().unwrap();
+    let mut raw_upgraded = raw(&upgraded).await;
+    let _: () = raw_upgraded
+        .set("asc:{payments-db}:fence", 7)
+        .await
+        .unwrap();
+    let store = connect(&upgraded, IdentityBridge::Auto).await;
+    assert!(store.bridge().on, "{}", store.bridge().why);
+    assert!(
+        store.bridge().why.contains("asc:{payments-db}:fence"),
+        "{}",
+        store.bridge().why
+    );
+    // Recorded: still on once the fence has gone.
+    let _: () = raw_upgraded.del("asc:{payments-db}:fence").await.unwrap();
+    assert!(connect(&upgraded, IdentityBridge::Auto).await.bridge().on);
+    // Turned off after the upgrade, and kept off by `auto`.
+    assert!(!connect(&upgraded, IdentityBridge::Off).await.bridge().on);
+    let after = connect(&upgraded, IdentityBridge::Auto).await;
+    assert!(!after.bridge().on, "{}", after.bridge().why);
+    let marker: String = raw_upgraded.get("asc:layout").await.unwrap();
+    assert_eq!(marker, "namespaced");
 }

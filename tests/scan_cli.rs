@@ -392,7 +392,7 @@ async fn sbom_prints_what_a_run_would_ask_about() {
 async fn ticket_show_and_history_read_a_namespace_with_the_bridge_off() {
     let env = Env::start().await;
     let isolated = StoreConfig {
-        identity_bridge: false,
+        identity_bridge: false.into(),
         ..StoreConfig::default()
     };
     let store = TicketStore::connect(&RedisTarget::Standalone(env.redis.url()), isolated)

@@ -426,7 +426,7 @@ async fn count(api: &Api<AssetScan>, such: impl Fn(&AssetScan) -> bool) -> usize
 async fn two_namespaces_with_one_asset_id_share_no_lock_token_or_history() {
     let mut h = Harness::start().await;
     h.watched = None;
-    h.config.redis.identity_bridge = false;
+    h.config.redis.identity_bridge = false.into();
     namespace(&h, "team-a", json!({})).await;
     namespace(&h, "team-b", json!({})).await;
     let ctl = h.controller("tenancy").await;

@@ -176,7 +176,15 @@ impl Common {
         let mut delays = REDIS_AT_START_BACKOFF.delays();
         loop {
             match TicketStore::connect(&target, store_config.clone()).await {
-                Ok(store) => return Ok(Some((config, store))),
+                Ok(store) => {
+                    let bridge = store.bridge();
+                    info!(
+                        bridge = if bridge.on { "on" } else { "off" },
+                        why = %bridge.why,
+                        "the identity bridge to 0.1.0's key layout"
+                    );
+                    return Ok(Some((config, store)));
+                }
                 Err(err) if err.is_unavailable() => {
                     let retry_in = delays.next().unwrap_or(Duration::from_secs(15));
                     warn!(error = %err, ?retry_in, "redis unreachable at start: waiting for it");

@@ -33,6 +33,7 @@ mod conn;
 mod end;
 mod error;
 mod keys;
+mod layout;
 mod members;
 mod replica_ack;
 mod replicas;
@@ -49,6 +50,7 @@ pub use conn::{
 };
 pub use error::StoreError;
 pub use keys::AssetKeys;
+pub use layout::{BridgeDecision, IdentityBridge};
 pub use replica_ack::{ReplicaAck, ReplicaAckMode};
 pub use replicas::ReplicaStats;
 pub use settings::{LockSection, RedisSection, StoreSettingsError, TicketsSection};
@@ -91,10 +93,10 @@ pub struct StoreConfig {
     /// also takes the asset's legacy lock and fence, every ticket write is
     /// copied to the legacy ticket, and retirement covers both families, so
     /// that an executor of the previous release (which knows only the
-    /// legacy keys) and this one exclude each other. On by default; off
-    /// once no replica of the previous release runs (namespaces are then
-    /// fully isolated). Deprecated: it goes in the next release.
-    pub identity_bridge: bool,
+    /// legacy keys) and this one exclude each other. `Auto` (the default)
+    /// decides from Redis at connect ([`layout`]): on where 0.1.0 left its
+    /// keys, off on a new install. Deprecated: it goes in the next release.
+    pub identity_bridge: IdentityBridge,
 }
 
 impl Default for StoreConfig {
@@ -109,7 +111,7 @@ impl Default for StoreConfig {
             security: RedisSecurity::default(),
             replica_ack: ReplicaAck::default(),
             failover_wait: Duration::from_secs(10),
-            identity_bridge: true,
+            identity_bridge: IdentityBridge::Auto,
         }
     }
 }
@@ -125,6 +127,8 @@ pub struct TicketStore {
     /// The namespace the asset ids are scoped by ([`TicketStore::scoped`]);
     /// `None`: the legacy layout (runs of no namespace, the CLI's).
     namespace: Option<Arc<str>>,
+    /// Whether the bridge is on, as decided at connect, and why.
+    bridge: Arc<BridgeDecision>,
 }
 
 impl TicketStore {
@@ -134,6 +138,7 @@ impl TicketStore {
         config: StoreConfig,
     ) -> Result<TicketStore, StoreError> {
         let conn = RedisConn::connect(target, &config).await?;
+        let bridge = layout::resolve(&conn, &config.prefix, config.identity_bridge).await?;
         let watchdog = Watchdog::start(conn.clone(), config.lock_ttl);
         let replica_ack = config
             .replica_ack
@@ -145,7 +150,13 @@ impl TicketStore {
             watchdog,
             replica_ack,
             namespace: None,
+            bridge: Arc::new(bridge),
         })
+    }
+
+    /// Whether the bridge to 0.1.0's layout is on, and why.
+    pub fn bridge(&self) -> &BridgeDecision {
+        &self.bridge
     }
 
     /// This store with asset ids scoped by `namespace`: an asset's identity
@@ -192,12 +203,9 @@ impl TicketStore {
 
     pub fn keys(&self, asset: &AssetId) -> AssetKeys {
         match &self.namespace {
-            Some(namespace) => AssetKeys::namespaced(
-                &self.config.prefix,
-                namespace,
-                asset,
-                self.config.identity_bridge,
-            ),
+            Some(namespace) => {
+                AssetKeys::namespaced(&self.config.prefix, namespace, asset, self.bridge.on)
+            }
             None => AssetKeys::new(&self.config.prefix, asset),
         }
     }

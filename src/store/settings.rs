@@ -5,7 +5,7 @@
 //! from the same types, so the doc comments of their fields are what a
 //! user reads there.
 
-use super::{ReplicaAck, StoreConfig};
+use super::{IdentityBridge, ReplicaAck, StoreConfig};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;
@@ -46,9 +46,11 @@ pub struct RedisSection {
     #[schemars(schema_with = "crate::duration::config_schema")]
     pub failover_wait: Duration,
     /// The bridge to 0.1.0's key layout (its lock, fence and ticket copy):
-    /// on while replicas of 0.1.0 may run; set false once none does (only
-    /// then are namespaces fully isolated). Goes in the next release.
-    pub identity_bridge: bool,
+    /// `auto` (the default) is on where 0.1.0 left its keys in Redis (an
+    /// upgrade) and off on a new install; set false once no replica of
+    /// 0.1.0 runs (only then are namespaces fully isolated). Goes in the
+    /// next release.
+    pub identity_bridge: IdentityBridge,
 }
 
 impl Default for RedisSection {
