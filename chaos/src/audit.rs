@@ -8,6 +8,7 @@
 
 use crate::ChaosError;
 use crate::history::AuditRecord;
+use crate::objects::NAMESPACE;
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
 use redis::streams::StreamRangeReply;
@@ -47,16 +48,19 @@ impl RedisView {
             .map_err(failed("connect"))
     }
 
-    /// One asset's audit stream, oldest first.
+    /// One asset's audit, oldest first: the legacy family's stream (the
+    /// bridge on), then the namespaced one of the run's objects (the bridge
+    /// off, as on a new install); a run writes one of them.
     pub async fn audit(&self, asset: &str, epoch: u32) -> Result<Vec<AuditRecord>, ChaosError> {
         let mut conn = self.conn().await?;
-        read_stream(
-            &mut conn,
-            &format!("{PREFIX}:{{{asset}}}:audit"),
-            asset,
-            epoch,
-        )
-        .await
+        let mut records = Vec::new();
+        for key in [
+            format!("{PREFIX}:{{{asset}}}:audit"),
+            format!("{PREFIX}:n:{NAMESPACE}:{{{asset}}}:audit"),
+        ] {
+            records.extend(read_stream(&mut conn, &key, asset, epoch).await?);
+        }
+        Ok(records)
     }
 
     /// Stops every client write (scripts included) for up to `ms`, so that
