@@ -524,7 +524,12 @@ pub fn metric(text: &str, sample: &str) -> f64 {
 /// The operator's config for the tests: short lock ttl, step timeouts and
 /// backoffs; every step written to the status (the tests watch the phases);
 /// the providers section from the stubs, with the channel names of
-/// `examples/config.yaml` (`secops-webhook`, `secops-wecom`, `secops-slack`).
+/// `examples/config.yaml` (`secops-webhook`, `secops-wecom`, `secops-slack`);
+/// the bridge to 0.1.0's layout on, as an upgraded deployment runs it (every
+/// ticket also in the legacy layout the kit's `store()` and `keys()` read).
+/// A new install's layout (`auto`, off on a fresh Redis) is what
+/// `tests/tenancy.rs`, `tests/identity_bridge.rs`, the e2e scenarios of two
+/// namespaces and the chaos run use.
 pub fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> String {
     let providers = stubs
         .write_providers_section(dir, "secops-")
@@ -535,7 +540,7 @@ pub fn config_yaml(stubs: &ProviderStubs, dir: &Path) -> String {
         );
     let steps = steps_yaml([("3s", 3), ("10s", 3), ("10s", 3), ("5s", 4)], "500ms");
     format!(
-        "redis: {{timeout: 1s}}\n\
+        "redis: {{timeout: 1s, identityBridge: true}}\n\
          lock: {{ttl: {LOCK_TTL_MS}ms}}\n\
          tickets: {{retention: 1h, auditCap: 10000}}\n\
          status: {{progressEvery: 0s}}\n\

@@ -13,6 +13,7 @@ use assetscan_operator::domain::RESCAN_ANNOTATION;
 use assetscan_operator::domain::ticket::{NotificationState, Status};
 use assetscan_operator::kubernetes::controller::{self, ConditionType};
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanReport, FindingException};
+use assetscan_operator::store::IdentityBridge;
 use assetscan_testkit::process::OperatorProcess;
 use assetscan_testkit::stubs::{Fixtures, SBOM_MAX_BODY_BYTES};
 use assetscan_testkit::wait;
@@ -440,16 +441,18 @@ async fn metrics_behind_rbac(s: Stack) {
 /// One operator for two teams, as the chart's cluster-wide install runs it
 /// (a ClusterRole the backend's authorizer checks for both namespaces): the
 /// scenario's namespace and a second one hold AssetScans of one `assetId`,
-/// the bridge to the previous release's layout off. Token sequences are
+/// with the configuration a new install gets (`redis.identityBridge: auto`,
+/// which a Redis without 0.1.0's keys decides off). Token sequences are
 /// independent, a run holding one namespace's lock does not delay the
 /// other's, each has its own audit history, and deleting one's AssetScans
 /// leaves every key and status of the other's as it was
 /// (`controller_kit::tenants`, as `tests/tenancy.rs` runs it in process).
 async fn two_namespaces_one_asset_id(mut s: Stack) {
     s.edit_config(|text| {
-        assert!(text.starts_with("redis: {timeout: 1s}"), "{text}");
-        text.replacen("redis: {", "redis: {identityBridge: false, ", 1)
+        assert!(text.contains("identityBridge: true"), "{text}");
+        text.replacen("identityBridge: true", "identityBridge: auto", 1)
     });
+    assert_eq!(s.config.store().identity_bridge, IdentityBridge::Auto);
     let install = s.cluster_wide().await;
     let _op = s.operator_of_all(&install, "op-tenants");
     let tenants = TwoTenants {
@@ -477,7 +480,7 @@ async fn findings_and_triage_per_namespace(mut s: Stack) {
     s.edit_config(|text| {
         let cap = format!("maxBodyBytes: {SBOM_MAX_BODY_BYTES}");
         assert!(text.contains(&cap), "{text}");
-        text.replacen("redis: {", "redis: {identityBridge: false, ", 1)
+        text.replacen("identityBridge: true", "identityBridge: false", 1)
             .replacen(&cap, "maxBodyBytes: 4194304", 1)
     });
     let install = s.cluster_wide().await;
