@@ -137,6 +137,12 @@ fn cyclonedx_xml_is_read_as_json_is() {
     );
     assert_eq!((contents.coverage.listed, contents.coverage.asked), (4, 3));
     assert_eq!(contents.format, "CycloneDX 1.3 XML");
+    // A BOM without components is one, with nothing listed.
+    let empty = read(br#"<bom xmlns="http://cyclonedx.org/schema/bom/1.4" version="1"/>"#).unwrap();
+    assert_eq!(
+        (empty.coverage.listed, empty.format.as_str()),
+        (0, "CycloneDX 1.4 XML")
+    );
 }
 
 #[test]

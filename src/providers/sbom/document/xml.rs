@@ -43,39 +43,23 @@ pub(super) fn read(body: &[u8]) -> Result<(String, Vec<Entry>), DocumentError> {
         let event = reader.read_event().map_err(|e| {
             DocumentError::NotXml(assetscan_domain::text::truncate_chars(&e.to_string(), 160))
         })?;
+        let empty = matches!(event, Event::Empty(_));
         match event {
-            Event::Start(element) | Event::Empty(element)
-                if path.is_empty() && version.is_none() =>
-            {
-                version = Some(bom_version(&element)?);
-                path.push(local(&element));
-            }
-            Event::Start(element) => {
+            Event::Start(element) | Event::Empty(element) => {
                 let name = local(&element);
-                if path.len() >= MAX_ELEMENT_DEPTH {
+                if path.is_empty() && version.is_none() {
+                    version = Some(bom_version(&element)?);
+                } else if path.len() >= MAX_ELEMENT_DEPTH {
                     return Err(DocumentError::TooDeep);
+                } else {
+                    let found = (&mut open, &mut entries, &mut capture);
+                    start(&name, &element, &path, found);
                 }
-                start(
-                    &name,
-                    &element,
-                    &path,
-                    &mut open,
-                    &mut entries,
-                    &mut capture,
-                );
-                path.push(name);
-            }
-            Event::Empty(element) => {
-                let name = local(&element);
-                start(
-                    &name,
-                    &element,
-                    &path,
-                    &mut open,
-                    &mut entries,
-                    &mut capture,
-                );
-                end(&name, path.len(), &mut open, &mut entries, &mut capture);
+                if empty {
+                    end(&name, path.len(), &mut open, &mut entries, &mut capture);
+                } else {
+                    path.push(name);
+                }
             }
             Event::End(_) => {
                 let Some(name) = path.pop() else {
@@ -83,16 +67,8 @@ pub(super) fn read(body: &[u8]) -> Result<(String, Vec<Entry>), DocumentError> {
                 };
                 end(&name, path.len(), &mut open, &mut entries, &mut capture);
             }
-            Event::Text(text) => {
-                if let Some((_, value)) = capture.as_mut() {
-                    value.push_str(&text.xml_content(XmlVersion::Implicit1_0));
-                }
-            }
-            Event::CData(data) => {
-                if let Some((_, value)) = capture.as_mut() {
-                    value.push_str(&data.xml_content(XmlVersion::Implicit1_0));
-                }
-            }
+            Event::Text(text) => append(&mut capture, &text.xml_content(XmlVersion::Implicit1_0)),
+            Event::CData(data) => append(&mut capture, &data.xml_content(XmlVersion::Implicit1_0)),
             Event::GeneralRef(reference) => {
                 if let Some((_, value)) = capture.as_mut() {
                     value.push(resolve(&reference)?);
@@ -107,6 +83,13 @@ pub(super) fn read(body: &[u8]) -> Result<(String, Vec<Entry>), DocumentError> {
     }
     let version = version.ok_or(DocumentError::UnknownFormat)?;
     Ok((format!("CycloneDX {version} XML"), entries))
+}
+
+/// Text of the element being captured, if one is.
+fn append(capture: &mut Option<(Capture, String)>, text: &str) {
+    if let Some((_, value)) = capture.as_mut() {
+        value.push_str(text);
+    }
 }
 
 /// The CycloneDX version of the root element, which must be `bom` in
@@ -134,6 +117,14 @@ fn local(element: &BytesStart<'_>) -> String {
     element.local_name().as_ref().to_owned()
 }
 
+/// What the reader has found so far: the components open, the entries,
+/// and the text being captured.
+type Found<'a> = (
+    &'a mut Vec<Open>,
+    &'a mut Vec<Entry>,
+    &'a mut Option<(Capture, String)>,
+);
+
 /// A component of the BOM is a `component` in `bom/components`, or in a
 /// component's `components`, however deep; the subject is
 /// `bom/metadata/component`.
@@ -141,9 +132,7 @@ fn start(
     name: &str,
     element: &BytesStart<'_>,
     path: &[String],
-    open: &mut Vec<Open>,
-    entries: &mut Vec<Entry>,
-    capture: &mut Option<(Capture, String)>,
+    (open, entries, capture): Found<'_>,
 ) {
     let depth = path.len();
     let in_component = open.last().filter(|o| o.depth + 1 == depth);
