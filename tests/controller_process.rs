@@ -174,6 +174,31 @@ async fn run_process_serves_probes_and_metrics() {
     assert!(exit.success(), "{exit:?}\n{}", op.log());
 }
 
+/// A configuration error is said at start, naming the channel, before any
+/// connection is made: with Redis down the process does not wait for it
+/// first, it exits with the error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_channel_secret_is_named_at_once_even_with_redis_down() {
+    let mut h = Harness::start().await;
+    h.redis.stop();
+    // The webhook channel's secret, as a 0.1.0 configuration held it: not
+    // a Standard Webhooks secret.
+    std::fs::write(h.dir.path().join("webhook-secret"), "a-0.1.0-hmac-secret").unwrap();
+    let mut op = spawn_operator(&h, "proc-bad-secret");
+    let status = op.wait_exit(PATIENCE).await;
+    assert!(!status.success());
+    let log = op.log();
+    assert!(
+        log.contains("notifications.secops-webhook: webhook") && log.contains("whsec_"),
+        "{log}"
+    );
+    assert!(!log.contains("redis unreachable at start"), "{log}");
+    assert!(
+        !log.contains("a-0.1.0-hmac-secret"),
+        "the secret is never logged: {log}"
+    );
+}
+
 /// A replica started while Redis is unreachable waits for it, as it does
 /// when Redis goes away later, instead of exiting; once Redis answers it
 /// becomes ready and scans.

@@ -377,6 +377,13 @@ async fn run(args: RunArgs) -> Result<(), String> {
         }
         None => Shard::ALL,
     };
+    // The configuration is checked whole before any connection is made: a
+    // bad channel or source is said at once, also while Redis is down.
+    let (config, _) = args.common.load()?;
+    let providers = Providers::from_config(&config.providers)
+        .map_err(|e| e.to_string())?
+        .paced(config.scan_starts.quota());
+    let channels = channel_policy(&config, args.namespace.as_deref())?;
     let shutdown = shutdown_on_signal();
     let metrics = Arc::new(Metrics::new());
     let client = kube::Client::try_default()
@@ -395,10 +402,6 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let Some((config, store)) = args.common.store_when_reachable(&shutdown).await? else {
         return Ok(());
     };
-    let providers = Providers::from_config(&config.providers)
-        .map_err(|e| e.to_string())?
-        .paced(config.scan_starts.quota());
-    let channels = channel_policy(&config, args.namespace.as_deref())?;
     let settings = ControllerSettings {
         channels,
         concurrency: args.concurrency,

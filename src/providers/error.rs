@@ -27,9 +27,26 @@ pub enum ProviderConfigError {
         provider: &'static str,
         reason: String,
     },
+    /// One entry of a map of them (a channel of `notifications`, a source
+    /// of `sbomSources`): the error names which.
+    #[error("{section}.{name}: {source}")]
+    Named {
+        section: &'static str,
+        name: String,
+        source: Box<ProviderConfigError>,
+    },
 }
 
 impl ProviderConfigError {
+    /// This error, as that of the entry `name` of `section`.
+    pub(crate) fn of(self, section: &'static str, name: &str) -> ProviderConfigError {
+        ProviderConfigError::Named {
+            section,
+            name: assetscan_domain::text::truncate_chars(name, 63),
+            source: Box::new(self),
+        }
+    }
+
     pub(crate) fn invalid(
         provider: &'static str,
         field: &'static str,

@@ -89,7 +89,9 @@ pub fn notifiers_from_config(
                     ),
                 ));
             }
-            Ok((name.clone(), Notifier::from_config(config)?))
+            let notifier =
+                Notifier::from_config(config).map_err(|e| e.of("notifications", name))?;
+            Ok((name.clone(), notifier))
         })
         .collect()
 }

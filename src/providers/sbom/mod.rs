@@ -185,9 +185,11 @@ impl SbomSources {
         let sources = config
             .iter()
             .map(|(name, source)| {
+                let named = |e: ProviderConfigError| e.of("sbomSources", name);
                 let built = Source::Http {
-                    http: HttpClient::new(&PROFILE, &source.http)?,
-                    base: parse_http_url(PROFILE.provider, "baseUrl", &source.base_url)?,
+                    http: HttpClient::new(&PROFILE, &source.http).map_err(named)?,
+                    base: parse_http_url(PROFILE.provider, "baseUrl", &source.base_url)
+                        .map_err(named)?,
                 };
                 Ok((name.clone(), built))
             })
