@@ -186,7 +186,8 @@ impl Scenario<'_> {
     }
 
     /// Waits until the store rejected the resumed replica-a's stale write;
-    /// web-01's audit stream then.
+    /// web-01's audit stream then (its namespace's: the demo's Redis is a
+    /// new install's, without the bridge to 0.1.0's layout).
     async fn stale_write_rejected(&self) -> Result<Vec<AuditEntry>> {
         let store = TicketStore::connect(
             &RedisTarget::parse(&self.stack.redis_url)?,
@@ -195,7 +196,8 @@ impl Scenario<'_> {
                 ..StoreConfig::default()
             },
         )
-        .await?;
+        .await?
+        .scoped(NAMESPACE)?;
         let asset = AssetId::new(SCENARIO_ASSET)?;
         wait_for(
             "replica-a's stale write to be rejected",
