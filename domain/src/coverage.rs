@@ -4,7 +4,7 @@
 //! not. A run that asked about nothing, or less than the policy's
 //! `minCoverage`, is never reported as clean.
 
-use crate::advisory::{NotAsked, SourceHint, coordinates_of, coordinates_of_purl, kind_of_purl};
+use crate::advisory::{NotAsked, SourceHint, coordinates_of_parts, kind_of};
 use crate::package::{Coordinates, Package};
 use crate::purl::PurlParts;
 use crate::text::truncate_chars;
@@ -112,15 +112,12 @@ impl Inventory {
     pub fn of_packages(packages: &[Package]) -> Inventory {
         let mut inventory = Inventory::new();
         for package in packages {
-            let kind = || match package {
-                Package::Purl(purl) => kind_of_purl(purl.as_str()),
-                Package::Coordinates(_) => "coordinates".to_owned(),
-            };
-            let mapped = coordinates_of(package);
-            if let (Package::Purl(purl), Ok(coordinates)) = (package, &mapped) {
-                inventory.origins.add(purl.as_str(), coordinates);
+            match package {
+                Package::Purl(purl) => inventory.add_purl(purl.as_str(), None),
+                Package::Coordinates(c) => {
+                    inventory.add(Ok(c.clone()), &package.to_string(), String::new)
+                }
             }
-            inventory.add(mapped, &package.to_string(), kind);
         }
         inventory
     }
@@ -129,15 +126,41 @@ impl Inventory {
     /// is when it has not), and its source as the document states it.
     pub fn add_entry(&mut self, purl: Option<&str>, name: &str, hint: Option<&SourceHint>) {
         match purl {
-            Some(purl) => {
-                let mapped = coordinates_of_purl(purl, hint);
-                if let Ok(coordinates) = &mapped {
-                    self.origins.add(purl, coordinates);
-                }
-                self.add(mapped, purl, || kind_of_purl(purl))
-            }
+            Some(purl) => self.add_purl(purl, hint),
             None => self.add(Err(NotAsked::NoPurl), name, || "none".to_owned()),
         }
+    }
+
+    /// What an SBOM says it is about (CycloneDX's `metadata.component`, the
+    /// packages an SPDX document describes): listed when its purl names a
+    /// package of an ecosystem, and otherwise not, as an image or a
+    /// directory is the subject of the scan, not a package of it.
+    pub fn add_subject(&mut self, purl: Option<&str>, hint: Option<&SourceHint>) {
+        let Some(parts) = purl.and_then(|p| PurlParts::parse(p).ok()) else {
+            return;
+        };
+        let mapped = coordinates_of_parts(&parts, hint);
+        if !matches!(mapped, Err(NotAsked::NoAdvisorySource)) {
+            self.add_parsed(purl.unwrap_or_default(), &parts, mapped);
+        }
+    }
+
+    /// A purl, taken apart once for its coordinates, its origin and its kind.
+    fn add_purl(&mut self, purl: &str, hint: Option<&SourceHint>) {
+        match PurlParts::parse(purl) {
+            Ok(parts) => {
+                let mapped = coordinates_of_parts(&parts, hint);
+                self.add_parsed(purl, &parts, mapped);
+            }
+            Err(_) => self.add(Err(NotAsked::NotAPurl), purl, || "other".to_owned()),
+        }
+    }
+
+    fn add_parsed(&mut self, purl: &str, parts: &PurlParts, mapped: Result<Coordinates, NotAsked>) {
+        if let Ok(coordinates) = &mapped {
+            self.origins.add(parts, coordinates);
+        }
+        self.add(mapped, purl, || kind_of(parts));
     }
 
     fn add(
@@ -181,14 +204,12 @@ impl Inventory {
         }
     }
 
-    /// What to ask about, with the coverage judged by `minimum` (percent).
-    pub fn finish(self, minimum: Option<u8>) -> Asked {
+    /// What to ask about. The coverage's minimum is the run's policy's, set
+    /// by the run.
+    pub fn finish(self) -> Asked {
         Asked {
             packages: self.distinct.into_values().collect(),
-            coverage: Coverage {
-                minimum,
-                ..self.coverage
-            },
+            coverage: self.coverage,
             origins: self.origins,
         }
     }
@@ -208,13 +229,11 @@ type Identity = (String, String, String);
 
 impl Origins {
     /// Records that the purl `listed` was asked as `coordinates`.
-    pub fn add(&mut self, listed: &str, coordinates: &Coordinates) {
-        if let Ok(purl) = PurlParts::parse(listed) {
-            self.by_identity
-                .entry(identity(&purl))
-                .or_default()
-                .insert((purl.version, coordinates.to_string()));
-        }
+    fn add(&mut self, listed: &PurlParts, coordinates: &Coordinates) {
+        self.by_identity
+            .entry(identity(listed))
+            .or_default()
+            .insert((listed.version.clone(), coordinates.to_string()));
     }
 
     /// The coordinates (as findings name them) that the listed packages of
@@ -253,9 +272,10 @@ mod tests {
         inventory.add_entry(None, "no-purl", None);
         let Asked {
             packages: asked,
-            coverage,
+            mut coverage,
             ..
-        } = inventory.finish(Some(50));
+        } = inventory.finish();
+        coverage.minimum = Some(50);
         assert_eq!(asked.len(), 1);
         assert_eq!(
             (coverage.listed, coverage.asked, coverage.not_asked_total()),
@@ -284,11 +304,12 @@ mod tests {
 
     #[test]
     fn nothing_asked_is_low_whatever_the_minimum() {
-        let none = Inventory::new().finish(None).coverage;
+        let none = Inventory::new().finish().coverage;
         assert!(none.is_low());
         let mut all = Inventory::new();
         all.add_entry(Some("pkg:cargo/tokio@1.0.0"), "tokio", None);
-        let all = all.finish(Some(100)).coverage;
+        let mut all = all.finish().coverage;
+        all.minimum = Some(100);
         assert!(!all.is_low());
         assert_eq!(all.percent(), 100);
     }

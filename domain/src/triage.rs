@@ -6,7 +6,7 @@
 //! statement that has expired no longer applies: its findings are raised
 //! again, and the run records that it expired.
 
-use crate::advisory::{coordinates_of_purl, kind_of_purl};
+use crate::advisory::{self, coordinates_of_purl};
 use crate::coverage::Origins;
 use crate::purl::PurlParts;
 use crate::sbom::SbomRef;
@@ -194,10 +194,7 @@ impl Triage {
 /// image, which names none) or `ECOSYSTEM/NAME[@VERSION]`.
 fn names_a_package(reference: &str) -> bool {
     match PurlParts::parse(reference) {
-        Ok(_) => !matches!(
-            kind_of_purl(reference).as_str(),
-            "oci" | "docker" | "generic" | "file" | "other"
-        ),
+        Ok(_) => advisory::names_a_package(reference),
         Err(_) => coordinates_reference(reference).is_some(),
     }
 }

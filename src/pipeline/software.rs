@@ -29,7 +29,7 @@ pub(super) async fn query_vulnerabilities<E: Effects>(
     let failed = |e: StepError| (e, Facts::new());
     let (packages, coverage, origins, mut facts) = match &req.sbom {
         None => {
-            let asked = Inventory::of_packages(&req.software).finish(None);
+            let asked = Inventory::of_packages(&req.software).finish();
             let packages = asked
                 .packages
                 .into_iter()

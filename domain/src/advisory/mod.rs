@@ -11,7 +11,7 @@
 mod distro;
 mod language;
 
-use crate::package::{Coordinates, Package};
+use crate::package::Coordinates;
 use crate::purl::PurlParts;
 use serde::{Deserialize, Serialize};
 
@@ -68,23 +68,22 @@ pub struct SourceHint {
     pub version: Option<String>,
 }
 
-/// The coordinates `package` is asked under: coordinates as given, a purl
-/// mapped by [`coordinates_of_purl`].
-pub fn coordinates_of(package: &Package) -> Result<Coordinates, NotAsked> {
-    match package {
-        Package::Coordinates(coordinates) => Ok(coordinates.clone()),
-        Package::Purl(purl) => coordinates_of_purl(purl.as_str(), None),
-    }
-}
-
 /// The coordinates the package URL `text` is asked under, or why it
 /// cannot be asked about.
 pub fn coordinates_of_purl(text: &str, hint: Option<&SourceHint>) -> Result<Coordinates, NotAsked> {
     let purl = PurlParts::parse(text).map_err(|_| NotAsked::NotAPurl)?;
+    coordinates_of_parts(&purl, hint)
+}
+
+/// [`coordinates_of_purl`] of a purl already taken apart.
+pub fn coordinates_of_parts(
+    purl: &PurlParts,
+    hint: Option<&SourceHint>,
+) -> Result<Coordinates, NotAsked> {
     let version = purl.version.as_deref().ok_or(NotAsked::NoVersion)?;
-    let (ecosystem, name, version) = match distro::coordinates(&purl, version, hint) {
+    let (ecosystem, name, version) = match distro::coordinates(purl, version, hint) {
         Some(found) => found?,
-        None => language::coordinates(&purl, version).ok_or(NotAsked::NoAdvisorySource)?,
+        None => language::coordinates(purl, version).ok_or(NotAsked::NoAdvisorySource)?,
     };
     Coordinates::new(&ecosystem, &name, &version).map_err(|_| NotAsked::NoVersion)
 }
@@ -93,10 +92,12 @@ pub fn coordinates_of_purl(text: &str, hint: Option<&SourceHint>) -> Result<Coor
 /// kind: the type, and for distribution packages the namespace
 /// (`rpm/amzn`). Bounded and plain: anything else is `other`.
 pub fn kind_of_purl(text: &str) -> String {
+    PurlParts::parse(text).map_or_else(|_| "other".to_owned(), |purl| kind_of(&purl))
+}
+
+/// [`kind_of_purl`] of a purl already taken apart.
+pub fn kind_of(purl: &PurlParts) -> String {
     const MAX_KIND: usize = 32;
-    let Ok(purl) = PurlParts::parse(text) else {
-        return "other".to_owned();
-    };
     let kind = match purl.ty.as_str() {
         "deb" | "rpm" | "apk" if !purl.namespace.is_empty() => {
             format!("{}/{}", purl.ty, purl.namespace.to_ascii_lowercase())
@@ -111,6 +112,18 @@ pub fn kind_of_purl(text: &str) -> String {
     } else {
         "other".to_owned()
     }
+}
+
+/// Whether the package URL `text` names a package, rather than an artifact
+/// that holds packages (an image, a file, a generic blob): what a VEX
+/// statement's product names, or a FindingException's package.
+pub fn names_a_package(text: &str) -> bool {
+    PurlParts::parse(text).is_ok_and(|purl| {
+        !matches!(
+            kind_of(&purl).as_str(),
+            "oci" | "docker" | "generic" | "file" | "other"
+        )
+    })
 }
 
 #[cfg(test)]

@@ -234,13 +234,16 @@ fn what_cannot_be_asked_says_why() {
 
 #[test]
 fn listed_packages_and_sbom_purls_take_one_path() {
-    let listed =
-        Package::purl("pkg:deb/debian/libssl3@3.0.11-1~deb12u2?upstream=openssl&distro=debian-12")
-            .unwrap();
-    let from_list = coordinates_of(&listed).unwrap();
-    let from_sbom = coordinates_of_purl(listed.to_string().as_str(), None).unwrap();
-    assert_eq!(from_list, from_sbom);
-    assert_eq!(from_list.name(), "openssl");
+    let listed = crate::Package::purl(
+        "pkg:deb/debian/libssl3@3.0.11-1~deb12u2?upstream=openssl&distro=debian-12",
+    )
+    .unwrap();
+    let from_list = crate::Inventory::of_packages(std::slice::from_ref(&listed)).finish();
+    let mut sbom = crate::Inventory::new();
+    sbom.add_entry(Some(listed.to_string().as_str()), "libssl3", None);
+    let from_sbom = sbom.finish();
+    assert_eq!(from_list.packages, from_sbom.packages);
+    assert_eq!(from_list.packages[0].name(), "openssl");
 }
 
 #[test]

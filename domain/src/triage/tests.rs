@@ -1,4 +1,5 @@
 use super::*;
+use crate::coverage::Inventory;
 use crate::ticket::Severity;
 
 fn finding(id: &str, cves: &[&str], package: &str) -> Finding {
@@ -31,12 +32,11 @@ fn statement(
 
 /// An Alpine image whose `libssl3` was asked as its origin, `openssl`.
 fn alpine() -> Origins {
-    let mut origins = Origins::default();
+    let mut inventory = Inventory::new();
     let listed =
         "pkg:apk/alpine/libssl3@3.0.8-r3?arch=x86_64&upstream=openssl&distro=alpine-3.17.2";
-    let asked = crate::advisory::coordinates_of_purl(listed, None).unwrap();
-    origins.add(listed, &asked);
-    origins
+    inventory.add_entry(Some(listed), "libssl3", None);
+    inventory.finish().origins
 }
 
 const OPENSSL: &str = "Alpine:v3.17/openssl@3.0.8-r3";

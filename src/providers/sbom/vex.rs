@@ -10,6 +10,7 @@
 //! image, `pkg:oci/…`) and has no subcomponents makes the statement about
 //! the whole asset: the AssetScan names the document for its asset.
 
+use assetscan_domain::advisory;
 use assetscan_domain::{Statement, TriageState};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -201,7 +202,7 @@ fn openvex(statements: Vec<OpenVexStatement>, name: &str) -> Vec<Statement> {
             let product = identifiers.get("purl").cloned().unwrap_or(id);
             match subcomponents.is_empty() {
                 false => packages.extend(subcomponents),
-                true if names_a_package(&product) => packages.push(product),
+                true if advisory::names_a_package(&product) => packages.push(product),
                 true => {}
             }
         }
@@ -281,14 +282,6 @@ fn bom_refs(components: &[CdxComponent]) -> BTreeMap<String, String> {
         pending.extend(component.components.iter());
     }
     refs
-}
-
-fn names_a_package(reference: &str) -> bool {
-    reference.starts_with("pkg:")
-        && !matches!(
-            assetscan_domain::advisory::kind_of_purl(reference).as_str(),
-            "oci" | "docker" | "generic" | "file" | "other"
-        )
 }
 
 fn joined(justification: &str, detail: &str) -> String {

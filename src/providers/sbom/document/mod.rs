@@ -24,7 +24,7 @@ mod json;
 mod tag_value;
 mod xml;
 
-use assetscan_domain::{Coverage, Inventory, NotAsked, Origins, Package, SourceHint};
+use assetscan_domain::{Coverage, Inventory, Origins, Package, SourceHint};
 
 /// Deepest nesting read (CycloneDX components in components, XML elements).
 pub(super) const MAX_DEPTH: usize = 64;
@@ -122,21 +122,13 @@ pub(crate) fn read(body: &[u8]) -> Result<Contents, DocumentError> {
     };
     let mut inventory = Inventory::new();
     for entry in &entries {
-        // A subject that names a package of an ecosystem is listed; an
-        // image, a directory or a file is not.
-        let names_a_package = || {
-            entry.purl.as_deref().is_some_and(|purl| {
-                let mapped =
-                    assetscan_domain::advisory::coordinates_of_purl(purl, entry.source.as_ref());
-                !matches!(mapped, Err(NotAsked::NoAdvisorySource | NotAsked::NotAPurl))
-            })
-        };
-        if entry.subject && !names_a_package() {
-            continue;
+        let (purl, source) = (entry.purl.as_deref(), entry.source.as_ref());
+        match entry.subject {
+            true => inventory.add_subject(purl, source),
+            false => inventory.add_entry(purl, &entry.name, source),
         }
-        inventory.add_entry(entry.purl.as_deref(), &entry.name, entry.source.as_ref());
     }
-    let asked = inventory.finish(None);
+    let asked = inventory.finish();
     Ok(Contents {
         packages: asked
             .packages
