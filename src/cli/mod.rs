@@ -110,8 +110,7 @@ impl Common {
 
     /// Whether Redis is reached without a password or without TLS: a
     /// warning, and `assetscan_redis_insecure`.
-    fn report_redis_exposure(&self, metrics: &Metrics) -> Result<(), String> {
-        let (_, target) = self.load()?;
+    fn report_redis_exposure(&self, target: &RedisTarget, metrics: &Metrics) -> Result<(), String> {
         let exposure = target.exposure(&self.security()?);
         metrics
             .security
@@ -166,16 +165,17 @@ impl Common {
     /// refused login, a TLS file) ends the start at once.
     async fn store_when_reachable(
         &self,
+        config: &Config,
+        target: &RedisTarget,
         shutdown: &CancellationToken,
-    ) -> Result<Option<(Config, TicketStore)>, String> {
-        let (config, target) = self.load()?;
+    ) -> Result<Option<TicketStore>, String> {
         let store_config = StoreConfig {
             security: self.security()?,
             ..config.store()
         };
         let mut delays = REDIS_AT_START_BACKOFF.delays();
         loop {
-            match TicketStore::connect(&target, store_config.clone()).await {
+            match TicketStore::connect(target, store_config.clone()).await {
                 Ok(store) => {
                     let bridge = store.bridge();
                     info!(
@@ -183,7 +183,7 @@ impl Common {
                         why = %bridge.why,
                         "the identity bridge to 0.1.0's key layout"
                     );
-                    return Ok(Some((config, store)));
+                    return Ok(Some(store));
                 }
                 Err(err) if err.is_unavailable() => {
                     let retry_in = delays.next().unwrap_or(Duration::from_secs(15));
@@ -379,7 +379,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     };
     // The configuration is checked whole before any connection is made: a
     // bad channel or source is said at once, also while Redis is down.
-    let (config, _) = args.common.load()?;
+    let (config, target) = args.common.load()?;
     let providers = Providers::from_config(&config.providers)
         .map_err(|e| e.to_string())?
         .paced(config.scan_starts.quota());
@@ -398,8 +398,11 @@ async fn run(args: RunArgs) -> Result<(), String> {
         ready_store.clone(),
         shutdown.clone(),
     ));
-    args.common.report_redis_exposure(&metrics)?;
-    let Some((config, store)) = args.common.store_when_reachable(&shutdown).await? else {
+    args.common.report_redis_exposure(&target, &metrics)?;
+    let reachable = args
+        .common
+        .store_when_reachable(&config, &target, &shutdown);
+    let Some(store) = reachable.await? else {
         return Ok(());
     };
     let settings = ControllerSettings {

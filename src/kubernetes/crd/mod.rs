@@ -37,7 +37,7 @@ pub use report::{
 pub use spec::{AssetScan, AssetScanSpec, Package, Policy, SbomReference, Target};
 pub use status::{
     AssetScanStatus, CoverageStatus, LastErrorStatus, NotificationStatus, VulnerabilitySummary,
-    is_fence_refusal,
+    is_fence_refusal, not_asked_by_reason,
 };
 
 use assetscan_domain::ticket::{NotificationState, Status};

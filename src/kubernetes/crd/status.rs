@@ -182,12 +182,19 @@ impl CoverageStatus {
             asked: coverage.asked,
             minimum: coverage.minimum,
             low: coverage.is_low(),
-            not_asked: (coverage.not_asked.iter())
-                .map(|(reason, n)| (reason.as_str().to_owned(), *n))
-                .collect(),
+            not_asked: not_asked_by_reason(coverage),
             not_asked_by_kind: coverage.not_asked_by_kind.clone(),
         }
     }
+}
+
+/// Not asked, by the reasons' wire names: the status's and the report's.
+pub fn not_asked_by_reason(
+    coverage: &assetscan_domain::Coverage,
+) -> std::collections::BTreeMap<String, u32> {
+    (coverage.not_asked.iter())
+        .map(|(reason, n)| (reason.as_str().to_owned(), *n))
+        .collect()
 }
 
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]

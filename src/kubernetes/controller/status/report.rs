@@ -6,9 +6,9 @@
 
 use super::from_ticket::{last_error_status, saturating_i64, time_from_ms};
 use crate::kubernetes::crd::{
-    AssetScan, AssetScanReport, AssetScanReportSpec, AssetScanStatus, CoverageStatus,
-    DEFAULT_REPORT_HISTORY_LIMIT, ReportCoverage, ReportFinding, ReportFindings, ReportNotAsked,
-    ReportNotification, ReportSbom, ReportSuppressed, ReportThreatIntel, ReportTriage,
+    AssetScan, AssetScanReport, AssetScanReportSpec, AssetScanStatus, DEFAULT_REPORT_HISTORY_LIMIT,
+    ReportCoverage, ReportFinding, ReportFindings, ReportNotAsked, ReportNotification, ReportSbom,
+    ReportSuppressed, ReportThreatIntel, ReportTriage, not_asked_by_reason,
 };
 use crate::telemetry::Metrics;
 use assetscan_domain::TriageFacts;
@@ -115,7 +115,7 @@ fn build(obj: &AssetScan, ticket: &Ticket) -> AssetScanReport {
                 listed: c.listed,
                 asked: c.asked,
                 low: c.is_low(),
-                not_asked: CoverageStatus::of(c).not_asked,
+                not_asked: not_asked_by_reason(c),
                 asked_by_ecosystem: c.asked_by_ecosystem.clone(),
                 not_asked_listed: (c.not_asked_listed.iter())
                     .map(|e| ReportNotAsked {
