@@ -9,6 +9,7 @@
 //!   reconcile of the objects no bucket selects (`place`), whether another
 //!   replica's share waits (`share`), the object as the domain sees it
 //!   (`request`), the wait between notification attempts (`notify_wait`),
+//!   when a rescan the minimum interval holds back starts (`deferral`),
 //!   the channel policy (`channels`) and the status-derived gauges
 //!   (`gauges`, computed from the watch cache at each scrape);
 //! - `status`: the fenced status mirror, the pipeline's observer: the

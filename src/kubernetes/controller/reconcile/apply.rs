@@ -4,6 +4,7 @@
 //! object why none goes on), and settle the pipeline's outcome.
 
 use super::context::{Context, Error};
+use super::deferral::deferred_rescan;
 use super::notify_wait::backoff_left;
 use super::outcome::settle;
 use super::request::run_view;
@@ -53,6 +54,10 @@ pub(super) async fn apply<E: Effects + 'static>(
         Decision::Answer(action) => return Ok(action),
     };
     let obj = fresh.as_ref();
+    // Said on the object only by a reconcile that starts no run: a run's
+    // claim ends the deferral in its own write.
+    let deferral =
+        (!calls_providers(&decision)).then(|| deferred_rescan(&view_of(obj, ctx), &decision));
     let refused = ctx.channels.refused(obj).await?;
     let rescan = rescan_after(obj, ctx.settings.scan_starts.rescan_spread);
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan)
@@ -69,6 +74,9 @@ pub(super) async fn apply<E: Effects + 'static>(
     if result.is_ok() {
         mirror.shard_label(Placement::of(obj).invalid()).await;
         mirror.channels(&refused).await;
+        if let Some(deferred) = deferral {
+            mirror.rescan_deferred(deferred.as_ref()).await;
+        }
     }
     if let Err(err) = &result {
         // An infrastructure failure: `Stalled=True`, `Ready=False`.

@@ -5,6 +5,7 @@ mod apply;
 mod channels;
 mod cleanup;
 pub(super) mod context;
+mod deferral;
 mod exceptions;
 pub(super) mod gauges;
 mod notify_wait;

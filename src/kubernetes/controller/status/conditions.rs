@@ -33,6 +33,12 @@ pub enum ConditionType {
     /// namespace (`channelAccess`): nothing is sent on it. Present only
     /// while that holds.
     ChannelRefused,
+    /// A rescan the `assetscan.io/rescan` annotation asks for waits for
+    /// `scanStarts.rescanMinInterval`; the message says when its run
+    /// starts. Present only while it waits: the claim of that run (or a
+    /// suspended spec, or a request withdrawn) removes it, so that a
+    /// deferral is never silent and never outlives its run.
+    RescanPending,
 }
 
 impl ConditionType {
@@ -44,6 +50,7 @@ impl ConditionType {
             ConditionType::HighRisk => "HighRisk",
             ConditionType::ShardLabelInvalid => "ShardLabelInvalid",
             ConditionType::ChannelRefused => "ChannelRefused",
+            ConditionType::RescanPending => "RescanPending",
         }
     }
 

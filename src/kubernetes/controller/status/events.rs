@@ -132,6 +132,24 @@ impl<'a> RunEvents<'a> {
         .await;
     }
 
+    /// A rescan the annotation asks for waits for the minimum interval:
+    /// said once, when the status starts saying so (the caller publishes it
+    /// only on that write), so that the person who asked sees when the run
+    /// starts without one Event per requeue. Normal: the operator does as
+    /// configured. Deferrals repeated within kube's event cache (minutes)
+    /// fold into one series with the first note; the condition has the
+    /// current start.
+    pub async fn rescan_deferred(&self, message: &str) {
+        debug!(object = %self.object(), why = %message, "rescan deferred");
+        self.publish(
+            EventType::Normal,
+            "RescanDeferred",
+            "Rescan",
+            message.to_owned(),
+        )
+        .await;
+    }
+
     /// A ticket write of this executor was refused: another executor took
     /// the run over, and this one stopped.
     pub async fn superseded(&self, caller: u64, valid: u64) {

@@ -1,11 +1,13 @@
 //! Why no run goes on for an object, as its status says it: the one place
 //! that sets the conditions a ticket does not (a suspended spec, an invalid
 //! spec, an operator that cannot go on; and, while runs go on, a shard label
-//! that is not a bucket, and channels the namespace may not use).
+//! that is not a bucket, channels the namespace may not use, and a rescan
+//! held back by the minimum interval).
 
 use super::conditions::{ConditionBuilder, ConditionStatus, ConditionType};
 use crate::kubernetes::controller::fleet::shard::InvalidShardLabel;
 use crate::kubernetes::crd::AssetScanStatus;
+use assetscan_domain::RESCAN_ANNOTATION;
 use k8s_openapi::jiff::Timestamp;
 
 /// Sets `ShardLabelInvalid` on `status` while `invalid` holds, and removes
@@ -62,6 +64,58 @@ pub fn channel_condition(status: &mut AssetScanStatus, refused: &Refused, now: T
     );
 }
 
+/// A rescan the annotation asks for that `scanStarts.rescanMinInterval`
+/// holds back: when its run starts. Derived from the status and the
+/// setting alone, never from the clock, so that every reconcile while it
+/// waits finds the same message and writes nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeferredRescan {
+    /// When the run starts.
+    pub starts_at: Timestamp,
+    /// When the last run ended (`status.lastScanTime`): the minimum
+    /// interval counts from there.
+    pub ended: Timestamp,
+    /// The scheduled rescan (`status.nextScanTime`) comes first, and is
+    /// the run that handles the request.
+    pub scheduled: bool,
+}
+
+impl DeferredRescan {
+    /// What the condition and the Event say: the start as an RFC 3339
+    /// time, and why then.
+    pub fn message(&self) -> String {
+        let why = match self.scheduled {
+            true => "the scheduled rescan, due before scanStarts.rescanMinInterval",
+            false => "scanStarts.rescanMinInterval",
+        };
+        format!(
+            "the rescan the {RESCAN_ANNOTATION} annotation asks for starts at {}: {why} after \
+             the last run ended at {}",
+            self.starts_at, self.ended
+        )
+    }
+}
+
+/// Sets `RescanPending` on `status` while `deferred` holds, and removes it
+/// once it does not (absent means false, like `ChannelRefused`).
+pub fn rescan_condition(
+    status: &mut AssetScanStatus,
+    deferred: Option<&DeferredRescan>,
+    now: Timestamp,
+) {
+    let type_ = ConditionType::RescanPending;
+    match deferred {
+        Some(deferred) => ConditionBuilder::new(status.observed_generation, now).set(
+            &mut status.conditions,
+            type_,
+            ConditionStatus::True,
+            "RescanDeferred",
+            &deferred.message(),
+        ),
+        None => status.conditions.retain(|c| c.type_ != type_.as_str()),
+    }
+}
+
 /// Why no run goes on.
 #[derive(Debug)]
 pub enum Halt {
@@ -113,6 +167,12 @@ impl Halt {
             reason,
             message,
         );
+        if matches!(self, Halt::Suspended | Halt::InvalidSpec(_)) {
+            // No run starts: a rescan held back by the minimum interval
+            // does not either, and the status stops saying when (in this
+            // write, not one more).
+            rescan_condition(&mut status, None, now);
+        }
         status
     }
 }
@@ -172,5 +232,62 @@ mod tests {
                 .iter()
                 .all(|c| c.observed_generation == Some(2))
         );
+    }
+
+    #[test]
+    fn a_deferred_rescan_says_when_it_starts_until_no_run_can_start() {
+        let deferred = DeferredRescan {
+            starts_at: at(7200),
+            ended: at(3600),
+            scheduled: false,
+        };
+        let mut status = AssetScanStatus {
+            observed_generation: Some(2),
+            ..Default::default()
+        };
+        rescan_condition(&mut status, Some(&deferred), at(3700));
+        assert_eq!(
+            conditions(&status),
+            [("RescanPending", "True", "RescanDeferred")]
+        );
+        assert_eq!(
+            status.conditions[0].message,
+            "the rescan the assetscan.io/rescan annotation asks for starts at \
+             1970-01-01T02:00:00Z: scanStarts.rescanMinInterval after the last run ended at \
+             1970-01-01T01:00:00Z"
+        );
+        // Said again by a later reconcile: the same condition.
+        let shown = status.conditions.clone();
+        rescan_condition(&mut status, Some(&deferred), at(3800));
+        assert_eq!(status.conditions, shown);
+        let scheduled = DeferredRescan {
+            scheduled: true,
+            ..deferred
+        };
+        assert!(
+            scheduled
+                .message()
+                .contains(": the scheduled rescan, due before")
+        );
+        // Suspending, or an invalid spec, starts no run: the condition goes
+        // in the halt's own write.
+        for halt in [Halt::Suspended, Halt::InvalidSpec("no target".into())] {
+            let halted = halt.status(Some(status.clone()), Some(2), at(3900));
+            let types: Vec<_> = conditions(&halted).iter().map(|c| c.0).collect();
+            assert!(!types.contains(&"RescanPending"), "{halt:?}: {types:?}");
+        }
+        // A stalled operator still starts it once it can go on.
+        let stalled = Halt::Stalled {
+            reason: "RedisUnavailable",
+            message: "connection refused".into(),
+        };
+        let stalled = stalled.status(Some(status.clone()), Some(2), at(3900));
+        assert!(
+            ConditionType::RescanPending
+                .find(&stalled.conditions)
+                .is_some()
+        );
+        rescan_condition(&mut status, None, at(4000));
+        assert!(status.conditions.is_empty());
     }
 }

@@ -5,7 +5,9 @@
 
 use super::conditions::{ConditionType, bounded};
 use super::events::RunEvents;
-use super::halt::{Halt, Refused, channel_condition, shard_label_condition};
+use super::halt::{
+    DeferredRescan, Halt, Refused, channel_condition, rescan_condition, shard_label_condition,
+};
 use super::plan::{ClaimRefusal, Planned, StatusPlan, fence_of};
 use super::report::{ReportRecorder, report_name};
 use super::writer::StatusWriter;
@@ -200,6 +202,33 @@ impl<'a> StatusMirror<'a> {
             && let Some(message) = &message
         {
             self.events.channel_refused(message).await;
+        }
+    }
+
+    /// Writes the deferred rescan's condition ([`rescan_condition`]) on top
+    /// of the status when it changes, with a Normal `RescanDeferred` Event
+    /// when the write that starts saying it (or a new start time) lands:
+    /// one write and one Event per deferral, however often the object is
+    /// reconciled while it waits. Only for a reconcile that starts no run:
+    /// a run's claim removes the condition itself, in the same write.
+    ///
+    /// What is shown is read from the status as last written or read, so
+    /// that a write of this reconcile (a missing report) is not undone.
+    pub(crate) async fn rescan_deferred(&self, deferred: Option<&DeferredRescan>) {
+        let current = self.current();
+        let shown = (current.as_ref())
+            .and_then(|s| ConditionType::RescanPending.find(&s.conditions))
+            .map(|c| c.message.clone());
+        let message = deferred.map(|d| bounded(&d.message()));
+        if shown == message {
+            return;
+        }
+        let mut status = current.unwrap_or_default();
+        rescan_condition(&mut status, deferred, Timestamp::now());
+        if self.writer.write(status).await
+            && let Some(message) = &message
+        {
+            self.events.rescan_deferred(message).await;
         }
     }
 

@@ -10,6 +10,7 @@
 //! otherwise mix this executor's changes into a newer status.
 
 use super::from_ticket::status_from_ticket;
+use super::halt::rescan_condition;
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
 use assetscan_domain::ticket::Ticket;
 use assetscan_domain::{Fence, RESCAN_ANNOTATION, run_order};
@@ -181,8 +182,11 @@ impl StatusPlan {
         if previous.and_then(|r| r.run.as_deref()) != Some(ticket.run.as_str()) {
             // A new run: it handles the rescan request the object carries
             // as read (a request made later changes the object, and this
-            // write, conditional on it, is refused).
+            // write, conditional on it, is refused). A rescan the minimum
+            // interval held back starts now: its condition goes with the
+            // claim, not in a write of its own.
             status.last_handled_rescan = self.rescan_request.clone();
+            rescan_condition(&mut status, None, ticket_time(ticket));
         }
         let news = is_news(previous, &status, ticket);
         let patch = status_patch(previous, &status, Some(resource_version));
@@ -402,6 +406,40 @@ mod tests {
             plan.claim(&claimed(run, 6), &unversioned).err(),
             Some(ClaimRefusal::NoResourceVersion)
         );
+    }
+
+    #[test]
+    fn the_claim_of_the_run_a_deferred_rescan_waited_for_ends_its_condition() {
+        use super::super::conditions::ConditionType::RescanPending;
+        use super::super::halt::DeferredRescan;
+        let plan = StatusPlan::new(&object(), None);
+        let mut waiting = recorded("1234abcd-g2-s0", 5, Status::Finished);
+        let deferred = DeferredRescan {
+            starts_at: Timestamp::from_second(3700).expect("time"),
+            ended: Timestamp::from_second(100).expect("time"),
+            scheduled: false,
+        };
+        rescan_condition(&mut waiting, Some(&deferred), Timestamp::UNIX_EPOCH);
+        let read = Stored {
+            resource_version: Some("42".into()),
+            status: Some(waiting.clone()),
+        };
+        // In the claim's own write: no write of its own.
+        let claim = plan.claim(&claimed("1234abcd-g2-s1", 6), &read);
+        let claim = claim.expect("recorded");
+        assert!(RescanPending.find(&claim.status.conditions).is_none());
+        let written = &claim.patch["status"]["conditions"];
+        assert!(!written.to_string().contains("RescanPending"), "{written}");
+        // The same run claimed again is no new run: it says nothing of it.
+        waiting.run = Some("1234abcd-g2-s1".into());
+        waiting.phase = Some(Status::VulnCheckDone);
+        let open = Stored {
+            status: Some(waiting),
+            ..read
+        };
+        let again = plan.claim(&claimed("1234abcd-g2-s1", 7), &open);
+        let again = again.expect("recorded");
+        assert!(RescanPending.find(&again.status.conditions).is_some());
     }
 
     #[test]
