@@ -14,7 +14,7 @@
 //! no traffic for [`IDLE_CHECK`] sends one PING of its own, so the answer is
 //! never older than that, however often the probes come.
 
-use crate::http_access::{AccessGuard, require_access, tls::TlsListener};
+use crate::http_access::{AccessGuard, Peer, require_access, tls::TlsListener};
 use crate::store::TicketStore;
 use crate::telemetry::Metrics;
 use axum::Router;
@@ -60,10 +60,8 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let mut guarded = Router::new().route("/metrics", get(metrics_text));
     if let Exposure::Secured { guard, .. } = &exposure {
-        guarded = guarded.route_layer(axum::middleware::from_fn_with_state(
-            guard.clone(),
-            require_access,
-        ));
+        let guard = guard.clone().counted_in(&metrics.access_reviews);
+        guarded = guarded.route_layer(axum::middleware::from_fn_with_state(guard, require_access));
     }
     // The kubelet's probes carry no token: they stay outside the guard.
     let app = guarded
@@ -76,6 +74,9 @@ pub async fn serve(
     tokio::spawn(check_when_idle(store, shutdown.clone()));
     let tcp = tokio::net::TcpListener::bind(addr).await?;
     let stop = async move { shutdown.cancelled().await };
+    // Each request knows its TCP peer: the access checks budget their
+    // reviews per caller address.
+    let app = app.into_make_service_with_connect_info::<Peer>();
     match exposure {
         Exposure::Plain => axum::serve(tcp, app).with_graceful_shutdown(stop).await,
         Exposure::Secured { tls, .. } => {

@@ -104,6 +104,11 @@ pub struct ChannelLabels {
     pub channel: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: String,
+}
+
 /// The operator's metrics.
 pub struct Metrics {
     pub registry: Registry,
@@ -131,7 +136,16 @@ pub struct Metrics {
     pub replicas: ReplicaMetrics,
     pub promise: PromiseMetrics,
     pub security: SecurityMetrics,
+    /// The metrics port's access reviews asked of the API server, by
+    /// answer (`allowed`, `forbidden`, `unauthenticated`, `error`), and the
+    /// requests refused without one because their address spent its
+    /// budget (`limited`): a flood of new tokens shows here.
+    pub access_reviews: Family<OutcomeLabels, Counter>,
 }
+
+/// The help of `assetscan_access_reviews_total`.
+const ACCESS_REVIEWS: &str = "Access reviews of the metrics port's callers by outcome, \
+    and requests refused without one over their address's budget (limited)";
 
 impl Default for Metrics {
     fn default() -> Self {
@@ -214,6 +228,7 @@ impl Metrics {
             replicas: ReplicaMetrics::register(r),
             promise: PromiseMetrics::register(r),
             security: SecurityMetrics::register(r),
+            access_reviews: registered(r, "access_reviews", ACCESS_REVIEWS, Family::default()),
             registry,
         }
     }

@@ -3,23 +3,30 @@
 //! process: `/metrics` over TLS answers 401 without a token, 403 to a
 //! ServiceAccount without the chart's metrics-reader role, 200 to one bound
 //! to it; the probes answer without a token; the answers are cached, so
-//! repeated scrapes send the API server no review.
+//! repeated scrapes send the API server no review; and an address that
+//! sends a new token on every request costs at most its budget of
+//! reviews, the rest answered 429, while a cached token still passes.
 //!
 //!   cargo test --all-features --test metrics_access -- --nocapture
 //!
 //! prints the reviews the emulator counted for the first scrape and for
-//! the repeated ones.
+//! the repeated ones, and the TokenReviews 30 new garbage tokens from one
+//! address cost.
 
 mod controller_kit;
 mod metrics_kit;
 
+use assetscan_operator::http_access::ReviewBudget;
 use assetscan_testkit::emulator::Verb;
 use controller_kit::*;
 use k8s_openapi::api::core::v1::Namespace;
 use metrics_kit::*;
 use std::ffi::OsString;
+use std::time::Instant;
 
 const SCRAPES: usize = 20;
+/// New garbage tokens sent from one address at once.
+const GARBAGE: usize = 30;
 
 fn reviews(h: &Harness) -> (u64, u64) {
     let counts = h.emu.requests();
@@ -123,4 +130,125 @@ async fn a_self_signed_certificate_is_made_without_a_secret() {
         Some(&tls_files(h.dir.path()).2),
     );
     assert!(https_get(&strict, port, "/healthz", None).await.is_err());
+}
+
+/// Status and `Retry-After` of `GET /metrics` with `token`.
+async fn metrics_status(client: &reqwest::Client, port: u16, token: &str) -> (u16, Option<u64>) {
+    let answer = client
+        .get(format!("https://localhost:{port}/metrics"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("answered");
+    let retry_after = answer
+        .headers()
+        .get("retry-after")
+        .and_then(|v| v.to_str().ok()?.parse().ok());
+    (answer.status().as_u16(), retry_after)
+}
+
+/// The value of the series `series` in a scrape's `text`, 0 when absent.
+fn sample(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_garbage_tokens_cost_one_address_at_most_its_burst_of_reviews() {
+    let h = Harness::start().await;
+    monitoring_namespace(&h).await;
+    create_cluster_scoped(&h.client, &reader_role("asc", "monitoring")).await;
+    let (reader, _) = tokens(&h.client, "monitoring").await;
+    let port = free_port();
+    let op = h.operator("budget", &h.config_path, |c| {
+        c.metrics_port(port).secured_metrics()
+    });
+    let https = https_client(([127, 0, 0, 1], port).into(), None);
+    // The reader's decision is reviewed once, then cached.
+    op.wait_for("/metrics answers the reader", PATIENCE, async || {
+        let answer = https_get(&https, port, "/metrics", Some(&reader))
+            .await
+            .ok()?;
+        (answer.0 == 200).then_some(())
+    })
+    .await;
+
+    // An outsider's flood: a new token on every request, all at once.
+    let garbage: Vec<String> = (0..GARBAGE).map(|i| format!("garbage-{i}")).collect();
+    let before = reviews(&h).0;
+    let started = Instant::now();
+    let answers =
+        futures::future::join_all(garbage.iter().map(|t| metrics_status(&https, port, t))).await;
+    let elapsed = started.elapsed();
+    let reviewed = reviews(&h).0 - before;
+    let unauthenticated = answers.iter().filter(|(s, _)| *s == 401).count();
+    let limited: Vec<_> = answers.iter().filter(|(s, _)| *s == 429).collect();
+    println!(
+        "{GARBAGE} garbage tokens from one address in {elapsed:?}: {reviewed} TokenReviews, \
+         {unauthenticated} answered 401, {} answered 429",
+        limited.len()
+    );
+    // The budget's rule: its burst, and one more per refill interval.
+    let budget = ReviewBudget::default();
+    let refills = elapsed.as_millis() / budget.refill.as_millis();
+    let allowed = u64::from(budget.burst) + refills as u64;
+    assert!(
+        reviewed <= allowed,
+        "{reviewed} TokenReviews for {GARBAGE} garbage tokens in {elapsed:?}, at most {allowed}"
+    );
+    assert_eq!(unauthenticated as u64, reviewed, "each review answered 401");
+    assert_eq!(limited.len() + unauthenticated, GARBAGE, "{answers:?}");
+    assert!(
+        limited
+            .iter()
+            .all(|(_, after)| after.is_some_and(|s| s >= 1)),
+        "each 429 says when to retry: {limited:?}"
+    );
+
+    // A cached token is never limited: the reader gets 200, between two
+    // garbage tokens refused, without a review. (When the bucket refilled
+    // in between on a slow machine, the address is drained again.)
+    let mut fresh = GARBAGE;
+    let mut new_garbage = async || {
+        fresh += 1;
+        metrics_status(&https, port, &format!("garbage-{fresh}"))
+            .await
+            .0
+    };
+    let mut shown = false;
+    for _ in 0..5 {
+        let mut tries = 0;
+        while new_garbage().await != 429 {
+            tries += 1;
+            assert!(tries <= budget.burst, "the address is never limited");
+        }
+        let before = reviews(&h);
+        assert_eq!(metrics_status(&https, port, &reader).await.0, 200);
+        assert_eq!(reviews(&h), before, "the reader's scrape was reviewed");
+        if new_garbage().await == 429 {
+            shown = true;
+            break;
+        }
+    }
+    assert!(
+        shown,
+        "the reader never scraped while the address was limited"
+    );
+
+    // Counted: the reviews by outcome, and the refusals.
+    let (_, text) = https_get(&https, port, "/metrics", Some(&reader))
+        .await
+        .expect("scrape");
+    let refused = sample(&text, "assetscan_access_reviews_total{outcome=\"limited\"}");
+    assert!(refused >= limited.len() as f64 + 1.0, "{text}");
+    let unknown = sample(
+        &text,
+        "assetscan_access_reviews_total{outcome=\"unauthenticated\"}",
+    );
+    assert!(unknown >= reviewed as f64, "{text}");
+    assert!(
+        sample(&text, "assetscan_access_reviews_total{outcome=\"allowed\"}") >= 1.0,
+        "{text}"
+    );
 }

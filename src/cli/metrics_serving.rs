@@ -2,7 +2,7 @@
 //! checks by default, plain HTTP only when asked for.
 
 use crate::http_access::tls::{CertificateSource, server_config};
-use crate::http_access::{AccessGuard, CachePolicy};
+use crate::http_access::{AccessGuard, CachePolicy, ReviewBudget};
 use crate::probes::Exposure;
 use clap::Args;
 use std::path::PathBuf;
@@ -47,7 +47,11 @@ impl MetricsServing {
         };
         Ok(Exposure::Secured {
             tls: server_config(&source).map_err(|e| e.to_string())?,
-            guard: AccessGuard::new(client.clone(), CachePolicy::default()),
+            guard: AccessGuard::new(
+                client.clone(),
+                CachePolicy::default(),
+                ReviewBudget::default(),
+            ),
         })
     }
 }
