@@ -35,6 +35,21 @@
 --         copied over the other, facts included, so a run in flight goes on
 --         from where an executor of either layout left it; the claimed
 --         ticket (and a superseded one failed here) is written to both.
+-- KEYS[n] with "refuse_legacy_ms": 0.1.0's lock of the same asset,
+--         asc:{<asset>}:lock, the keys above being the namespaced family;
+--         n is 7, or 8 with "supersedes". For a deployment that turned the
+--         bridge off after an upgrade from 0.1.0: 0.1.0 is refused on the
+--         asset instead of taking the legacy lock beside this release's
+--         namespaced one. Held by anyone but the closed marker (a 0.1.0
+--         executor), the claim is refused with LOCKED naming that holder;
+--         else, once the namespaced lock is taken, the legacy lock is set to
+--         the closed marker, CLOSED below, for refuse_legacy_ms (at least
+--         ttl_ms): 0.1.0's claim (SET NX) then answers LOCKED with that
+--         holder, before it writes anything but the audit record of a
+--         retired run. Nothing else of the legacy family is read or written.
+--         The bridge takes a lock held by the marker as free and writes its
+--         holder over it; a claim of the legacy family (0.1.0's, or this
+--         release's of no namespace) finds it held.
 --
 -- ARGV[1] the argument object, JSON, version 1:
 --   v               1
@@ -54,8 +69,12 @@
 --                   the ticket is still there, the facts are not sent back
 --   supersedes      (optional) true: KEYS[7] is a superseded run's ticket
 --   bridge          (optional) true: the legacy family follows (see KEYS[n..])
+--   refuse_legacy_ms (optional) > 0: 0.1.0's lock follows (see KEYS[n]) and
+--                   is held by the closed marker for this many ms after the
+--                   claim; 0 (the default): no such key. Not with "bridge".
 -- An unknown field or version, a field of the wrong kind, a missing one or
--- KEYS that do not match "supersedes" and "bridge" are BAD_ARGS.
+-- KEYS that do not match "supersedes", "bridge" and "refuse_legacy_ms" are
+-- BAD_ARGS.
 --
 -- Deprecated, removed in 0.3.0: the positional form of 0.1.0, taken when
 -- ARGV[1] does not start with '{'. ARGV: holder, ttl, floor, now, initial
@@ -127,9 +146,17 @@ local FIELDS = {
   now = 'an integer >= 0', initial = 'a JSON object', audit_cap = 'an integer >= 0',
   keep_ticket_ms = 'an integer >= 0', keep_asset_ms = 'an integer >= 0',
   known = 'a JSON object', supersedes = 'a boolean', bridge = 'a boolean',
+  refuse_legacy_ms = 'an integer >= 0',
 }
 
--- Version 1, with where the legacy keys start (nil without the bridge).
+-- The holder a claim with "refuse_legacy_ms" leaves on 0.1.0's lock: what
+-- a 0.1.0 replica reports as the asset's holder (LOCKED <holder> <pttl>),
+-- so it says why and where to read on. Without spaces: LOCKED's words are
+-- split on them. src/store/layout.rs names the same string.
+local CLOSED = 'closed:identityBridge-off:see-docs/upgrading.md'
+
+-- Version 1, with where the legacy keys start (nil without the bridge)
+-- and where 0.1.0's lock is (nil without "refuse_legacy_ms").
 local function object()
   local args, wrong = decode_args(FIELDS, { 'holder', 'ttl_ms', 'floor', 'now', 'initial' })
   if not args then return nil, wrong end
@@ -144,8 +171,17 @@ local function object()
     args.bridge_at = own + 1
     expected = own + (args.supersedes and 6 or 5)
   end
+  local given = 'supersedes and bridge'
+  if (args.refuse_legacy_ms or 0) > 0 then
+    if args.bridge then
+      return nil, 'refuse_legacy_ms goes without bridge (the bridge takes the legacy lock itself)'
+    end
+    args.refused_at = own + 1
+    expected = own + 1
+    given = 'supersedes, bridge and refuse_legacy_ms'
+  end
   if #KEYS ~= expected then
-    return nil, expected .. ' KEYS expected with supersedes and bridge as given, ' .. #KEYS .. ' given'
+    return nil, expected .. ' KEYS expected with ' .. given .. ' as given, ' .. #KEYS .. ' given'
   end
   return args
 end
@@ -209,6 +245,8 @@ if bridge then
 end
 -- The superseded run's ticket.
 local earlier_key = args.supersedes and KEYS[7] or nil
+-- 0.1.0's lock, refused to 0.1.0: the bridge's, or refuse_legacy_ms's.
+local legacy_lock = (legacy and legacy.lock) or (args.refused_at and KEYS[args.refused_at])
 
 -- A stored ticket, decoded; nil when missing, false when corrupt.
 local function read(key)
@@ -333,11 +371,13 @@ if earlier_raw then
   end
 end
 
--- The bridge's legacy lock first: both locks are taken, or neither.
-if legacy then
-  local legacy_by = redis.call('GET', legacy.lock)
-  if legacy_by and legacy_by ~= holder then
-    return redis.error_reply('LOCKED ' .. legacy_by .. ' ' .. redis.call('PTTL', legacy.lock))
+-- The legacy lock first: with the bridge both locks are taken, or
+-- neither; refusing 0.1.0, a 0.1.0 executor that holds it is waited for.
+-- The closed marker holds it for nobody.
+if legacy_lock then
+  local legacy_by = redis.call('GET', legacy_lock)
+  if legacy_by and legacy_by ~= holder and legacy_by ~= CLOSED then
+    return redis.error_reply('LOCKED ' .. legacy_by .. ' ' .. redis.call('PTTL', legacy_lock))
   end
 end
 -- Take the lock if free; if it is the caller's already, extend it.
@@ -349,6 +389,8 @@ elseif locked_by then
 end
 if legacy then
   redis.call('SET', legacy.lock, holder, 'PX', px)
+elseif legacy_lock then
+  redis.call('SET', legacy_lock, CLOSED, 'PX', int(math.max(args.refuse_legacy_ms, ttl)))
 end
 
 -- Draws a token above every earlier one (of both fences, with the

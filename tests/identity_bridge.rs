@@ -3,18 +3,23 @@
 //! legacy layout (no namespace) names and uses exactly the keys the
 //! previous release does; a scoped store with the bridge on is this
 //! release's default; with it off, the layout once no replica of the
-//! previous release runs.
+//! previous release runs. Once turned off after an upgrade, a replica of
+//! 0.1.0 (a rollback) is refused: 0.1.0's own `acquire.lua`
+//! (`testkit/fixtures/upgrade/acquire-0.1.0.lua`), called as 0.1.0 calls
+//! it, finds the asset held and writes nothing.
 
 mod kit;
 
 use assetscan_operator::domain::AssetId;
-use assetscan_operator::domain::ticket::{Fact, Status};
+use assetscan_operator::domain::ticket::{Fact, Status, Ticket, now_ms};
 use assetscan_operator::store::{
-    IdentityBridge, Patch, RedisTarget, StoreConfig, StoreError, TicketStore,
+    AssetKeys, CLOSED_HOLDER, IdentityBridge, Layout, Patch, RedisTarget, StoreConfig, StoreError,
+    TicketStore,
 };
 use assetscan_testkit::redis::RedisServer;
 use kit::setup::{connect as raw, expire_lock};
 use redis::AsyncCommands;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 const RUN: &str = "uid1-g1-s0";
@@ -181,6 +186,14 @@ async fn the_bridge_on_and_off_share_the_namespaced_lock_and_retire_covers_both(
         .await
         .unwrap();
     assert_eq!(legacy_lock, None, "released with the namespaced one");
+    // A run the previous release started, in the legacy family only (before
+    // a claim without the bridge: from then on the previous release is
+    // refused, see `the_bridge_off_after_an_upgrade_refuses_0_1_0`).
+    let other = previous
+        .acquire_owned(&a, "uid1-g2-s0", OWNER, "old#1", 0)
+        .await
+        .unwrap();
+    previous.release(&a, &other.lease).await.unwrap();
     let off = isolated
         .acquire_owned(&a, RUN, OWNER, "off#1", 0)
         .await
@@ -188,12 +201,6 @@ async fn the_bridge_on_and_off_share_the_namespaced_lock_and_retire_covers_both(
     assert_eq!(off.token, held.token + 1);
     isolated.release(&a, &off.lease).await.unwrap();
 
-    // A run the previous release started, in the legacy family only.
-    let other = previous
-        .acquire_owned(&a, "uid1-g2-s0", OWNER, "old#1", 0)
-        .await
-        .unwrap();
-    previous.release(&a, &other.lease).await.unwrap();
     let runs = bridged.runs(&a).await.unwrap();
     assert_eq!(runs, [RUN, "uid1-g2-s0"], "both families listed");
     bridged.retire(&a, OWNER, &runs, "cleanup").await.unwrap();
@@ -213,7 +220,7 @@ async fn the_bridge_on_and_off_share_the_namespaced_lock_and_retire_covers_both(
 /// install); one where 0.1.0 left a fence is an upgrade, and the bridge is
 /// on. The decision is recorded at `<prefix>:layout`, so the stores that
 /// connect after keep to it even once 0.1.0's keys have expired; `false`
-/// turns it off for good, and `auto` then keeps it off.
+/// turns it off for good, closed to 0.1.0, and `auto` then keeps it so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_isolates_a_new_install_and_bridges_an_upgrade_until_turned_off() {
     let connect = |server: &RedisServer, bridge: IdentityBridge| {
@@ -231,7 +238,7 @@ async fn auto_isolates_a_new_install_and_bridges_an_upgrade_until_turned_off() {
     // A new install: nothing of 0.1.0's.
     let fresh = RedisServer::start().unwrap();
     let store = connect(&fresh, IdentityBridge::Auto).await;
-    assert!(!store.bridge().on, "{}", store.bridge().why);
+    assert!(!store.bridge().on(), "{}", store.bridge().why);
     assert!(
         store.bridge().why.contains("a new install"),
         "{}",
@@ -256,7 +263,7 @@ async fn auto_isolates_a_new_install_and_bridges_an_upgrade_until_turned_off() {
         .await
         .unwrap();
     let store = connect(&upgraded, IdentityBridge::Auto).await;
-    assert!(store.bridge().on, "{}", store.bridge().why);
+    assert!(store.bridge().on(), "{}", store.bridge().why);
     assert!(
         store.bridge().why.contains("asc:{payments-db}:fence"),
         "{}",
@@ -264,11 +271,425 @@ async fn auto_isolates_a_new_install_and_bridges_an_upgrade_until_turned_off() {
     );
     // Recorded: still on once the fence has gone.
     let _: () = raw_upgraded.del("asc:{payments-db}:fence").await.unwrap();
-    assert!(connect(&upgraded, IdentityBridge::Auto).await.bridge().on);
-    // Turned off after the upgrade, and kept off by `auto`.
-    assert!(!connect(&upgraded, IdentityBridge::Off).await.bridge().on);
+    assert!(connect(&upgraded, IdentityBridge::Auto).await.bridge().on());
+    // Turned off after the upgrade, and kept off (and closed) by `auto`.
+    let off = connect(&upgraded, IdentityBridge::Off).await;
+    assert_eq!(off.bridge().layout, Layout::Closed, "{}", off.bridge().why);
     let after = connect(&upgraded, IdentityBridge::Auto).await;
-    assert!(!after.bridge().on, "{}", after.bridge().why);
+    assert_eq!(after.bridge().layout, Layout::Closed);
+    assert_eq!(after.bridge().summary(), "off (0.1.0 refused)");
+    assert!(
+        after.bridge().why.contains("records closed"),
+        "{}",
+        after.bridge().why
+    );
     let marker: String = raw_upgraded.get("asc:layout").await.unwrap();
+    assert_eq!(marker, "closed");
+}
+
+/// The lock's ttl and `tickets.abandonAfter` of the stores below: how long
+/// a claim closed to 0.1.0 leaves its marker on the legacy lock.
+const LOCK_TTL: Duration = Duration::from_secs(30);
+const ABANDON_AFTER: Duration = Duration::from_secs(3600);
+
+/// A store on `server` with the bridge `bridge`, scoped by `namespace`.
+async fn scoped(server: &RedisServer, bridge: IdentityBridge, namespace: &str) -> TicketStore {
+    let config = StoreConfig {
+        lock_ttl: LOCK_TTL,
+        abandon_after: ABANDON_AFTER,
+        identity_bridge: bridge,
+        ..StoreConfig::default()
+    };
+    let store = TicketStore::connect(&RedisTarget::Standalone(server.url()), config)
+        .await
+        .expect("connect");
+    store.scoped(namespace).expect("a namespace name")
+}
+
+/// A Redis where 0.1.0 ran (its fence of the asset, at 7), upgraded (the
+/// bridge on by `auto`), and a store of `team-a` with the bridge turned
+/// off: closed to 0.1.0.
+async fn upgraded_and_turned_off() -> (RedisServer, TicketStore) {
+    let server = RedisServer::start().unwrap();
+    let _: () = raw(&server).await.set(legacy().fence(), 7).await.unwrap();
+    let upgraded = scoped(&server, IdentityBridge::Auto, "team-a").await;
+    assert!(upgraded.bridge().on(), "{}", upgraded.bridge().why);
+    let store = scoped(&server, IdentityBridge::Off, "team-a").await;
+    assert_eq!(
+        store.bridge().layout,
+        Layout::Closed,
+        "{}",
+        store.bridge().why
+    );
+    assert_eq!(store.bridge().summary(), "off (0.1.0 refused)");
+    (server, store)
+}
+
+/// The asset's keys in 0.1.0's layout.
+fn legacy() -> AssetKeys {
+    AssetKeys::new("asc", &asset())
+}
+
+/// 0.1.0's `acquire.lua`, byte-exact: what a replica of 0.1.0 runs (by its
+/// own SHA, whatever this release loaded).
+fn acquire_0_1_0() -> redis::Script {
+    redis::Script::new(include_str!(
+        "../testkit/fixtures/upgrade/acquire-0.1.0.lua"
+    ))
+}
+
+/// A claim of `run` of `OWNER` by a replica of 0.1.0 holding as `holder`,
+/// with the KEYS and positional arguments its store sends (its defaults: a
+/// 30 s lock, an audit cap of 1000, tickets kept 24 h, the asset 7 days, no
+/// copy known): the token, or the error's code and detail.
+async fn claim_0_1_0(server: &RedisServer, run: &str, holder: &str) -> Result<u64, [String; 2]> {
+    let keys = legacy();
+    let now = now_ms();
+    let initial = serde_json::to_string(&Ticket::new(asset().as_str(), run, now)).unwrap();
+    let acquire = acquire_0_1_0();
+    let mut script = acquire.prepare_invoke();
+    script
+        .key(keys.lock())
+        .key(keys.fence())
+        .key(keys.ticket(run))
+        .key(keys.audit())
+        .key(keys.retired(OWNER))
+        .key(keys.facts(run));
+    let reply: redis::RedisResult<(u64, String, redis::Value, i64)> = script
+        .arg(holder)
+        .arg(30_000)
+        .arg(0)
+        .arg(now)
+        .arg(initial)
+        .arg(1000)
+        .arg(24 * 3_600_000)
+        .arg(7 * 24 * 3_600_000)
+        .arg("")
+        .invoke_async(&mut raw(server).await)
+        .await;
+    reply.map(|(token, ..)| token).map_err(|e| {
+        let code = e.code().unwrap_or("not a script error").to_owned();
+        [code, e.detail().unwrap_or_default().to_owned()]
+    })
+}
+
+/// 0.1.0's answer `refused`: `LOCKED` by `holder`, for a positive time.
+fn assert_locked_by(refused: Result<u64, [String; 2]>, holder: &str) {
+    let [code, detail] = refused.expect_err("0.1.0's claim is refused");
+    let words: Vec<&str> = detail.split_whitespace().collect();
+    assert_eq!(code, "LOCKED", "{detail}");
+    assert_eq!(words.first(), Some(&holder), "{detail}");
+    let pttl: i64 = words[1].parse().unwrap();
+    assert!(pttl > 0, "{detail}");
+}
+
+/// Every key of 0.1.0's layout, with its type and value (a stream by its
+/// length).
+async fn legacy_keys(server: &RedisServer) -> BTreeMap<String, String> {
+    let mut conn = raw(server).await;
+    let keys: Vec<String> = conn.keys("asc:{*").await.unwrap();
+    let mut found = BTreeMap::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let value: redis::Value = match kind.as_str() {
+            "string" => conn.get(&key).await.unwrap(),
+            "stream" => conn.xlen(&key).await.unwrap(),
+            _ => conn.hgetall(&key).await.unwrap(),
+        };
+        found.insert(key, format!("{kind} {value:?}"));
+    }
+    found
+}
+
+/// The legacy lock's holder and ttl (ms).
+async fn legacy_lock(server: &RedisServer) -> (Option<String>, i64) {
+    let mut conn = raw(server).await;
+    let holder: Option<String> = conn.get(legacy().lock()).await.unwrap();
+    let pttl: i64 = conn.pttl(legacy().lock()).await.unwrap();
+    (holder, pttl)
+}
+
+/// Issue 46: the bridge turned off after an upgrade, then a rollback to
+/// 0.1.0. A claim of this release leaves the closed marker on 0.1.0's lock
+/// (for `tickets.abandonAfter`, renewed by each claim, kept after the run),
+/// so 0.1.0's own claim answers `LOCKED` by that holder and writes nothing:
+/// the legacy fence stays where 0.1.0 left it and no ticket appears. With
+/// the bridge simply off (before this), 0.1.0 took its lock beside this
+/// release's namespaced one and ran the asset too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_off_after_an_upgrade_refuses_0_1_0() {
+    let (server, closed) = upgraded_and_turned_off().await;
+    let a = asset();
+    let held = closed
+        .acquire_owned(&a, RUN, OWNER, "new#1", 0)
+        .await
+        .unwrap();
+    let (holder, pttl) = legacy_lock(&server).await;
+    assert_eq!(holder.as_deref(), Some(CLOSED_HOLDER));
+    let (lower, upper) = (LOCK_TTL.as_millis(), ABANDON_AFTER.as_millis());
+    assert!(
+        (lower as i64) < pttl && pttl <= upper as i64,
+        "kept for abandonAfter: {pttl}"
+    );
+
+    let before = legacy_keys(&server).await;
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        [&legacy().fence(), &legacy().lock()],
+        "only 0.1.0's fence and the marker"
+    );
+    assert_locked_by(claim_0_1_0(&server, RUN, "old#1").await, CLOSED_HOLDER);
+    assert_locked_by(
+        claim_0_1_0(&server, "uid1-g2-s0", "old#1").await,
+        CLOSED_HOLDER,
+    );
+    assert_eq!(legacy_keys(&server).await, before, "0.1.0 wrote nothing");
+    assert_eq!(fence(&server, &legacy().fence()).await, 7);
+
+    // The run ends and releases its lock: the marker stays.
+    closed.release(&a, &held.lease).await.unwrap();
+    assert_locked_by(claim_0_1_0(&server, RUN, "old#2").await, CLOSED_HOLDER);
+    assert_eq!(legacy_keys(&server).await, before, "0.1.0 wrote nothing");
+}
+
+/// Closed to 0.1.0 while a 0.1.0 executor holds the asset (its run in
+/// flight): this release's claim is refused `LOCKED` by it, takes nothing,
+/// and succeeds once 0.1.0's lock is gone, leaving the marker in its place.
+/// With the bridge simply off (before this), the claim took the namespaced
+/// lock beside 0.1.0's: two executors on one asset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_to_0_1_0_a_claim_waits_for_a_0_1_0_run_in_flight() {
+    let (server, closed) = upgraded_and_turned_off().await;
+    let a = asset();
+    assert_eq!(claim_0_1_0(&server, RUN, "old#1").await, Ok(8));
+
+    let refused = closed.acquire_owned(&a, RUN, OWNER, "new#1", 0).await;
+    match refused {
+        Err(StoreError::Locked { holder, .. }) => assert_eq!(holder, "old#1"),
+        other => panic!("expected LOCKED by 0.1.0's executor, got {:?}", other.err()),
+    }
+    let namespaced: Option<String> = raw(&server)
+        .await
+        .get(closed.keys(&a).lock())
+        .await
+        .unwrap();
+    assert_eq!(namespaced, None, "nothing taken");
+    assert_eq!(legacy_lock(&server).await.0.as_deref(), Some("old#1"));
+
+    // 0.1.0's executor ends its run and releases.
+    expire_lock(&server, &legacy().lock());
+    let claimed = closed
+        .acquire_owned(&a, RUN, OWNER, "new#1", 0)
+        .await
+        .unwrap();
+    assert!(claimed.lease.is_held());
+    assert_eq!(legacy_lock(&server).await.0.as_deref(), Some(CLOSED_HOLDER));
+    assert_locked_by(claim_0_1_0(&server, RUN, "old#2").await, CLOSED_HOLDER);
+}
+
+/// A new install never closes anything: with the bridge off by `auto` or
+/// set false on a Redis without 0.1.0's keys, a run claimed, advanced,
+/// released and retired leaves no key of 0.1.0's layout, and the layout
+/// recorded stays `namespaced`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_install_turned_off_names_no_key_of_0_1_0s_layout() {
+    let server = RedisServer::start().unwrap();
+    let a = asset();
+    for (bridge, holder) in [
+        (IdentityBridge::Off, "off#1"),
+        (IdentityBridge::Auto, "auto#1"),
+    ] {
+        let store = scoped(&server, bridge, "team-a").await;
+        assert_eq!(
+            store.bridge().layout,
+            Layout::Namespaced,
+            "{}",
+            store.bridge().why
+        );
+        assert_eq!(store.bridge().summary(), "off");
+        let run = format!("uid1-g1-{holder}").replace('#', "-");
+        let claimed = store
+            .acquire_owned(&a, &run, OWNER, holder, 0)
+            .await
+            .unwrap();
+        store
+            .advance(
+                &a,
+                &run,
+                claimed.token,
+                Status::AssetOffline,
+                &Patch::default(),
+            )
+            .await
+            .unwrap();
+        store.release(&a, &claimed.lease).await.unwrap();
+    }
+    let store = scoped(&server, IdentityBridge::Auto, "team-a").await;
+    let runs = store.runs(&a).await.unwrap();
+    assert_eq!(runs.len(), 2);
+    store.retire(&a, OWNER, &runs, "cleanup").await.unwrap();
+    assert_eq!(legacy_keys(&server).await, BTreeMap::new());
+    let marker: String = raw(&server).await.get("asc:layout").await.unwrap();
     assert_eq!(marker, "namespaced");
+}
+
+/// Re-opening for a planned rollback: the bridge turned on again takes
+/// 0.1.0's lock over the marker, so 0.1.0 and this release exclude each
+/// other through it as before (0.1.0 refused while the bridged claim holds
+/// it, then the other way round), and tokens go on above both fences.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_on_again_takes_0_1_0s_lock_over_the_marker() {
+    let (server, closed) = upgraded_and_turned_off().await;
+    let a = asset();
+    let first = closed
+        .acquire_owned(&a, RUN, OWNER, "off#1", 0)
+        .await
+        .unwrap();
+    closed.release(&a, &first.lease).await.unwrap();
+    assert_eq!(legacy_lock(&server).await.0.as_deref(), Some(CLOSED_HOLDER));
+
+    let bridged = scoped(&server, IdentityBridge::On, "team-a").await;
+    assert!(bridged.bridge().on(), "{}", bridged.bridge().why);
+    assert!(
+        bridged.bridge().why.contains("re-opened to 0.1.0"),
+        "{}",
+        bridged.bridge().why
+    );
+    let next = "uid1-g2-s0";
+    let held = bridged
+        .acquire_owned(&a, next, OWNER, "on#1", 0)
+        .await
+        .unwrap();
+    assert_eq!(legacy_lock(&server).await.0.as_deref(), Some("on#1"));
+    assert_eq!(held.token, 8, "above 0.1.0's fence");
+    assert_locked_by(claim_0_1_0(&server, next, "old#1").await, "on#1");
+
+    bridged.release(&a, &held.lease).await.unwrap();
+    assert_eq!(legacy_lock(&server).await.0, None, "released with it");
+    assert_eq!(claim_0_1_0(&server, next, "old#1").await, Ok(9));
+    let refused = bridged.acquire_owned(&a, next, OWNER, "on#2", 0).await;
+    match refused {
+        Err(StoreError::Locked { holder, .. }) => assert_eq!(holder, "old#1"),
+        other => panic!("expected LOCKED by 0.1.0's executor, got {:?}", other.err()),
+    }
+    let auto = scoped(&server, IdentityBridge::Auto, "team-a").await;
+    assert!(auto.bridge().on(), "{}", auto.bridge().why);
+}
+
+/// Closed to 0.1.0, two namespaces with one `assetId` still do not delay
+/// each other: the marker holds 0.1.0's lock for nobody, so each claims
+/// while the other's run holds its namespaced lock, each from its own
+/// fence; 0.1.0 stays refused until both have released and after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_to_0_1_0_two_namespaces_with_one_asset_id_do_not_wait_for_each_other() {
+    let (server, team_a) = upgraded_and_turned_off().await;
+    let team_b = scoped(&server, IdentityBridge::Auto, "team-b").await;
+    assert_eq!(team_b.bridge().layout, Layout::Closed);
+    let a = asset();
+    let held_a = team_a
+        .acquire_owned(&a, RUN, OWNER, "a#1", 0)
+        .await
+        .unwrap();
+    let held_b = team_b
+        .acquire_owned(&a, RUN, "uid2", "b#1", 0)
+        .await
+        .expect("team-b is not delayed by team-a's run");
+    assert_eq!((held_a.token, held_b.token), (1, 1), "each its own fence");
+    assert!(held_a.lease.is_held() && held_b.lease.is_held());
+    assert_eq!(legacy_lock(&server).await.0.as_deref(), Some(CLOSED_HOLDER));
+    assert_locked_by(claim_0_1_0(&server, RUN, "old#1").await, CLOSED_HOLDER);
+
+    team_a.release(&a, &held_a.lease).await.unwrap();
+    let again = team_a
+        .acquire_owned(&a, "uid1-g2-s0", OWNER, "a#2", 0)
+        .await
+        .expect("team-a is not delayed by team-b's run");
+    assert!(held_b.lease.is_held());
+    team_a.release(&a, &again.lease).await.unwrap();
+    team_b.release(&a, &held_b.lease).await.unwrap();
+    assert_locked_by(claim_0_1_0(&server, RUN, "old#1").await, CLOSED_HOLDER);
+}
+
+/// `refuse_legacy_ms` is an added, optional argument of `acquire.lua`: it
+/// names one more KEY (0.1.0's lock), goes without `bridge`, and a call
+/// without it is refused or accepted exactly as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refuse_legacy_ms_is_an_added_argument_of_acquire_lua() {
+    let server = RedisServer::start().unwrap();
+    let mut conn = raw(&server).await;
+    let script = redis::Script::new(include_str!("../lua/acquire.lua"));
+    let namespaced = AssetKeys::namespaced("asc", "team-a", &asset(), Layout::Namespaced);
+    let call = |extra: &[(&str, serde_json::Value)], keys: &[String]| {
+        let mut object = serde_json::json!({
+            "v": 1, "holder": "A", "ttl_ms": 30_000, "floor": 0, "now": now_ms(),
+            "initial": {"asset": "payments-db", "run": "r1"},
+        });
+        for (name, value) in extra {
+            object[*name] = value.clone();
+        }
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(key);
+        }
+        invocation.arg(object.to_string());
+        invocation
+    };
+    let own = [
+        namespaced.lock(),
+        namespaced.fence(),
+        namespaced.ticket("r1"),
+        namespaced.audit(),
+        namespaced.retired(""),
+        namespaced.facts("r1"),
+    ];
+    let with_lock: Vec<String> = own.iter().cloned().chain([legacy().lock()]).collect();
+    let refused = async |invocation: redis::ScriptInvocation<'_>, conn: &mut _| {
+        let reply: redis::RedisResult<redis::Value> = invocation.invoke_async(conn).await;
+        reply
+            .expect_err("refused")
+            .detail()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let cases = [
+        (
+            call(&[("refuse_legacy_ms", 60_000.into())], &own),
+            "7 KEYS expected with supersedes, bridge and refuse_legacy_ms as given, 6 given",
+        ),
+        (
+            call(
+                &[("refuse_legacy_ms", 60_000.into()), ("bridge", true.into())],
+                &with_lock,
+            ),
+            "refuse_legacy_ms goes without bridge",
+        ),
+        (
+            call(&[("refuse_legacy_ms", (-1).into())], &with_lock),
+            "refuse_legacy_ms must be an integer >= 0",
+        ),
+        (
+            call(&[("refuse_legacy_ms", 0.into())], &with_lock),
+            "6 KEYS expected with supersedes and bridge as given, 7 given",
+        ),
+    ];
+    for (invocation, why) in cases {
+        let detail = refused(invocation, &mut conn).await;
+        assert!(detail.contains(why), "{detail}");
+    }
+    let claimed: (u64, String, redis::Value, i64) = call(&[], &own)
+        .invoke_async(&mut conn)
+        .await
+        .expect("without it, as before");
+    assert_eq!(claimed.0, 1);
+    let claimed: (u64, String, redis::Value, i64) =
+        call(&[("refuse_legacy_ms", 60_000.into())], &with_lock)
+            .invoke_async(&mut conn)
+            .await
+            .expect("with it and its KEY");
+    assert_eq!(claimed.0, 2);
+    assert_eq!(legacy_lock(&server).await.0.as_deref(), Some(CLOSED_HOLDER));
 }

@@ -179,7 +179,7 @@ impl Common {
                 Ok(store) => {
                     let bridge = store.bridge();
                     info!(
-                        bridge = if bridge.on { "on" } else { "off" },
+                        bridge = bridge.summary(),
                         why = %bridge.why,
                         "the identity bridge to 0.1.0's key layout"
                     );

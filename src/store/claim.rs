@@ -2,7 +2,8 @@
 //! asset's lock, draws a new token and claims the ticket with it, in one
 //! atomic step (see [`assetscan_domain::fence`]). With the bridge
 //! (`keys.rs`), the legacy family's lock, fence and ticket copy are taken,
-//! moved and written in the same step.
+//! moved and written in the same step; with the bridge turned off after an
+//! upgrade, the legacy lock alone is held against 0.1.0 (`layout.rs`).
 
 use super::StoreError;
 use super::scripts::{ACQUIRE, AcquireArgs, argument_object};
@@ -133,6 +134,7 @@ impl TicketStore {
                 known: known.map(Ticket::fence),
                 supersedes: supersedes.is_some(),
                 bridge: keys.legacy().is_some(),
+                refuse_legacy_ms: self.refuse_legacy_ms(&keys),
             },
         )?;
         let sent_at = Instant::now();
@@ -164,11 +166,28 @@ impl TicketStore {
             lease,
         })
     }
+
+    /// How long a claim leaves the closed marker on 0.1.0's lock
+    /// ([`AssetKeys::closed_lock`]; 0 with the other layouts):
+    /// `tickets.abandonAfter`, renewed by every claim of the asset. That is
+    /// how long this store keeps a run in flight that nobody touches, so
+    /// the marker is there while this release may still go on with one of
+    /// the asset's runs; and a 0.1.0 replica refused meanwhile, which
+    /// retries after the holder's ttl, waits no longer than that (a run
+    /// that ended is not claimed again: 0.1.0 decides from the AssetScan's
+    /// status). The script keeps it at least the lock's ttl.
+    fn refuse_legacy_ms(&self, keys: &AssetKeys) -> u64 {
+        match keys.closed_lock() {
+            Some(_) => millis(self.config.abandon_after),
+            None => 0,
+        }
+    }
 }
 
 /// `acquire.lua`'s KEYS for a claim of `run`, and the locks it takes: with
 /// the bridge, the legacy family's keys follow from KEYS[7] (KEYS[8] after
-/// a superseded run's ticket).
+/// a superseded run's ticket); closed to 0.1.0, its lock alone, which is
+/// not the claim's to renew or release (the marker stays after the run).
 fn claim_keys(
     keys: &AssetKeys,
     run: &str,
@@ -187,6 +206,9 @@ fn claim_keys(
         script.key(keys.ticket(earlier));
     }
     let mut locks = vec![keys.lock()];
+    if let Some(lock) = keys.closed_lock() {
+        script.key(lock);
+    }
     let Some(legacy) = keys.legacy() else {
         return (script, locks);
     };

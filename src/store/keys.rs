@@ -10,8 +10,11 @@
 //! holds neither `:` nor braces. While the bridge is on
 //! ([`StoreConfig::identity_bridge`](super::StoreConfig)), the legacy
 //! family of the same asset is taken along ([`AssetKeys::legacy`]) and the
-//! audit stream stays the legacy one.
+//! audit stream stays the legacy one; once it is turned off after an
+//! upgrade ([`Layout::Closed`]), only the legacy lock is named, which a
+//! claim holds against 0.1.0 ([`AssetKeys::closed_lock`]).
 
+use super::layout::Layout;
 use assetscan_domain::AssetId;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -19,6 +22,8 @@ pub struct AssetKeys {
     base: String,
     /// The legacy family's base, while the bridge takes it along.
     legacy: Option<String>,
+    /// The legacy lock, in a [`Layout::Closed`] deployment.
+    closed_lock: Option<String>,
     /// Where the audit stream lives: the legacy family's base while the
     /// bridge is on (one history of the asset across both releases).
     audit_base: String,
@@ -32,17 +37,21 @@ impl AssetKeys {
             audit_base: base.clone(),
             base,
             legacy: None,
+            closed_lock: None,
         }
     }
 
     /// The layout of `(namespace, asset)`, `<prefix>:n:<namespace>:{<asset>}:…`,
-    /// with the legacy family taken along when `bridge` is set.
-    pub fn namespaced(prefix: &str, namespace: &str, asset: &AssetId, bridge: bool) -> AssetKeys {
+    /// with what `layout` names of the legacy family: all of it with the
+    /// bridge, its lock once closed, nothing in a new install.
+    pub fn namespaced(prefix: &str, namespace: &str, asset: &AssetId, layout: Layout) -> AssetKeys {
         let base = format!("{prefix}:n:{namespace}:{{{asset}}}");
         let legacy = format!("{prefix}:{{{asset}}}");
+        let bridge = layout == Layout::Bridged;
         AssetKeys {
             audit_base: if bridge { legacy.clone() } else { base.clone() },
             base,
+            closed_lock: (layout == Layout::Closed).then(|| format!("{legacy}:lock")),
             legacy: bridge.then_some(legacy),
         }
     }
@@ -52,8 +61,17 @@ impl AssetKeys {
         self.legacy.as_ref().map(|base| AssetKeys {
             base: base.clone(),
             legacy: None,
+            closed_lock: None,
             audit_base: base.clone(),
         })
+    }
+
+    /// 0.1.0's lock of the asset, with the bridge off after an upgrade
+    /// ([`Layout::Closed`]): a claim waits while a 0.1.0 executor holds it
+    /// and otherwise holds it by [`super::CLOSED_HOLDER`], so that
+    /// a replica of 0.1.0 started since is refused the asset.
+    pub fn closed_lock(&self) -> Option<&str> {
+        self.closed_lock.as_deref()
     }
 
     /// `…:lock`: holder id, PX ttl.
@@ -125,15 +143,20 @@ mod tests {
     #[test]
     fn namespaced_keys_keep_the_legacy_tag() {
         let asset = AssetId::new("web-01").unwrap();
-        let keys = AssetKeys::namespaced("asc", "team-a", &asset, false);
+        let keys = AssetKeys::namespaced("asc", "team-a", &asset, Layout::Namespaced);
         assert_eq!(keys.lock(), "asc:n:team-a:{web-01}:lock");
         assert_eq!(keys.ticket("r1"), "asc:n:team-a:{web-01}:ticket:r1");
         assert_eq!(keys.audit(), "asc:n:team-a:{web-01}:audit");
-        assert_eq!(keys.legacy(), None);
-        let bridged = AssetKeys::namespaced("asc", "team-a", &asset, true);
+        assert_eq!((keys.legacy(), keys.closed_lock()), (None, None));
+        let bridged = AssetKeys::namespaced("asc", "team-a", &asset, Layout::Bridged);
         assert_eq!(bridged.fence(), "asc:n:team-a:{web-01}:fence");
         assert_eq!(bridged.audit(), "asc:{web-01}:audit");
         assert_eq!(bridged.legacy(), Some(AssetKeys::new("asc", &asset)));
+        assert_eq!(bridged.closed_lock(), None);
+        let closed = AssetKeys::namespaced("asc", "team-a", &asset, Layout::Closed);
+        assert_eq!(closed.audit(), "asc:n:team-a:{web-01}:audit");
+        assert_eq!(closed.legacy(), None);
+        assert_eq!(closed.closed_lock(), Some("asc:{web-01}:lock"));
     }
 
     #[test]

@@ -50,7 +50,7 @@ pub use conn::{
 };
 pub use error::StoreError;
 pub use keys::AssetKeys;
-pub use layout::{BridgeDecision, IdentityBridge};
+pub use layout::{BridgeDecision, CLOSED_HOLDER, IdentityBridge, Layout};
 pub use replica_ack::{ReplicaAck, ReplicaAckMode};
 pub use replicas::ReplicaStats;
 pub use settings::{LockSection, RedisSection, StoreSettingsError, TicketsSection};
@@ -95,7 +95,9 @@ pub struct StoreConfig {
     /// that an executor of the previous release (which knows only the
     /// legacy keys) and this one exclude each other. `Auto` (the default)
     /// decides from Redis at connect ([`layout`]): on where 0.1.0 left its
-    /// keys, off on a new install. Deprecated: it goes in the next release.
+    /// keys, off on a new install. Turned off after an upgrade, 0.1.0 is
+    /// refused from then on ([`Layout::Closed`]). Deprecated: it goes in
+    /// the next release.
     pub identity_bridge: IdentityBridge,
 }
 
@@ -127,7 +129,8 @@ pub struct TicketStore {
     /// The namespace the asset ids are scoped by ([`TicketStore::scoped`]);
     /// `None`: the legacy layout (runs of no namespace, the CLI's).
     namespace: Option<Arc<str>>,
-    /// Whether the bridge is on, as decided at connect, and why.
+    /// The layout (the bridge on, off, or off and closed to 0.1.0), as
+    /// decided at connect, and why.
     bridge: Arc<BridgeDecision>,
 }
 
@@ -154,7 +157,8 @@ impl TicketStore {
         })
     }
 
-    /// Whether the bridge to 0.1.0's layout is on, and why.
+    /// Whether the bridge to 0.1.0's layout is on (or off and closed to
+    /// 0.1.0), and why.
     pub fn bridge(&self) -> &BridgeDecision {
         &self.bridge
     }
@@ -204,7 +208,7 @@ impl TicketStore {
     pub fn keys(&self, asset: &AssetId) -> AssetKeys {
         match &self.namespace {
             Some(namespace) => {
-                AssetKeys::namespaced(&self.config.prefix, namespace, asset, self.bridge.on)
+                AssetKeys::namespaced(&self.config.prefix, namespace, asset, self.bridge.layout)
             }
             None => AssetKeys::new(&self.config.prefix, asset),
         }

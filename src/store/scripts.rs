@@ -53,7 +53,8 @@ pub(super) fn argument_object<T: Serialize>(
 }
 
 /// `acquire.lua`'s arguments. KEYS[7] is the superseded run's ticket when
-/// `supersedes`; the legacy family follows when `bridge`.
+/// `supersedes`; the legacy family follows when `bridge`, and the legacy
+/// lock alone when `refuse_legacy_ms` is not 0.
 #[derive(Serialize)]
 pub(super) struct AcquireArgs<'a> {
     pub holder: &'a str,
@@ -68,6 +69,9 @@ pub(super) struct AcquireArgs<'a> {
     pub known: Option<Fence>,
     pub supersedes: bool,
     pub bridge: bool,
+    /// How long the legacy lock keeps the closed marker after this claim
+    /// ([`super::Layout::Closed`]); 0 with any other layout.
+    pub refuse_legacy_ms: u64,
 }
 
 /// `advance.lua`'s arguments; the facts follow in ARGV as name, JSON pairs,
