@@ -171,15 +171,20 @@ chaos:
 	$(CARGO) build -p assetscan-chaos --bins
 	$(CARGO) run --quiet -p assetscan-chaos --bin assetscan-chaos
 
-# A rolling upgrade from the previous release (the commit CHANGELOG.md's
-# latest release names, built from a git worktree under target/upgrade/)
-# to this tree, and a rollback, with scans and alerts in flight, checked by
-# the chaos invariants and both releases' CRDs (docs/upgrading.md). Not part
-# of `make test`: it builds a second tree. UPGRADE_ARGS: `--kubeconfig PATH`
-# for a real cluster, `--inject different-lock|no-bridge|required-field` to see it fail.
+# A rolling upgrade from a release (UPGRADE_FROM=X.Y.Z, a section of
+# CHANGELOG.md; default the latest; built from the commit it names, in a git
+# worktree under target/upgrade/) to this tree, and a rollback, with scans
+# and alerts in flight in two namespaces (replicas watching all), checked by
+# the chaos invariants strictly (every high-risk run FINISHED and alerted,
+# every refused webhook delivery a violation) and both releases' CRDs
+# (docs/upgrading.md). Not part of `make test`: it builds a second tree.
+# UPGRADE_ARGS: `--receiver legacy|both|standard` (which signatures the
+# webhook receiver verifies; `standard` must fail), `--kubeconfig PATH` for a
+# real cluster, `--inject different-lock|no-bridge|required-field` to see it fail.
+UPGRADE_FROM ?=
 upgrade-test:
 	@./scripts/ensure-deps.sh
-	@./scripts/upgrade-test.sh
+	@UPGRADE_FROM="$(UPGRADE_FROM)" ./scripts/upgrade-test.sh
 
 # What /metrics costs at 10 000 AssetScans in a replica's watch cache: one
 # scrape's time (the status-derived gauges computed, everything encoded)

@@ -73,20 +73,25 @@ impl Replica {
         launch: &Launch,
         instance: &str,
         drill: Option<ArmedDrill>,
+        all_namespaces: bool,
     ) -> Result<Replica, ChaosError> {
         let log = launch
             .dir
             .join(format!("{instance}.{}.log", crate::now_ms()));
-        let mut command = OperatorCommand::new(
+        let command = OperatorCommand::new(
             &launch.binary,
             &launch.config,
             &launch.redis_url,
             &launch.kubeconfig,
             instance,
             NAMESPACE,
-        )
-        .command(&log)
-        .map_err(|source| ChaosError::Io {
+        );
+        let command = if all_namespaces {
+            command.all_namespaces()
+        } else {
+            command
+        };
+        let mut command = command.command(&log).map_err(|source| ChaosError::Io {
             context: format!("create {}", log.display()),
             source,
         })?;
@@ -193,6 +198,9 @@ pub struct ReplicaSet {
     started: Vec<bool>,
     records: Vec<ProcessRecord>,
     pub tally: Tally,
+    /// Whether the replicas watch every namespace rather than
+    /// [`NAMESPACE`].
+    all_namespaces: bool,
 }
 
 impl ReplicaSet {
@@ -204,7 +212,15 @@ impl ReplicaSet {
             started: vec![false; replicas],
             records: Vec::new(),
             tally: Tally::default(),
+            all_namespaces: false,
         }
+    }
+
+    /// Replicas that watch every namespace, as a cluster-wide install
+    /// runs them (the upgrade test spreads its AssetScans over two).
+    pub fn all_namespaces(mut self) -> ReplicaSet {
+        self.all_namespaces = true;
+        self
     }
 
     pub fn get(&self, slot: usize) -> Option<&Replica> {
@@ -235,7 +251,7 @@ impl ReplicaSet {
             }
         }
         let instance = Plan::instance_name(slot, self.incarnations[slot]);
-        let replica = Replica::spawn(&self.launch, &instance, drill)?;
+        let replica = Replica::spawn(&self.launch, &instance, drill, self.all_namespaces)?;
         Ok(self.slots[slot].insert(replica))
     }
 

@@ -4,7 +4,7 @@
 //! clean asset deleted mid-run) passes; the same history with one
 //! violation injected fails with exactly that invariant, one test each.
 
-use assetscan_chaos::check::{DuplicateCause, Invariant, Report, check};
+use assetscan_chaos::check::{DuplicateCause, Invariant, Report, check, check_strict};
 use assetscan_chaos::history::{
     AuditRecord, DataLoss, Delivery, Ended, History, ObjectHistory, Outage, OutageCause,
     ProcessRecord, StatusWrite, Timing,
@@ -505,6 +505,51 @@ fn a_high_risk_not_sent_everywhere_or_an_alert_for_nothing_is_caught() {
         token: Some(2),
     });
     fails_only(&h, Invariant::Notified);
+}
+
+/// The invariants `check_strict` finds in `history`.
+fn strictly(history: &History) -> BTreeSet<Invariant> {
+    check_strict(history)
+        .violations
+        .iter()
+        .map(|v| v.invariant)
+        .collect()
+}
+
+#[test]
+fn a_failed_high_risk_run_is_a_lost_alert_to_the_strict_check_only() {
+    assert_eq!(check_strict(&baseline()).violations, vec![]);
+    // A's last run FAILED (a receiver refused it): a chaos run's faults may
+    // do that, so `check` finds nothing; the upgrade test's check does.
+    let mut h = baseline();
+    if let Some(last) = &mut object(&mut h, A).last {
+        last["status"]["phase"] = json!("FAILED");
+        last["status"]["lastError"] = json!({"step": "notify", "message": "HTTP 401"});
+    }
+    assert_eq!(check(&h).violations, vec![]);
+    let report = check_strict(&h);
+    assert_eq!(
+        strictly(&h),
+        BTreeSet::from([Invariant::EveryAlertDelivered])
+    );
+    assert!(
+        report.violations[0].detail.contains("HTTP 401"),
+        "{report:?}"
+    );
+
+    let mut h = baseline();
+    if let Some(last) = &mut object(&mut h, A).last {
+        last["status"]["phase"] = json!("NOTIFYING");
+    }
+    assert!(strictly(&h).contains(&Invariant::EveryAlertDelivered));
+
+    // FINISHED, but the webhook's deliveries were refused (none accepted).
+    let mut h = baseline();
+    h.deliveries.retain(|d| d.channel == Channel::WeCom);
+    assert_eq!(
+        strictly(&h),
+        BTreeSet::from([Invariant::Notified, Invariant::EveryAlertDelivered])
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! scripts/upgrade-test.sh builds the previous release and passes it here.
 
 use assetscan_chaos::replicas::sibling_operator;
-use assetscan_chaos::upgrade::{Inject, Options};
+use assetscan_chaos::upgrade::{Inject, Options, Receiver};
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,6 +18,17 @@ enum Injected {
     RequiredField,
 }
 
+/// `--receiver`: see [`Receiver`].
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Receives {
+    /// It holds 0.1.0's secret only; this tree sends both signatures.
+    Legacy,
+    /// It holds the `whsec_` secret and 0.1.0's; this tree sends Standard Webhooks only.
+    Both,
+    /// It holds the `whsec_` secret only: 0.1.0's alerts are refused, the run must fail.
+    Standard,
+}
+
 #[derive(Parser, Debug)]
 #[command(
     name = "upgrade-test",
@@ -27,6 +38,13 @@ struct Args {
     /// The previous release's commit (CHANGELOG.md names it).
     #[arg(long)]
     previous_commit: String,
+    /// Its number (its CHANGELOG.md section, `X.Y.Z`): what its operator
+    /// understands of the configuration and how it signs.
+    #[arg(long)]
+    previous_version: String,
+    /// Which signatures the webhook receiver verifies.
+    #[arg(long, value_enum, default_value = "both")]
+    receiver: Receives,
     /// Its source tree (a git worktree of that commit).
     #[arg(long)]
     previous_tree: PathBuf,
@@ -52,6 +70,13 @@ struct Args {
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    let previous_version = match args.previous_version.parse() {
+        Ok(version) => version,
+        Err(e) => {
+            eprintln!("--previous-version: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     let operator = args.operator.clone().or_else(sibling_operator);
     let Some(operator) = operator.filter(|p| p.exists()) else {
         eprintln!(
@@ -75,6 +100,12 @@ fn main() -> ExitCode {
     );
     let options = Options {
         previous_commit: args.previous_commit,
+        previous_version,
+        receiver: match args.receiver {
+            Receives::Legacy => Receiver::Legacy,
+            Receives::Both => Receiver::Both,
+            Receives::Standard => Receiver::Standard,
+        },
         previous_tree: args.previous_tree,
         previous_operator: args.previous_operator,
         tree: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."),

@@ -73,6 +73,13 @@ pub enum Invariant {
     NotifiedInTime,
     /// No replica exits by itself or panics.
     Processes,
+    /// Every high-risk AssetScan ends FINISHED with its alert accepted on
+    /// each of its channels under its ticket id: a FAILED run, one that
+    /// never ended, or a receiver that refused it, is a lost alert. Only
+    /// [`check_strict`] asks it (the upgrade test, which injects no
+    /// fault); a chaos run's faults may fail a run, and it is checked
+    /// without.
+    EveryAlertDelivered,
 }
 
 impl Invariant {
@@ -93,6 +100,17 @@ impl Invariant {
         Invariant::NotifiedInTime,
         Invariant::Processes,
     ];
+
+    /// [`Invariant::ALL`] and those only [`check_strict`] asks.
+    pub const STRICT: [Invariant; 16] = {
+        let mut strict = [Invariant::EveryAlertDelivered; 16];
+        let mut i = 0;
+        while i < Invariant::ALL.len() {
+            strict[i] = Invariant::ALL[i];
+            i += 1;
+        }
+        strict
+    };
 }
 
 /// One place where an invariant does not hold.
@@ -156,6 +174,14 @@ impl Report {
         }
         counts
     }
+}
+
+/// [`check`], and [`Invariant::EveryAlertDelivered`]: for a run without
+/// injected faults, where nothing excuses a high risk left unalerted.
+pub fn check_strict(history: &History) -> Report {
+    let mut report = check(history);
+    notifications::every_alert_delivered(history, &mut report.violations);
+    report
 }
 
 /// Checks every invariant over `history`.

@@ -130,6 +130,56 @@ fn notified(object: &ObjectHistory, deliveries: &[Delivery], out: &mut Vec<Viola
     }
 }
 
+/// [`Invariant::EveryAlertDelivered`]: each high-risk AssetScan, deleted
+/// or not, FINISHED with an accepted delivery under its ticket id on each
+/// channel its `spec.notify` lists; nothing skipped, so that a run a
+/// receiver's refusal failed counts.
+pub(super) fn every_alert_delivered(history: &History, out: &mut Vec<Violation>) {
+    for object in &history.objects {
+        let Kind::HighRisk { .. } = object.kind else {
+            continue;
+        };
+        let mut violation = |detail: String| {
+            out.push(Violation {
+                invariant: Invariant::EveryAlertDelivered,
+                subject: format!("AssetScan {}", object.name),
+                detail,
+            });
+        };
+        let Some(status) = object.last.as_ref().map(|o| &o["status"]) else {
+            violation("gone before its end was recorded".into());
+            continue;
+        };
+        match status["phase"].as_str() {
+            Some("FINISHED") => {}
+            Some("FAILED") => {
+                violation(format!("ended FAILED: lastError {}", status["lastError"]));
+                continue;
+            }
+            phase => {
+                violation(format!("never ended: phase {phase:?}"));
+                continue;
+            }
+        }
+        let ticket = status["ticketId"].as_str();
+        let channels = object.channels();
+        for channel in [Channel::Webhook, Channel::WeCom] {
+            if !channels.iter().any(|c| c == channel.name()) {
+                continue;
+            }
+            let accepted = history.deliveries.iter().any(|d| {
+                d.channel == channel && d.ticket.as_deref() == ticket && effective_key(d) == ticket
+            });
+            if ticket.is_none() || !accepted {
+                violation(format!(
+                    "FINISHED without an accepted {} delivery under its ticket id {ticket:?}",
+                    channel.name()
+                ));
+            }
+        }
+    }
+}
+
 /// Every delivery comes from an executor that held the run at
 /// `NOTIFYING` (the key is recorded before anything is sent). Every
 /// delivery after the first of a key on a channel needs a cause: another

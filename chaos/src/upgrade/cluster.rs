@@ -1,13 +1,16 @@
 //! The API server of an upgrade run, through its kubeconfig alone, so that
 //! the API emulator and a real cluster are driven the same way: CRDs
-//! applied (created, or replaced as `kubectl replace` does), AssetScans
-//! created, and every change of their status recorded from a watch, in
-//! the order the API server stored them.
+//! applied (created, or replaced as `kubectl replace` does), the run's
+//! namespaces and AssetScans created and deleted, and every change of
+//! their status recorded from a watch over all namespaces, in the order
+//! the API server stored them, per `<namespace>/<name>` (one name is used
+//! in both namespaces).
 
+use super::scans::Scan;
 use crate::ChaosError;
 use crate::history::StatusWrite;
-use crate::objects::{NAMESPACE, PlannedObject};
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -30,12 +33,14 @@ fn local(context: &str, e: impl std::error::Error + Send + Sync + 'static) -> Ch
     }
 }
 
-/// Status writes per object name, oldest first, as the watch saw them.
+/// Status writes per `<namespace>/<name>`, oldest first, as the watch saw
+/// them.
 type Recorded = Arc<Mutex<BTreeMap<String, Vec<StatusWrite>>>>;
 
 pub struct Cluster {
     client: Client,
-    scans: Api<DynamicObject>,
+    /// The AssetScans of every namespace, for the watch.
+    all: Api<DynamicObject>,
     recorded: Recorded,
     watch: tokio::task::JoinHandle<()>,
 }
@@ -49,14 +54,61 @@ impl Cluster {
             .await
             .map_err(|e| local("the kubeconfig", e))?;
         let client = Client::try_from(config).map_err(kube("a client"))?;
-        let resource = crate::objects::resource();
-        let scans = Api::namespaced_with(client.clone(), NAMESPACE, &resource);
+        let all = Api::all_with(client.clone(), &crate::objects::resource());
         Ok(Cluster {
             client,
-            scans,
+            all,
             recorded: Arc::default(),
             watch: tokio::spawn(async {}),
         })
+    }
+
+    /// The client, for the server-side validation of the objects.
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+
+    fn scans(&self, namespace: &str) -> Api<DynamicObject> {
+        Api::namespaced_with(self.client.clone(), namespace, &crate::objects::resource())
+    }
+
+    /// Creates those of `names` that do not exist; returns those it
+    /// created (the run deletes them at its end, and no other).
+    pub async fn ensure_namespaces(&self, names: &[&str]) -> Result<Vec<String>, ChaosError> {
+        let api = Api::<Namespace>::all(self.client.clone());
+        let mut created = Vec::new();
+        for name in names {
+            let found = api
+                .get_opt(name)
+                .await
+                .map_err(kube(format!("read namespace {name}")))?;
+            if found.is_some() {
+                continue;
+            }
+            let namespace: Namespace = serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}
+            }))
+            .map_err(|e| local("a namespace", e))?;
+            api.create(&PostParams::default(), &namespace)
+                .await
+                .map_err(kube(format!("create namespace {name}")))?;
+            created.push((*name).to_owned());
+        }
+        Ok(created)
+    }
+
+    /// Asks for the deletion of each namespace (the API server finishes it
+    /// in the background).
+    pub async fn delete_namespaces(&self, names: &[String]) -> Result<(), ChaosError> {
+        let api = Api::<Namespace>::all(self.client.clone());
+        for name in names {
+            match api.delete(name, &DeleteParams::default()).await {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => return Err(kube(format!("delete namespace {name}"))(e)),
+            }
+        }
+        Ok(())
     }
 
     /// Creates or replaces each CRD, then waits until each is established.
@@ -124,7 +176,7 @@ impl Cluster {
     pub fn record(&mut self) {
         let recorded = self.recorded.clone();
         // Errors are retried with the watcher's backoff; they end no recording.
-        let stream = watcher(self.scans.clone(), watcher::Config::default()).default_backoff();
+        let stream = watcher(self.all.clone(), watcher::Config::default()).default_backoff();
         self.watch.abort();
         self.watch = tokio::spawn(async move {
             let mut stream = std::pin::pin!(stream);
@@ -142,14 +194,15 @@ impl Cluster {
         });
     }
 
-    /// Creates `object`; `Err` with the API server's answer when it refuses
+    /// Creates `scan`; `Err` with the API server's answer when it refuses
     /// it (a manifest of the previous release this CRD does not admit).
-    pub async fn create(&self, object: &PlannedObject) -> Result<Result<(), String>, ChaosError> {
-        let manifest: DynamicObject = serde_json::from_value(object.manifest())
+    pub async fn create(&self, scan: &Scan) -> Result<Result<(), String>, ChaosError> {
+        let manifest: DynamicObject = serde_json::from_value(scan.manifest())
             .map_err(|e| local("an AssetScan manifest", e))?;
+        let api = self.scans(scan.namespace);
         let mut last = String::new();
         for _ in 0..30 {
-            match self.scans.create(&PostParams::default(), &manifest).await {
+            match api.create(&PostParams::default(), &manifest).await {
                 Ok(_) => return Ok(Ok(())),
                 Err(kube::Error::Api(e)) if e.code == 409 => return Ok(Ok(())),
                 Err(kube::Error::Api(e)) if e.code == 422 || e.code == 400 => {
@@ -160,59 +213,76 @@ impl Cluster {
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
         Err(ChaosError::GaveUp {
-            what: format!("create {}", object.name),
+            what: format!("create {}", scan.id()),
             attempts: 30,
             last,
         })
     }
 
-    /// The names of the AssetScans already in the namespace.
-    pub async fn existing(&self) -> Result<Vec<String>, ChaosError> {
-        let list = self
-            .scans
-            .list(&Default::default())
-            .await
-            .map_err(kube("list AssetScans"))?;
-        Ok(list.items.iter().map(|o| o.name_any()).collect())
+    /// `<namespace>/<name>` of the AssetScans already in `namespaces`.
+    pub async fn existing(&self, namespaces: &[&str]) -> Result<Vec<String>, ChaosError> {
+        let mut ids = Vec::new();
+        for namespace in namespaces {
+            let list = self
+                .scans(namespace)
+                .list(&Default::default())
+                .await
+                .map_err(kube(format!("list the AssetScans of {namespace}")))?;
+            ids.extend(
+                list.items
+                    .iter()
+                    .map(|o| format!("{namespace}/{}", o.name_any())),
+            );
+        }
+        Ok(ids)
     }
 
     /// The object as stored now.
-    pub async fn get(&self, name: &str) -> Result<Option<Value>, ChaosError> {
+    pub async fn get(&self, scan: &Scan) -> Result<Option<Value>, ChaosError> {
         let found = self
-            .scans
-            .get_opt(name)
+            .scans(scan.namespace)
+            .get_opt(&scan.object.name)
             .await
-            .map_err(kube(format!("read {name}")))?;
+            .map_err(kube(format!("read {}", scan.id())))?;
         found
             .map(|o| serde_json::to_value(o).map_err(|e| local("an AssetScan", e)))
             .transpose()
     }
 
-    /// The status writes recorded for `name`, oldest first.
-    pub fn status_writes(&self, name: &str) -> Vec<StatusWrite> {
+    /// The status writes recorded for `scan`, oldest first.
+    pub fn status_writes(&self, scan: &Scan) -> Vec<StatusWrite> {
         self.recorded
             .lock()
-            .map(|r| r.get(name).cloned().unwrap_or_default())
+            .map(|r| r.get(&scan.id()).cloned().unwrap_or_default())
             .unwrap_or_default()
     }
 
-    /// Deletes the run's AssetScans (their finalizers need a replica) and
-    /// waits until they are gone.
-    pub async fn delete_all(&self, names: &[String]) -> Result<(), ChaosError> {
-        for name in names {
-            match self.scans.delete(name, &DeleteParams::default()).await {
+    /// Deletes `scans` (their finalizers need a replica) and waits up to a
+    /// minute until they are gone; returns the ids of those still stored.
+    pub async fn delete_all(&self, scans: &[Scan]) -> Result<Vec<String>, ChaosError> {
+        for scan in scans {
+            match self
+                .scans(scan.namespace)
+                .delete(&scan.object.name, &DeleteParams::default())
+                .await
+            {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(e) => return Err(kube(format!("delete {name}"))(e)),
+                Err(e) => return Err(kube(format!("delete {}", scan.id()))(e)),
             }
         }
         let deadline = Instant::now() + Duration::from_secs(60);
-        for name in names {
-            while self.get(name).await?.is_some() && Instant::now() < deadline {
+        let mut left = Vec::new();
+        for scan in scans {
+            while self.get(scan).await?.is_some() {
+                if Instant::now() > deadline {
+                    left.push(scan.id());
+                    break;
+                }
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
         }
-        Ok(())
+        Ok(left)
     }
 }
 
@@ -238,7 +308,12 @@ fn note(recorded: &Recorded, object: &DynamicObject) {
     let Ok(mut recorded) = recorded.lock() else {
         return;
     };
-    let writes = recorded.entry(object.name_any()).or_default();
+    let id = format!(
+        "{}/{}",
+        object.metadata.namespace.as_deref().unwrap_or_default(),
+        object.name_any()
+    );
+    let writes = recorded.entry(id).or_default();
     let newer = writes
         .last()
         .is_none_or(|w| w.resource_version < resource_version && &w.status != status);

@@ -1,12 +1,13 @@
 //! The phases of an upgrade run (see the module's documentation).
 
 use super::Options;
+use super::release::Understands;
 use super::report::{Verdict, finish};
-use super::setup::{CLAIM_WAIT, CREATE_EVERY, REPLICAS, SETTLE, Upgrade, io, kind};
+use super::scans::{NAMESPACES, Scan};
+use super::setup::{CLAIM_WAIT, CREATE_EVERY, REPLICAS, SETTLE, Upgrade, io};
 use crate::ChaosError;
 use crate::audit::PREFIX;
 use crate::history::is_settled;
-use crate::objects::{NAMESPACE, PlannedObject};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -39,17 +40,16 @@ impl Upgrade {
 
     /// Creates the next AssetScan; a refusal is recorded, not fatal.
     async fn create_next(&mut self) -> Result<(), ChaosError> {
-        let index = self.created.len() + self.refused.len();
-        let object = PlannedObject::new(index, kind(index));
+        let scan = Scan::new(self.created.len() + self.refused.len());
         self.stubs
             .inventory
-            .set_online(&object.asset, object.online());
-        match self.cluster.create(&object).await? {
-            Ok(()) => self.created.push(object),
+            .set_online(&scan.object.asset, scan.object.online());
+        match self.cluster.create(&scan).await? {
+            Ok(()) => self.created.push(scan),
             Err(why) => {
                 let why: String = why.chars().take(200).collect();
-                self.say(format!("{} refused by the API server: {why}", object.name));
-                self.refused.push((object.name, why));
+                self.say(format!("{} refused by the API server: {why}", scan.id()));
+                self.refused.push((scan.id(), why));
             }
         }
         Ok(())
@@ -58,17 +58,31 @@ impl Upgrade {
     /// Phase 1: the previous release's CRDs and replicas, and a first
     /// batch of AssetScans until every run has settled.
     async fn install(&mut self) -> Result<(), ChaosError> {
+        let version = self.options.previous_version;
+        let understands = Understands::release(version);
         self.say(format!(
-            "phase 1: the previous release ({}): its CRDs, {REPLICAS} replicas, {} AssetScans",
+            "phase 1: the previous release {version} ({}): its CRDs, {REPLICAS} replicas watching all namespaces, {} AssetScans in {}",
             &self.options.previous_commit[..12.min(self.options.previous_commit.len())],
-            self.options.objects
+            self.options.objects,
+            NAMESPACES.join(" and ")
         ));
+        if understands != Understands::CURRENT {
+            self.say(format!(
+                "  {version} understands {understands:?}: its config has no key it does not know, the identity bridge is {}",
+                if understands.namespaced_keys {
+                    "not needed"
+                } else {
+                    "needed"
+                }
+            ));
+        }
         self.cluster.apply_crds(&self.previous_crds).await?;
-        let existing = self.cluster.existing().await?;
+        self.namespaces_created = self.cluster.ensure_namespaces(&NAMESPACES).await?;
+        let existing = self.cluster.existing(&NAMESPACES).await?;
         if !existing.is_empty() {
             return Err(ChaosError::Io {
                 context: format!(
-                    "namespace {NAMESPACE} already holds {} AssetScans (e.g. {}): the run needs it empty",
+                    "namespaces {NAMESPACES:?} already hold {} AssetScans (e.g. {}): the run needs them empty",
                     existing.len(),
                     existing[0]
                 ),
@@ -97,8 +111,8 @@ impl Upgrade {
     /// Writes the objects as the previous release's operator left them.
     async fn capture(&self, path: &Path) -> Result<(), ChaosError> {
         let mut objects = Vec::new();
-        for object in &self.created {
-            if let Some(mut stored) = self.cluster.get(&object.name).await? {
+        for scan in &self.created {
+            if let Some(mut stored) = self.cluster.get(scan).await? {
                 if let Some(meta) = stored["metadata"].as_object_mut() {
                     for field in [
                         "managedFields",
@@ -209,10 +223,10 @@ impl Upgrade {
         let started = Instant::now();
         loop {
             let mut all = true;
-            for object in &self.created {
+            for scan in &self.created {
                 all &= self
                     .cluster
-                    .get(&object.name)
+                    .get(scan)
                     .await?
                     .is_some_and(|o| is_settled(&o));
             }

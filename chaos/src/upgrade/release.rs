@@ -1,12 +1,99 @@
 //! The previous release as the repository records it: the commit the
-//! latest release section of CHANGELOG.md names, its Lua scripts compared
-//! with this tree's, and its CRDs compared with the copy kept as test
-//! fixtures. Nothing here needs a git tag.
+//! latest release section of CHANGELOG.md names, what its operator
+//! understands (by its version), its Lua scripts compared with this
+//! tree's, and its CRDs compared with the copy kept as test fixtures.
+//! Nothing here needs a git tag.
 
 use serde_json::Value;
 use std::collections::BTreeSet;
+use std::fmt;
 use std::path::Path;
 use std::process::Command;
+use std::str::FromStr;
+
+/// A release's number, `X.Y.Z`, as a CHANGELOG.md section names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Version {
+    pub major: u64,
+    pub minor: u64,
+    pub patch: u64,
+}
+
+impl FromStr for Version {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Version, String> {
+        let parts: Vec<u64> = text
+            .split('.')
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("release {text:?}: {e}"))?;
+        match parts[..] {
+            [major, minor, patch] => Ok(Version {
+                major,
+                minor,
+                patch,
+            }),
+            _ => Err(format!("release {text:?}: not X.Y.Z")),
+        }
+    }
+}
+
+impl fmt::Display for Version {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
+    }
+}
+
+/// The first release with namespaced keys, `channelAccess`, SBOM sources
+/// and Standard Webhooks signatures (the next after 0.1.0).
+const NAMESPACED: Version = Version {
+    major: 0,
+    minor: 2,
+    patch: 0,
+};
+
+/// What a release's operator understands where releases differ: its
+/// configuration refuses keys it does not know (so the harness writes each
+/// release its own), and its webhook signs as it was built to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Understands {
+    /// `channelAccess` (and the cluster-wide default of a channel not
+    /// listed: open to no namespace).
+    pub channel_access: bool,
+    /// `providers.sbomSources`.
+    pub sbom_sources: bool,
+    /// The webhook's `whsec_` secret and Standard Webhooks signature, and
+    /// its keys `additionalSecretsFrom`, `legacySignature`,
+    /// `legacySecretFrom`; without: `X-AssetScan-Signature` keyed with the
+    /// secret's text, alone.
+    pub standard_webhooks: bool,
+    /// Locks named by namespace and asset id; without, by asset id alone,
+    /// so that this tree needs the identity bridge to exclude it.
+    pub namespaced_keys: bool,
+}
+
+impl Understands {
+    /// This tree's operator.
+    pub const CURRENT: Understands = Understands {
+        channel_access: true,
+        sbom_sources: true,
+        standard_webhooks: true,
+        namespaced_keys: true,
+    };
+
+    /// The operator of release `version`: 0.1.0's knows none of it, any
+    /// from 0.2.0 on (this tree's code when it is cut) all of it.
+    pub fn release(version: Version) -> Understands {
+        let since = version >= NAMESPACED;
+        Understands {
+            channel_access: since,
+            sbom_sources: since,
+            standard_webhooks: since,
+            namespaced_keys: since,
+        }
+    }
+}
 
 /// The commit of the latest release in a CHANGELOG: the first
 /// `Commit: <40 hex>` line (the Unreleased section above it has none).
@@ -168,6 +255,24 @@ mod tests {
             None
         );
         assert_eq!(release_commit("## [Unreleased]\n"), None);
+    }
+
+    #[test]
+    fn a_release_understands_what_its_version_brought() {
+        let v010: Version = "0.1.0".parse().unwrap();
+        assert_eq!(v010.to_string(), "0.1.0");
+        assert!(!Understands::release(v010).channel_access);
+        assert!(!Understands::release(v010).standard_webhooks);
+        assert_eq!(
+            Understands::release("0.2.0".parse().unwrap()),
+            Understands::CURRENT
+        );
+        assert_eq!(
+            Understands::release("1.0.3".parse().unwrap()),
+            Understands::CURRENT
+        );
+        assert!("0.1".parse::<Version>().is_err());
+        assert!("0.x.1".parse::<Version>().is_err());
     }
 
     #[test]

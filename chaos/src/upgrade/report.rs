@@ -1,16 +1,21 @@
-//! The end of an upgrade run: the history recorded and checked with the
-//! chaos checker's invariants, every object validated under both
-//! releases' CRDs, the Lua scripts and the CRD fixtures compared with the
-//! previous release, and what was found printed.
+//! The end of an upgrade run: the history recorded (before the clean-up,
+//! so that the retirements the deletions cause are no part of it) and
+//! checked with the strict checker, every object validated under both
+//! releases' CRDs, the AssetScans and the run's namespaces deleted, the
+//! Lua scripts and the CRD fixtures compared with the previous release,
+//! and what was found printed.
 
 use super::release::{file_at, schema_changes, script_changes};
+use super::scans::NAMESPACES;
 use super::setup::Upgrade;
 use super::validate::CrdValidator;
 use crate::ChaosError;
-use crate::check::{Invariant, check};
+use crate::check::{Invariant, Report, check_strict};
 use crate::history::{History, ObjectHistory};
 use crate::objects::Kind;
-use std::collections::BTreeMap;
+use assetscan_testkit::stubs::Delivery;
+use assetscan_testkit::stubs::sink::Scheme;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// Where the previous release's CRDs and objects are kept for `make test`.
@@ -32,88 +37,12 @@ impl Verdict {
 }
 
 pub(super) async fn finish(upgrade: Upgrade) -> Result<Verdict, ChaosError> {
-    let (history, ended) = record(upgrade).await?;
-    save(&ended.options.dir.join("history.json"), &history)?;
-    let report = check(&history);
-    summarize(&history, &ended.started, ended.refused);
-    println!(
-        "stale writes refused by Redis: {}; raw duplicate deliveries: {:?}",
-        report.stale_writes_rejected, report.duplicates
-    );
-    println!("invariants:");
-    let counts = report.by_invariant();
-    for invariant in Invariant::ALL {
-        let n = counts.get(&invariant).copied().unwrap_or(0);
-        let shown = if n == 0 {
-            "ok".to_owned()
-        } else {
-            format!("{n} VIOLATED")
-        };
-        println!("  {:<16} {shown}", format!("{invariant:?}"));
-    }
-    for v in report.violations.iter().take(SHOWN) {
-        println!("    {v}");
-    }
-    let mut violations = report.violations.len() + ended.refused;
-    let changes = schema_changes(&ended.previous_crds, &ended.current_crds);
-    println!(
-        "crd schema since the previous release: added {:?}, removed {:?}, newly required {:?}",
-        changes.added, changes.removed, changes.newly_required
-    );
-    violations += changes.newly_required.len();
-    violations += validate_both(&history, ended.previous_crds, ended.current_crds).await?;
-    violations += compare_previous(&ended.options)?;
-    println!(
-        "\nupgrade test: {} in {:.0} s (history: {})",
-        if violations == 0 {
-            "PASSED".to_owned()
-        } else {
-            format!("FAILED, {violations} violations")
-        },
-        ended.t0.elapsed().as_secs_f64(),
-        ended.options.dir.join("history.json").display()
-    );
-    Ok(Verdict { violations })
-}
-
-/// What the end of the run keeps beside the history.
-struct Ended {
-    options: super::Options,
-    t0: std::time::Instant,
-    previous_crds: Vec<serde_json::Value>,
-    current_crds: Vec<serde_json::Value>,
-    refused: usize,
-    started: Vec<(String, &'static str)>,
-}
-
-/// The objects as stored, then (on a cluster) their deletion, the replicas
-/// stopped, the last audit snapshot: the history the checker reads.
-async fn record(upgrade: Upgrade) -> Result<(History, Ended), ChaosError> {
-    let mut objects = Vec::new();
-    for planned in &upgrade.created {
-        objects.push(ObjectHistory {
-            name: planned.name.clone(),
-            asset: planned.asset.clone(),
-            kind: planned.kind.clone(),
-            deleted: false,
-            status_writes: upgrade.cluster.status_writes(&planned.name),
-            last: upgrade.cluster.get(&planned.name).await?,
-        });
-    }
-    if upgrade.options.kubeconfig.is_some() {
-        let names: Vec<String> = upgrade.created.iter().map(|o| o.name.clone()).collect();
-        upgrade.cluster.delete_all(&names).await?;
-        upgrade.say(format!(
-            "{} AssetScans deleted from the cluster",
-            names.len()
-        ));
-    }
+    let recorded = record(&upgrade).await?;
+    let validated = validate_both(&upgrade, &recorded.history).await?;
+    let mut violations = clean_up(&upgrade).await?;
     let Upgrade {
         options,
         t0,
-        scale,
-        view,
-        stubs,
         replicas,
         previous_crds,
         current_crds,
@@ -122,32 +51,152 @@ async fn record(upgrade: Upgrade) -> Result<(History, Ended), ChaosError> {
         ..
     } = upgrade;
     let grace = Duration::from_secs(20);
-    let processes = tokio::task::block_in_place(|| replicas.terminate_all(grace));
-    let history = History {
-        objects,
-        audit: view.snapshot(0).await?,
-        data_losses: Vec::new(),
-        deliveries: crate::world::deliveries(&stubs),
-        processes,
-        leftover_keys: view.ticket_keys().await?,
-        timing: crate::world::timing(&scale),
-    };
-    let ended = Ended {
-        options,
-        t0,
-        previous_crds,
-        current_crds,
-        refused: refused.len(),
-        started,
-    };
-    Ok((history, ended))
+    let mut history = recorded.history;
+    history.processes = tokio::task::block_in_place(|| replicas.terminate_all(grace));
+    save(&options.dir.join("history.json"), &history)?;
+    let report = check_strict(&history);
+    summarize(&history, &started, refused.len());
+    violations += alerts(&history, &report, &recorded.schemes, &recorded.refusals);
+    println!(
+        "stale writes refused by Redis: {}; raw duplicate deliveries: {:?}",
+        report.stale_writes_rejected, report.duplicates
+    );
+    println!("invariants:");
+    let counts = report.by_invariant();
+    for invariant in Invariant::STRICT {
+        let n = counts.get(&invariant).copied().unwrap_or(0);
+        let shown = if n == 0 {
+            "ok".to_owned()
+        } else {
+            format!("{n} VIOLATED")
+        };
+        println!("  {:<20} {shown}", format!("{invariant:?}"));
+    }
+    for v in report.violations.iter().take(SHOWN) {
+        println!("    {v}");
+    }
+    if report.violations.len() > SHOWN {
+        println!("    … {} more", report.violations.len() - SHOWN);
+    }
+    violations += report.violations.len() + refused.len();
+    for line in &validated.lines {
+        println!("{line}");
+    }
+    violations += validated.violations;
+    let changes = schema_changes(&previous_crds, &current_crds);
+    println!(
+        "crd schema since the previous release: added {:?}, removed {:?}, newly required {:?}",
+        changes.added, changes.removed, changes.newly_required
+    );
+    violations += changes.newly_required.len();
+    violations += compare_previous(&options)?;
+    println!(
+        "\nupgrade test: {} in {:.0} s (history: {})",
+        if violations == 0 {
+            "PASSED".to_owned()
+        } else {
+            format!("FAILED, {violations} violations")
+        },
+        t0.elapsed().as_secs_f64(),
+        options.dir.join("history.json").display()
+    );
+    Ok(Verdict { violations })
 }
 
-/// The runs, the claims each release's replicas took, the alerts.
+/// What the run recorded before its clean-up.
+struct Recorded {
+    /// Without the processes: they are recorded when the replicas stop,
+    /// after the clean-up, which needs them for the finalizers.
+    history: History,
+    /// The scheme that verified each webhook delivery the receiver
+    /// accepted.
+    schemes: Vec<Scheme>,
+    /// The webhook deliveries the receiver refused.
+    refusals: Vec<Delivery>,
+}
+
+/// The objects as stored, the audit streams, the deliveries and the
+/// tickets left: the history the checker reads, taken while everything the
+/// run created is still there. Each object is named `<namespace>/<name>`.
+async fn record(upgrade: &Upgrade) -> Result<Recorded, ChaosError> {
+    let mut objects = Vec::new();
+    for scan in &upgrade.created {
+        objects.push(ObjectHistory {
+            name: scan.id(),
+            asset: scan.object.asset.clone(),
+            kind: scan.object.kind.clone(),
+            deleted: false,
+            status_writes: upgrade.cluster.status_writes(scan),
+            last: upgrade.cluster.get(scan).await?,
+        });
+    }
+    let history = History {
+        objects,
+        audit: upgrade.view.snapshot(0).await?,
+        data_losses: Vec::new(),
+        deliveries: crate::world::deliveries(&upgrade.stubs),
+        processes: Vec::new(),
+        leftover_keys: upgrade.view.ticket_keys().await?,
+        timing: crate::world::timing(&upgrade.scale),
+    };
+    Ok(Recorded {
+        history,
+        schemes: (upgrade.stubs.sink.deliveries_by_scheme().into_iter())
+            .map(|(_, scheme)| scheme)
+            .collect(),
+        refusals: upgrade.stubs.sink.refusals(),
+    })
+}
+
+/// Deletes the run's AssetScans (with the replicas still running, for
+/// their finalizers) and the namespaces it created. Printed apart from the
+/// checks; an AssetScan still stored a minute later, or an error, is a
+/// violation.
+async fn clean_up(upgrade: &Upgrade) -> Result<usize, ChaosError> {
+    let deleted = async {
+        let left = upgrade.cluster.delete_all(&upgrade.created).await?;
+        if left.is_empty() {
+            upgrade
+                .cluster
+                .delete_namespaces(&upgrade.namespaces_created)
+                .await?;
+        }
+        Ok::<_, ChaosError>(left)
+    };
+    let failures = match deleted.await {
+        Ok(left) if left.is_empty() => {
+            upgrade.say(format!(
+                "clean-up: {} AssetScans deleted, namespaces {:?} deleted",
+                upgrade.created.len(),
+                upgrade.namespaces_created
+            ));
+            0
+        }
+        Ok(left) => {
+            upgrade.say(format!(
+                "clean-up FAILED: {} of {} AssetScans still stored a minute after their deletion (e.g. {}); namespaces {:?} kept",
+                left.len(),
+                upgrade.created.len(),
+                left[0],
+                upgrade.namespaces_created
+            ));
+            left.len()
+        }
+        Err(e) => {
+            upgrade.say(format!("clean-up FAILED: {e}"));
+            1
+        }
+    };
+    Ok(failures)
+}
+
+/// The runs, the claims each release's replicas took, and every run that
+/// ended FAILED with its last error.
 fn summarize(history: &History, started: &[(String, &'static str)], refused: usize) {
     println!(
-        "\nruns: {} AssetScans created, {refused} refused",
-        history.objects.len()
+        "\nruns: {} AssetScans created in {}, {refused} refused by the API server",
+        history.objects.len(),
+        NAMESPACES.join(" and ")
     );
     for (release, label) in [
         ("previous", "the previous release"),
@@ -172,24 +221,78 @@ fn summarize(history: &History, started: &[(String, &'static str)], refused: usi
             instances.len()
         );
     }
+    let status = |o: &ObjectHistory| o.last.as_ref().map(|l| l["status"].clone());
     let mut phases = BTreeMap::new();
     for object in &history.objects {
-        let last = object.last.as_ref();
-        let phase = last
-            .and_then(|l| l["status"]["phase"].as_str())
-            .unwrap_or("none");
-        *phases.entry(phase.to_owned()).or_insert(0) += 1;
+        let phase = status(object)
+            .and_then(|s| s["phase"].as_str().map(str::to_owned))
+            .unwrap_or_else(|| "none".into());
+        *phases.entry(phase).or_insert(0) += 1;
     }
     println!("  phases at the end: {phases:?}");
-    let high_risks = history
+    for object in &history.objects {
+        let Some(status) = status(object).filter(|s| s["phase"] == "FAILED") else {
+            continue;
+        };
+        println!(
+            "  FAILED: {} ({:?}): lastError {}",
+            object.name, object.kind, status["lastError"]
+        );
+    }
+}
+
+/// The alerts: high-risk runs and those whose alert was accepted on every
+/// channel, the webhook deliveries by the scheme that verified them, and
+/// those the receiver refused; each refusal is a violation (returned).
+fn alerts(history: &History, report: &Report, schemes: &[Scheme], refusals: &[Delivery]) -> usize {
+    let high_risks: Vec<&ObjectHistory> = history
         .objects
         .iter()
         .filter(|o| matches!(o.kind, Kind::HighRisk { .. }))
+        .collect();
+    let lost: BTreeSet<&str> = report
+        .violations
+        .iter()
+        .filter(|v| v.invariant == Invariant::EveryAlertDelivered)
+        .map(|v| v.subject.as_str())
+        .collect();
+    let delivered = high_risks
+        .iter()
+        .filter(|o| !lost.contains(format!("AssetScan {}", o.name).as_str()))
         .count();
     println!(
-        "alerts: {} deliveries (webhook and WeCom) for {high_risks} high-risk AssetScans",
-        history.deliveries.len()
+        "alerts: {} high-risk runs, {delivered} of them delivered on every channel",
+        high_risks.len()
     );
+    let mut by_scheme = BTreeMap::new();
+    for scheme in schemes {
+        *by_scheme.entry(*scheme).or_insert(0) += 1;
+    }
+    println!(
+        "  webhook deliveries accepted: {} (Standard Webhooks signature: {}, 0.1.0's X-AssetScan-Signature: {}); WeCom messages: {}",
+        schemes.len(),
+        by_scheme.get(&Scheme::Standard).unwrap_or(&0),
+        by_scheme.get(&Scheme::Legacy).unwrap_or(&0),
+        history.deliveries.len() - schemes.len()
+    );
+    println!(
+        "  webhook deliveries refused by the receiver: {}",
+        refusals.len()
+    );
+    for refusal in refusals.iter().take(SHOWN) {
+        let signed: Vec<&str> = ["webhook-signature", "x-assetscan-signature"]
+            .into_iter()
+            .filter(|h| refusal.header(h).is_some())
+            .collect();
+        println!(
+            "    VIOLATED: ticket {} signed with {signed:?}",
+            refusal.json()["ticket_id"]
+        );
+    }
+    if refusals.len() > SHOWN {
+        println!("    … {} more", refusals.len() - SHOWN);
+    }
+    refusals.len()
 }
 
 fn save(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), ChaosError> {
@@ -203,62 +306,81 @@ fn save(path: &std::path::Path, value: &impl serde::Serialize) -> Result<(), Cha
     })
 }
 
+/// What the validation under both CRD sets found, and its lines to print.
+struct Validated {
+    violations: usize,
+    lines: Vec<String>,
+}
+
 /// Every object's last state under both CRD sets: refused under either,
 /// or a field this tree's CRD drops, is a violation; a field the previous
-/// CRD drops (new in this tree; a rollback loses it) is listed.
-async fn validate_both(
-    history: &History,
-    previous: Vec<serde_json::Value>,
-    current: Vec<serde_json::Value>,
-) -> Result<usize, ChaosError> {
-    let previous = CrdValidator::start("the previous release's", previous).await?;
-    let current = CrdValidator::start("this tree's", current).await?;
+/// CRD drops (new in this tree; a rollback loses it) is listed. On a
+/// cluster, its API server answers (each set applied in turn, this tree's
+/// last, and every object sent by dry run); else an emulator per set.
+async fn validate_both(upgrade: &Upgrade, history: &History) -> Result<Validated, ChaosError> {
     let mut violations = 0;
-    let mut dropped_by_previous = std::collections::BTreeSet::new();
-    for object in &history.objects {
-        let Some(last) = &object.last else { continue };
-        for validator in [&previous, &current] {
+    let mut lines = Vec::new();
+    let mut dropped_by_previous = BTreeSet::new();
+    for (name, crds, pruned_is_loss) in [
+        ("the previous release's", &upgrade.previous_crds, false),
+        ("this tree's", &upgrade.current_crds, true),
+    ] {
+        let validator = match upgrade.options.kubeconfig {
+            Some(_) => {
+                upgrade.cluster.apply_crds(crds).await?;
+                CrdValidator::dry_run(name, upgrade.cluster.client())
+            }
+            None => CrdValidator::start(name, crds.clone()).await?,
+        };
+        for object in &history.objects {
+            let Some(last) = &object.last else { continue };
             let verdict = validator.check(last).await?;
-            let pruned_is_loss = std::ptr::eq(validator, &current);
             if let Some(why) = verdict.refused {
                 violations += 1;
                 let why: String = why.chars().take(160).collect();
                 if violations > SHOWN {
                     continue;
                 }
-                println!(
-                    "  CrdBoth          VIOLATED: {} refused under {} CRDs: {why}",
+                lines.push(format!(
+                    "  CrdBoth              VIOLATED: {} refused under {} CRDs: {why}",
                     object.name, validator.name
-                );
+                ));
             } else if pruned_is_loss && !verdict.pruned.is_empty() {
                 violations += 1;
                 if violations > SHOWN {
                     continue;
                 }
-                println!(
-                    "  CrdBoth          VIOLATED: {} loses {:?} under {} CRDs",
+                lines.push(format!(
+                    "  CrdBoth              VIOLATED: {} loses {:?} under {} CRDs",
                     object.name, verdict.pruned, validator.name
-                );
+                ));
             } else {
                 dropped_by_previous.extend(verdict.pruned);
             }
         }
     }
     if violations > SHOWN {
-        println!("  CrdBoth          … {} more", violations - SHOWN);
+        lines.push(format!(
+            "  CrdBoth              … {} more",
+            violations - SHOWN
+        ));
     }
+    let server = match upgrade.options.kubeconfig {
+        Some(_) => "the cluster's API server, by dry run",
+        None => "an API emulator per release",
+    };
     if violations == 0 {
-        println!(
-            "  CrdBoth          ok ({} objects valid under both releases' CRDs)",
+        lines.push(format!(
+            "  CrdBoth              ok ({} objects valid under both releases' CRDs, on {server})",
             history.objects.len()
-        );
+        ));
     }
     if !dropped_by_previous.is_empty() {
-        println!(
+        lines.push(format!(
             "  note: fields the previous release's CRD drops (a rollback loses them): {dropped_by_previous:?}"
-        );
+        ));
     }
-    Ok(violations)
+    Ok(Validated { violations, lines })
 }
 
 /// The Lua scripts of both releases compared (printed), and the CRD

@@ -1,17 +1,20 @@
 //! What an upgrade run starts before its phases: Redis, the provider
-//! stubs, the API emulator (unless a cluster is given), both releases'
-//! configurations, binaries and CRDs; and the run's state.
+//! stubs (the webhook receiver with the keys [`Receiver`] says), the API
+//! emulator (unless a cluster is given), both releases' configurations,
+//! binaries and CRDs; and the run's state.
 
 use super::cluster::Cluster;
-use super::{Inject, OTHER_PREFIX, Options};
+use super::release::Understands;
+use super::scans::{NAMESPACES, Scan};
+use super::{Inject, LEGACY_SECRET, OTHER_PREFIX, Options, Receiver};
 use crate::ChaosError;
 use crate::audit::{PREFIX, RedisView};
-use crate::objects::{Channel, Kind, PlannedObject};
+use crate::objects::Channel;
 use crate::plan::Scale;
 use crate::replicas::{Launch, ReplicaSet};
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions, read_crd_dir};
 use assetscan_testkit::redis::RedisServer;
-use assetscan_testkit::stubs::ProviderStubs;
+use assetscan_testkit::stubs::{ProviderStubs, WebhookSink};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -44,7 +47,9 @@ pub(super) struct Upgrade {
     pub previous_crds: Vec<Value>,
     pub current_crds: Vec<Value>,
     /// Every AssetScan created, in order.
-    pub created: Vec<PlannedObject>,
+    pub created: Vec<Scan>,
+    /// The namespaces of [`NAMESPACES`] the run created (and deletes).
+    pub namespaces_created: Vec<String>,
     /// Manifests the API server refused, with its answer.
     pub refused: Vec<(String, String)>,
     /// Instance names of the replicas started, with their release.
@@ -54,26 +59,6 @@ pub(super) struct Upgrade {
 pub(super) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ChaosError {
     let context = context.into();
     move |source| ChaosError::Io { context, source }
-}
-
-/// The kind of the `index`th AssetScan: four in ten high risk (alerted
-/// through the webhook, half of them through WeCom too), two offline,
-/// four clean.
-pub(super) fn kind(index: usize) -> Kind {
-    match index % 10 {
-        0 | 1 => Kind::HighRisk {
-            channels: vec![Channel::Webhook],
-            log4j: index.is_multiple_of(20),
-        },
-        2 | 3 => Kind::HighRisk {
-            channels: vec![Channel::Webhook, Channel::WeCom],
-            log4j: false,
-        },
-        4 | 5 => Kind::Offline,
-        n => Kind::Clean {
-            findings: n % 2 == 0,
-        },
-    }
 }
 
 /// This tree's AssetScan CRD with a new required spec field.
@@ -105,14 +90,7 @@ impl Upgrade {
     pub(super) async fn start(options: Options) -> Result<Upgrade, ChaosError> {
         let dir = options.dir.clone();
         let redis = tokio::task::block_in_place(RedisServer::start)?;
-        let stubs = ProviderStubs::start()
-            .await
-            .map_err(io("start the provider stubs"))?;
-        stubs.serve_examples();
-        // Slow enough providers that a replica stopped by the rollout
-        // leaves runs in flight for the others to take over.
-        stubs.osv.faults().set_latency(PROVIDER_LATENCY);
-        stubs.sink.faults().set_latency(PROVIDER_LATENCY);
+        let stubs = start_stubs(options.receiver).await?;
         let (emulator, kubeconfig) = match &options.kubeconfig {
             Some(path) => (None, path.clone()),
             None => {
@@ -124,19 +102,7 @@ impl Upgrade {
         };
         let cluster = Cluster::connect(&kubeconfig).await?;
         let scale = Scale::bounded();
-        let providers = stubs
-            .write_providers_section(&dir, "secops-")
-            .map_err(io("write the providers section"))?;
-        let config = |name: &str, prefix: &str, release: Release| -> Result<PathBuf, ChaosError> {
-            let path = dir.join(name);
-            let text = release.config(crate::world::config_yaml(&scale, &providers, prefix));
-            std::fs::write(&path, text).map_err(io(format!("write {}", path.display())))?;
-            Ok(path)
-        };
-        let current_prefix = match options.inject {
-            Some(Inject::DifferentLock) => OTHER_PREFIX,
-            _ => PREFIX,
-        };
+        let (previous_config, current_config) = write_configs(&options, &scale, &stubs)?;
         let launch = |binary: &Path, config: PathBuf| Launch {
             binary: binary.to_owned(),
             config,
@@ -144,15 +110,8 @@ impl Upgrade {
             redis_url: redis.url(),
             dir: dir.clone(),
         };
-        let bridge = options.inject != Some(Inject::NoBridge);
-        let previous = launch(
-            &options.previous_operator,
-            config("previous.yaml", PREFIX, Release::Previous)?,
-        );
-        let current = launch(
-            &options.operator,
-            config("current.yaml", current_prefix, Release::Current { bridge })?,
-        );
+        let previous = launch(&options.previous_operator, previous_config);
+        let current = launch(&options.operator, current_config);
         let previous_crds = read_crd_dir(&options.previous_tree.join("crds"))?;
         let mut current_crds = read_crd_dir(&options.tree.join("crds"))?;
         if options.inject == Some(Inject::RequiredField) {
@@ -161,7 +120,7 @@ impl Upgrade {
         Ok(Upgrade {
             t0: Instant::now(),
             view: RedisView::new(&redis.url()),
-            replicas: ReplicaSet::new(previous.clone(), REPLICAS),
+            replicas: ReplicaSet::new(previous.clone(), REPLICAS).all_namespaces(),
             scale,
             _redis: redis,
             stubs,
@@ -172,6 +131,7 @@ impl Upgrade {
             previous_crds,
             current_crds,
             created: Vec::new(),
+            namespaces_created: Vec::new(),
             refused: Vec::new(),
             started: Vec::new(),
             options,
@@ -179,23 +139,133 @@ impl Upgrade {
     }
 }
 
-/// Whose config a replica reads: the previous release refuses the keys it
-/// does not know, so its config leaves out this tree's.
-#[derive(Clone, Copy)]
-enum Release {
-    Previous,
-    Current { bridge: bool },
+/// The provider stubs, the webhook receiver with the keys `receiver` says;
+/// slow enough that a replica stopped by the rollout leaves runs in flight
+/// for the others to take over.
+async fn start_stubs(receiver: Receiver) -> Result<ProviderStubs, ChaosError> {
+    let mut stubs = ProviderStubs::start()
+        .await
+        .map_err(io("start the provider stubs"))?;
+    stubs.sink = WebhookSink::start_with(receiver.keys())
+        .await
+        .map_err(io("start the webhook receiver"))?;
+    stubs.serve_examples();
+    stubs.osv.faults().set_latency(PROVIDER_LATENCY);
+    stubs.sink.faults().set_latency(PROVIDER_LATENCY);
+    Ok(stubs)
 }
 
-impl Release {
-    fn config(self, text: String) -> String {
-        match self {
-            Release::Previous => without_block(&text, "  sbomSources:"),
-            Release::Current { bridge: true } => text,
-            Release::Current { bridge: false } => {
-                text.replacen("redis: {", "redis: {identityBridge: false, ", 1)
+/// Writes the secrets and both releases' configs into the run's directory;
+/// returns the paths of the previous release's config and this tree's.
+fn write_configs(
+    options: &Options,
+    scale: &Scale,
+    stubs: &ProviderStubs,
+) -> Result<(PathBuf, PathBuf), ChaosError> {
+    let dir = &options.dir;
+    let providers = stubs
+        .write_providers_section(dir, "secops-")
+        .map_err(io("write the providers section"))?;
+    let secrets = Secrets {
+        standard: dir.join("webhook-secret"),
+        legacy: dir.join("legacy-webhook-secret"),
+    };
+    std::fs::write(&secrets.legacy, LEGACY_SECRET)
+        .map_err(io(format!("write {}", secrets.legacy.display())))?;
+    let config = |name: &str, prefix: &str, reader: Reader| -> Result<PathBuf, ChaosError> {
+        let path = dir.join(name);
+        let text = reader.config(
+            crate::world::config_yaml(scale, &providers, prefix),
+            options.receiver,
+            &secrets,
+        )?;
+        std::fs::write(&path, text).map_err(io(format!("write {}", path.display())))?;
+        Ok(path)
+    };
+    let previous = Reader {
+        understands: Understands::release(options.previous_version),
+        bridge: true,
+    };
+    let current = Reader {
+        understands: Understands::CURRENT,
+        bridge: options.inject != Some(Inject::NoBridge),
+    };
+    let current_prefix = match options.inject {
+        Some(Inject::DifferentLock) => OTHER_PREFIX,
+        _ => PREFIX,
+    };
+    Ok((
+        config("previous.yaml", PREFIX, previous)?,
+        config("current.yaml", current_prefix, current)?,
+    ))
+}
+
+/// The webhook secrets' files: the `whsec_` one the stubs wrote, and
+/// 0.1.0's.
+struct Secrets {
+    standard: PathBuf,
+    legacy: PathBuf,
+}
+
+/// Whose config a replica reads: a release's operator refuses the keys it
+/// does not know, so its config has only those it understands.
+#[derive(Clone, Copy)]
+struct Reader {
+    understands: Understands,
+    /// `false`: `redis.identityBridge: false` ([`Inject::NoBridge`]).
+    bridge: bool,
+}
+
+impl Reader {
+    /// The run's config `text` as this reader is given it: its webhook
+    /// signing as the receiver expects it (0.1.0's secret for a release
+    /// that knows no other; with a receiver that has only 0.1.0's, the
+    /// Standard Webhooks secret and 0.1.0's beside it, both signatures
+    /// sent), and each channel opened to both namespaces.
+    fn config(
+        self,
+        text: String,
+        receiver: Receiver,
+        secrets: &Secrets,
+    ) -> Result<String, ChaosError> {
+        let file = |path: &Path| format!("{{file: \"{}\"}}", path.display());
+        let standard = format!("secretFrom: {}", file(&secrets.standard));
+        if !text.contains(&standard) {
+            return Err(ChaosError::Io {
+                context: "the providers section".into(),
+                source: std::io::Error::other(format!(
+                    "its webhook channel has no `{standard}` for the harness to change"
+                )),
+            });
+        }
+        let signing = if !self.understands.standard_webhooks {
+            format!("secretFrom: {}", file(&secrets.legacy))
+        } else if receiver == Receiver::Legacy {
+            format!(
+                "{standard}, legacySignature: true, legacySecretFrom: {}",
+                file(&secrets.legacy)
+            )
+        } else {
+            standard.clone()
+        };
+        let mut text = text.replacen(&standard, &signing, 1);
+        if !self.understands.sbom_sources {
+            text = without_block(&text, "  sbomSources:");
+        }
+        if self.understands.channel_access {
+            text.push_str("channelAccess:\n");
+            for channel in [Channel::Webhook, Channel::WeCom] {
+                text.push_str(&format!(
+                    "  {}: {{namespaces: [{}]}}\n",
+                    channel.name(),
+                    NAMESPACES.join(", ")
+                ));
             }
         }
+        if !self.bridge {
+            text = text.replacen("redis: {", "redis: {identityBridge: false, ", 1);
+        }
+        Ok(text)
     }
 }
 
@@ -224,17 +294,66 @@ fn without_block(text: &str, header: &str) -> String {
 mod tests {
     use super::*;
 
+    fn secrets() -> Secrets {
+        Secrets {
+            standard: PathBuf::from("/d/webhook-secret"),
+            legacy: PathBuf::from("/d/legacy"),
+        }
+    }
+
+    const TEXT: &str = "redis: {prefix: x}\nproviders:\n  online: {a: 1}\n  notifications:\n    secops-webhook: {kind: webhook, urlFrom: {file: \"/d/u\"}, secretFrom: {file: \"/d/webhook-secret\"}}\n  sbomSources:\n    artifacts: {b: 2}\n  other: {c: 3}\n";
+
+    fn reader(understands: Understands, bridge: bool) -> Reader {
+        Reader {
+            understands,
+            bridge,
+        }
+    }
+
     #[test]
-    fn the_previous_release_config_leaves_out_this_trees_keys() {
-        let text = "providers:\n  online: {a: 1}\n  sbomSources:\n    artifacts: {b: 2}\n  other: {c: 3}\nredis: {prefix: x}\n";
+    fn release_0_1_0_reads_none_of_this_trees_keys_and_signs_its_way() {
+        let v010 = Understands::release("0.1.0".parse().unwrap());
+        for receiver in [Receiver::Legacy, Receiver::Both, Receiver::Standard] {
+            let text = reader(v010, true)
+                .config(TEXT.into(), receiver, &secrets())
+                .unwrap();
+            assert_eq!(
+                text,
+                "redis: {prefix: x}\nproviders:\n  online: {a: 1}\n  notifications:\n    secops-webhook: {kind: webhook, urlFrom: {file: \"/d/u\"}, secretFrom: {file: \"/d/legacy\"}}\n  other: {c: 3}\n"
+            );
+        }
+    }
+
+    #[test]
+    fn this_tree_signs_as_the_receiver_expects_and_opens_both_namespaces() {
+        let current = reader(Understands::CURRENT, true);
+        let legacy = current
+            .config(TEXT.into(), Receiver::Legacy, &secrets())
+            .unwrap();
+        assert!(legacy.contains("secretFrom: {file: \"/d/webhook-secret\"}, legacySignature: true, legacySecretFrom: {file: \"/d/legacy\"}}"), "{legacy}");
+        let both = current
+            .config(TEXT.into(), Receiver::Both, &secrets())
+            .unwrap();
+        assert!(!both.contains("legacy"), "{both}");
+        assert!(both.contains("  sbomSources:\n"));
+        assert!(both.ends_with("channelAccess:\n  secops-webhook: {namespaces: [upgrade-a, upgrade-b]}\n  secops-wecom: {namespaces: [upgrade-a, upgrade-b]}\n"), "{both}");
+        // A release from 0.2.0 on is given this tree's config.
         assert_eq!(
-            Release::Previous.config(text.into()),
-            "providers:\n  online: {a: 1}\n  other: {c: 3}\nredis: {prefix: x}\n"
+            reader(Understands::release("0.2.0".parse().unwrap()), true)
+                .config(TEXT.into(), Receiver::Both, &secrets())
+                .unwrap(),
+            both
         );
         assert!(
-            Release::Current { bridge: false }
-                .config(text.into())
-                .contains("redis: {identityBridge: false, prefix: x}")
+            reader(Understands::CURRENT, false)
+                .config(TEXT.into(), Receiver::Both, &secrets())
+                .unwrap()
+                .starts_with("redis: {identityBridge: false, prefix: x}")
+        );
+        assert!(
+            current
+                .config("redis: {}\n".into(), Receiver::Both, &secrets())
+                .is_err()
         );
     }
 }

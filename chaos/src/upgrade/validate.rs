@@ -1,15 +1,19 @@
 //! Whether an AssetScan (its spec and its status) is valid under a set of
-//! CRDs: a Kubernetes API emulator of its own serves those CRDs, and the
-//! object is created there and its status written through `/status`, so
-//! the same admission answers as for any write (the structural schema,
-//! defaults, pruning and the CEL rules). Fields the CRD does not know are
-//! pruned, not refused: they are listed, since an object that needs them
-//! loses them under that CRD.
+//! CRDs, with the admission answers of a real write (the structural
+//! schema, defaults, pruning and the CEL rules): either a Kubernetes API
+//! emulator of its own serves those CRDs, and the object is created there
+//! and its status written through `/status`; or the API server the run
+//! used, which serves those CRDs at the time, is asked by server-side dry
+//! run (`dryRun=All`, nothing stored): a create of its spec, and a merge of
+//! its status into the stored object through `/status`. Fields the CRD does
+//! not know are pruned, not refused: they are listed, since an object that
+//! needs them loses them under that CRD.
 
 use crate::ChaosError;
 use crate::objects::{API_VERSION, NAMESPACE};
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
-use kube::api::{Api, DynamicObject, PostParams};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -22,46 +26,94 @@ pub struct Verdict {
     pub pruned: Vec<String>,
 }
 
-/// An emulator serving one CRD set, for [`CrdValidator::check`].
+/// What answers for one CRD set.
+enum Server {
+    /// An emulator of its own, serving only those CRDs.
+    Emulator {
+        client: kube::Client,
+        next: AtomicUsize,
+        _emu: Emulator,
+    },
+    /// The run's API server, serving those CRDs now: asked by dry run.
+    DryRun(kube::Client),
+}
+
+/// One CRD set, for [`CrdValidator::check`].
 pub struct CrdValidator {
     /// Which CRDs (for messages: "previous", "this tree's").
     pub name: String,
-    api: Api<DynamicObject>,
-    next: AtomicUsize,
-    _emu: Emulator,
+    server: Server,
 }
 
 impl CrdValidator {
+    /// An emulator serving `crds`.
     pub async fn start(name: &str, crds: Vec<Value>) -> Result<CrdValidator, ChaosError> {
         let emu = Emulator::start(EmulatorOptions {
             crds,
             ..EmulatorOptions::default()
         })
         .await?;
-        let resource = crate::objects::resource();
         Ok(CrdValidator {
             name: name.to_owned(),
-            api: Api::namespaced_with(emu.client()?, NAMESPACE, &resource),
-            next: AtomicUsize::new(0),
-            _emu: emu,
+            server: Server::Emulator {
+                client: emu.client()?,
+                next: AtomicUsize::new(0),
+                _emu: emu,
+            },
         })
     }
 
-    /// Creates `object`'s spec (and labels) under a fresh name, then
-    /// writes its status, if any.
+    /// The API server of `client`, whose CRDs the caller has just applied;
+    /// the objects checked must be stored there (their status is merged
+    /// into the stored object).
+    pub fn dry_run(name: &str, client: kube::Client) -> CrdValidator {
+        CrdValidator {
+            name: name.to_owned(),
+            server: Server::DryRun(client),
+        }
+    }
+
+    /// Creates `object`'s spec (and labels) under a fresh name (by dry run
+    /// on the run's API server), then writes its status, if any.
     pub async fn check(&self, object: &Value) -> Result<Verdict, ChaosError> {
-        let name = format!("check-{}", self.next.fetch_add(1, Ordering::Relaxed));
-        let mut sent = json!({
+        let resource = crate::objects::resource();
+        let (api, name, create) = match &self.server {
+            Server::Emulator { client, next, .. } => (
+                Api::namespaced_with(client.clone(), NAMESPACE, &resource),
+                Some(format!("check-{}", next.fetch_add(1, Ordering::Relaxed))),
+                PostParams::default(),
+            ),
+            Server::DryRun(client) => (
+                Api::namespaced_with(
+                    client.clone(),
+                    object["metadata"]["namespace"]
+                        .as_str()
+                        .unwrap_or(NAMESPACE),
+                    &resource,
+                ),
+                None,
+                PostParams {
+                    dry_run: true,
+                    field_manager: None,
+                },
+            ),
+        };
+        let mut metadata = json!({"labels": object["metadata"]["labels"].clone()});
+        if metadata["labels"].is_null() {
+            metadata = json!({});
+        }
+        match &name {
+            Some(name) => metadata["name"] = json!(name),
+            None => metadata["generateName"] = json!("check-"),
+        }
+        let sent = json!({
             "apiVersion": API_VERSION,
             "kind": "AssetScan",
-            "metadata": {"name": name, "labels": object["metadata"]["labels"].clone()},
+            "metadata": metadata,
             "spec": object["spec"].clone(),
         });
-        if sent["metadata"]["labels"].is_null() {
-            sent["metadata"] = json!({"name": name});
-        }
         let manifest: DynamicObject = serde_json::from_value(sent.clone()).map_err(local)?;
-        let created = match self.api.create(&PostParams::default(), &manifest).await {
+        let created = match api.create(&create, &manifest).await {
             Ok(created) => created,
             Err(e) => return refused(format!("create: {e}")),
         };
@@ -75,18 +127,9 @@ impl CrdValidator {
         let Some(status) = object.get("status").filter(|s| !s.is_null()) else {
             return Ok(verdict);
         };
-        let body = json!({
-            "apiVersion": API_VERSION,
-            "kind": "AssetScan",
-            "metadata": {"name": name, "resourceVersion": created.metadata.resource_version},
-            "status": status,
-        });
-        let body: DynamicObject = serde_json::from_value(body).map_err(local)?;
-        match self
-            .api
-            .replace_status(&name, &PostParams::default(), &body)
-            .await
-        {
+        let stored = name.is_some().then_some(&created);
+        let written = write_status(&api, stored, object, status).await;
+        match written {
             Ok(stored) => {
                 pruned_paths(
                     "status",
@@ -97,6 +140,37 @@ impl CrdValidator {
                 Ok(verdict)
             }
             Err(e) => refused(format!("status: {e}")),
+        }
+    }
+}
+
+/// Writes `status` through `/status`: to `created` (on an emulator, the
+/// object just created); else by dry run to the stored `object` itself (on
+/// the run's API server, where a dry-run create stored nothing to write to).
+async fn write_status(
+    api: &Api<DynamicObject>,
+    created: Option<&DynamicObject>,
+    object: &Value,
+    status: &Value,
+) -> Result<DynamicObject, kube::Error> {
+    match created {
+        Some(created) => {
+            let body = json!({
+                "apiVersion": API_VERSION,
+                "kind": "AssetScan",
+                "metadata": {"name": created.metadata.name, "resourceVersion": created.metadata.resource_version},
+                "status": status,
+            });
+            let body: DynamicObject =
+                serde_json::from_value(body).map_err(kube::Error::SerdeError)?;
+            api.replace_status(&created.name_any(), &PostParams::default(), &body)
+                .await
+        }
+        None => {
+            let stored = object["metadata"]["name"].as_str().unwrap_or_default();
+            let patch = Patch::Merge(json!({"status": status}));
+            api.patch_status(stored, &PatchParams::default().dry_run(), &patch)
+                .await
         }
     }
 }

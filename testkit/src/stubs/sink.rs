@@ -3,7 +3,9 @@
 //!
 //! It checks the Standard Webhooks signature (`webhook-signature: v1,<base64
 //! HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">`, keyed with the
-//! decoded `whsec_` secret; 401 when wrong or missing) and demands an
+//! decoded `whsec_` secret; 401 when wrong or missing), or, as a receiver
+//! in the middle of an upgrade from 0.1.0 does ([`SinkKeys`]), 0.1.0's
+//! `X-AssetScan-Signature` with that release's secret; and demands an
 //! `Idempotency-Key` (400 without). The timestamp's age is left to the
 //! receiver example's test, which verifies with the specification's library. Every accepted delivery is recorded; a
 //! key seen before is acknowledged (200, `"duplicate": true`) but is not a
@@ -49,11 +51,37 @@ impl Delivery {
     }
 }
 
-/// The sink's secret, and what it accepted and refused.
+/// The signatures a sink accepts: a delivery passes when one of the schemes
+/// it holds a key for verifies.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SinkKeys<'a> {
+    /// A `whsec_` secret: the Standard Webhooks signature.
+    pub standard: Option<&'a str>,
+    /// 0.1.0's secret (any text): `X-AssetScan-Signature`.
+    pub legacy: Option<&'a str>,
+}
+
+/// The signature that let an accepted delivery in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scheme {
+    /// Standard Webhooks (`webhook-signature`); also when 0.1.0's verified
+    /// too on the same delivery.
+    Standard,
+    /// 0.1.0's `X-AssetScan-Signature` alone.
+    Legacy,
+}
+
+/// The sink's keys, and what it accepted and refused.
 #[derive(Debug)]
 pub struct SinkState {
-    secret: Vec<u8>,
+    standard: Option<Vec<u8>>,
+    legacy: Option<Vec<u8>>,
     deliveries: Vec<Delivery>,
+    /// The scheme of each accepted delivery, in the order of `deliveries`.
+    schemes: Vec<Scheme>,
+    /// Every request refused for its signature or its missing key, as it
+    /// came: an upgrade test names the runs whose alerts were turned away.
+    refusals: Vec<Delivery>,
     keys: BTreeSet<String>,
     rejected: u64,
 }
@@ -63,13 +91,35 @@ pub type WebhookSink = Stub<SinkState>;
 impl WebhookSink {
     /// A sink for deliveries signed with `secret` (`whsec_<base64>`).
     pub async fn start(secret: &str) -> std::io::Result<WebhookSink> {
-        let key = secret
-            .strip_prefix("whsec_")
-            .and_then(|encoded| STANDARD.decode(encoded).ok())
-            .ok_or_else(|| std::io::Error::other("the sink's secret must be whsec_<base64>"))?;
+        Self::start_with(SinkKeys {
+            standard: Some(secret),
+            legacy: None,
+        })
+        .await
+    }
+
+    /// A sink accepting the schemes `keys` holds a key for.
+    pub async fn start_with(keys: SinkKeys<'_>) -> std::io::Result<WebhookSink> {
+        let standard = keys
+            .standard
+            .map(|secret| {
+                secret
+                    .strip_prefix("whsec_")
+                    .and_then(|encoded| STANDARD.decode(encoded).ok())
+                    .ok_or_else(|| {
+                        std::io::Error::other("the sink's secret must be whsec_<base64>")
+                    })
+            })
+            .transpose()?;
+        if standard.is_none() && keys.legacy.is_none() {
+            return Err(std::io::Error::other("a sink needs a key"));
+        }
         let state = SinkState {
-            secret: key,
+            standard,
+            legacy: keys.legacy.map(|secret| secret.as_bytes().to_vec()),
             deliveries: Vec::new(),
+            schemes: Vec::new(),
+            refusals: Vec::new(),
             keys: BTreeSet::new(),
             rejected: 0,
         };
@@ -95,6 +145,24 @@ impl WebhookSink {
     /// Deliveries refused for a bad or missing signature or key.
     pub fn rejected(&self) -> u64 {
         self.state().rejected
+    }
+
+    /// Accepted deliveries (repeats included) with the scheme that
+    /// verified each, in order.
+    pub fn deliveries_by_scheme(&self) -> Vec<(Delivery, Scheme)> {
+        let state = self.state();
+        state
+            .deliveries
+            .iter()
+            .cloned()
+            .zip(state.schemes.iter().copied())
+            .collect()
+    }
+
+    /// The requests refused for a bad or missing signature or key, in
+    /// order (`new_effect` false).
+    pub fn refusals(&self) -> Vec<Delivery> {
+        self.state().refusals.clone()
     }
 }
 
@@ -155,8 +223,25 @@ async fn receive(
 ) -> Response {
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let mut state = lock(&state);
-    if !standard_signature_is_valid(&state.secret, &headers, &body) {
+    let standard = state
+        .standard
+        .as_deref()
+        .is_some_and(|key| standard_signature_is_valid(key, &headers, &body));
+    let legacy = state
+        .legacy
+        .as_deref()
+        .is_some_and(|key| signature_is_valid(key, &body, header("x-assetscan-signature")));
+    let recorded = |headers: &HeaderMap| Delivery {
+        headers: headers
+            .iter()
+            .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
+            .collect(),
+        body: body.to_vec(),
+        new_effect: false,
+    };
+    if !standard && !legacy {
         state.rejected += 1;
+        state.refusals.push(recorded(&headers));
         return (
             StatusCode::UNAUTHORIZED,
             Json(json!({"error": "bad signature"})),
@@ -165,6 +250,7 @@ async fn receive(
     }
     let Some(key) = header("idempotency-key").map(str::to_owned) else {
         state.rejected += 1;
+        state.refusals.push(recorded(&headers));
         return (
             StatusCode::BAD_REQUEST,
             Json(json!({"error": "Idempotency-Key missing"})),
@@ -172,14 +258,14 @@ async fn receive(
             .into_response();
     };
     let new_effect = state.keys.insert(key);
-    let headers = headers
-        .iter()
-        .filter_map(|(k, v)| Some((k.as_str().to_owned(), v.to_str().ok()?.to_owned())))
-        .collect();
     state.deliveries.push(Delivery {
-        headers,
-        body: body.to_vec(),
         new_effect,
+        ..recorded(&headers)
+    });
+    state.schemes.push(if standard {
+        Scheme::Standard
+    } else {
+        Scheme::Legacy
     });
     Json(json!({"accepted": true, "duplicate": !new_effect})).into_response()
 }
