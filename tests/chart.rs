@@ -550,6 +550,13 @@ fn termination_grace_period_covers_the_lock_ttl() {
         "at least config.lock.ttl (61s)",
     );
     render(&["--set", "config.lock.ttl=60000ms"]);
+    // A stopping pod finishes the delivery it has in flight (bounded by
+    // the notify step's timeout) before it exits.
+    refused(
+        &["--set", "config.steps.notify.timeout=56s"],
+        "terminationGracePeriodSeconds (60) must be at least config.steps.notify.timeout (56s) + 5s",
+    );
+    render(&["--set", "config.steps.notify.timeout=55s"]);
 }
 
 /// The start bound and the rescan spread are chart values, in the config

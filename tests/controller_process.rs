@@ -7,6 +7,7 @@
 mod controller_kit;
 
 use assetscan_operator::domain::ticket::Status;
+use assetscan_testkit::stubs::sink::HOOK_ROUTE;
 use controller_kit::*;
 use redis::AsyncCommands;
 use serde_json::json;
@@ -172,6 +173,126 @@ async fn run_process_serves_probes_and_metrics() {
     op.terminate();
     let exit = op.wait_exit(PATIENCE).await;
     assert!(exit.success(), "{exit:?}\n{}", op.log());
+}
+
+/// SIGTERM while a delivery is in flight: the replica does not walk away
+/// from it. It finishes the POST, records the receipt and the run's end,
+/// and exits; the next replica finds the run finished and sends nothing.
+/// (Walking away, the replica left the receipt unwritten and the next owner
+/// sent the alert again: two messages in a chat channel.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_finishes_and_records_the_delivery_in_flight() {
+    let h = Harness::start().await;
+    let first = spawn_operator(&h, "proc-stop-a");
+    first.wait_answer("/readyz", 200, PATIENCE).await;
+    // The receiver takes the POST and holds its answer.
+    h.stubs.sink.faults().hold();
+    h.create(&h.online(scan("proc-stop").high_risk())).await;
+    until("the delivery reached the receiver", PATIENCE, async || {
+        h.stubs.sink.calls(HOOK_ROUTE) >= 1
+    })
+    .await;
+    first.terminate();
+    first
+        .wait_for("the replica was told to stop", PATIENCE, async || {
+            first.log().contains("shutdown requested").then_some(())
+        })
+        .await;
+    h.stubs.sink.faults().release();
+    let mut first = first;
+    let exit = first.wait_exit(PATIENCE).await;
+    assert!(exit.success(), "{exit:?}\n{}", first.log());
+
+    let second = spawn_operator(&h, "proc-stop-b");
+    let done = h.wait_terminal("proc-stop", PATIENCE).await;
+    assert_eq!(status(&done).phase, Some(Status::Finished));
+    assert_eq!(
+        h.stubs.sink.calls(HOOK_ROUTE),
+        1,
+        "sent once: the stopping replica recorded its delivery\n{}\n{}",
+        first.log(),
+        second.log()
+    );
+    assert_eq!(h.stubs.sink.effects(), 1);
+}
+
+/// 0.1.0's own example configuration through this release's binary,
+/// watching every namespace as 0.1.0's chart did, Redis down (the start
+/// gets as far as waiting for it once the configuration is accepted).
+/// Unchanged, it stops at once, naming the webhook channel and the way out;
+/// with the changes docs/upgrading.md lists (`legacySignature: true` on the
+/// webhook channel, whose secret stays 0.1.0's; `channelAccess` for each
+/// channel), it starts, and no channel is left closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_0_1_0_example_configuration_starts_with_the_documented_changes() {
+    let mut h = Harness::start().await;
+    h.redis.stop();
+    let secret = h.dir.path().join("webhook-secret-0.1.0");
+    std::fs::write(&secret, "a-0.1.0-hmac-secret").unwrap();
+    let original = std::fs::read_to_string(
+        assetscan_testkit::tools::repo().join("testkit/fixtures/upgrade/config-0.1.0.yaml"),
+    )
+    .unwrap()
+    .replace(
+        "/etc/assetscan/webhook-secret",
+        &secret.display().to_string(),
+    );
+    let secret_line = format!("secretFrom: {{file: {}}}", secret.display());
+    assert!(
+        original.contains(&secret_line),
+        "the fixture's webhook secret"
+    );
+    let changed = format!(
+        "{}channelAccess:\n  secops-webhook: {{namespaces: [default]}}\n  \
+         secops-wecom: {{namespaces: [default]}}\n  secops-slack: {{namespaces: [default]}}\n",
+        original.replace(
+            &secret_line,
+            &format!("{secret_line}\n      legacySignature: true"),
+        )
+    );
+    let start = |name: &str, text: &str| {
+        let path = h.dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&path, text).unwrap();
+        h.operator(name, &path, |c| {
+            c.metrics_port(free_port())
+                .all_namespaces()
+                .env("SECOPS_WEBHOOK_URL", "http://127.0.0.1:9/hook")
+                .env("WECOM_ROBOT_KEY", "robot-key")
+                .env(
+                    "SLACK_WEBHOOK_URL",
+                    "https://hooks.slack.com/services/T0/B0/x",
+                )
+                .env("INVENTORY_TOKEN", "inventory-token")
+        })
+    };
+
+    let mut unchanged = start("config-0.1.0", &original);
+    let exit = unchanged.wait_exit(PATIENCE).await;
+    assert!(!exit.success());
+    let log = unchanged.log();
+    assert!(
+        log.contains("notifications.secops-webhook") && log.contains("legacySignature: true"),
+        "{log}"
+    );
+    assert!(!log.contains("a-0.1.0-hmac-secret"), "{log}");
+
+    let mut upgraded = start("config-0.1.0-upgraded", &changed);
+    upgraded
+        .wait_for("the start waits for Redis", PATIENCE, async || {
+            upgraded
+                .log()
+                .contains("redis unreachable at start")
+                .then_some(())
+        })
+        .await;
+    let log = upgraded.log();
+    assert!(!log.contains("open to no namespace"), "{log}");
+    assert!(
+        log.contains("\"secops-webhook\"") && log.contains("signs only as 0.1.0 did"),
+        "the legacy-only channel is said at start: {log}"
+    );
+    upgraded.terminate();
+    assert!(upgraded.wait_exit(PATIENCE).await.success());
 }
 
 /// A configuration error is said at start, naming the channel, before any

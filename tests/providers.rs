@@ -25,8 +25,8 @@ use assetscan_operator::providers::{
 use assetscan_testkit::stubs::fixtures::{Fixtures, OSV_RECORDS, json_files};
 use assetscan_testkit::stubs::sink::signature_is_valid;
 use assetscan_testkit::stubs::{
-    EpssStub, Fault, InventoryStub, KevStub, OsvStub, ProviderStubs, SlackStub, WeComStub,
-    WebhookSink,
+    EpssStub, Fault, InventoryStub, KevStub, OsvStub, ProviderStubs, SinkKeys, SlackStub,
+    WeComStub, WebhookSink,
 };
 use assetscan_testkit::wait::until_some;
 use serde_json::{Value, json};
@@ -1021,7 +1021,9 @@ mod notify {
         WebhookConfig {
             url_from: secret_file(dir, "url", url),
             secret_from: secret_file(dir, "hmac", secret),
+            additional_secrets_from: Vec::new(),
             legacy_signature: legacy,
+            legacy_secret_from: None,
             http: http_settings(1_000),
         }
     }
@@ -1196,6 +1198,104 @@ mod notify {
                 );
             }
         }
+
+        /// The secret a rotation moves to.
+        const NEXT_SECRET: &str = "whsec_0f23ckyjk8jDSS4E7xGApW4PzXFNm5WMzS3NvvwbsEM=";
+
+        /// A rotation: the channel signs with the current and the next
+        /// secret, and the library accepts the delivery with either one.
+        /// An upgrade from 0.1.0: the receiver holding both secrets accepts
+        /// a delivery signed only as 0.1.0 signs and one signed only as
+        /// Standard Webhooks; one holding only the new secret refuses the
+        /// first, and one holding only 0.1.0's refuses a tampered body.
+        #[tokio::test]
+        async fn the_receiver_accepts_a_rotation_and_both_schemes_during_an_upgrade() {
+            let dir = tempfile::tempdir().unwrap();
+            let d = dir.path();
+            let rotating = |url: &str| WebhookConfig {
+                additional_secrets_from: vec![secret_file(d, "next", NEXT_SECRET)],
+                ..webhook_config(d, url, SECRET, false)
+            };
+            for held in [SECRET, NEXT_SECRET] {
+                let mut receiver = WebhookReceiver::start(held, None).await.unwrap();
+                let receipt = WebhookNotifier::new(&rotating(&receiver.url()))
+                    .unwrap()
+                    .send(&notification(vec![xz()]))
+                    .await
+                    .unwrap();
+                assert_eq!(receipt, "HTTP 200");
+                assert_eq!(receiver.next_line().await.unwrap(), "accepted web-1/run-7");
+            }
+
+            let old_way = |url: &str| webhook_config(d, url, "the-0.1.0-secret", true);
+            let both = SinkKeys {
+                standard: Some(SECRET),
+                legacy: Some("the-0.1.0-secret"),
+            };
+            let mut receiver = WebhookReceiver::start_with(both, None).await.unwrap();
+            WebhookNotifier::new(&old_way(&receiver.url()))
+                .unwrap()
+                .send(&notification(vec![xz()]))
+                .await
+                .unwrap();
+            assert_eq!(receiver.next_line().await.unwrap(), "accepted web-1/run-7");
+            receiver.next_line().await.unwrap(); // what it acted on
+            webhook(d, &receiver.url(), SECRET)
+                .send(&notification(vec![xz()]))
+                .await
+                .unwrap();
+            assert_eq!(receiver.next_line().await.unwrap(), "duplicate web-1/run-7");
+
+            let mut new_only = WebhookReceiver::start(SECRET, None).await.unwrap();
+            let err = WebhookNotifier::new(&old_way(&new_only.url()))
+                .unwrap()
+                .send(&notification(vec![xz()]))
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(&err, NotifyError::Http(e) if e.status() == Some(401)),
+                "{err}"
+            );
+            assert_eq!(
+                new_only.next_line().await.unwrap(),
+                "refused: Missing required headers"
+            );
+
+            // 0.1.0's signature covers the body: a changed body is refused.
+            let sink = WebhookSink::start_with(SinkKeys {
+                standard: None,
+                legacy: Some("the-0.1.0-secret"),
+            })
+            .await
+            .unwrap();
+            WebhookNotifier::new(&old_way(&sink.hook_url()))
+                .unwrap()
+                .send(&notification(vec![xz()]))
+                .await
+                .unwrap();
+            let captured = sink.deliveries().remove(0);
+            let old_only = SinkKeys {
+                standard: None,
+                legacy: Some("the-0.1.0-secret"),
+            };
+            let mut receiver = WebhookReceiver::start_with(old_only, None).await.unwrap();
+            let body = String::from_utf8_lossy(&captured.body).replace("web-1", "web-2");
+            let answer = reqwest::Client::new()
+                .post(receiver.url())
+                .header(
+                    "X-AssetScan-Signature",
+                    captured.header("X-AssetScan-Signature").unwrap(),
+                )
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(answer.status().as_u16(), 401);
+            assert_eq!(
+                receiver.next_line().await.unwrap(),
+                "refused: No matching 0.1.0 signature"
+            );
+        }
     }
 
     #[tokio::test]
@@ -1234,6 +1334,55 @@ mod notify {
             d.header("X-AssetScan-Timestamp"),
             d.header("webhook-timestamp")
         );
+    }
+
+    /// 0.1.0's secret, as a 0.1.0 configuration holds it: any text.
+    const SECRET_OF_0_1_0: &str = "s3cr3t-of-the-0.1.0-receiver";
+
+    /// What a receiver of each kind answers one delivery of `config`'s:
+    /// one verifying 0.1.0's signature with 0.1.0's secret, one verifying
+    /// Standard Webhooks with RIGHT_SECRET.
+    async fn accepted_by(config: impl Fn(&str) -> WebhookConfig) -> (bool, bool) {
+        let mut accepted = Vec::new();
+        for keys in [
+            SinkKeys {
+                standard: None,
+                legacy: Some(SECRET_OF_0_1_0),
+            },
+            SinkKeys {
+                standard: Some(RIGHT_SECRET),
+                legacy: None,
+            },
+        ] {
+            let sink = WebhookSink::start_with(keys).await.unwrap();
+            let sent = WebhookNotifier::new(&config(&sink.hook_url()))
+                .unwrap()
+                .send(&notification(vec![xz()]))
+                .await;
+            assert_eq!(sent.is_ok(), sink.effects() == 1, "{sent:?}");
+            accepted.push(sent.is_ok());
+        }
+        (accepted[0], accepted[1])
+    }
+
+    /// The upgrade from 0.1.0: its configuration with `legacySignature: true`
+    /// signs as 0.1.0 did, so the receiver of 0.1.0 accepts this release's
+    /// deliveries during the roll; `legacySecretFrom` beside a `whsec_`
+    /// secret sends both, so either receiver accepts them, and the receiver
+    /// may switch at any moment; without legacy, only the new receiver does.
+    #[tokio::test]
+    async fn each_receiver_accepts_the_scheme_it_verifies_during_an_upgrade() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let old_way = |url: &str| webhook_config(d, url, SECRET_OF_0_1_0, true);
+        assert_eq!(accepted_by(old_way).await, (true, false));
+        let both = |url: &str| WebhookConfig {
+            legacy_secret_from: Some(secret_file(d, "old", SECRET_OF_0_1_0)),
+            ..webhook_config(d, url, RIGHT_SECRET, true)
+        };
+        assert_eq!(accepted_by(both).await, (true, true));
+        let new_way = |url: &str| webhook_config(d, url, RIGHT_SECRET, false);
+        assert_eq!(accepted_by(new_way).await, (false, true));
     }
 
     #[test]

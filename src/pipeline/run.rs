@@ -4,13 +4,11 @@
 //! continues from the last confirmed fact.
 
 use super::facts::{Facts, as_declared, to_json};
-use super::{
-    Effects, Notification, Observer, Outcome, Pipeline, Resend, StepError, drill, software,
-};
+use super::{Effects, Observer, Outcome, Pipeline, StepError, drill, software};
 use crate::store::{LastErrorChange, LeaseGuard, Patch, StoreError, TicketStore};
 use assetscan_domain::ticket::{
-    Fact, LastError, NotificationFacts, NotificationState, RiskFacts, Status, Step,
-    ThreatIntelFacts, Ticket, now_ms,
+    Fact, LastError, NotificationFacts, NotificationState, Status, Step, ThreatIntelFacts, Ticket,
+    now_ms,
 };
 use assetscan_domain::{Next, ScanRequest, assess, needs_threat_intel, plan};
 use std::collections::BTreeMap;
@@ -18,6 +16,8 @@ use std::future::Future;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
+
+mod notify;
 
 /// One acquired run in progress.
 pub(super) struct Run<'a, E, O> {
@@ -173,12 +173,24 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
         if !self.lease.is_held() {
             return Progress::Exit(Exit::LockLost);
         }
+        if self.shutdown.is_cancelled() {
+            return Progress::Exit(Exit::Stopped);
+        }
         let lost = self.lease.cancelled();
         let started = tokio::time::Instant::now();
         let work = tokio::time::timeout(policy.timeout, self.perform(ticket, step));
+        // A shutdown does not walk away from a delivery in flight: the
+        // receiver may act on it, and a replica that left it unrecorded
+        // would have the next owner send it again. It ends within the
+        // step's timeout (the chart's grace period covers it) and its
+        // receipts, or its error, are written before the run stops. The
+        // other steps only read, and stop at once.
+        let stops_at_shutdown = step != Step::Notify;
         let result = tokio::select! {
             _ = lost.cancelled() => return Progress::Exit(Exit::LockLost),
-            _ = self.shutdown.cancelled() => return Progress::Exit(Exit::Stopped),
+            _ = self.shutdown.cancelled(), if stops_at_shutdown => {
+                return Progress::Exit(Exit::Stopped)
+            }
             r = while_held(self.lease, work) => match r {
                 Some(r) => r,
                 None => return Progress::Exit(Exit::LockLost),
@@ -301,96 +313,6 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
             Step::Notify => return self.notify(ticket).await,
         };
         Ok((to, Facts::from([(fact, value)])))
-    }
-
-    /// Sends to the channels that have not confirmed yet (a retry or a
-    /// takeover skips those with a receipt) and records each receipt.
-    async fn notify(&self, ticket: &Ticket) -> Result<(Status, Facts), (StepError, Facts)> {
-        let mut facts = ticket
-            .facts
-            .notification
-            .clone()
-            .unwrap_or_else(|| NotificationFacts {
-                idempotency_key: ticket.id.clone(),
-                state: NotificationState::Sending,
-                sent_at: None,
-                attempted_at: None,
-                receipt: BTreeMap::new(),
-                channels: self.req.channels.clone(),
-            });
-        let pending: Vec<String> = self
-            .req
-            .channels
-            .iter()
-            .filter(|c| !facts.receipt.contains_key(*c))
-            .cloned()
-            .collect();
-        let results = self
-            .pipeline
-            .effects
-            .notify(&pending, &self.notification(ticket, &facts))
-            .await;
-        let mut failures = Vec::new();
-        for (channel, result) in results {
-            match result {
-                Ok(receipt) => {
-                    facts.receipt.insert(channel, receipt);
-                }
-                Err(error) => failures.push((channel, error)),
-            }
-        }
-        if failures.is_empty() {
-            facts.state = if self.req.channels.is_empty() {
-                NotificationState::Skipped
-            } else {
-                NotificationState::Sent
-            };
-            facts.sent_at = (!self.req.channels.is_empty()).then(now_ms);
-            let recorded = to_json(&facts).map_err(|e| (e, Facts::new()))?;
-            return Ok((
-                Status::Notified,
-                Facts::from([(Fact::Notification, recorded)]),
-            ));
-        }
-        let error = StepError {
-            message: failures
-                .iter()
-                .map(|(name, e)| format!("channel {name}: {}", e.message))
-                .collect::<Vec<_>>()
-                .join("; "),
-            retryable: failures.iter().all(|(_, e)| e.retryable),
-            retry_after: failures.iter().filter_map(|(_, e)| e.retry_after).max(),
-        };
-        let partial = to_json(&facts).map(|v| Facts::from([(Fact::Notification, v)]));
-        Err((error, partial.unwrap_or_default()))
-    }
-
-    /// The notification is built from the ticket and the object that asked
-    /// for the run (the same for every executor), so a re-send after a
-    /// takeover is the same message under the same key; any send but the
-    /// one right after this pass wrote the intent is marked as a re-send,
-    /// with the first attempt's time from the intent (`facts`).
-    fn notification(&self, ticket: &Ticket, facts: &NotificationFacts) -> Notification {
-        let first = self
-            .first_send
-            .swap(false, std::sync::atomic::Ordering::Relaxed);
-        Notification {
-            ticket_id: ticket.id.clone(),
-            asset: ticket.asset.clone(),
-            run: ticket.run.clone(),
-            fencing_token: ticket.fencing_token,
-            risk: ticket.facts.risk.clone().unwrap_or(RiskFacts {
-                high_risk: true,
-                reasons: Vec::new(),
-                confirmed_at: None,
-            }),
-            vulnerabilities: ticket.facts.vulnerabilities.clone().unwrap_or_default(),
-            threat_intel: ticket.facts.threat_intel.clone(),
-            origin: self.req.origin.clone(),
-            resend: (!first).then_some(Resend {
-                first_attempt_at: facts.attempted_at,
-            }),
-        }
     }
 
     /// Ends the step's retries: the run fails, except that threat intel is

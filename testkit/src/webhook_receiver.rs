@@ -4,6 +4,7 @@
 //! (libfaketime preloaded), it sees a delivery as older than it is: how a test replays a
 //! captured delivery past the library's tolerance without waiting for it.
 
+use crate::stubs::SinkKeys;
 use crate::tools::repo;
 use std::io;
 use std::path::PathBuf;
@@ -69,8 +70,32 @@ impl WebhookReceiver {
     /// A receiver verifying with `secret`, its clock moved by `clock_offset`
     /// (libfaketime's `FAKETIME`, such as `+6m`) when given.
     pub async fn start(secret: &str, clock_offset: Option<&str>) -> io::Result<WebhookReceiver> {
+        Self::start_with(
+            SinkKeys {
+                standard: Some(secret),
+                legacy: None,
+            },
+            clock_offset,
+        )
+        .await
+    }
+
+    /// A receiver holding `keys`: the Standard Webhooks secret
+    /// (`WEBHOOK_SECRET`), 0.1.0's (`WEBHOOK_LEGACY_SECRET`), or both.
+    pub async fn start_with(
+        keys: SinkKeys<'_>,
+        clock_offset: Option<&str>,
+    ) -> io::Result<WebhookReceiver> {
         let script = repo().join("examples/webhook-receiver/receiver.py");
         let mut command = Command::new(python());
+        for (variable, key) in [
+            ("WEBHOOK_SECRET", keys.standard),
+            ("WEBHOOK_LEGACY_SECRET", keys.legacy),
+        ] {
+            if let Some(key) = key {
+                command.env(variable, key);
+            }
+        }
         if let Some(offset) = clock_offset {
             command
                 .env("LD_PRELOAD", libfaketime())
@@ -78,7 +103,6 @@ impl WebhookReceiver {
         }
         let mut child = command
             .arg(script)
-            .env("WEBHOOK_SECRET", secret)
             .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()?;

@@ -70,14 +70,18 @@ app.kubernetes.io/component: controller
 config.lock.ttl in whole seconds, rounded up (the operator's default: 30s).
 Durations are <integer><unit>, unit ms, s, m, h or d.
 */}}
-{{- define "assetscan-operator.lockTtlSeconds" -}}
-{{- $ttl := "30s" }}
-{{- with .Values.config.lock }}{{ with .ttl }}{{ $ttl = toString . | trim }}{{ end }}{{ end }}
-{{- if not (regexMatch "^[0-9]+(ms|s|m|h|d)$" $ttl) }}
-{{- fail (printf "config.lock.ttl %q is not a duration like 500ms, 30s, 2m" $ttl) }}
+{{/*
+Whole seconds (rounded up) of a configuration duration: (dict "name" <key>
+"value" <duration or empty> "default" <duration>).
+*/}}
+{{- define "assetscan-operator.durationSeconds" -}}
+{{- $d := .default }}
+{{- with .value }}{{ $d = toString . | trim }}{{ end }}
+{{- if not (regexMatch "^[0-9]+(ms|s|m|h|d)$" $d) }}
+{{- fail (printf "%s %q is not a duration like 500ms, 30s, 2m" .name $d) }}
 {{- end }}
-{{- $n := regexFind "^[0-9]+" $ttl | int64 }}
-{{- $unit := regexFind "[a-z]+$" $ttl }}
+{{- $n := regexFind "^[0-9]+" $d | int64 }}
+{{- $unit := regexFind "[a-z]+$" $d }}
 {{- if eq $unit "ms" }}{{ div (add $n 999) 1000 }}
 {{- else if eq $unit "s" }}{{ $n }}
 {{- else if eq $unit "m" }}{{ mul $n 60 }}
@@ -142,10 +146,16 @@ The metrics port's scheme: https unless metrics.secure is off.
 {{- end }}
 
 {{- define "assetscan-operator.podTemplate" -}}
-{{- $ttl := include "assetscan-operator.lockTtlSeconds" . | int64 }}
+{{- $lock := .Values.config.lock | default dict }}
+{{- $ttl := include "assetscan-operator.durationSeconds" (dict "name" "config.lock.ttl" "value" $lock.ttl "default" "30s") | int64 }}
 {{- $grace := .Values.terminationGracePeriodSeconds | int64 }}
 {{- if lt $grace $ttl }}
 {{- fail (printf "terminationGracePeriodSeconds (%d) must be at least config.lock.ttl (%ds): a stopping pod needs the time to stop its runs and release their locks" $grace $ttl) }}
+{{- end }}
+{{- $notify := (.Values.config.steps | default dict).notify | default dict }}
+{{- $delivery := include "assetscan-operator.durationSeconds" (dict "name" "config.steps.notify.timeout" "value" $notify.timeout "default" "10s") | int64 }}
+{{- if lt $grace (add $delivery 5) }}
+{{- fail (printf "terminationGracePeriodSeconds (%d) must be at least config.steps.notify.timeout (%ds) + 5s: a stopping pod finishes the delivery it has in flight and records it before it exits" $grace $delivery) }}
 {{- end }}
 {{- if and (not .Values.redis.sentinel.enabled) (not .Values.redis.existingSecret) (not .Values.redis.url) (not (and .Values.config.redis .Values.config.redis.url)) }}
 {{- fail "no Redis: set redis.url, redis.existingSecret, redis.sentinel or config.redis.url" }}

@@ -26,6 +26,7 @@ use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
 use schemars::JsonSchema;
 use serde::Deserialize;
+use signature::Schemes;
 use std::collections::BTreeMap;
 
 /// One channel's configuration, by `kind`.
@@ -91,9 +92,29 @@ pub fn notifiers_from_config(
             }
             let notifier =
                 Notifier::from_config(config).map_err(|e| e.of("notifications", name))?;
+            if let Notifier::Webhook(webhook) = &notifier {
+                say_legacy_signing(name, webhook.schemes());
+            }
             Ok((name.clone(), notifier))
         })
         .collect()
+}
+
+/// A channel still signing as 0.1.0 did is said at start: the setting goes
+/// in 0.3.0, and one that signs only that way is refused by every receiver
+/// already verifying Standard Webhooks.
+fn say_legacy_signing(channel: &str, schemes: Schemes) {
+    match schemes {
+        Schemes::Standard { .. } => {}
+        Schemes::StandardAndLegacy { .. } => tracing::warn!(
+            channel,
+            "channel sends 0.1.0's X-AssetScan-Signature beside the Standard Webhooks signature (legacySignature, deprecated: removed in 0.3.0)"
+        ),
+        Schemes::LegacyOnly => tracing::warn!(
+            channel,
+            "channel signs only as 0.1.0 did (legacySignature with a secret that is not whsec_): a receiver verifying Standard Webhooks refuses its deliveries; docs/upgrading.md says how to move"
+        ),
+    }
 }
 
 /// `[A-Za-z0-9][A-Za-z0-9._-]*`, 1–63 characters (the CRD's `notify` items).

@@ -27,7 +27,7 @@
 //! the status (`HTTP 200`), never the receiver's words (logged at debug).
 
 use super::error::NotifyError;
-use super::signature::Signer;
+use super::signature::{Legacy, Schemes, Secrets, Signer};
 use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpError, HttpProfile, HttpSettings, SecretUrl};
@@ -51,13 +51,23 @@ pub struct WebhookConfig {
     /// The receiver's URL (treated as a secret: it may embed a token).
     pub url_from: SecretFrom,
     /// The Standard Webhooks secret: `whsec_` then the base64 of 24 to 64
-    /// random bytes.
+    /// random bytes. With `legacySignature`, 0.1.0's secret is accepted
+    /// here too: the channel then signs the 0.1.0 way only.
     pub secret_from: SecretFrom,
-    /// Also send the signature of earlier versions (`X-AssetScan-Signature`,
+    /// More Standard Webhooks secrets, each signing every delivery beside
+    /// `secretFrom` (one `v1,` signature each in `webhook-signature`): a
+    /// rotation without a window in which the receiver refuses.
+    #[serde(default)]
+    pub additional_secrets_from: Vec<SecretFrom>,
+    /// Also send 0.1.0's signature (`X-AssetScan-Signature`,
     /// `X-AssetScan-Timestamp`), for receivers not yet moved to the
     /// Standard Webhooks headers. Deprecated: removed in 0.3.0.
     #[serde(default)]
     pub legacy_signature: bool,
+    /// The key of 0.1.0's signature, its secret as it was (any text); absent:
+    /// `secretFrom`'s text. Only with `legacySignature: true`.
+    #[serde(default)]
+    pub legacy_secret_from: Option<SecretFrom>,
     /// `timeout` (default `10s`), `maxBodyBytes` for the receiver's answer
     /// (default 64 KiB), `bearerTokenFrom`.
     #[serde(flatten)]
@@ -73,16 +83,16 @@ pub struct WebhookNotifier {
 
 impl WebhookNotifier {
     pub fn new(config: &WebhookConfig) -> Result<WebhookNotifier, ProviderConfigError> {
-        let key = config
-            .secret_from
-            .load()
-            .map_err(|e| ProviderConfigError::secret(PROVIDER, "secretFrom", e))?;
         Ok(WebhookNotifier {
             http: HttpClient::new(&PROFILE, &config.http)?,
             url: SecretUrl::load(PROVIDER, "urlFrom", &config.url_from)?,
-            signer: Signer::new(&key, config.legacy_signature)
-                .map_err(|e| ProviderConfigError::invalid(PROVIDER, "secretFrom", e.to_string()))?,
+            signer: signer(config)?,
         })
+    }
+
+    /// How the channel signs its deliveries.
+    pub fn schemes(&self) -> Schemes {
+        self.signer.schemes()
     }
 
     pub async fn send(&self, notification: &Notification) -> Result<String, NotifyError> {
@@ -112,6 +122,42 @@ impl WebhookNotifier {
     }
 }
 
+/// The channel's keys, every secret loaded and checked.
+fn signer(config: &WebhookConfig) -> Result<Signer, ProviderConfigError> {
+    let load = |field: &'static str, from: &SecretFrom| {
+        from.load()
+            .map_err(|e| ProviderConfigError::secret(PROVIDER, field, e))
+    };
+    let primary = load("secretFrom", &config.secret_from)?;
+    let additional = config
+        .additional_secrets_from
+        .iter()
+        .map(|from| load("additionalSecretsFrom", from))
+        .collect::<Result<Vec<_>, _>>()?;
+    let own_legacy = match (&config.legacy_secret_from, config.legacy_signature) {
+        (Some(_), false) => {
+            return Err(ProviderConfigError::invalid(
+                PROVIDER,
+                "legacySecretFrom",
+                "is used only with `legacySignature: true`",
+            ));
+        }
+        (Some(from), true) => Some(load("legacySecretFrom", from)?),
+        (None, _) => None,
+    };
+    let legacy = match (&own_legacy, config.legacy_signature) {
+        (Some(secret), _) => Legacy::Own(secret),
+        (None, true) => Legacy::PrimaryText,
+        (None, false) => Legacy::Off,
+    };
+    Signer::new(Secrets {
+        primary: &primary,
+        additional: &additional,
+        legacy,
+    })
+    .map_err(|e| ProviderConfigError::invalid(PROVIDER, "secretFrom", e.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +173,28 @@ mod tests {
         assert!(
             parse("{urlFrom: {env: U}, secretFrom: {env: S}, legacySignatures: true}").is_err()
         );
+    }
+
+    #[test]
+    fn a_legacy_secret_needs_legacy_signature() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, text: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, text).unwrap();
+            path.display().to_string()
+        };
+        let yaml = format!(
+            "{{urlFrom: {{file: {}}}, secretFrom: {{file: {}}}, legacySecretFrom: {{file: {}}}}}",
+            file("url", "http://127.0.0.1:1/"),
+            file("secret", "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"),
+            file("old", "the-0.1.0-secret"),
+        );
+        let config = crate::yaml::from_str::<WebhookConfig>(&yaml).unwrap();
+        let err = WebhookNotifier::new(&config).unwrap_err().to_string();
+        assert!(
+            err.contains("legacySecretFrom") && err.contains("legacySignature: true"),
+            "{err}"
+        );
+        assert!(!err.contains("the-0.1.0-secret"), "{err}");
     }
 }

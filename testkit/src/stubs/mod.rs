@@ -28,7 +28,7 @@ pub use kev::KevStub;
 pub use osv::OsvStub;
 pub use sbom::SbomStub;
 pub use server::{Fault, Faults, StubServer};
-pub use sink::{Delivery, WebhookSink};
+pub use sink::{Delivery, SinkKeys, WebhookSink};
 pub use slack::SlackStub;
 pub use stub::Stub;
 pub use wecom::WeComStub;
