@@ -7,7 +7,7 @@
 //! operator's store code.
 
 use crate::ChaosError;
-use crate::history::AuditRecord;
+use crate::history::{AssetIdentity, AuditRecord};
 use crate::objects::NAMESPACE;
 use redis::AsyncConnectionConfig;
 use redis::aio::MultiplexedConnection;
@@ -50,15 +50,17 @@ impl RedisView {
 
     /// One asset's audit, oldest first: the legacy family's stream (the
     /// bridge on), then the namespaced one of the run's objects (the bridge
-    /// off, as on a new install); a run writes one of them.
+    /// off, as on a new install); a run writes one of them. Each record is
+    /// filed under its stream's identity, as [`RedisView::snapshot`] files
+    /// it.
     pub async fn audit(&self, asset: &str, epoch: u32) -> Result<Vec<AuditRecord>, ChaosError> {
         let mut conn = self.conn().await?;
         let mut records = Vec::new();
-        for key in [
-            format!("{PREFIX}:{{{asset}}}:audit"),
-            format!("{PREFIX}:n:{NAMESPACE}:{{{asset}}}:audit"),
+        for identity in [
+            AssetIdentity::legacy(asset),
+            AssetIdentity::namespaced(NAMESPACE, asset),
         ] {
-            records.extend(read_stream(&mut conn, &key, asset, epoch).await?);
+            records.extend(read_stream(&mut conn, identity, epoch).await?);
         }
         Ok(records)
     }
@@ -77,25 +79,24 @@ impl RedisView {
             .map_err(failed("CLIENT PAUSE"))
     }
 
-    /// Every asset's audit streams, asset by asset: the legacy family's
-    /// stream, then those of the namespaced family (written with the
-    /// bridge off), each record under the asset of its hash tag.
+    /// Every audit stream, stream by stream: the legacy family's, then
+    /// those of the namespaced family (written with the bridge off), each
+    /// record under the identity of its stream's key (the namespace too,
+    /// in the namespaced family: two namespaces' AssetScans of one assetId
+    /// are two assets there, each with its own fence).
     pub async fn snapshot(&self, epoch: u32) -> Result<Vec<AuditRecord>, ChaosError> {
         let mut conn = self.conn().await?;
         let mut records = Vec::new();
         let mut keys = scan(&mut conn, &format!("{PREFIX}:{{*}}:audit")).await?;
         keys.extend(scan(&mut conn, &format!("{PREFIX}:n:*:{{*}}:audit")).await?);
         for key in keys {
-            let Some(asset) = key
-                .split_once('{')
-                .and_then(|(_, k)| k.strip_suffix("}:audit"))
-            else {
+            let Some((identity, "audit")) = AssetIdentity::of_key(&key) else {
                 continue;
             };
-            records.extend(read_stream(&mut conn, &key, asset, epoch).await?);
+            records.extend(read_stream(&mut conn, identity, epoch).await?);
         }
-        // Stable: one asset's records stay together, each stream in order.
-        records.sort_by(|a, b| a.asset.cmp(&b.asset));
+        // Stable: one stream's records stay together, in order.
+        records.sort_by(|a, b| a.identity.cmp(&b.identity));
         Ok(records)
     }
 
@@ -135,14 +136,15 @@ async fn scan(conn: &mut MultiplexedConnection, pattern: &str) -> Result<Vec<Str
     }
 }
 
+/// The records of `identity`'s audit stream, each filed under it.
 async fn read_stream(
     conn: &mut MultiplexedConnection,
-    key: &str,
-    asset: &str,
+    identity: AssetIdentity,
     epoch: u32,
 ) -> Result<Vec<AuditRecord>, ChaosError> {
+    let key = identity.key(PREFIX, "audit");
     let reply: StreamRangeReply = redis::cmd("XRANGE")
-        .arg(key)
+        .arg(&key)
         .arg("-")
         .arg("+")
         .query_async(conn)
@@ -153,7 +155,7 @@ async fn read_stream(
         .into_iter()
         .map(|entry| AuditRecord {
             epoch,
-            asset: asset.to_owned(),
+            identity: identity.clone(),
             fields: entry
                 .map
                 .iter()

@@ -5,10 +5,11 @@
 //! It is plain data (saved as JSON with each run), so the checker can be
 //! fed a recorded history with a fault injected into it.
 
-use crate::objects::{Channel, Kind};
+use crate::objects::{Channel, Kind, NAMESPACE};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::fmt;
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct History {
@@ -90,6 +91,10 @@ pub enum OutageCause {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ObjectHistory {
     pub name: String,
+    /// Absent from histories recorded before the upgrade test spread its
+    /// AssetScans over two namespaces: all of those were in [`NAMESPACE`].
+    #[serde(default = "chaos_namespace")]
+    pub namespace: String,
     pub asset: String,
     pub kind: Kind,
     /// The chaos run deleted it.
@@ -100,7 +105,36 @@ pub struct ObjectHistory {
     pub last: Option<Value>,
 }
 
+fn chaos_namespace() -> String {
+    NAMESPACE.to_owned()
+}
+
 impl ObjectHistory {
+    /// Where its records may be filed, as the operator keys the object:
+    /// under its namespace and assetId (the bridge off), and under the
+    /// assetId alone, 0.1.0's layout (0.1.0 itself, or the bridge on), which
+    /// every namespace's object of that assetId shares. A record of the
+    /// latter is this object's only if its run is: a run id starts with the
+    /// object's uid, so no other object's run has it.
+    pub fn identities(&self) -> [AssetIdentity; 2] {
+        [
+            AssetIdentity::namespaced(&self.namespace, &self.asset),
+            AssetIdentity::legacy(&self.asset),
+        ]
+    }
+
+    /// Whether its status ever named `run`: each run's claim is written
+    /// there before the run starts, and a run id names one object.
+    pub fn ran(&self, run: &str) -> bool {
+        self.status_writes.iter().any(|w| w.str("run") == Some(run))
+            || self
+                .last
+                .as_ref()
+                .and_then(|o| o.pointer("/status/run"))
+                .and_then(Value::as_str)
+                == Some(run)
+    }
+
     /// `spec.notify`, as the object last had it.
     pub fn channels(&self) -> Vec<String> {
         self.last
@@ -150,12 +184,79 @@ impl StatusWrite {
     }
 }
 
+/// An asset as the operator keys it, and so one audit stream, one fence
+/// and one sequence of tokens: its namespace and assetId
+/// (`<prefix>:n:<namespace>:{<asset>}:…`), or, in 0.1.0's layout (which
+/// the identity bridge keeps writing), its assetId alone
+/// (`<prefix>:{<asset>}:…`, shared by every namespace). Two namespaces'
+/// AssetScans of one assetId draw their tokens from one fence only in the
+/// latter.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct AssetIdentity {
+    /// `None` in 0.1.0's layout. Absent from histories recorded before the
+    /// namespaced family was told apart.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub asset: String,
+}
+
+impl AssetIdentity {
+    pub fn legacy(asset: &str) -> AssetIdentity {
+        AssetIdentity {
+            namespace: None,
+            asset: asset.to_owned(),
+        }
+    }
+
+    pub fn namespaced(namespace: &str, asset: &str) -> AssetIdentity {
+        AssetIdentity {
+            namespace: Some(namespace.to_owned()),
+            asset: asset.to_owned(),
+        }
+    }
+
+    /// The identity a key of either family is filed under, and what follows
+    /// its hash tag (`audit`, `ticket:<run>`, …). A namespace has no `:`
+    /// nor `{`; the asset is everything up to the last `}:`.
+    pub fn of_key(key: &str) -> Option<(AssetIdentity, &str)> {
+        let (head, tail) = key.split_once('{')?;
+        let (asset, rest) = tail.rsplit_once("}:")?;
+        let parts: Vec<&str> = head.strip_suffix(':')?.split(':').collect();
+        let identity = match parts[..] {
+            [_prefix] => AssetIdentity::legacy(asset),
+            [_prefix, "n", namespace] => AssetIdentity::namespaced(namespace, asset),
+            _ => return None,
+        };
+        Some((identity, rest))
+    }
+
+    /// Its key `<prefix>:…{<asset>}:<rest>`.
+    pub fn key(&self, prefix: &str, rest: &str) -> String {
+        match &self.namespace {
+            Some(namespace) => format!("{prefix}:n:{namespace}:{{{}}}:{rest}", self.asset),
+            None => format!("{prefix}:{{{}}}:{rest}", self.asset),
+        }
+    }
+}
+
+/// `<namespace>/<asset>`, or the bare asset in 0.1.0's layout.
+impl fmt::Display for AssetIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{namespace}/{}", self.asset),
+            None => f.write_str(&self.asset),
+        }
+    }
+}
+
 /// One record of an asset's audit stream.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct AuditRecord {
     /// How many data losses came before it.
     pub epoch: u32,
-    pub asset: String,
+    /// The identity of the stream it was read from.
+    #[serde(flatten)]
+    pub identity: AssetIdentity,
     /// The stream id (`<ms>-<seq>`).
     pub id: String,
     pub fields: BTreeMap<String, String>,
@@ -297,5 +398,46 @@ mod tests {
             token: None,
         };
         assert_eq!(d.asset_run(), Some(("a/b.example", "r-g1-s0")));
+    }
+
+    #[test]
+    fn keys_of_both_families_name_their_identity() {
+        let namespaced = AssetIdentity::namespaced("upgrade-a", "x.example");
+        let legacy = AssetIdentity::legacy("x.example");
+        for identity in [&namespaced, &legacy] {
+            let key = identity.key("asc", "ticket:r-g1-s0");
+            assert_eq!(
+                AssetIdentity::of_key(&key),
+                Some((identity.clone(), "ticket:r-g1-s0"))
+            );
+        }
+        assert_eq!(
+            namespaced.key("asc", "audit"),
+            "asc:n:upgrade-a:{x.example}:audit"
+        );
+        assert_eq!(legacy.key("asc", "audit"), "asc:{x.example}:audit");
+        assert_eq!(AssetIdentity::of_key("asc:x:y:{a}:audit"), None);
+        assert_eq!(AssetIdentity::of_key("asc:{a}"), None);
+    }
+
+    #[test]
+    fn an_audit_record_keeps_its_json_shape() {
+        let record = AuditRecord {
+            epoch: 0,
+            identity: AssetIdentity::legacy("a"),
+            id: "1-0".into(),
+            fields: BTreeMap::new(),
+        };
+        let json = serde_json::to_value(&record).expect("json");
+        assert_eq!(json["asset"], "a");
+        assert!(json.get("namespace").is_none());
+        let namespaced: AuditRecord = serde_json::from_value(serde_json::json!({
+            "epoch": 1, "namespace": "upgrade-b", "asset": "a", "id": "1-0", "fields": {}
+        }))
+        .expect("record");
+        assert_eq!(
+            namespaced.identity,
+            AssetIdentity::namespaced("upgrade-b", "a")
+        );
     }
 }

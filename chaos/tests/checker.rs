@@ -6,10 +6,10 @@
 
 use assetscan_chaos::check::{DuplicateCause, Invariant, Report, check, check_strict};
 use assetscan_chaos::history::{
-    AuditRecord, DataLoss, Delivery, Ended, History, ObjectHistory, Outage, OutageCause,
-    ProcessRecord, StatusWrite, Timing,
+    AssetIdentity, AuditRecord, DataLoss, Delivery, Ended, History, ObjectHistory, Outage,
+    OutageCause, ProcessRecord, StatusWrite, Timing,
 };
-use assetscan_chaos::objects::{Channel, Kind};
+use assetscan_chaos::objects::{Channel, Kind, NAMESPACE};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,6 +25,8 @@ fn key(asset: &str, run: &str) -> String {
 }
 
 struct Stream {
+    /// `None`: 0.1.0's layout (`asc:{<asset>}:…`), as the bridge writes it.
+    namespace: Option<&'static str>,
     asset: &'static str,
     run: &'static str,
     epoch: u32,
@@ -34,6 +36,7 @@ struct Stream {
 impl Stream {
     fn new(asset: &'static str, run: &'static str) -> Stream {
         Stream {
+            namespace: None,
             asset,
             run,
             epoch: 0,
@@ -52,14 +55,18 @@ impl Stream {
                 (key.to_owned(), value.to_owned())
             })
             .collect();
+        let identity = match self.namespace {
+            Some(namespace) => AssetIdentity::namespaced(namespace, self.asset),
+            None => AssetIdentity::legacy(self.asset),
+        };
         all.insert(
             "ticket".into(),
-            format!("asc:{{{}}}:ticket:{}", self.asset, self.run),
+            identity.key("asc", &format!("ticket:{}", self.run)),
         );
         all.insert("at".into(), format!("{}", 1_000 + n));
         self.records.push(AuditRecord {
             epoch: self.epoch,
-            asset: self.asset.to_owned(),
+            identity,
             id: format!("{}-{n}", 1_000 + n),
             fields: all,
         });
@@ -159,6 +166,7 @@ fn baseline() -> History {
         objects: vec![
             ObjectHistory {
                 name: "chaos-a".into(),
+                namespace: NAMESPACE.into(),
                 asset: A.into(),
                 kind: Kind::HighRisk {
                     channels: vec![Channel::Webhook, Channel::WeCom],
@@ -175,6 +183,7 @@ fn baseline() -> History {
             },
             ObjectHistory {
                 name: "chaos-b".into(),
+                namespace: NAMESPACE.into(),
                 asset: B.into(),
                 kind: Kind::Offline,
                 deleted: false,
@@ -191,6 +200,7 @@ fn baseline() -> History {
             },
             ObjectHistory {
                 name: "chaos-c".into(),
+                namespace: NAMESPACE.into(),
                 asset: C.into(),
                 kind: Kind::Clean { findings: false },
                 deleted: true,
@@ -255,7 +265,7 @@ fn fails_only(history: &History, invariant: Invariant) -> Report {
 fn record<'h>(h: &'h mut History, asset: &str, n: usize) -> &'h mut AuditRecord {
     h.audit
         .iter_mut()
-        .filter(|r| r.asset == asset)
+        .filter(|r| r.identity.asset == asset)
         .nth(n)
         .expect("record")
 }
@@ -294,7 +304,12 @@ fn retired_in_both_families(copy: &str) -> History {
     let mut second = record(&mut h, C, 2).clone();
     assert_eq!(second.op(), "retire");
     second.fields.insert("ticket".into(), copy.to_owned());
-    let at = h.audit.iter().position(|r| r.asset == C).expect("C") + 3;
+    let at = h
+        .audit
+        .iter()
+        .position(|r| r.identity.asset == C)
+        .expect("C")
+        + 3;
     h.audit.insert(at, second);
     h
 }
@@ -310,6 +325,56 @@ fn the_same_copy_retired_twice_is_a_write_after_its_end() {
     let h = retired_in_both_families(&format!("asc:{{{C}}}:ticket:{RUN_C}"));
     let found: BTreeSet<Invariant> = check(&h).violations.iter().map(|v| v.invariant).collect();
     assert!(found.contains(&Invariant::Terminal), "{found:?}");
+}
+
+/// The baseline with an AssetScan of A's assetId in a second namespace,
+/// offline, its run recorded under that namespace's keys (the bridge off)
+/// from token 1 on: A's legacy stream had drawn tokens 1 and 2.
+fn a_in_a_second_namespace() -> History {
+    const RUN_D: &str = "dddd4444-g1-s0";
+    let mut h = baseline();
+    let mut d = Stream::new(A, RUN_D);
+    d.namespace = Some("upgrade-b");
+    d.acquire(1, "INIT", 1, "replica-2#3")
+        .advance(1, "INIT", "ASSET_OFFLINE", 2)
+        .advance(1, "ASSET_OFFLINE", "FINISHED", 3);
+    h.audit.extend(d.records);
+    let finished = status(RUN_D, A, "FINISHED", 1, 3);
+    h.objects.push(ObjectHistory {
+        name: "upgrade-b/chaos-a".into(),
+        namespace: "upgrade-b".into(),
+        asset: A.into(),
+        kind: Kind::Offline,
+        deleted: false,
+        status_writes: writes(vec![
+            status(RUN_D, A, "INIT", 1, 1),
+            status(RUN_D, A, "ASSET_OFFLINE", 1, 2),
+            finished.clone(),
+        ]),
+        last: Some(stored(&["secops-webhook"], &finished)),
+    });
+    h
+}
+
+#[test]
+fn two_namespaces_sharing_an_asset_id_are_two_fences() {
+    // Its token 1 is not a token of A's legacy stream drawn again, its
+    // status is backed by its own stream, and A's alert is not its own.
+    let h = a_in_a_second_namespace();
+    assert_eq!(check(&h).violations, vec![]);
+}
+
+#[test]
+fn within_one_namespace_a_token_drawn_again_is_still_caught() {
+    let mut h = a_in_a_second_namespace();
+    let mut again = Stream::new(A, "eeee5555-g1-s0");
+    again.namespace = Some("upgrade-b");
+    again
+        .acquire(1, "INIT", 1, "replica-0#4")
+        .advance(1, "INIT", "ASSET_ONLINE", 2);
+    h.audit.extend(again.records);
+    let found: BTreeSet<Invariant> = check(&h).violations.iter().map(|v| v.invariant).collect();
+    assert!(found.contains(&Invariant::Claims), "{found:?}");
 }
 
 #[test]
@@ -430,7 +495,7 @@ fn a_ticket_claimed_again_under_its_old_token_is_caught_once_it_acts() {
             .audit
             .iter()
             .enumerate()
-            .filter(|(_, r)| r.asset == B && r.epoch == 1)
+            .filter(|(_, r)| r.identity.asset == B && r.epoch == 1)
             .map(|(i, _)| i)
             .collect();
         let keep = if acts { epoch_one.len() } else { 1 };

@@ -1,6 +1,6 @@
 //! Which key layout a deployment's Redis is in ([`Layout`]), and so whether
-//! the bridge to 0.1.0's layout is on ([`super::keys`]). A new install never
-//! takes 0.1.0's keys; an upgrade from 0.1.0 keeps the bridge until the
+//! the bridge to 0.1.0's layout is on (the keys module's `AssetKeys` names
+//! them). A new install never takes 0.1.0's keys; an upgrade from 0.1.0 keeps the bridge until the
 //! platform team turns it off, and from then on refuses 0.1.0 (a rollback
 //! to it started without turning the bridge on again): each claim holds
 //! 0.1.0's lock of the asset by [`CLOSED_HOLDER`], which 0.1.0's claim

@@ -22,7 +22,7 @@
 //! from its first step.
 
 use super::{Invariant, Violation};
-use crate::history::{AuditRecord, History, Outage, Timing};
+use crate::history::{AssetIdentity, AuditRecord, History, Outage, Timing};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -92,13 +92,16 @@ fn at(record: &AuditRecord) -> Option<u64> {
     record.get("at")?.parse().ok()
 }
 
+/// A run of one asset, as the audit files it.
+type RunOf<'h> = (&'h AssetIdentity, &'h str);
+
 pub(super) fn check(history: &History, out: &mut Vec<Violation>) -> NotificationTimes {
     let timing = &history.timing;
-    let mut runs: BTreeMap<(u32, String), Run> = BTreeMap::new();
+    let mut runs: BTreeMap<(u32, RunOf), Run> = BTreeMap::new();
     for record in history.audit.iter().filter(|r| r.accepted()) {
         let Some(run) = record.run() else { continue };
         let entry = runs
-            .entry((record.epoch, format!("{}/{run}", record.asset)))
+            .entry((record.epoch, (&record.identity, run)))
             .or_default();
         match (record.op(), record.get("to")) {
             ("advance", Some("HIGH_RISK_FOUND")) if entry.confirmed.is_none() => {
@@ -120,36 +123,38 @@ pub(super) fn check(history: &History, out: &mut Vec<Violation>) -> Notification
     // A history recorded before the bound's settings were has none: its
     // times are measured, not checked.
     let checked = timing.notify_pass_ms > 0;
-    let mut first_confirmed: BTreeMap<&str, (u32, u64)> = BTreeMap::new();
-    for ((epoch, ticket), run) in &runs {
+    let mut first_confirmed: BTreeMap<RunOf, (u32, u64)> = BTreeMap::new();
+    for ((epoch, of), run) in &runs {
         if let Some(confirmed_at) = run.confirmed.and_then(at) {
-            first_confirmed
-                .entry(ticket.as_str())
-                .or_insert((*epoch, confirmed_at));
+            first_confirmed.entry(*of).or_insert((*epoch, confirmed_at));
         }
         let (Some(confirmed), Some(notified)) = (run.confirmed, run.notified) else {
             continue;
         };
+        // Its ticket id, as the receivers and the operator's metric see it;
+        // the violations name the run where the audit filed it.
+        let ticket = format!("{}/{}", of.0.asset, of.1);
+        let subject = format!("ticket {}/{}", of.0, of.1);
         let (Some(from), Some(to)) = (at(confirmed), at(notified)) else {
             out.push(Violation {
                 invariant: Invariant::NotifiedInTime,
-                subject: format!("ticket {ticket}"),
+                subject,
                 detail: "its confirmation or its notification has no time (`at`)".into(),
             });
             continue;
         };
-        let observation = observe(timing, ticket, *epoch, run.claims_after, from, to);
+        let observation = observe(timing, &ticket, *epoch, run.claims_after, from, to);
         if checked && observation.ms > observation.bound_ms {
             out.push(Violation {
                 invariant: Invariant::NotifiedInTime,
-                subject: format!("ticket {ticket}"),
+                subject,
                 detail: format!(
                     "notified {} ms after its confirmation, over its bound of {} ms ({} passes, {} outages)",
                     observation.ms, observation.bound_ms, observation.passes, observation.outages
                 ),
             });
         }
-        if let Some((first_epoch, first_at)) = first_confirmed.get(ticket.as_str())
+        if let Some((first_epoch, first_at)) = first_confirmed.get(of)
             && *first_epoch < *epoch
         {
             times

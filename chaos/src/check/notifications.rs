@@ -15,7 +15,7 @@ pub(super) fn check(
 ) -> BTreeMap<DuplicateCause, usize> {
     one_key_per_run(&history.deliveries, out);
     for object in &history.objects {
-        notified(object, &history.deliveries, out);
+        notified(object, &history.deliveries, claims, out);
     }
     duplicates(&history.deliveries, claims, out)
 }
@@ -70,7 +70,32 @@ fn one_key_per_run(deliveries: &[Delivery], out: &mut Vec<Violation>) {
     }
 }
 
-fn notified(object: &ObjectHistory, deliveries: &[Delivery], out: &mut Vec<Violation>) {
+/// Whether `d` is about a run of `object`: one of its assetId that Redis
+/// recorded under the object's namespace, or under 0.1.0's layout (shared
+/// by every namespace's object of the assetId) for a run the object's
+/// status named (a ticket id names no namespace). One Redis never recorded
+/// is counted for every object of the assetId (its sender is reported
+/// apart, in [`duplicates`]).
+fn is_of(d: &Delivery, object: &ObjectHistory, claims: &Claims) -> bool {
+    let Some((asset, run)) = d.asset_run() else {
+        return false;
+    };
+    if asset != object.asset {
+        return false;
+    }
+    let recorded = claims.identities_of(asset, run);
+    let [namespaced, legacy] = object.identities();
+    recorded.is_empty()
+        || recorded.contains(&namespaced)
+        || (recorded.contains(&legacy) && object.ran(run))
+}
+
+fn notified(
+    object: &ObjectHistory,
+    deliveries: &[Delivery],
+    claims: &Claims,
+    out: &mut Vec<Violation>,
+) {
     let mut violation = |detail: String| {
         out.push(Violation {
             invariant: Invariant::Notified,
@@ -80,10 +105,7 @@ fn notified(object: &ObjectHistory, deliveries: &[Delivery], out: &mut Vec<Viola
     };
     let mine: Vec<&Delivery> = deliveries
         .iter()
-        .filter(|d| {
-            d.asset_run()
-                .is_some_and(|(asset, _)| asset == object.asset)
-        })
+        .filter(|d| is_of(d, object, claims))
         .collect();
     let Kind::HighRisk { .. } = object.kind else {
         if !mine.is_empty() {
@@ -207,7 +229,8 @@ fn duplicates(
             });
             continue;
         };
-        if !claims.held_at(asset, run, token, "NOTIFYING") {
+        let at = claims.identities_of(asset, run);
+        if !claims.held_at(at, run, token, "NOTIFYING") {
             out.push(Violation {
                 invariant: Invariant::Notified,
                 subject: describe(d),
@@ -232,7 +255,7 @@ fn duplicates(
             });
             continue;
         }
-        let epoch = |t: u64| claims.claim_epoch(asset, run, t);
+        let epoch = |t: u64| claims.claim_epoch(at, run, t);
         // A sender that never claimed the run was reported above.
         let Some(mine) = epoch(token) else {
             continue;

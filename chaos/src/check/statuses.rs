@@ -3,7 +3,7 @@
 //! verdict, and finished runs that must not run again after a data loss.
 
 use super::{Claims, Invariant, Violation};
-use crate::history::{History, ObjectHistory, StatusWrite, is_settled};
+use crate::history::{AssetIdentity, History, ObjectHistory, StatusWrite, is_settled};
 use crate::objects::Kind;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -66,11 +66,13 @@ fn deleted(
             format!("still stored after its deletion, phase {:?}", phase(object)),
         );
     }
-    let tag = format!("{{{}}}:", object.asset);
+    // Under the identity bridge's layout, shared by every namespace's
+    // AssetScan of the assetId, a key is counted for each of them.
+    let identities = object.identities();
     let left: Vec<&String> = history
         .leftover_keys
         .iter()
-        .filter(|k| k.contains(&tag))
+        .filter(|k| AssetIdentity::of_key(k).is_some_and(|(i, _)| identities.contains(&i)))
         .collect();
     if !left.is_empty() {
         violation(
@@ -117,7 +119,7 @@ fn mirror(object: &ObjectHistory, claims: &Claims, violation: &mut impl FnMut(In
         let accepted = u64::try_from(token)
             .ok()
             .zip(u64::try_from(revision).ok())
-            .is_some_and(|(t, r)| claims.accepted(&object.asset, run, t, r, phase));
+            .is_some_and(|(t, r)| claims.accepted(&object.identities(), run, t, r, phase));
         if !accepted {
             violation(
                 Invariant::StatusMirror,
@@ -176,7 +178,7 @@ fn no_rerun_after_loss(
         }
         for (run, write) in ended {
             if claims
-                .epochs_of(&object.asset, run)
+                .epochs_of(&object.identities(), run)
                 .iter()
                 .any(|epoch| *epoch > loss.epoch)
             {

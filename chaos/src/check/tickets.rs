@@ -1,9 +1,13 @@
 //! The audit streams: per ticket, revisions, transitions, terminal states
 //! and tokens; per asset, the order of claims. Also indexes every claim
 //! and accepted write for the status and notification checks.
+//!
+//! An asset is an [`AssetIdentity`], as the operator keys it: two
+//! namespaces' AssetScans of one assetId are two assets with the bridge
+//! off (each its own fence, whose tokens start at 1), one with it on.
 
 use super::{Invariant, Violation};
-use crate::history::AuditRecord;
+use crate::history::{AssetIdentity, AuditRecord};
 use assetscan_operator::domain::ticket::Status;
 use std::collections::{HashMap, HashSet};
 
@@ -21,55 +25,78 @@ struct Ticket {
 }
 
 /// Every claim and every accepted write, by ticket.
+///
+/// Its questions name a run and where to look for it (`at`): the
+/// identities an object's records may be filed under
+/// ([`ObjectHistory::identities`](crate::history::ObjectHistory::identities)),
+/// or those of a ticket id ([`Claims::identities_of`]). A run id names one
+/// object (it starts with the object's uid), so a run found under any of
+/// them is that object's.
 #[derive(Debug, Default)]
 pub struct Claims {
     /// The Redis epoch of each claim.
-    claims: HashMap<(String, String, u64), u32>,
-    writes: HashSet<(String, String, u64, u64, String)>,
+    claims: HashMap<(AssetIdentity, String, u64), u32>,
+    writes: HashSet<(AssetIdentity, String, u64, u64, String)>,
+    /// The identities that claimed each `(assetId, run)`.
+    claimed_at: HashMap<(String, String), Vec<AssetIdentity>>,
 }
 
 impl Claims {
-    /// The Redis epoch in which `run` of `asset` was claimed under `token`.
-    pub fn claim_epoch(&self, asset: &str, run: &str, token: u64) -> Option<u32> {
-        self.claims
-            .get(&(asset.to_owned(), run.to_owned(), token))
-            .copied()
+    /// Where a ticket id `<asset>/<run>` (which names no namespace, as the
+    /// receivers see it) may have been claimed: every identity of `asset`
+    /// that claimed `run`.
+    pub fn identities_of(&self, asset: &str, run: &str) -> &[AssetIdentity] {
+        self.claimed_at
+            .get(&(asset.to_owned(), run.to_owned()))
+            .map_or(&[], Vec::as_slice)
     }
 
-    /// Whether `run` of `asset` stood at `status` under `token` at some
-    /// point (claimed there, or moved there).
-    pub fn held_at(&self, asset: &str, run: &str, token: u64, status: &str) -> bool {
+    /// The Redis epoch in which `run` was claimed under `token` at one of
+    /// `at`.
+    pub fn claim_epoch(&self, at: &[AssetIdentity], run: &str, token: u64) -> Option<u32> {
+        at.iter().find_map(|identity| {
+            self.claims
+                .get(&(identity.clone(), run.to_owned(), token))
+                .copied()
+        })
+    }
+
+    /// Whether `run` stood at `status` under `token` at one of `at` at
+    /// some point (claimed there, or moved there).
+    pub fn held_at(&self, at: &[AssetIdentity], run: &str, token: u64, status: &str) -> bool {
         self.writes
             .iter()
-            .any(|(a, r, t, _, s)| a == asset && r == run && *t == token && s == status)
+            .any(|(i, r, t, _, s)| at.contains(i) && r == run && *t == token && s == status)
     }
 
-    /// The epochs in which `run` of `asset` was claimed.
-    pub fn epochs_of(&self, asset: &str, run: &str) -> Vec<u32> {
+    /// The epochs in which `run` was claimed at one of `at`.
+    pub fn epochs_of(&self, at: &[AssetIdentity], run: &str) -> Vec<u32> {
         self.claims
             .iter()
-            .filter(|((a, r, _), _)| a == asset && r == run)
+            .filter(|((i, r, _), _)| at.contains(i) && r == run)
             .map(|(_, epoch)| *epoch)
             .collect()
     }
 
-    /// Whether Redis accepted a write that left `run` of `asset` at
+    /// Whether Redis accepted a write at one of `at` that left `run` at
     /// `status` under `(token, revision)`.
     pub fn accepted(
         &self,
-        asset: &str,
+        at: &[AssetIdentity],
         run: &str,
         token: u64,
         revision: u64,
         status: &str,
     ) -> bool {
-        self.writes.contains(&(
-            asset.to_owned(),
-            run.to_owned(),
-            token,
-            revision,
-            status.to_owned(),
-        ))
+        at.iter().any(|identity| {
+            self.writes.contains(&(
+                identity.clone(),
+                run.to_owned(),
+                token,
+                revision,
+                status.to_owned(),
+            ))
+        })
     }
 }
 
@@ -83,7 +110,7 @@ fn excerpt(r: &AuditRecord) -> String {
 /// only a claim that acts on it breaks the promise.
 struct Reused {
     invariant: Invariant,
-    asset: String,
+    asset: AssetIdentity,
     run: String,
     token: u64,
     epoch: u32,
@@ -102,14 +129,14 @@ struct Findings {
 /// The ticket writes replayed in the order Redis applied them.
 #[derive(Default)]
 struct Replay {
-    tickets: HashMap<(String, String), Ticket>,
+    tickets: HashMap<(AssetIdentity, String), Ticket>,
     /// The highest token drawn per asset.
-    asset_tokens: HashMap<String, u64>,
+    asset_tokens: HashMap<AssetIdentity, u64>,
     claims: Claims,
     reused: Vec<Reused>,
     /// (asset, run, token, epoch) of every accepted advance: the claims that
     /// acted.
-    acted: HashSet<(String, String, u64, u32)>,
+    acted: HashSet<(AssetIdentity, String, u64, u32)>,
 }
 
 pub(super) fn check(audit: &[AuditRecord], out: &mut Vec<Violation>) -> Claims {
@@ -133,12 +160,12 @@ impl Replay {
         let claims_anew = r.op() != "advance";
         if !claims_anew && let Some(t) = token {
             self.acted
-                .insert((r.asset.clone(), run.clone(), t, r.epoch));
+                .insert((r.identity.clone(), run.clone(), t, r.epoch));
         }
         let mut found = Findings::default();
         ticket.check(r, claims_anew, &mut found);
         if claims_anew && let Some(t) = token {
-            let asset_max = self.asset_tokens.entry(r.asset.clone()).or_insert(0);
+            let asset_max = self.asset_tokens.entry(r.identity.clone()).or_insert(0);
             if t <= *asset_max {
                 found.if_it_acts.push((
                     Invariant::Claims,
@@ -153,7 +180,7 @@ impl Replay {
         transition(r, ticket.status, &mut |invariant, detail| {
             found.now.push((invariant, detail))
         });
-        let subject = format!("ticket {}/{run}", r.asset);
+        let subject = format!("ticket {}/{run}", r.identity);
         out.extend(found.now.into_iter().map(|(invariant, detail)| Violation {
             invariant,
             subject: subject.clone(),
@@ -165,7 +192,7 @@ impl Replay {
                 .into_iter()
                 .map(|(invariant, token, detail)| Reused {
                     invariant,
-                    asset: r.asset.clone(),
+                    asset: r.identity.clone(),
                     run: run.clone(),
                     token,
                     epoch: r.epoch,
@@ -198,12 +225,12 @@ impl Replay {
 /// The ticket `r` writes, as it stood; started again when Redis lost it
 /// (its tokens are not).
 fn ticket_of<'t>(
-    tickets: &'t mut HashMap<(String, String), Ticket>,
+    tickets: &'t mut HashMap<(AssetIdentity, String), Ticket>,
     r: &AuditRecord,
     run: &str,
 ) -> &'t mut Ticket {
     let ticket = tickets
-        .entry((r.asset.clone(), run.to_owned()))
+        .entry((r.identity.clone(), run.to_owned()))
         .or_default();
     if r.epoch != ticket.epoch {
         *ticket = Ticket {
@@ -290,11 +317,22 @@ impl Claims {
             && let Some(t) = token
         {
             self.claims
-                .insert((r.asset.clone(), run.to_owned(), t), r.epoch);
+                .insert((r.identity.clone(), run.to_owned(), t), r.epoch);
+            let at = (self.claimed_at)
+                .entry((r.identity.asset.clone(), run.to_owned()))
+                .or_default();
+            if !at.contains(&r.identity) {
+                at.push(r.identity.clone());
+            }
         }
         if let (Some(t), Some(rev), Some(status)) = (token, r.revision(), r.status_after()) {
-            self.writes
-                .insert((r.asset.clone(), run.to_owned(), t, rev, status.to_owned()));
+            self.writes.insert((
+                r.identity.clone(),
+                run.to_owned(),
+                t,
+                rev,
+                status.to_owned(),
+            ));
         }
     }
 }

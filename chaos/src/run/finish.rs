@@ -7,6 +7,7 @@ use crate::ChaosError;
 use crate::check::check;
 use crate::figures::Figures;
 use crate::history::{History, ObjectHistory, OutageCause, is_settled};
+use crate::objects::NAMESPACE;
 use crate::plan::Plan;
 use crate::replicas::State;
 use crate::world::World;
@@ -171,6 +172,7 @@ fn object_histories(
             let planned = &plan.objects[*o];
             ObjectHistory {
                 name: planned.name.clone(),
+                namespace: NAMESPACE.to_owned(),
                 asset: planned.asset.clone(),
                 kind: planned.kind.clone(),
                 deleted: deleted.contains(o),

@@ -123,6 +123,7 @@ async fn record(upgrade: &Upgrade) -> Result<Recorded, ChaosError> {
     for scan in &upgrade.created {
         objects.push(ObjectHistory {
             name: scan.id(),
+            namespace: scan.namespace.to_owned(),
             asset: scan.object.asset.clone(),
             kind: scan.object.kind.clone(),
             deleted: false,
