@@ -17,8 +17,12 @@
 # its own. Cargo also names a workspace crate's artifacts by its path
 # relative to its workspace, the same in both trees: left alone, each tree
 # would take the other's `assetscan-domain` for fresh. The release's
-# members are therefore built with a profile override of their own (one
-# codegen unit fewer), which gives them artifacts and fingerprints apart.
+# members are therefore built with a profile override of their own (a
+# codegen-units value taken from the release's commit, never 256, the
+# default this tree builds with), which gives them artifacts and
+# fingerprints apart, from this tree's and from every other release's (the
+# workspace's other crates keep one version across releases); two releases
+# that would share a value are refused.
 #
 # UPGRADE_ARGS passes flags to the harness (`--receiver legacy|both|standard`,
 # `--kubeconfig PATH`, `--inject different-lock|no-bridge|required-field`,
@@ -36,6 +40,11 @@ releases() {
        version != "" && $1 == "Commit:" && $2 ~ /^[0-9a-f]+$/ && length($2) == 40 {
          print version, $2; version = ""
        }' CHANGELOG.md
+}
+
+# The codegen-units value of a release's members: 1..254, from its commit.
+units_of() {
+  echo $((0x${1:0:6} % 254 + 1))
 }
 
 if [ "${1:-}" = releases ]; then
@@ -58,6 +67,13 @@ else
   picked=$(head -n1 <<<"$all")
 fi
 read -r version commit <<<"$picked"
+units=$(units_of "$commit")
+while read -r other_version other_commit; do
+  if [ "$other_commit" != "$commit" ] && [ "$(units_of "$other_commit")" = "$units" ]; then
+    echo "upgrade-test: releases $version and $other_version would build with one codegen-units value ($units) and share artifacts; change units_of in $0" >&2
+    exit 1
+  fi
+done <<<"$all"
 if ! git cat-file -e "$commit^{commit}" 2>/dev/null; then
   echo "upgrade-test: commit $commit (release $version) is not in this clone; fetch it, e.g. 'git fetch --unshallow' or 'git fetch origin $commit'" >&2
   exit 1
@@ -75,7 +91,7 @@ members=$(cd "$tree" && $cargo metadata --no-deps --locked --format-version 1 |
   python3 -c 'import json, sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["packages"]))')
 apart=()
 for member in $members; do
-  apart+=(--config "profile.dev.package.$member.codegen-units=255")
+  apart+=(--config "profile.dev.package.$member.codegen-units=$units")
 done
 (cd "$tree" && $cargo build --locked "${apart[@]}" --bin assetscan-operator)
 mkdir -p "$bin"

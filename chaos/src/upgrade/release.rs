@@ -95,13 +95,30 @@ impl Understands {
     }
 }
 
-/// The commit of the latest release in a CHANGELOG: the first
-/// `Commit: <40 hex>` line (the Unreleased section above it has none).
-pub fn release_commit(changelog: &str) -> Option<&str> {
-    changelog.lines().find_map(|line| {
-        let id = line.strip_prefix("Commit: ")?.get(..40)?;
-        id.chars().all(|c| c.is_ascii_hexdigit()).then_some(id)
-    })
+/// The releases a CHANGELOG records by commit, newest first: each
+/// `## [X.Y.Z]` section with a `Commit: <40 hex>` line (as
+/// `scripts/upgrade-test.sh releases` reads them). A release's own commit
+/// cannot name itself: until the next commit does, its section is not
+/// among them.
+pub fn released(changelog: &str) -> Vec<(Version, &str)> {
+    let mut found = Vec::new();
+    let mut section = None;
+    for line in changelog.lines() {
+        if let Some(heading) = line.strip_prefix("## ") {
+            section = heading
+                .strip_prefix('[')
+                .and_then(|h| h.split_once(']'))
+                .and_then(|(version, _)| version.parse::<Version>().ok());
+            continue;
+        }
+        let Some(version) = section else { continue };
+        let commit = line.strip_prefix("Commit: ").and_then(|c| c.get(..40));
+        if let Some(id) = commit.filter(|id| id.chars().all(|c| c.is_ascii_hexdigit())) {
+            found.push((version, id));
+            section = None;
+        }
+    }
+    found
 }
 
 /// How the Lua scripts of two trees differ, file by file (`lua/*.lua`).
@@ -244,17 +261,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_latest_release_commit_is_the_first_named() {
-        let text = "## [Unreleased]\n\n## [0.2.0] - 2027-01-01\n\nCommit: 0123456789abcdef0123456789abcdef01234567\n\n## [0.1.0]\n\nCommit: ffffffffffffffffffffffffffffffffffffffff\n";
+    fn the_releases_are_the_sections_that_name_their_commit() {
+        let text = "## [Unreleased]\n\nCommit: eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee\n\n## [0.3.0] - 2027-02-01\n\n### Added\n\n## [0.2.0] - 2027-01-01\n\nCommit: 0123456789abcdef0123456789abcdef01234567\n\n## [0.1.0]\n\nCommit: ffffffffffffffffffffffffffffffffffffffff\n";
+        let v = |s: &str| s.parse::<Version>().unwrap();
         assert_eq!(
-            release_commit(text),
-            Some("0123456789abcdef0123456789abcdef01234567")
+            released(text),
+            vec![
+                (v("0.2.0"), "0123456789abcdef0123456789abcdef01234567"),
+                (v("0.1.0"), "ffffffffffffffffffffffffffffffffffffffff"),
+            ]
         );
         assert_eq!(
-            release_commit("Commit: not-hex-at-all-and-long-enough-to-be-forty"),
-            None
+            released("## [0.1.0]\nCommit: not-hex-at-all-and-long-enough-to-be-forty"),
+            vec![]
         );
-        assert_eq!(release_commit("## [Unreleased]\n"), None);
+        assert_eq!(released("## [Unreleased]\n"), vec![]);
     }
 
     #[test]

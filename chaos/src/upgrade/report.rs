@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// Where the previous release's CRDs and objects are kept for `make test`.
-pub const FIXTURES: &str = "chaos/tests/fixtures/previous-release";
+pub const FIXTURES: &str = "chaos/tests/fixtures/releases";
 
 /// Violations printed per check; the rest are counted.
 const SHOWN: usize = 5;
@@ -403,10 +403,18 @@ fn compare_previous(options: &super::Options) -> Result<usize, ChaosError> {
             changes.changed, changes.added, changes.removed
         );
     }
-    let fixtures = options.tree.join(FIXTURES).join("crds");
+    let version = options.previous_version;
+    let fixtures = options
+        .tree
+        .join(FIXTURES)
+        .join(version.to_string())
+        .join("crds");
     let mut violations = 0;
     let Ok(entries) = std::fs::read_dir(&fixtures) else {
-        println!("fixtures: {} missing", fixtures.display());
+        println!(
+            "fixtures: VIOLATED: {} missing: release {version}'s CRDs are not kept (docs/upgrading.md, 'Cutting a release')",
+            fixtures.display()
+        );
         return Ok(1);
     };
     for entry in entries.flatten() {
@@ -423,7 +431,7 @@ fn compare_previous(options: &super::Options) -> Result<usize, ChaosError> {
             Some(_) => {
                 violations += 1;
                 println!(
-                    "fixtures: VIOLATED: {FIXTURES}/crds/{name} differs from the previous release's crds/{name}"
+                    "fixtures: VIOLATED: {FIXTURES}/{version}/crds/{name} differs from the previous release's crds/{name}"
                 );
             }
             None => println!(
