@@ -24,6 +24,7 @@ test: deps
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 	@./scripts/policy.sh
 	$(CARGO) test --workspace --all-features -- --test-threads=$(TEST_THREADS)
+	$(CARGO) run --quiet -p assetscan-bench -- --quick throughput
 
 # The supply-chain checks (docs/supply-chain.md): the
 # dependency policy of deny.toml (licences, one version per crate, crates.io

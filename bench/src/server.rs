@@ -111,13 +111,45 @@ pub fn redis_benchmark(
             source,
         })?;
     let text = String::from_utf8_lossy(&output.stdout);
-    // `--csv`: a header line, then `"<command>","<rps>",…`.
-    text.lines()
-        .filter_map(|line| line.split(',').nth(1))
-        .filter_map(|rps| rps.trim_matches('"').parse::<f64>().ok())
+    rate_of(&text).ok_or_else(|| BenchError::Parse {
+        what: "redis-benchmark output",
+        text: format!("{text}{}", String::from_utf8_lossy(&output.stderr)),
+    })
+}
+
+/// The rate of the last test in `redis-benchmark --csv` output: a header
+/// line naming the columns (`"test","rps",…`), then a line per test. The
+/// test column is the command line as given, its commas and quotes left
+/// unescaped (a script's JSON argument object has both), so the rate is
+/// found by its place counted from the end of the line.
+fn rate_of(csv: &str) -> Option<f64> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next()?.split(',').collect();
+    let rps = header.iter().position(|column| *column == "\"rps\"")?;
+    let from_end = header.len().checked_sub(rps + 1)?;
+    lines
+        .filter_map(|line| line.rsplit(',').nth(from_end))
+        .filter_map(|rate| rate.trim_matches('"').parse::<f64>().ok())
         .next_back()
-        .ok_or_else(|| BenchError::Parse {
-            what: "redis-benchmark output",
-            text: format!("{text}{}", String::from_utf8_lossy(&output.stderr)),
-        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rate_of;
+
+    #[test]
+    fn the_rate_is_read_past_a_command_with_commas_and_quotes() {
+        // As redis-benchmark 7.0 prints it for `ECHO '{"v":1,"to":"INIT","patch":{}}'`.
+        let csv = concat!(
+            "\"test\",\"rps\",\"avg_latency_ms\",\"min_latency_ms\",\"p50_latency_ms\",\"p95_latency_ms\",\"p99_latency_ms\",\"max_latency_ms\"\n",
+            "\"ECHO {\"v\":1,\"to\":\"INIT\",\"patch\":{}}\",\"33333.33\",\"0.044\",\"0.008\",\"0.039\",\"0.063\",\"0.087\",\"0.087\"\n",
+        );
+        assert_eq!(rate_of(csv), Some(33333.33));
+        assert_eq!(rate_of("\"test\",\"rps\"\n\"PING\",\"12.5\"\n"), Some(12.5));
+        assert_eq!(rate_of(""), None);
+        assert_eq!(
+            rate_of("\"test\",\"avg_latency_ms\"\n\"PING\",\"0.1\"\n"),
+            None
+        );
+    }
 }

@@ -14,29 +14,56 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-const ROUNDS: usize = 3;
-/// Concurrent runs: enough to keep Redis busy from one client process.
-const TASKS: usize = 32;
-/// Runs per task per round: 32 × 160 = 5 120 runs.
-const RUNS_PER_TASK: usize = 160;
-/// `redis-benchmark` connections and requests.
+/// How much a throughput report measures.
+#[derive(Clone, Copy)]
+pub struct Scale {
+    rounds: usize,
+    /// Concurrent runs.
+    tasks: usize,
+    /// Runs per task per round.
+    runs_per_task: usize,
+    /// `redis-benchmark` requests per round.
+    bench_requests: usize,
+}
+
+impl Scale {
+    /// `make bench`: 32 concurrent runs (enough to keep Redis busy from one
+    /// client process), 32 × 160 = 5 120 runs a round, three rounds.
+    pub const FULL: Scale = Scale {
+        rounds: 3,
+        tasks: 32,
+        runs_per_task: 160,
+        bench_requests: 60_000,
+    };
+    /// `--quick`, which `make test` runs: one short round, which shows that
+    /// every step of the measurement still works, not what it measures.
+    pub const QUICK: Scale = Scale {
+        rounds: 1,
+        tasks: 4,
+        runs_per_task: 10,
+        bench_requests: 2_000,
+    };
+}
+
+/// `redis-benchmark` connections.
 const BENCH_CLIENTS: usize = 32;
-const BENCH_REQUESTS: usize = 60_000;
 
 /// Returns the median ratio of the rounds.
-pub async fn report(bed: &Bed) -> Result<f64, BenchError> {
+pub async fn report(bed: &Bed, scale: Scale) -> Result<f64, BenchError> {
     let args = advance_call(bed).await?;
     println!(
-        "# throughput, high-risk path, {TASKS} tasks, {} runs a round, {ROUNDS} rounds",
-        TASKS * RUNS_PER_TASK
+        "# throughput, high-risk path, {} tasks, {} runs a round, {} rounds",
+        scale.tasks,
+        scale.tasks * scale.runs_per_task,
+        scale.rounds
     );
     let mut ratios = Vec::new();
     let mut rates = Vec::new();
     let mut bounds = Vec::new();
-    for round in 0..ROUNDS {
+    for round in 0..scale.rounds {
         let advance_rate =
-            server::redis_benchmark(&bed.server, BENCH_CLIENTS, BENCH_REQUESTS, &args)?;
-        let (runs_per_s, scripts) = pipeline_rate(bed, round).await?;
+            server::redis_benchmark(&bed.server, BENCH_CLIENTS, scale.bench_requests, &args)?;
+        let (runs_per_s, scripts) = pipeline_rate(bed, round, scale).await?;
         let bound = advance_rate / scripts;
         println!(
             "round {round}: {runs_per_s:.0} runs/s; advance.lua {advance_rate:.0} calls/s / {scripts:.2} scripts per scan = bound {bound:.0} runs/s"
@@ -83,15 +110,16 @@ async fn advance_call(bed: &Bed) -> Result<Vec<String>, BenchError> {
 }
 
 /// Runs/s of the pipeline, and EVALSHA calls per scan, in one round.
-async fn pipeline_rate(bed: &Bed, round: usize) -> Result<(f64, f64), BenchError> {
+async fn pipeline_rate(bed: &Bed, round: usize, scale: Scale) -> Result<(f64, f64), BenchError> {
     let pipeline = Arc::new(bed.pipeline().await?);
     let scripts = server::calls(&bed.server, "evalsha")?;
     let started = Instant::now();
-    let tasks = (0..TASKS).map(|t| {
+    let runs_per_task = scale.runs_per_task;
+    let tasks = (0..scale.tasks).map(|t| {
         let pipeline = Arc::clone(&pipeline);
         tokio::spawn(async move {
             let shutdown = CancellationToken::new();
-            for i in 0..RUNS_PER_TASK {
+            for i in 0..runs_per_task {
                 let req = request(
                     &format!("tp-{round}-{t}"),
                     &format!("r{i}"),
@@ -110,7 +138,7 @@ async fn pipeline_rate(bed: &Bed, round: usize) -> Result<(f64, f64), BenchError
         done?;
     }
     let elapsed = started.elapsed().as_secs_f64();
-    let runs = (TASKS * RUNS_PER_TASK) as f64;
+    let runs = (scale.tasks * runs_per_task) as f64;
     let scripts = (server::calls(&bed.server, "evalsha")? - scripts) as f64 / runs;
     Ok((runs / elapsed, scripts))
 }
