@@ -30,7 +30,7 @@ FROM ${RUNTIME_IMAGE}
 # The release's version: Cargo.toml's package version, the chart's appVersion
 # and CHANGELOG.md's latest release (scripts/check-release.py checks that they
 # agree; `make image` passes the Cargo.toml version).
-ARG VERSION=0.1.0
+ARG VERSION=0.2.0
 ARG REVISION=unknown
 ARG CREATED=1970-01-01T00:00:00Z
 ARG SOURCE=https://github.com/assetscan/assetscan-operator

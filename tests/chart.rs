@@ -377,7 +377,13 @@ fn default_values_render_an_active_active_deployment() {
     assert!(r.has("ServiceAccount", FULLNAME));
 
     let c = r.container();
-    assert_eq!(s(&c["image"]), "ghcr.io/assetscan/assetscan-operator:0.1.0");
+    // The default tag is the chart's appVersion, which is the crate's
+    // version (scripts/check-release.py keeps them equal).
+    let tag = env!("CARGO_PKG_VERSION");
+    assert_eq!(
+        s(&c["image"]),
+        format!("ghcr.io/assetscan/assetscan-operator:{tag}")
+    );
     assert_eq!(c["args"], yaml("[run]"));
     let port = &c["ports"][0];
     assert_eq!(
@@ -1042,9 +1048,10 @@ fn scheduling_knobs_reach_the_pod() {
     );
     assert_eq!(s(&spec["priorityClassName"]), "system-cluster-critical");
     assert_eq!(s(&r.pod()["metadata"]["annotations"]["team"]), "secops");
-    assert!(s(&r.container()["image"]).ends_with(
-        ":0.1.0@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
-    ));
+    assert!(s(&r.container()["image"]).ends_with(&format!(
+        ":{}@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        env!("CARGO_PKG_VERSION")
+    )));
     assert_eq!(spec["imagePullSecrets"], yaml("[{name: regcred}]"));
 }
 
