@@ -1,18 +1,19 @@
 //! The state machine across releases: the scripts of two releases run side
 //! by side during a rolling upgrade, each with its own table (docs/design.md,
-//! "The state machine across releases"). The latest release's declaration
-//! is kept here as it shipped; this release may only add to it, and may
-//! write only what that release knows.
+//! "The state machine across releases"). The declaration of the oldest
+//! release still supported is kept here as it shipped; this release may
+//! only add to it, and may write only what that release knows.
 
 use assetscan_domain::ticket::{Status, Ticket};
 use assetscan_domain::{Next, VERDICT, plan};
 use std::collections::BTreeSet;
 
-/// The statuses and moves of the latest release (0.1.0). The scripts
-/// of both releases run side by side during a rolling upgrade, each
-/// with its own table: a ticket either writes must stay one the other
-/// may advance. Updated when a release is cut, never to let a change
-/// pass.
+/// The statuses and moves of the releases still supported (0.1.0 and
+/// 0.2.0 declare the same; an upgrade from either is tested, so the
+/// oldest one's table is the one kept). The scripts of both releases run
+/// side by side during a rolling upgrade, each with its own table: a
+/// ticket either writes must stay one the other may advance. Updated when
+/// a release is cut or its support ends, never to let a change pass.
 const RELEASED: &[(&str, &[&str])] = &[
     ("INIT", &["ASSET_ONLINE", "ASSET_OFFLINE"]),
     ("ASSET_ONLINE", &["VULN_CHECK_DONE"]),
