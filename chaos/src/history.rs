@@ -6,6 +6,7 @@
 //! fed a recorded history with a fault injected into it.
 
 use crate::objects::{Channel, Kind, NAMESPACE};
+use assetscan_operator::domain::ticket::Status;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -150,11 +151,19 @@ impl ObjectHistory {
     }
 }
 
+/// Whether a phase ends a run, as the state machine declares it (the
+/// operator's own declaration, not a copy of it).
+pub fn is_terminal(phase: Option<&str>) -> bool {
+    phase
+        .and_then(Status::parse)
+        .is_some_and(Status::is_terminal)
+}
+
 /// Whether a stored AssetScan has settled: its status shows a terminal
 /// phase of its current generation.
 pub fn is_settled(stored: &Value) -> bool {
     let status = &stored["status"];
-    matches!(status["phase"].as_str(), Some("FINISHED" | "FAILED"))
+    is_terminal(status["phase"].as_str())
         && status["observedGeneration"].as_i64().is_some()
         && status["observedGeneration"].as_i64() == stored["metadata"]["generation"].as_i64()
 }

@@ -3,7 +3,7 @@
 //! verdict, and finished runs that must not run again after a data loss.
 
 use super::{Claims, Invariant, Violation};
-use crate::history::{AssetIdentity, History, ObjectHistory, StatusWrite, is_settled};
+use crate::history::{AssetIdentity, History, ObjectHistory, StatusWrite, is_settled, is_terminal};
 use crate::objects::Kind;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -35,10 +35,6 @@ fn last_status(object: &ObjectHistory) -> Option<&Value> {
 
 fn phase(object: &ObjectHistory) -> Option<&str> {
     last_status(object)?.get("phase")?.as_str()
-}
-
-fn is_terminal(phase: Option<&str>) -> bool {
-    matches!(phase, Some("FINISHED" | "FAILED"))
 }
 
 fn converged(object: &ObjectHistory, violation: &mut impl FnMut(Invariant, String)) {
