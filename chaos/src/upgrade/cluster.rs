@@ -33,6 +33,30 @@ fn local(context: &str, e: impl std::error::Error + Send + Sync + 'static) -> Ch
     }
 }
 
+/// How long a namespace an earlier run left terminating may take to go.
+const TERMINATING: Duration = Duration::from_secs(180);
+
+/// Waits until the namespace `name` of `uid` is gone, for [`TERMINATING`]
+/// at most.
+async fn gone(api: &Api<Namespace>, name: &str, uid: &str) -> Result<(), ChaosError> {
+    let deleted = kube::runtime::wait::await_condition(
+        api.clone(),
+        name,
+        kube::runtime::wait::conditions::is_deleted(uid),
+    );
+    match tokio::time::timeout(TERMINATING, deleted).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(local(&format!("wait for namespace {name} to go"), e)),
+        Err(_) => Err(local(
+            &format!("namespace {name}"),
+            std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("still terminating after {} s", TERMINATING.as_secs()),
+            ),
+        )),
+    }
+}
+
 /// Status writes per `<namespace>/<name>`, oldest first, as the watch saw
 /// them.
 type Recorded = Arc<Mutex<BTreeMap<String, Vec<StatusWrite>>>>;
@@ -73,7 +97,10 @@ impl Cluster {
     }
 
     /// Creates those of `names` that do not exist; returns those it
-    /// created (the run deletes them at its end, and no other).
+    /// created (the run deletes them at its end, and no other). One still
+    /// terminating (an earlier run's, deleted at its end: the namespace
+    /// controller empties it in the background) is waited for first, or
+    /// the AssetScans created in it would vanish with it.
     pub async fn ensure_namespaces(&self, names: &[&str]) -> Result<Vec<String>, ChaosError> {
         let api = Api::<Namespace>::all(self.client.clone());
         let mut created = Vec::new();
@@ -82,8 +109,12 @@ impl Cluster {
                 .get_opt(name)
                 .await
                 .map_err(kube(format!("read namespace {name}")))?;
-            if found.is_some() {
-                continue;
+            match found {
+                Some(ns) if ns.metadata.deletion_timestamp.is_some() => {
+                    gone(&api, name, &ns.uid().unwrap_or_default()).await?;
+                }
+                Some(_) => continue,
+                None => {}
             }
             let namespace: Namespace = serde_json::from_value(serde_json::json!({
                 "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}
