@@ -17,7 +17,7 @@ use assetscan_operator::duration;
 use assetscan_operator::kubernetes::controller::ConditionType;
 use assetscan_operator::kubernetes::controller::{StatusMirror, rescan_after};
 use assetscan_operator::kubernetes::crd::AssetScan;
-use assetscan_operator::pipeline::Observer;
+use assetscan_operator::pipeline::{ClaimRecord, Observer};
 use assetscan_operator::telemetry::Metrics;
 use controller_kit::*;
 use k8s_openapi::api::events::v1::Event;
@@ -766,12 +766,15 @@ async fn a_claim_over_a_status_changed_since_the_read_is_not_recorded() {
     let late = Executor::new(&h, "late");
     let patches = count_status_patches(&h);
     assert!(
-        !late.mirror(&late_view).on_claimed(&reclaimed).await,
+        late.mirror(&late_view).record_claim(&reclaimed).await == ClaimRecord::Refused,
         "a claim over a changed object is not recorded"
     );
     assert_eq!(patches(), 1, "one conditional attempt, not retried");
     // An executor that read the recorded end claims nothing: not even sent.
-    assert!(!late.mirror(&done).on_claimed(&reclaimed).await);
+    assert_eq!(
+        late.mirror(&done).record_claim(&reclaimed).await,
+        ClaimRecord::Refused
+    );
     assert_eq!(patches(), 1, "the claim of an ended run is not sent");
     let now = h.api().get("reclaim-01").await.unwrap();
     assert_eq!(now.status, done.status, "the recorded end stands");

@@ -25,7 +25,9 @@ use assetscan_operator::domain::ticket::{
 use assetscan_operator::domain::{
     Package, Policy, Target, ThreatIntelPolicy, Triage, TriageRequest,
 };
-use assetscan_operator::pipeline::{Effects, Notification, Observer, Outcome, Pipeline, StepError};
+use assetscan_operator::pipeline::{
+    ClaimRecord, Effects, Notification, Observer, Outcome, Pipeline, StepError,
+};
 use assetscan_operator::providers::Providers;
 use assetscan_operator::store::{RedisTarget, TicketStore};
 use assetscan_testkit::redis::RedisServer;
@@ -222,6 +224,12 @@ impl Recorder {
 }
 
 impl Observer for Recorder {
+    /// No AssetScan to record it in: the claimed ticket is recorded as seen.
+    async fn record_claim(&self, ticket: &Ticket) -> ClaimRecord {
+        self.on_ticket(ticket).await;
+        ClaimRecord::NotKept
+    }
+
     async fn on_ticket(&self, ticket: &Ticket) {
         self.seen
             .lock()
@@ -1155,8 +1163,8 @@ mod claim {
     impl Observer for RefusesClaims {
         async fn on_ticket(&self, _ticket: &Ticket) {}
 
-        async fn on_claimed(&self, _ticket: &Ticket) -> bool {
-            false
+        async fn record_claim(&self, _ticket: &Ticket) -> ClaimRecord {
+            ClaimRecord::Refused
         }
     }
 

@@ -23,7 +23,7 @@ use assetscan_operator::domain::{
     AssetId, Policy, ScanRequest, Target, ThreatIntelPolicy, Triage, TriageRequest,
 };
 use assetscan_operator::pipeline::{
-    Effects, Notification, Observer, Outcome, Pipeline, StepError, StepPolicies,
+    ClaimRecord, Effects, Notification, Observer, Outcome, Pipeline, StepError, StepPolicies,
 };
 use assetscan_operator::probes::observe_store;
 use assetscan_operator::store::{
@@ -136,6 +136,13 @@ impl Effects for Fx {
 struct AtHighRisk(Hold);
 
 impl Observer for AtHighRisk {
+    /// No AssetScan to record it in; a run claimed at `HIGH_RISK_FOUND` is
+    /// held there too.
+    async fn record_claim(&self, ticket: &Ticket) -> ClaimRecord {
+        self.on_ticket(ticket).await;
+        ClaimRecord::NotKept
+    }
+
     async fn on_ticket(&self, ticket: &Ticket) {
         if ticket.status == Status::HighRiskFound {
             self.0.pass().await;

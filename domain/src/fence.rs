@@ -13,7 +13,11 @@
 //!    to the AssetScan's status, conditional on the object being unchanged
 //!    since the read that gave the floor (the status writer's claim). Only a
 //!    recorded claim acts: after Redis lost its data and hands a number out
-//!    again, two executors still never act under one token.
+//!    again, two executors still never act under one token. The pipeline
+//!    cannot start a run without this step: `Observer::record_claim` has no
+//!    default, and a claim it refuses releases the lock before any call.
+//!    (Callers of no AssetScan, the standalone scan and the bench, say that
+//!    they keep no record, and run under steps 1 and 3 alone.)
 //! 3. **Every ticket write is fenced in Redis.** `advance.lua` accepts a
 //!    write only if the caller's token equals the ticket's and the
 //!    transition is in the state machine's table (`ticket::Status::allows`);

@@ -13,7 +13,7 @@ pub enum Pc {
     Idle,
     /// Read the object and chose a run; next, `acquire` with the floor read.
     Acquire,
-    /// Holds a fresh claim; next, record it in the status (`on_claimed`).
+    /// Holds a fresh claim; next, record it in the status (`record_claim`).
     RecordClaim,
     /// Next, the step that `plan` gives for the ticket as last read: a
     /// provider call, or a decision and its write.

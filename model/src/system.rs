@@ -346,7 +346,7 @@ impl System {
         }
     }
 
-    /// `on_claimed`: the claim must be in the status before any provider
+    /// `record_claim`: the claim must be in the status before any provider
     /// call, or the run stops. It is written once, conditional on the
     /// object as read before `acquire` (its resourceVersion): a claim over
     /// an object that changed since is never recorded.

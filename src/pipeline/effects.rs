@@ -124,9 +124,48 @@ pub trait Effects: Send + Sync {
     ) -> impl Future<Output = BTreeMap<String, Result<String, StepError>>> + Send;
 }
 
+/// Step 2 of the fence, "Record the claim" (`domain::fence`): where a
+/// run's claim is recorded before any provider call, so that every token
+/// that acts is known outside Redis and the next claim takes it as floor
+/// after Redis lost its data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum ClaimRecord {
+    /// Recorded (the controller: in the AssetScan's status, written only
+    /// over the object as it was read): the run starts.
+    Recorded,
+    /// Not recorded where it must be (the API server refused the
+    /// conditional write, or could not be reached): the run does not start.
+    Refused,
+    /// This caller keeps no record outside Redis (the standalone `scan`
+    /// and the bench, which have no AssetScan): the run starts under
+    /// Redis's fence alone, steps 1 and 3.
+    NotKept,
+}
+
 /// Hears about a run's progress (the controller mirrors the ticket into the
-/// CR status from here; the CLI prints).
+/// CR status from here; the CLI prints), and records its claim.
+///
+/// Recording the claim has no default: an observer says where it records
+/// it, or that it keeps none. This one forgets to, and does not compile:
+///
+/// ```compile_fail
+/// use assetscan_operator::domain::ticket::Ticket;
+/// use assetscan_operator::pipeline::Observer;
+///
+/// struct Forgetful;
+///
+/// impl Observer for Forgetful {
+///     async fn on_ticket(&self, _ticket: &Ticket) {}
+/// }
+/// ```
 pub trait Observer: Send + Sync {
+    /// Step 2 of the fence, with the freshly claimed ticket, before any
+    /// provider call (it is told the claimed ticket here, not by
+    /// [`Observer::on_ticket`]). A run whose claim is
+    /// [`ClaimRecord::Refused`] releases its lock without any provider
+    /// call ([`crate::pipeline::Outcome::ClaimUnrecorded`]).
+    fn record_claim(&self, ticket: &Ticket) -> impl Future<Output = ClaimRecord> + Send;
     /// Called after every accepted write (and with a terminal ticket found
     /// on the fast path).
     fn on_ticket(&self, ticket: &Ticket) -> impl Future<Output = ()> + Send;
@@ -137,15 +176,6 @@ pub trait Observer: Send + Sync {
     /// tell nothing again. By default, as any ticket.
     fn on_found_ended(&self, ticket: &Ticket) -> impl Future<Output = ()> + Send {
         self.on_ticket(ticket)
-    }
-    /// Called with the freshly claimed ticket, before any provider call.
-    /// `false` stops the run (the lock is released): the claim could not be
-    /// recorded where it must be.
-    fn on_claimed(&self, ticket: &Ticket) -> impl Future<Output = bool> + Send {
-        async {
-            self.on_ticket(ticket).await;
-            true
-        }
     }
     /// Called after every provider call with how long it took.
     fn on_step_timed(&self, _step: Step, _elapsed: Duration, _ok: bool) {}
@@ -160,7 +190,12 @@ pub trait Observer: Send + Sync {
     }
 }
 
-/// Observes nothing.
+/// Observes nothing, and keeps no record of a claim (the bench; runs of
+/// no AssetScan).
 impl Observer for () {
+    async fn record_claim(&self, _ticket: &Ticket) -> ClaimRecord {
+        ClaimRecord::NotKept
+    }
+
     async fn on_ticket(&self, _ticket: &Ticket) {}
 }

@@ -17,7 +17,7 @@ mod software;
 
 use run::Run;
 
-pub use effects::{Effects, Notification, Observer, Resend, StepError};
+pub use effects::{ClaimRecord, Effects, Notification, Observer, Resend, StepError};
 pub use retry::{RetryPolicy, StepPolicies, StepSettingsError};
 
 /// The pipeline's errors are the ticket store's.
@@ -53,7 +53,7 @@ pub enum Outcome {
     LockLost(Ticket),
     /// Asked to stop (shutdown); the lock was released.
     Stopped(Ticket),
-    /// The observer could not record the claim (see [`Observer::on_claimed`]);
+    /// The observer could not record the claim (see [`Observer::record_claim`]);
     /// the lock was released without any provider call.
     ClaimUnrecorded(Ticket),
     /// The notification could not be delivered yet (retryable errors in
@@ -172,7 +172,9 @@ impl<E: Effects> Pipeline<E> {
             return Ok(Outcome::Terminal(ticket.clone()));
         }
         drill::stop_before(req.asset.as_str(), "ACQUIRE");
-        // The facts just read are not sent again unless the ticket changed.
+        // Fence step 1, "Claim" (`domain::fence`): the lock and a new token,
+        // above every earlier one and the floor, in one atomic step. The
+        // facts just read are not sent again unless the ticket changed.
         let acquired = store
             .acquire_run(
                 &req.asset,
@@ -211,11 +213,14 @@ impl<E: Effects> Pipeline<E> {
             return Ok(Outcome::Terminal(acquired.ticket));
         }
         info!(asset = %req.asset, run = %req.run, token = acquired.token, status = %acquired.ticket.status, "acquired");
-        if !observer.on_claimed(&acquired.ticket).await {
+        // Fence step 2, "Record the claim": before any provider call.
+        if observer.record_claim(&acquired.ticket).await == ClaimRecord::Refused {
             warn!(asset = %req.asset, token = acquired.token, "claim not recorded: stopping");
             release_quietly(&store, req, &acquired.lease).await;
             return Ok(Outcome::ClaimUnrecorded(acquired.ticket));
         }
+        // Fence step 3, "Every ticket write is fenced in Redis": each write
+        // of the run goes under the claim's token (`Run::write`).
         let mut run = Run::new(self, &store, req, observer, &acquired.lease, shutdown);
         let outcome = run.drive(acquired.ticket).await;
         release_quietly(&store, req, &acquired.lease).await;

@@ -356,7 +356,8 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
     }
 
     /// `advance` under the run's token, the one its ticket was claimed
-    /// with (every accepted write keeps it). Entering `NOTIFYING` records the
+    /// with (every accepted write keeps it): fence step 3, "Every ticket
+    /// write is fenced in Redis"; refused, the run stops at once. Entering `NOTIFYING` records the
     /// idempotency key first, so that a takeover re-sends under it.
     async fn write(&self, ticket: &Ticket, to: Status, mut patch: Patch) -> Progress {
         let intent = to == Status::Notifying && ticket.status != Status::Notifying;

@@ -15,7 +15,7 @@ use crate::kubernetes::controller::fleet::cache::WatchCache;
 use crate::kubernetes::controller::fleet::shard::InvalidShardLabel;
 use crate::kubernetes::controller::settings::{EventsSection, ReportsSection};
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus};
-use crate::pipeline::{Observer, StepError};
+use crate::pipeline::{ClaimRecord, Observer, StepError};
 use crate::telemetry::Metrics;
 use assetscan_domain::Alert;
 use assetscan_domain::ticket::{Step, Ticket, now_ms};
@@ -286,7 +286,7 @@ impl<'a> StatusMirror<'a> {
     /// API unreachable, an answer that never came) stops the run before any
     /// provider call; the next reconcile claims again, from a fresh read,
     /// under a higher token. A refused claim costs a token, never the truth.
-    async fn record_claim(&self, ticket: &Ticket) -> bool {
+    async fn write_claim(&self, ticket: &Ticket) -> bool {
         let name = self.obj.metadata.name.as_deref().unwrap_or_default();
         let claim = match self.plan.claim(ticket, &self.writer.stored()) {
             Ok(claim) => claim,
@@ -335,14 +335,19 @@ impl Observer for StatusMirror<'_> {
         self.follow(ticket).await;
     }
 
-    /// The claim is recorded in the status before any provider call, so that
-    /// the status holds every token that acts: after Redis loses data, the
-    /// next acquisition takes it as floor. A claim the API server does not
-    /// hold (see [`StatusMirror::record_claim`]) stops the run.
-    async fn on_claimed(&self, ticket: &Ticket) -> bool {
-        let recorded = self.record_claim(ticket).await;
+    /// Fence step 2: the claim is recorded in the status before any
+    /// provider call, so that the status holds every token that acts: after
+    /// Redis loses data, the next acquisition takes it as floor. A claim the
+    /// API server does not hold (see [`StatusMirror::write_claim`]) stops
+    /// the run.
+    async fn record_claim(&self, ticket: &Ticket) -> ClaimRecord {
+        let recorded = self.write_claim(ticket).await;
         self.claimed.fetch_or(recorded, Ordering::Relaxed);
-        recorded
+        if recorded {
+            ClaimRecord::Recorded
+        } else {
+            ClaimRecord::Refused
+        }
     }
 
     fn on_step_timed(&self, step: Step, elapsed: Duration, ok: bool) {

@@ -177,7 +177,7 @@ impl<'a> StatusWriter<'a> {
 
     /// Records a claim planned over the object as read: one patch,
     /// conditional on its resourceVersion, never retried (see the mirror's
-    /// `record_claim`). Returns whether the API server holds it.
+    /// `write_claim`). Returns whether the API server holds it.
     pub async fn claim(&self, claim: &ClaimWrite) -> bool {
         let run = claim.status.run.as_deref().unwrap_or_default();
         match self.send(&claim.status, &claim.patch).await {
