@@ -1,9 +1,9 @@
 //! Claiming a run: the first step of the fence. `acquire.lua` takes the
 //! asset's lock, draws a new token and claims the ticket with it, in one
 //! atomic step (see [`assetscan_domain::fence`]). With the bridge
-//! (`keys.rs`), the legacy family's lock, fence and ticket copy are taken,
+//! (`keys/mod.rs`), the legacy family's lock, fence and ticket copy are taken,
 //! moved and written in the same step; with the bridge turned off after an
-//! upgrade, the legacy lock alone is held against 0.1.0 (`layout.rs`).
+//! upgrade, the legacy lock alone is held against 0.1.0 (`keys/layout.rs`).
 
 use super::StoreError;
 use super::scripts::{ACQUIRE, AcquireArgs, argument_object};

@@ -33,10 +33,8 @@ mod conn;
 mod end;
 mod error;
 mod keys;
-mod layout;
 mod members;
 mod replica_ack;
-mod replicas;
 mod scripts;
 mod settings;
 mod watchdog;
@@ -50,9 +48,9 @@ pub use conn::{
 };
 pub use error::StoreError;
 pub use keys::AssetKeys;
-pub use layout::{BridgeDecision, CLOSED_HOLDER, IdentityBridge, Layout};
+pub use keys::layout::{BridgeDecision, CLOSED_HOLDER, IdentityBridge, Layout};
+pub use replica_ack::replicas::ReplicaStats;
 pub use replica_ack::{ReplicaAck, ReplicaAckMode};
-pub use replicas::ReplicaStats;
 pub use settings::{LockSection, RedisSection, StoreSettingsError, TicketsSection};
 pub use watchdog::{LeaseGuard, Watchdog, WatchdogStats};
 pub use write::{LastErrorChange, Patch};
@@ -141,7 +139,7 @@ impl TicketStore {
         config: StoreConfig,
     ) -> Result<TicketStore, StoreError> {
         let conn = RedisConn::connect(target, &config).await?;
-        let bridge = layout::resolve(&conn, &config.prefix, config.identity_bridge).await?;
+        let bridge = keys::layout::resolve(&conn, &config.prefix, config.identity_bridge).await?;
         let watchdog = Watchdog::start(conn.clone(), config.lock_ttl);
         let replica_ack = config
             .replica_ack
@@ -164,7 +162,7 @@ impl TicketStore {
     }
 
     /// This store with asset ids scoped by `namespace`: an asset's identity
-    /// is then `(namespace, assetId)` (see `keys.rs`). Refused for a name
+    /// is then `(namespace, assetId)` (see `keys/mod.rs`). Refused for a name
     /// that could not be a Kubernetes namespace.
     pub fn scoped(&self, namespace: &str) -> Result<TicketStore, StoreError> {
         if !keys::valid_namespace(namespace) {

@@ -1,6 +1,6 @@
 //! Which key layout a deployment's Redis is in ([`Layout`]), and so whether
-//! the bridge to 0.1.0's layout is on (the keys module's `AssetKeys` names
-//! them). A new install never takes 0.1.0's keys; an upgrade from 0.1.0 keeps the bridge until the
+//! the bridge to 0.1.0's layout is on (the keys of its family are those
+//! [`super::AssetKeys`] names). A new install never takes 0.1.0's keys; an upgrade from 0.1.0 keeps the bridge until the
 //! platform team turns it off, and from then on refuses 0.1.0 (a rollback
 //! to it started without turning the bridge on again): each claim holds
 //! 0.1.0's lock of the asset by [`CLOSED_HOLDER`], which 0.1.0's claim
@@ -24,8 +24,8 @@
 //! docs/upgrading.md warns against and `make upgrade-test --inject
 //! no-bridge` shows failing.)
 
-use super::StoreError;
-use super::conn::RedisConn;
+use crate::store::StoreError;
+use crate::store::conn::RedisConn;
 use redis::AsyncCommands;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
@@ -153,7 +153,7 @@ impl BridgeDecision {
 }
 
 /// The layout for `setting`, recorded at `<prefix>:layout`.
-pub(super) async fn resolve(
+pub(in crate::store) async fn resolve(
     conn: &RedisConn,
     prefix: &str,
     setting: IdentityBridge,
@@ -294,7 +294,7 @@ mod tests {
 
     #[test]
     fn the_closed_holder_is_the_one_acquire_lua_writes() {
-        let script = include_str!("../../lua/acquire.lua");
+        let script = include_str!("../../../lua/acquire.lua");
         assert!(script.contains(&format!("local CLOSED = '{CLOSED_HOLDER}'")));
         assert!(!CLOSED_HOLDER.contains(char::is_whitespace));
     }

@@ -13,7 +13,7 @@
 //! replicas that acknowledged this connection's writes, so on another
 //! connection (one replaced after a failover) it would answer for writes it
 //! never sent. `n` is the number of replicas the master has, connected and
-//! in sync, at most one ([`super::replicas`]): none, and the write goes
+//! in sync, at most one ([`replicas`]): none, and the write goes
 //! ahead unreplicated (there is nothing a failover could promote that holds
 //! it), counted and warned about. Fewer than `n` within the timeout is
 //! [`StoreError::NotReplicated`]: the write may be lost, so the caller does
@@ -26,12 +26,14 @@
 //! written; Redis 7.0 does not have it, and `WAIT` is what protects against a
 //! failover, so the store uses `WAIT` everywhere.
 
-use super::conn::{RedisConn, RedisTarget};
-use super::replicas::{MAX_WAIT, Replicas};
-use super::{StoreError, millis};
+pub(super) mod replicas;
+
+use crate::store::conn::{RedisConn, RedisTarget};
+use crate::store::{StoreError, millis};
 use assetscan_domain::Alert;
 use assetscan_domain::ticket::Status;
 use redis::{FromRedisValue, Script, ScriptInvocation, Value};
+use replicas::{MAX_WAIT, Replicas};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::time::Duration;

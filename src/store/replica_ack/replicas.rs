@@ -28,7 +28,7 @@
 //! is sent again with the wait (the same transition under the same token,
 //! which the script accepts as `X → X`).
 
-use super::conn::RedisConn;
+use crate::store::conn::RedisConn;
 use redis::Value;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -38,7 +38,7 @@ use tracing::{debug, warn};
 
 /// The most replicas a write waits for: one copy off the master is what
 /// survives the failover of one node.
-pub(super) const MAX_WAIT: u32 = 1;
+pub(in crate::store) const MAX_WAIT: u32 = 1;
 /// How often the replication state is read again.
 const REFRESH_EVERY: Duration = Duration::from_secs(1);
 /// A state older than this is read again before it decides a write (the
@@ -100,7 +100,7 @@ impl Seen {
 
 /// The replica wait's view of the master; cheap to clone.
 #[derive(Clone)]
-pub(super) struct Replicas {
+pub(in crate::store) struct Replicas {
     shared: Arc<Shared>,
 }
 
@@ -119,7 +119,7 @@ impl Replicas {
     /// Starts reading the replication state of `conn`'s master in the
     /// background; the task ends when the last handle is dropped. `grace`
     /// is the failover wait.
-    pub(super) fn start(conn: &RedisConn, grace: Duration) -> Replicas {
+    pub(in crate::store) fn start(conn: &RedisConn, grace: Duration) -> Replicas {
         let shared = Arc::new(Shared {
             conn: conn.counted_apart(),
             grace,
@@ -132,7 +132,7 @@ impl Replicas {
         Replicas { shared }
     }
 
-    pub(super) fn stats(&self) -> &ReplicaStats {
+    pub(in crate::store) fn stats(&self) -> &ReplicaStats {
         &self.shared.stats
     }
 
@@ -140,7 +140,7 @@ impl Replicas {
     /// the background, or read now when that one is old or about another
     /// node than the one the writes go to. A state that cannot be read
     /// waits for one replica, as before.
-    pub(super) async fn to_wait(&self) -> u32 {
+    pub(in crate::store) async fn to_wait(&self) -> u32 {
         let shared = &self.shared;
         let current = shared.seen().clone();
         let node = shared.conn.node();
@@ -158,7 +158,7 @@ impl Replicas {
     /// whether the sentinels still name it). Only 0 lets the write count as
     /// done: a view up to a second old may predate a replica's sync or a
     /// failover that left this node behind.
-    pub(super) async fn to_wait_now(&self) -> u32 {
+    pub(in crate::store) async fn to_wait_now(&self) -> u32 {
         let _only = self.shared.reading.lock().await;
         self.shared
             .read()
@@ -168,7 +168,7 @@ impl Replicas {
 
     /// Counts a write that went ahead without a replica, and warns about it
     /// at most once per [`WARN_EVERY`].
-    pub(super) fn went_unreplicated(&self, key: &str) {
+    pub(in crate::store) fn went_unreplicated(&self, key: &str) {
         let shared = &self.shared;
         shared
             .stats
@@ -188,7 +188,7 @@ impl Replicas {
     }
 
     /// Counts a write a replica acknowledged.
-    pub(super) fn acknowledged(&self) {
+    pub(in crate::store) fn acknowledged(&self) {
         let stats = &self.shared.stats;
         stats.acknowledged_writes.fetch_add(1, Ordering::Relaxed);
     }

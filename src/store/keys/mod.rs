@@ -8,14 +8,16 @@
 //! and of the previous release): after the prefix a legacy key goes on
 //! with the braced tag, a namespaced one with `n`, and a namespace name
 //! holds neither `:` nor braces. While the bridge is on
-//! ([`StoreConfig::identity_bridge`](super::StoreConfig)), the legacy
+//! ([`StoreConfig::identity_bridge`](crate::store::StoreConfig)), the legacy
 //! family of the same asset is taken along ([`AssetKeys::legacy`]) and the
 //! audit stream stays the legacy one; once it is turned off after an
 //! upgrade ([`Layout::Closed`]), only the legacy lock is named, which a
 //! claim holds against 0.1.0 ([`AssetKeys::closed_lock`]).
 
-use super::layout::Layout;
+pub(super) mod layout;
+
 use assetscan_domain::AssetId;
+use layout::Layout;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AssetKeys {
@@ -68,7 +70,7 @@ impl AssetKeys {
 
     /// 0.1.0's lock of the asset, with the bridge off after an upgrade
     /// ([`Layout::Closed`]): a claim waits while a 0.1.0 executor holds it
-    /// and otherwise holds it by [`super::CLOSED_HOLDER`], so that
+    /// and otherwise holds it by [`layout::CLOSED_HOLDER`], so that
     /// a replica of 0.1.0 started since is refused the asset.
     pub fn closed_lock(&self) -> Option<&str> {
         self.closed_lock.as_deref()
