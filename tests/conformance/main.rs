@@ -1,22 +1,27 @@
 //! The emulator's conformance requests (`probes.rs`) sent to the API
-//! emulator and, given a kubeconfig, to a real cluster too; the answers
-//! compared field by field (status code, `reason`, `message`, the causes'
-//! field, reason and message, and what a client reads of a successful
-//! answer), and every difference reported.
+//! emulator and compared, field by field (status code, `reason`, `message`,
+//! the causes' field, reason and message, and what a client reads of a
+//! successful answer), with a real API server's answers: a cluster's, given
+//! a kubeconfig, or else those recorded from one (`recorded.json`, see
+//! `recording.rs`). Every difference is reported.
 //!
 //! ```text
-//! cargo test --all-features --test conformance                                 # the emulator alone
-//! cargo test --all-features --test conformance -- --kubeconfig ~/.kube/config  # compared (make conformance)
+//! cargo test --all-features --test conformance                                 # against recorded.json (make test)
+//! cargo test --all-features --test conformance -- --kubeconfig ~/.kube/config  # against a cluster (make conformance)
+//! cargo test --all-features --test conformance -- --kubeconfig ~/.kube/config --record tests/conformance/recorded.json
 //! ```
 //!
-//! On a cluster each probe gets a namespace of its own; the example CRDs
-//! are installed when absent, and what the run created is removed at its
-//! end (tests/e2e/cluster.rs). A difference is a failure unless
-//! [`EXCEPTIONS`] explains it.
+//! The last command compares with the cluster and writes its answers as the
+//! new recording. On a cluster each probe gets a namespace of its own; the
+//! example CRDs are installed when absent, and what the run created is
+//! removed at its end (tests/e2e/cluster.rs). A difference, and a probe the
+//! recording lacks, is a failure unless [`EXCEPTIONS`] explains it: the
+//! same exceptions and the same comparison for both references.
 
 #[path = "../e2e/args.rs"]
 mod args;
 mod probes;
+mod recording;
 // The e2e suite's backend and cluster modules: this run uses their cluster
 // half only.
 #[allow(dead_code)]
@@ -36,6 +41,7 @@ use axum::http::Request;
 use cluster::Cluster;
 use kube::Client;
 use probes::{PROBES, Probe, Step};
+use recording::{HOW_TO_RECORD, RECORDED, Recording};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -47,8 +53,8 @@ const EXCEPTIONS: &[(&str, &str, &str, &str)] = &[];
 /// What a client reads of one answer, field by field.
 type Answer = BTreeMap<String, String>;
 
-/// One probe's answers, step by step.
-type Answers = Vec<(&'static str, Answer)>;
+/// One probe's answers, step by step, each with the step's name.
+type Answers = Vec<(String, Answer)>;
 
 fn main() -> ExitCode {
     let args = Args::parse();
@@ -56,13 +62,32 @@ fn main() -> ExitCode {
     if args.listed(selected.iter().map(|p| p.name)) {
         return ExitCode::SUCCESS;
     }
+    if let Some(why) = refused(&args) {
+        return failed(why);
+    }
     args::runtime().block_on(async {
         match args.kubeconfig.as_deref() {
-            None => on_the_emulator_alone(&selected).await,
+            None => against_the_recording(&selected).await,
             Some("") => failed(cluster::E2eError::NoCluster),
-            Some(path) => compared(path, &selected).await,
+            Some(path) => compared(path, &selected, args.record.as_deref()).await,
         }
     })
+}
+
+/// Why `--record` cannot be done as asked: a recording is a cluster's
+/// answers to every probe, so that a run without a cluster finds them all.
+fn refused(args: &Args) -> Option<&'static str> {
+    match args.record.as_deref() {
+        None => None,
+        Some("") => Some("--record needs the path to write the recording to"),
+        Some(_) if args.kubeconfig.is_none() => {
+            Some("--record needs --kubeconfig: the answers recorded are a cluster's")
+        }
+        Some(_) if !args.filters.is_empty() => {
+            Some("--record writes every probe's answers: drop the names to filter by")
+        }
+        Some(_) => None,
+    }
 }
 
 fn failed(why: impl std::fmt::Display) -> ExitCode {
@@ -89,19 +114,57 @@ async fn on_emulator(probe: &Probe) -> Answers {
     run(probe, &emu.client().expect("client"), "conformance").await
 }
 
-async fn on_the_emulator_alone(selected: &[&Probe]) -> ExitCode {
-    let mut requests = 0;
+/// Without a cluster: the emulator's answers compared with those recorded
+/// from one, so that `make test` fails when the emulator drifts from a
+/// real API server.
+async fn against_the_recording(selected: &[&Probe]) -> ExitCode {
+    let recording = match Recording::load(RECORDED) {
+        Ok(recording) => recording,
+        Err(e) => return failed(e),
+    };
+    let (mut tally, mut requests) = (Tally::default(), 0);
     for probe in selected {
-        requests += on_emulator(probe).await.len();
+        let emulated = on_emulator(probe).await;
+        requests += emulated.len();
+        match recording.answers(probe.name) {
+            Some(recorded) => compare(&mut tally, probe.name, &emulated, ("recorded", &recorded)),
+            None => {
+                tally.unexplained += 1;
+                println!(
+                    "  NOT RECORDED {}: recorded.json has no answers for it; record them: {HOW_TO_RECORD}",
+                    probe.name
+                );
+            }
+        }
     }
+    tally.unexplained += no_longer_probed(&recording);
     println!(
-        "conformance: {} probes, {requests} requests answered by the emulator; pass --kubeconfig to compare with a cluster",
-        selected.len()
+        "conformance: {} probes, {requests} requests to the emulator compared with Kubernetes {} as recorded on {}: {}",
+        selected.len(),
+        recording.server_version,
+        recording.recorded_on,
+        tally.summary()
     );
-    ExitCode::SUCCESS
+    tally.verdict()
 }
 
-async fn compared(path: &str, selected: &[&Probe]) -> ExitCode {
+/// The recorded probes `probes.rs` no longer has, each printed: a recording
+/// that does not match the probes is out of date.
+fn no_longer_probed(recording: &Recording) -> usize {
+    let stale: Vec<&String> = (recording.probes.keys())
+        .filter(|name| PROBES.iter().all(|p| p.name != name.as_str()))
+        .collect();
+    for name in &stale {
+        println!(
+            "  NO SUCH PROBE {name}: recorded, but probes.rs has no such probe; record again: {HOW_TO_RECORD}"
+        );
+    }
+    stale.len()
+}
+
+/// With a cluster: the emulator's answers compared with the cluster's, and
+/// with `record`, the cluster's written there as the new recording.
+async fn compared(path: &str, selected: &[&Probe], record: Option<&str>) -> ExitCode {
     let mut cluster = match Cluster::connect(path.as_ref()).await {
         Ok(cluster) => cluster,
         Err(e) => return failed(e),
@@ -117,64 +180,163 @@ async fn compared(path: &str, selected: &[&Probe]) -> ExitCode {
         left_behind |= line.contains("LEFT BEHIND");
         println!("  {line}");
     }
-    match outcome {
-        Err(e) => failed(e),
-        Ok(0) if !left_behind => ExitCode::SUCCESS,
-        Ok(0) => failed("the run left objects behind (listed above)"),
-        Ok(n) => failed(format!("{n} unexplained differences (listed above)")),
+    let (tally, answers) = match outcome {
+        Ok(outcome) => outcome,
+        Err(e) => return failed(e),
+    };
+    if let Some(path) = record
+        && let Err(e) = record_answers(path.as_ref(), &cluster.version, answers)
+    {
+        return failed(e);
     }
+    if left_behind {
+        return failed("the run left objects behind (listed above)");
+    }
+    tally.verdict()
 }
 
-/// Runs every probe on both, prints every difference: how many are not
-/// explained.
+/// Runs every probe on both, prints every difference: what the comparison
+/// found, and the cluster's answers.
 async fn compare_all(
     cluster: &mut Cluster,
     selected: &[&Probe],
-) -> Result<usize, cluster::E2eError> {
+) -> Result<(Tally, Vec<(&'static str, Answers)>), cluster::E2eError> {
     cluster.install_crds(crds()).await?;
-    let (mut fields, mut explained, mut unexplained) = (0, 0, 0);
+    let (mut tally, mut answers) = (Tally::default(), Vec::new());
     for probe in selected {
         let namespace = cluster::create_namespace(&cluster.admin, &cluster.ledger).await?;
         let real = run(probe, &cluster.admin, &namespace).await;
         let emulated = on_emulator(probe).await;
-        for ((what, emu), (_, cl)) in emulated.iter().zip(&real) {
-            let keys: std::collections::BTreeSet<&String> = emu.keys().chain(cl.keys()).collect();
-            for key in keys {
-                fields += 1;
-                let (e, c) = (emu.get(key), cl.get(key));
-                if e == c {
-                    continue;
-                }
-                let why = EXCEPTIONS
-                    .iter()
-                    .find(|(p, s, f, _)| *p == probe.name && s == what && f == key)
-                    .map(|(.., why)| *why);
-                match why {
-                    Some(_) => explained += 1,
-                    None => unexplained += 1,
-                }
-                println!(
-                    "  DIFFERENCE {} / {what} / {key}:\n    emulator: {}\n    cluster:  {}{}",
-                    probe.name,
-                    e.map_or("(absent)", String::as_str),
-                    c.map_or("(absent)", String::as_str),
-                    why.map(|w| format!("\n    explained: {w}"))
-                        .unwrap_or_default()
-                );
-            }
-        }
+        compare(&mut tally, probe.name, &emulated, ("cluster", &real));
         println!(
             "conformance: {} ... compared ({} requests)",
             probe.name,
             real.len()
         );
+        answers.push((probe.name, real));
     }
     println!(
-        "conformance: {} probes, {fields} fields compared: {} differences, {explained} explained, {unexplained} not",
+        "conformance: {} probes, {}",
         selected.len(),
-        explained + unexplained
+        tally.summary()
     );
-    Ok(unexplained)
+    Ok((tally, answers))
+}
+
+/// Writes the cluster's answers as the recording; refuses one with a
+/// request the cluster never answered, which would be compared as a
+/// transport error forever after.
+fn record_answers(
+    path: &std::path::Path,
+    version: &str,
+    answers: Vec<(&str, Answers)>,
+) -> Result<(), String> {
+    let unanswered = answers.iter().find_map(|(probe, steps)| {
+        let (step, answer) = steps.iter().find(|(_, a)| a.contains_key("transport"))?;
+        Some(format!("{probe} / {step}: {}", answer["transport"]))
+    });
+    if let Some(unanswered) = unanswered {
+        return Err(format!(
+            "not recorded: the cluster did not answer {unanswered}"
+        ));
+    }
+    let probes = answers.len();
+    Recording::new(version, answers).save(path)?;
+    println!(
+        "conformance: the answers to {probes} probes recorded in {} (Kubernetes {version})",
+        path.display()
+    );
+    Ok(())
+}
+
+/// What the comparison found, over every probe compared.
+#[derive(Default)]
+struct Tally {
+    fields: usize,
+    explained: usize,
+    unexplained: usize,
+}
+
+impl Tally {
+    fn summary(&self) -> String {
+        format!(
+            "{} fields compared: {} differences, {} explained, {} not",
+            self.fields,
+            self.explained + self.unexplained,
+            self.explained,
+            self.unexplained
+        )
+    }
+
+    /// A difference [`EXCEPTIONS`] does not explain fails the run.
+    fn verdict(&self) -> ExitCode {
+        match self.unexplained {
+            0 => ExitCode::SUCCESS,
+            n => failed(format!("{n} unexplained differences (listed above)")),
+        }
+    }
+}
+
+/// The one comparison, of the emulator's answers to `probe` with a real
+/// API server's (`reference`: a cluster's live, or the recording's, named
+/// by its label), step by step: a step one side lacks or names otherwise
+/// is a difference no exception explains.
+fn compare(tally: &mut Tally, probe: &str, emulated: &Answers, reference: (&str, &Answers)) {
+    let (label, real) = reference;
+    for i in 0..emulated.len().max(real.len()) {
+        match (emulated.get(i), real.get(i)) {
+            (Some((what, emu)), Some((step, other))) if what == step => {
+                compare_fields(tally, (probe, what), emu, (label, other));
+            }
+            (emu, other) => {
+                tally.unexplained += 1;
+                println!(
+                    "  DIFFERENCE {probe} / step {}: the steps differ: emulator {}, {label} {}",
+                    i + 1,
+                    step_name(emu),
+                    step_name(other)
+                );
+            }
+        }
+    }
+}
+
+fn step_name(step: Option<&(String, Answer)>) -> String {
+    step.map_or("nothing".into(), |(what, _)| format!("\"{what}\""))
+}
+
+/// One step's answers, field by field; every difference printed, with its
+/// explanation from [`EXCEPTIONS`] when it has one.
+fn compare_fields(
+    tally: &mut Tally,
+    (probe, what): (&str, &str),
+    emu: &Answer,
+    (label, real): (&str, &Answer),
+) {
+    let label = format!("{label}:");
+    let keys: std::collections::BTreeSet<&String> = emu.keys().chain(real.keys()).collect();
+    for key in keys {
+        tally.fields += 1;
+        let (e, r) = (emu.get(key), real.get(key));
+        if e == r {
+            continue;
+        }
+        let why = EXCEPTIONS
+            .iter()
+            .find(|(p, s, f, _)| *p == probe && *s == what && f == key)
+            .map(|(.., why)| *why);
+        match why {
+            Some(_) => tally.explained += 1,
+            None => tally.unexplained += 1,
+        }
+        println!(
+            "  DIFFERENCE {probe} / {what} / {key}:\n    emulator: {}\n    {label:<9} {}{}",
+            e.map_or("(absent)", String::as_str),
+            r.map_or("(absent)", String::as_str),
+            why.map(|w| format!("\n    explained: {w}"))
+                .unwrap_or_default()
+        );
+    }
 }
 
 /// Sends the probe's requests in order; what a client reads of each answer.
@@ -186,7 +348,7 @@ async fn run(probe: &Probe, client: &Client, namespace: &str) -> Answers {
         if let Some(u) = body.pointer("/metadata/uid").and_then(Value::as_str) {
             uid = u.to_owned();
         }
-        answers.push((step.what, normalised(answer, namespace)));
+        answers.push((step.what.to_owned(), normalised(answer, namespace)));
     }
     answers
 }

@@ -1,6 +1,7 @@
 //! The command line of the suites that run on the emulator or a cluster
 //! (e2e, conformance): `--kubeconfig PATH` (empty: the caller had none to
-//! give), `--no-garbage-collector`, `--list`, and names to filter by;
+//! give), `--no-garbage-collector`, `--record PATH` (conformance: where the
+//! cluster's answers are written), `--list`, and names to filter by;
 //! libtest's own flags (`--test-threads=2`, ...) are accepted and ignored,
 //! since `cargo test` passes them to every test binary.
 
@@ -8,6 +9,8 @@ pub struct Args {
     /// `--kubeconfig` given (empty when the caller had none to give).
     pub kubeconfig: Option<String>,
     pub garbage_collector: bool,
+    /// `--record PATH`: the conformance suite writes the cluster's answers there.
+    pub record: Option<String>,
     pub filters: Vec<String>,
     pub list: bool,
 }
@@ -17,6 +20,7 @@ impl Args {
         let mut args = Args {
             kubeconfig: None,
             garbage_collector: true,
+            record: None,
             filters: Vec::new(),
             list: false,
         };
@@ -25,6 +29,7 @@ impl Args {
             match arg.as_str() {
                 "--kubeconfig" => args.kubeconfig = Some(given.next().unwrap_or_default()),
                 "--no-garbage-collector" => args.garbage_collector = false,
+                "--record" => args.record = Some(given.next().unwrap_or_default()),
                 "--list" => args.list = true,
                 // libtest's options that take a value, as a separate word.
                 "--test-threads" | "--skip" | "--format" | "--color" | "-Z" => {
@@ -33,6 +38,8 @@ impl Args {
                 flag if flag.starts_with('-') => {
                     if let Some(path) = flag.strip_prefix("--kubeconfig=") {
                         args.kubeconfig = Some(path.to_owned());
+                    } else if let Some(path) = flag.strip_prefix("--record=") {
+                        args.record = Some(path.to_owned());
                     }
                 }
                 filter => args.filters.push(filter.to_owned()),
