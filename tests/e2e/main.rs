@@ -49,6 +49,11 @@ fn main() -> ExitCode {
     if args.listed(selected.iter().map(|(name, _)| *name)) {
         return ExitCode::SUCCESS;
     }
+    if args.record.is_some() {
+        return failed(
+            "--record is the conformance suite's (make conformance): the scenarios record nothing",
+        );
+    }
     args::runtime().block_on(async {
         match args.kubeconfig {
             None => run_scenarios(&Backend::Emulator, &selected, None).await,
