@@ -1,19 +1,10 @@
 //! assetscan-operator: fenced, crash-safe security scans per asset.
 //!
-//! The layers, each depending only on those below it:
-//!
-//! - [`cli`]: the binary's subcommands (`run`, `crd`, `scan`, `ticket`);
-//! - [`kubernetes`]: the adapter to the API server (custom resources,
-//!   controller, RBAC);
-//! - [`pipeline`] and [`providers`]: one run driven through its steps, and
-//!   the outside world it calls;
-//! - [`store`]: the fenced ticket store (Redis and the scripts in `lua/`);
-//! - [`domain`]: tickets, the fence, runs, requests and verdicts.
-//!
-//! Beside them, what every layer may use: [`duration`],
-//! [`telemetry`], [`probes`] and who may read them ([`http_access`]),
-//! [`yaml`], and the fair shares of a rate
-//! among namespaces ([`fair`]).
+//! The layers, each depending only on those below it: [`cli`], then
+//! [`kubernetes`], then [`pipeline`] and [`providers`], then [`store`],
+//! then [`domain`]. What each module holds is mapped once, in
+//! docs/development.md ("The layout"), which `tests/code_map.rs` checks
+//! against the tree.
 //!
 //! Each layer owns its sections of the configuration file (their types,
 //! defaults and rules); [`cli::config`] puts them side by side and reads

@@ -1,26 +1,10 @@
 //! The AssetScan controller: kube-runtime's `Controller` with a small
 //! `Context`, `reconcile` and `error_policy`, a finalizer, and the ticket
 //! mirrored into the status after every accepted transition. Three rooms,
-//! each importing only the ones below it:
-//!
-//! - `reconcile`: the loop and the decision. What every reconcile shares
-//!   (`context`), a reconcile of a live object (`apply`: decide, run,
-//!   settle by the `outcome` table), the finalizer's `cleanup`, the
-//!   reconcile of the objects no bucket selects (`place`), whether another
-//!   replica's share waits (`share`), the object as the domain sees it
-//!   (`request`), the wait between notification attempts (`notify_wait`),
-//!   when a rescan the minimum interval holds back starts (`deferral`),
-//!   the channel policy (`channels`) and the status-derived gauges
-//!   (`gauges`, computed from the watch cache at each scrape);
-//! - `status`: the fenced status mirror, the pipeline's observer: the
-//!   ticket → status mapping (`from_ticket`, `conditions`), the status plan
-//!   (`plan`, pure), the fenced writer (`writer`), the report recorder
-//!   (`report`), the run's Events (`events`) and the conditions no ticket
-//!   sets (`halt`), composed by `mirror`;
-//! - `fleet`: the replicas side by side: the shard buckets (`shard`), the
-//!   live membership (`members`), the per-replica bound on runs started per
-//!   second (`starts`), rescans spread over their interval (`spread`) and
-//!   the watch cache, aware of this process's own writes (`cache`).
+//! each importing only the ones below it: `reconcile` (the loop and the
+//! decision), `status` (the fenced status mirror, the pipeline's observer)
+//! and `fleet` (the replicas side by side); what each file holds is in the
+//! code map, docs/development.md ("The layout").
 //!
 //! `reconcile` uses `status` and `fleet`; `status` uses `fleet` (the watch
 //! cache its writes are remembered in, the shard label it reports); `fleet`
