@@ -79,7 +79,7 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
         fleet::cache::unplaced_watch(api, unplaced, ctx.settings.shard);
     let placing = Controller::for_stream(unplaced_objects, unplaced_store)
         .with_config(config)
-        .reconcile_all_on(rebooking(&ctx, |ctx| &ctx.labels))
+        .reconcile_all_on(rebooking(&ctx, |ctx| &ctx.label_gate))
         .graceful_shutdown_on(shutdown_of(&ctx))
         .run(reconcile::place, error_policy, ctx.clone())
         .for_each(log_failure);

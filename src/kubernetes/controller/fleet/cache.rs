@@ -111,7 +111,7 @@ pub enum Latest {
     Cached(Arc<AssetScan>),
     /// A status write of this process has not been delivered yet: its
     /// delivery triggers the next reconcile.
-    Behind,
+    OwnWriteUndelivered,
     /// Not in the cache, or an own write was not delivered within
     /// [`DELIVERY_WAIT`]: read the object from the API server.
     Unknown,
@@ -252,7 +252,7 @@ impl WatchCache {
             let mut own = self.own();
             if let Some((_, at)) = own.unseen.get(&key) {
                 if at.elapsed() < DELIVERY_WAIT {
-                    return Latest::Behind;
+                    return Latest::OwnWriteUndelivered;
                 }
                 own.unseen.remove(&key);
                 return Latest::Unknown;
@@ -312,7 +312,7 @@ mod tests {
     fn decides_from(cache: &WatchCache, name: &str) -> Option<String> {
         match cache.latest(&object(name, "any")) {
             Latest::Cached(obj) => obj.metadata.resource_version.clone(),
-            Latest::Behind => Some("behind".into()),
+            Latest::OwnWriteUndelivered => Some("behind".into()),
             Latest::Unknown => None,
         }
     }

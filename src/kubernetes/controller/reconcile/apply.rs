@@ -37,7 +37,7 @@ use tracing::debug;
 enum Decision {
     /// This copy of the object, what to do with it, and whether a start of
     /// the replica's start bound was taken for it.
-    Act(Arc<AssetScan>, RunDecision, Spent),
+    Act(Arc<AssetScan>, RunDecision, Start),
     /// Nothing to act on now.
     Answer(Action),
 }
@@ -49,8 +49,8 @@ pub(super) async fn apply<E: Effects + 'static>(
     ctx: &Context<E>,
     api: &Api<AssetScan>,
 ) -> Result<Action, Error> {
-    let (fresh, decision, spent) = match decide_fresh(cached, ctx, api).await? {
-        Decision::Act(obj, decision, spent) => (obj, decision, spent),
+    let (fresh, decision, start) = match decide_fresh(cached, ctx, api).await? {
+        Decision::Act(obj, decision, start) => (obj, decision, start),
         Decision::Answer(action) => return Ok(action),
     };
     let obj = fresh.as_ref();
@@ -63,10 +63,10 @@ pub(super) async fn apply<E: Effects + 'static>(
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan)
         .progress_every(ctx.settings.progress_every)
         .records(&ctx.settings.reports, &ctx.settings.events)
-        .end_grace(ctx.pipeline.lock_ttl())
+        .grace_to_write_end(ctx.pipeline.lock_ttl())
         .remembered_in(ctx.cache());
     let result = act(obj, decision, ctx, &mirror, rescan, &refused).await;
-    if spent.0 && !mirror.claimed() {
+    if start == Start::Taken && !mirror.claimed() {
         // No run started: the lock was held, the run had ended, the claim
         // was refused, or Redis failed. The start goes to the next one.
         ctx.starts.give_back();
@@ -103,7 +103,7 @@ async fn decide_fresh<E: Effects + 'static>(
     // never a wrong status.
     let (fresh, read) = match ctx.cache().latest(cached) {
         Latest::Cached(obj) => (Some(obj), false),
-        Latest::Behind => {
+        Latest::OwnWriteUndelivered => {
             ctx.metrics.reconciled("cache_behind");
             return Ok(Decision::Answer(Action::requeue(DELIVERY_WAIT)));
         }
@@ -114,7 +114,7 @@ async fn decide_fresh<E: Effects + 'static>(
     };
     let mut view = view_of(&fresh, ctx);
     let mut decision = view.decide(Timestamp::now());
-    let mut spent = Spent(false);
+    let mut start = Start::NotTaken;
     if let Some(wait) = notify_backoff_left(&fresh, &view, &decision, ctx) {
         ctx.metrics.reconciled("notify_backoff");
         return Ok(Decision::Answer(Action::requeue(wait)));
@@ -127,7 +127,7 @@ async fn decide_fresh<E: Effects + 'static>(
         let exempt = !needs_a_start(&view, &decision);
         if !exempt {
             match take_a_start(ctx, &fresh) {
-                Ok(took) => spent = took,
+                Ok(took) => start = took,
                 Err(wait) => return Ok(Decision::Answer(wait)),
             }
         }
@@ -147,7 +147,7 @@ async fn decide_fresh<E: Effects + 'static>(
             // run to drive: that one takes its start.
             if exempt && needs_a_start(&view, &decision) {
                 match take_a_start(ctx, &fresh) {
-                    Ok(took) => spent = took,
+                    Ok(took) => start = took,
                     Err(wait) => return Ok(Decision::Answer(wait)),
                 }
             }
@@ -159,12 +159,16 @@ async fn decide_fresh<E: Effects + 'static>(
             100,
         ))));
     }
-    Ok(Decision::Act(fresh, decision, spent))
+    Ok(Decision::Act(fresh, decision, start))
 }
 
-/// Whether a reconcile took a start of the replica's start bound.
-#[derive(Clone, Copy)]
-struct Spent(bool);
+/// Whether a reconcile took a start of the replica's start bound (given
+/// back when no run was claimed after all).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Start {
+    Taken,
+    NotTaken,
+}
 
 /// How long `decision` on `obj` waits for its next notify pass, the last
 /// one having failed ([`backoff_left`]).
@@ -189,9 +193,9 @@ fn view_of<E: Effects + 'static>(obj: &AssetScan, ctx: &Context<E>) -> RunView {
 
 /// Takes one of the replica's starts for `obj`; without one left, the
 /// answer that requeues it for its slot in the line of delayed starts.
-fn take_a_start<E: Effects + 'static>(ctx: &Context<E>, obj: &AssetScan) -> Result<Spent, Action> {
+fn take_a_start<E: Effects + 'static>(ctx: &Context<E>, obj: &AssetScan) -> Result<Start, Action> {
     match ctx.starts.admit(&obj.namespace().unwrap_or_default()) {
-        Admission::Now => Ok(Spent(true)),
+        Admission::Now => Ok(Start::Taken),
         Admission::After(delay) => {
             ctx.waiting.blocked(obj);
             Err(Action::requeue(delay))
@@ -282,7 +286,7 @@ async fn act<E: Effects + 'static>(
     let then = settled.carry_out(&key, &ctx.metrics, mirror).await;
     // The end of a run another executor ended is its to write: look again
     // when that is overdue, unless its write comes first.
-    Ok(mirror.end_left().map_or(then, Action::requeue))
+    Ok(mirror.end_awaited_for().map_or(then, Action::requeue))
 }
 
 /// Runs `request`. An earlier run found alerting goes first, in the same

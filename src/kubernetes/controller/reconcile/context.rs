@@ -76,7 +76,7 @@ pub struct Context<E> {
     /// unlabelled objects passes: a label leads to a run's start, and
     /// labels written in creation order would queue one namespace's few new
     /// objects behind another's mass creation.
-    pub(crate) labels: StartGate,
+    pub(crate) label_gate: StartGate,
     /// The channel policy, and the namespace labels it reads.
     pub(super) channels: ChannelGate,
     /// The namespaces' FindingExceptions, for each run's triage.
@@ -121,7 +121,7 @@ impl<E> Context<E> {
         Context {
             recorder: Recorder::new(client.clone(), reporter),
             starts: StartGate::new(&settings.scan_starts, &metrics.starts.runs),
-            labels: StartGate::new(&settings.scan_starts, &metrics.starts.labels),
+            label_gate: StartGate::new(&settings.scan_starts, &metrics.starts.labels),
             channels: ChannelGate::new(settings.channels.clone(), client.clone()),
             exceptions: ExceptionGate::new(client.clone()),
             client,

@@ -62,7 +62,7 @@ pub async fn place<E: Effects + 'static>(
         }
         Placement::Unlabelled { .. } if let Some(later) = share::defer(&obj, &ctx) => Ok(later),
         Placement::Unlabelled { bucket } => {
-            match ctx.labels.admit(&obj.namespace().unwrap_or_default()) {
+            match ctx.label_gate.admit(&obj.namespace().unwrap_or_default()) {
                 Admission::Now => label(&obj, &ctx, bucket).await,
                 Admission::After(delay) => Ok(Action::requeue(delay)),
             }
@@ -95,7 +95,7 @@ async fn label<E: Effects + 'static>(
     if written.is_err() {
         // No run starts from a label not written: the next object takes
         // its start.
-        ctx.labels.give_back();
+        ctx.label_gate.give_back();
     }
     match written {
         Ok(_) => {

@@ -44,10 +44,10 @@ pub struct StatusMirror<'a> {
     claimed: AtomicBool,
     /// How long the executor that ended a run has to write its end (the
     /// lock's ttl) before another writes it.
-    end_grace: Duration,
+    grace_to_write_end: Duration,
     /// The end of a run another executor ended and has not written yet is
     /// left to it for this long (see [`Observer::on_found_ended`]).
-    end_left: Mutex<Option<Duration>>,
+    end_awaited: Mutex<Option<Duration>>,
 }
 
 impl<'a> StatusMirror<'a> {
@@ -71,8 +71,8 @@ impl<'a> StatusMirror<'a> {
             events,
             progress_every: Duration::ZERO,
             claimed: AtomicBool::new(false),
-            end_grace: Duration::ZERO,
-            end_left: Mutex::new(None),
+            grace_to_write_end: Duration::ZERO,
+            end_awaited: Mutex::new(None),
         }
     }
 
@@ -84,15 +84,15 @@ impl<'a> StatusMirror<'a> {
 
     /// Leaves the end of a run another executor ended to it for `grace`
     /// after the end (the lock's ttl; default: none).
-    pub fn end_grace(mut self, grace: Duration) -> Self {
-        self.end_grace = grace;
+    pub fn grace_to_write_end(mut self, grace: Duration) -> Self {
+        self.grace_to_write_end = grace;
         self
     }
 
     /// How long the end of a run another executor ended is left to it: look
     /// again then (its write, when it comes, triggers a reconcile sooner).
-    pub(crate) fn end_left(&self) -> Option<Duration> {
-        *self.end_left.lock().unwrap_or_else(|e| e.into_inner())
+    pub(crate) fn end_awaited_for(&self) -> Option<Duration> {
+        *self.end_awaited.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Writes a step between the claim and the end only once `every` has
@@ -253,7 +253,7 @@ impl<'a> StatusMirror<'a> {
     /// report, named in the same write. Returns whether the API server
     /// holds the status.
     pub async fn mirror(&self, ticket: &Ticket) -> bool {
-        if ticket.status.is_terminal() && self.end_left().is_some() {
+        if ticket.status.is_terminal() && self.end_awaited_for().is_some() {
             return false;
         }
         if ticket.status.is_terminal() && self.end_recorded(ticket) {
@@ -328,8 +328,9 @@ impl Observer for StatusMirror<'_> {
             return;
         }
         let age = Duration::from_millis(now_ms().saturating_sub(ticket.updated_at));
-        if self.claim_recorded(ticket) && age < self.end_grace {
-            *self.end_left.lock().unwrap_or_else(|e| e.into_inner()) = Some(self.end_grace - age);
+        if self.claim_recorded(ticket) && age < self.grace_to_write_end {
+            *self.end_awaited.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(self.grace_to_write_end - age);
             return;
         }
         self.follow(ticket).await;
