@@ -9,9 +9,12 @@
 //! `reconcile` uses `status` and `fleet`; `status` uses `fleet` (the watch
 //! cache its writes are remembered in, the shard label it reports); `fleet`
 //! uses neither. Beside them, `settings`: the controller's sections of the
-//! configuration file, which the CLI reads and hands over.
+//! configuration file, which the CLI reads and hands over; and `metrics`:
+//! the gauges computed from the watch cache at each scrape, which [`run`]
+//! installs (a context that never runs registers nothing).
 
 mod fleet;
+mod metrics;
 mod reconcile;
 pub mod settings;
 mod status;
@@ -19,8 +22,9 @@ mod status;
 pub use fleet::cache::DELIVERY_WAIT;
 pub use fleet::members::Members;
 pub use fleet::spread::rescan_after;
+pub use fleet::waiting::Waiting;
+pub use metrics::install as install_status_gauges;
 pub use reconcile::context::{Context, ControllerSettings, Error};
-pub use reconcile::gauges::{Waiting, install as install_status_gauges};
 pub use reconcile::request::{owner_id, run_id, run_view};
 pub use reconcile::{FINALIZER, error_policy, reconcile};
 pub use status::conditions::ConditionType;
@@ -65,6 +69,13 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
         warn!("the controller of this context runs already");
         return;
     };
+    metrics::install(
+        &ctx.metrics,
+        ctx.cache().store(),
+        ctx.waiting.clone(),
+        ctx.settings.shard,
+        ctx.members.clone(),
+    );
     let config = controller::Config::default().concurrency(ctx.settings.concurrency);
     let main = Controller::for_stream(objects, ctx.cache().store())
         .with_config(config.clone())

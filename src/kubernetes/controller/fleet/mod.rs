@@ -10,6 +10,7 @@ pub(super) mod members;
 pub(super) mod shard;
 pub(super) mod spread;
 pub(super) mod starts;
+pub(super) mod waiting;
 
 use crate::kubernetes::crd::AssetScan;
 use kube::ResourceExt;

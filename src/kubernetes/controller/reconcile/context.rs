@@ -6,12 +6,12 @@
 
 use super::channels::ChannelGate;
 use super::exceptions::ExceptionGate;
-use super::gauges::{self, Waiting};
 use crate::kubernetes::channel_access::ChannelPolicy;
 use crate::kubernetes::controller::fleet::cache::WatchCache;
 use crate::kubernetes::controller::fleet::members::Members;
 use crate::kubernetes::controller::fleet::object_key;
 use crate::kubernetes::controller::fleet::starts::StartGate;
+use crate::kubernetes::controller::fleet::waiting::Waiting;
 use crate::kubernetes::controller::settings::{EventsSection, ReportsSection, ScanStartsSection};
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::{Effects, Pipeline, StoreError};
@@ -62,7 +62,7 @@ pub struct Context<E> {
     failures: Mutex<HashMap<String, Streak>>,
     /// The objects whose run this replica could not start, for the overdue
     /// gauge.
-    pub(super) waiting: Arc<Waiting>,
+    pub(crate) waiting: Arc<Waiting>,
     /// The invalid shard label reported per object, so that it is reported
     /// once, not at every reconcile.
     invalid_labels: Mutex<HashMap<String, String>>,
@@ -106,14 +106,6 @@ impl<E> Context<E> {
             settings.scan_starts.membership_ttl,
             metrics.starts.members.clone(),
         ));
-        let live = members.clone();
-        gauges::install(
-            &metrics,
-            cache.store(),
-            waiting.clone(),
-            settings.shard,
-            live,
-        );
         let reporter = Reporter {
             controller: "assetscan-operator".into(),
             instance: Some(settings.instance.clone()),

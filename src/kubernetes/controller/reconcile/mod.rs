@@ -7,7 +7,6 @@ mod cleanup;
 pub(super) mod context;
 mod deferral;
 mod exceptions;
-pub(super) mod gauges;
 mod notify_wait;
 mod outcome;
 mod place;

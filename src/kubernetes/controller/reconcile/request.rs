@@ -8,8 +8,9 @@ use assetscan_domain::reference::RefError;
 use assetscan_domain::run::{Recorded, RunView};
 use assetscan_domain::{AssetId, InvalidId, Origin, RESCAN_ANNOTATION, ScanRequest, fence};
 use assetscan_domain::{
-    Package, PackageError, Policy, SbomRef, SbomRefError, Target, TriageRequest,
+    Package, PackageError, Policy, RunDecision, SbomRef, SbomRefError, Target, TriageRequest,
 };
+use k8s_openapi::jiff::Timestamp;
 use std::time::Duration;
 
 /// A spec the pipeline cannot run. The CRD's schema and CEL rules make this
@@ -168,6 +169,33 @@ fn policy(policy: &crd::Policy) -> Policy {
         threat_intel: policy.threat_intel,
         epss_threshold: policy.epss_threshold,
         min_coverage: policy.min_coverage,
+    }
+}
+
+/// Since when the object's next run is due and not started, as its status
+/// tells: its next scan's time, or its creation when it never ran. A run
+/// in progress has started; a run due by a spec change or a rescan request
+/// has no recorded time (the fleet's `Waiting` covers those it could not start).
+pub(in crate::kubernetes::controller) fn due_since(
+    obj: &AssetScan,
+    now: Timestamp,
+) -> Option<Timestamp> {
+    if obj.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let next = match run_view(obj).decide(now) {
+        RunDecision::Run(run) | RunDecision::UnlessEarlierAlerts { next: run, .. } => run,
+        RunDecision::Wait(_) | RunDecision::Suspended => return None,
+    };
+    let status = obj.status.as_ref();
+    let recorded = status.and_then(|s| s.run.as_deref());
+    if recorded == Some(next.as_str()) {
+        return None;
+    }
+    match status.and_then(|s| s.next_scan_time.as_ref()) {
+        Some(due) if due.0 <= now => Some(due.0),
+        _ if recorded.is_none() => obj.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        _ => None,
     }
 }
 

@@ -24,8 +24,7 @@
 //! [`Members::changed`]: crate::kubernetes::controller::fleet::members::Members::changed
 
 use super::context::Context;
-use super::gauges::due_since;
-use super::request::run_view;
+use super::request::{due_since, run_view};
 use crate::kubernetes::controller::fleet::object_key;
 use crate::kubernetes::crd::AssetScan;
 use assetscan_domain::RunDecision;

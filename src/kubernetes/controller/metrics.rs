@@ -1,4 +1,6 @@
-//! The status-derived gauges: what the watch cache says about the promise
+//! The controller's metrics computed at each scrape, registered by
+//! [`install`] when the controller starts (`run`), beside the rooms: the
+//! status-derived gauges, what the watch cache says about the promise
 //! at the moment of a scrape. AssetScans by phase and verdict, the oldest
 //! confirmed high risk not notified yet, and the oldest AssetScan whose run
 //! is due and has not started.
@@ -25,80 +27,19 @@
 //! A shard none of whose replicas is scraped has no series at all: the
 //! alerts notice that by `assetscan_shards` (see docs/operations.md, "Monitoring").
 
-use super::request::run_view;
-use crate::kubernetes::controller::fleet::members::Members;
-use crate::kubernetes::controller::status::conditions::ConditionType;
+use super::fleet::members::Members;
+use super::fleet::waiting::Waiting;
+use super::reconcile::request::due_since;
+use super::status::conditions::ConditionType;
 use crate::kubernetes::crd::AssetScan;
 use crate::telemetry::{Metrics, NotAskedLabels, ScanLabels, ShardLabels, StatusGauges};
+use assetscan_domain::Alert;
 use assetscan_domain::shard::Shard;
 use assetscan_domain::ticket::Status;
-use assetscan_domain::{Alert, RunDecision};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::reflector::{ObjectRef, Store};
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex, MutexGuard};
-
-/// Why a due run could not start, and since when (the first time).
-struct Blocked {
-    since: Timestamp,
-    /// The replica (member id) that held the run's lock, when that was why.
-    holder: Option<String>,
-}
-
-/// The objects whose run this replica found due and could not start. An
-/// entry goes with the next reconcile of its object that does not find it
-/// so, or with the object.
-#[derive(Default)]
-pub struct Waiting {
-    since: Mutex<HashMap<ObjectRef<AssetScan>, Blocked>>,
-}
-
-impl Waiting {
-    /// The run of `obj` is due and could not start now (the start bound).
-    pub fn blocked(&self, obj: &AssetScan) {
-        self.found(obj, None);
-    }
-
-    /// The run of `obj` could not start: replica `holder` holds its lock.
-    /// Overdue only while that replica is not live.
-    pub fn held_by(&self, obj: &AssetScan, holder: &str) {
-        self.found(obj, Some(holder.to_owned()));
-    }
-
-    fn found(&self, obj: &AssetScan, holder: Option<String>) {
-        self.lock()
-            .entry(ObjectRef::from_obj(obj))
-            .and_modify(|blocked| blocked.holder.clone_from(&holder))
-            .or_insert_with(|| Blocked {
-                since: Timestamp::now(),
-                holder,
-            });
-    }
-
-    /// The run of `obj` started, or is not due.
-    pub fn cleared(&self, obj: &AssetScan) {
-        self.lock().remove(&ObjectRef::from_obj(obj));
-    }
-
-    /// The oldest entry among the objects in `present` that is not held by
-    /// a live replica; entries of objects no longer cached are dropped.
-    fn oldest(
-        &self,
-        present: &HashSet<ObjectRef<AssetScan>>,
-        members: &Members,
-    ) -> Option<Timestamp> {
-        let mut since = self.lock();
-        since.retain(|key, _| present.contains(key));
-        (since.values())
-            .filter(|b| b.holder.as_deref().is_none_or(|h| !members.is_live(h)))
-            .map(|b| b.since)
-            .min()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, HashMap<ObjectRef<AssetScan>, Blocked>> {
-        self.since.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 /// What one pass over the cached objects found.
 #[derive(Debug, Default, PartialEq)]
@@ -237,38 +178,12 @@ fn unnotified_since(obj: &AssetScan) -> Option<Timestamp> {
     (waiting && risk.status == "True").then_some(risk.last_transition_time.0)
 }
 
-/// Since when the object's next run is due and not started, as its status
-/// tells: its next scan's time, or its creation when it never ran. A run
-/// in progress has started; a run due by a spec change or a rescan request
-/// has no recorded time ([`Waiting`] covers those it could not start).
-pub(super) fn due_since(obj: &AssetScan, now: Timestamp) -> Option<Timestamp> {
-    if obj.metadata.deletion_timestamp.is_some() {
-        return None;
-    }
-    let next = match run_view(obj).decide(now) {
-        RunDecision::Run(run) | RunDecision::UnlessEarlierAlerts { next: run, .. } => run,
-        RunDecision::Wait(_) | RunDecision::Suspended => return None,
-    };
-    let status = obj.status.as_ref();
-    let recorded = status.and_then(|s| s.run.as_deref());
-    if recorded == Some(next.as_str()) {
-        return None;
-    }
-    match status.and_then(|s| s.next_scan_time.as_ref()) {
-        Some(due) if due.0 <= now => Some(due.0),
-        _ if recorded.is_none() => obj.metadata.creation_timestamp.as_ref().map(|t| t.0),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::kubernetes::crd::AssetScanStatus;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-    use prometheus_client::metrics::gauge::Gauge;
     use serde_json::json;
-    use std::time::Duration;
 
     fn at(secs: i64) -> Timestamp {
         Timestamp::from_second(secs).unwrap()
@@ -390,42 +305,5 @@ mod tests {
         let mut suspended = object("new", None);
         suspended.spec.suspend = true;
         assert_eq!(summary(&[suspended], 100).overdue_since, None);
-    }
-
-    #[test]
-    fn a_run_found_locked_waits_until_cleared_or_gone() {
-        let members = Members::new(
-            Shard::ALL,
-            "me#1".into(),
-            Duration::from_secs(3),
-            Gauge::default(),
-        );
-        let waiting = Waiting::default();
-        let obj = object("a", Some(run_status("NOTIFYING", Some(true))));
-        let here = || HashSet::from([ObjectRef::from_obj(&obj)]);
-        waiting.blocked(&obj);
-        let first = waiting.oldest(&here(), &members);
-        assert!(first.is_some());
-        waiting.blocked(&obj);
-        assert_eq!(
-            waiting.oldest(&here(), &members),
-            first,
-            "since the first time"
-        );
-        waiting.cleared(&obj);
-        assert_eq!(waiting.oldest(&here(), &members), None);
-        // Held by a replica that is not live (no heartbeat heard): overdue.
-        waiting.held_by(&obj, "gone#2");
-        assert!(waiting.oldest(&here(), &members).is_some());
-        // Held by a live replica (here, this one): running, not overdue.
-        waiting.held_by(&obj, "me#1");
-        assert_eq!(waiting.oldest(&here(), &members), None);
-        waiting.blocked(&obj);
-        assert_eq!(
-            waiting.oldest(&HashSet::new(), &members),
-            None,
-            "no longer cached"
-        );
-        assert!(waiting.lock().is_empty(), "and forgotten");
     }
 }
