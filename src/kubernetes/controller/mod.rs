@@ -6,20 +6,22 @@
 //! and `fleet` (the replicas side by side); what each file holds is in the
 //! code map, docs/development.md ("The layout").
 //!
-//! `reconcile` uses `status` and `fleet`; `status` uses `fleet` (the watch
-//! cache its writes are remembered in, the shard label it reports); `fleet`
-//! uses neither. Beside them, `settings`: the controller's sections of the
+//! `reconcile` uses `status` and `fleet`; `status` uses `fleet` (the shard
+//! label it reports); `fleet` uses neither. The watch cache (`cache`) is
+//! beside the rooms, where both of its readers find it: the reconcile
+//! reads it, the status mirror remembers its writes in it. Beside them, `settings`: the controller's sections of the
 //! configuration file, which the CLI reads and hands over; and `metrics`:
 //! the gauges computed from the watch cache at each scrape, which [`run`]
 //! installs (a context that never runs registers nothing).
 
+mod cache;
 mod fleet;
 mod metrics;
 mod reconcile;
 pub mod settings;
 mod status;
 
-pub use fleet::cache::DELIVERY_WAIT;
+pub use cache::DELIVERY_WAIT;
 pub use fleet::members::Members;
 pub use fleet::spread::rescan_after;
 pub use fleet::waiting::Waiting;
@@ -87,7 +89,7 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
         .any_semantic()
         .labels(&fleet::shard::unplaced_selector());
     let (unplaced_store, unplaced_objects) =
-        fleet::cache::unplaced_watch(api, unplaced, ctx.settings.shard);
+        cache::unplaced_watch(api, unplaced, ctx.settings.shard);
     let placing = Controller::for_stream(unplaced_objects, unplaced_store)
         .with_config(config)
         .reconcile_all_on(rebooking(&ctx, |ctx| &ctx.label_gate))

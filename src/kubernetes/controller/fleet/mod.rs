@@ -1,11 +1,9 @@
 //! The replicas side by side: which objects each one watches (`shard`),
 //! which live replica each object prefers (`members`), how many runs each
 //! one starts per second (`starts`), when each object's next scan is due
-//! (`spread`), and what each one holds of the objects (`cache`). Nothing
-//! here reconciles or writes a status: the reconcile asks, and the status
-//! mirror remembers its writes in the cache.
+//! (`spread`), and which due runs it could not start (`waiting`). Nothing
+//! here reconciles or writes a status: the reconcile asks.
 
-pub(super) mod cache;
 pub(super) mod members;
 pub(super) mod shard;
 pub(super) mod spread;

@@ -9,7 +9,7 @@ use super::notify_wait::backoff_left;
 use super::outcome::settle;
 use super::request::run_view;
 use super::request::scan_request;
-use crate::kubernetes::controller::fleet::cache::{DELIVERY_WAIT, Latest};
+use crate::kubernetes::controller::cache::{DELIVERY_WAIT, Latest};
 use crate::kubernetes::controller::fleet::members::replica_of;
 use crate::kubernetes::controller::fleet::object_key;
 use crate::kubernetes::controller::fleet::shard::Placement;

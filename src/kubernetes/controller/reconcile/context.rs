@@ -7,7 +7,7 @@
 use super::channels::ChannelGate;
 use super::exceptions::ExceptionGate;
 use crate::kubernetes::channel_access::ChannelPolicy;
-use crate::kubernetes::controller::fleet::cache::WatchCache;
+use crate::kubernetes::controller::cache::WatchCache;
 use crate::kubernetes::controller::fleet::members::Members;
 use crate::kubernetes::controller::fleet::object_key;
 use crate::kubernetes::controller::fleet::starts::StartGate;

@@ -11,7 +11,7 @@ use super::halt::{
 use super::plan::{ClaimRefusal, Planned, StatusPlan, fence_of};
 use super::report::{ReportRecorder, report_name};
 use super::writer::StatusWriter;
-use crate::kubernetes::controller::fleet::cache::WatchCache;
+use crate::kubernetes::controller::cache::WatchCache;
 use crate::kubernetes::controller::fleet::shard::InvalidShardLabel;
 use crate::kubernetes::controller::settings::{EventsSection, ReportsSection};
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus};

@@ -11,7 +11,7 @@
 use super::events::RunEvents;
 use super::plan::{ClaimWrite, NextWrite, Stored, fence_of, next_write};
 use crate::backoff::Backoff;
-use crate::kubernetes::controller::fleet::cache::WatchCache;
+use crate::kubernetes::controller::cache::WatchCache;
 use crate::kubernetes::crd::{AssetScan, AssetScanStatus, is_fence_refusal};
 use assetscan_domain::Fence;
 use kube::api::{Api, Patch, PatchParams};
