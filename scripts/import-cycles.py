@@ -17,7 +17,7 @@ import re
 import sys
 
 CRATES = {"operator": "src", "domain": "domain/src", "testkit": "testkit/src", "model": "model/src",
-          "bench": "bench/src", "scale": "scale/src", "chaos": "chaos/src"}
+          "bench": "bench/src", "scale": "scale/src", "chaos": "chaos/src", "generate": "generate/src"}
 PATH = re.compile(r"\b(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)+)")
 GROUP = re.compile(r"\buse\s+(crate|super)((?:::[A-Za-z_][A-Za-z0-9_]*)*)::\{([^;]*)\};", re.S)
 

@@ -17,7 +17,7 @@ import sys
 
 MAX_FILE_LINES = 500
 MAX_FN_LINES = 80
-ROOTS = ["src", "testkit/src", "model/src", "bench/src", "scale/src", "chaos/src", "domain/src", "examples"]
+ROOTS = ["src", "testkit/src", "model/src", "bench/src", "scale/src", "chaos/src", "generate/src", "domain/src", "examples"]
 FN = re.compile(r"^(\s*)(pub(\([^)]*\))?\s+)?(const\s+)?(async\s+)?(unsafe\s+)?(extern\s+\"[^\"]*\"\s+)?fn\s+(\w+)")
 TESTS = re.compile(r"^#\[cfg\(test\)\]\s*$")
 

@@ -6,7 +6,7 @@
 //! Everything else reads this declaration rather than restating it: the
 //! planner and the pipeline, the store's Lua scripts and the Argo CD health
 //! check (their tables are generated from it into marked regions, and
-//! `domain/tests/generated.rs` fails when a region differs: `make
+//! `generate/tests/regions.rs` fails when a region differs: `make
 //! generate` rewrites them), the model check, the status mirror and its
 //! metrics. Adding a step is a change here, in the planner (`plan.rs`), in
 //! the pipeline and in the provider that answers it. What may change

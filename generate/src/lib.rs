@@ -1,7 +1,8 @@
-//! What is generated into the Lua scripts, the Argo CD health check and
-//! the docs: the state machine's tables, from its one declaration
-//! (`domain/src/machine.rs`), and the scripts' argument decoder, from its
-//! one text (`lua/lib/arguments.lua`, whose `--!` lines stay there).
+//! `make generate`: the regions generated into the Lua scripts, the Argo
+//! CD health check and the docs: the state machine's tables, from its one
+//! declaration (`domain/src/machine.rs`), and the scripts' argument
+//! decoder, from its one text (`lua/lib/arguments.lua`, whose `--!` lines
+//! stay there).
 //!
 //! Each file holds a region between two marker comments; the first names
 //! its source and what it holds:
@@ -13,39 +14,86 @@
 //! ```
 //!
 //! In Markdown (the table in docs/design.md) the markers are HTML comments,
-//! `<!-- BEGIN GENERATED … : MOVES -->` and `<!-- END GENERATED -->`.
-//!
-//! This test fails when a region differs from what its source gives;
-//! `UPDATE_GENERATED=1 cargo test -p assetscan-domain --test generated`
-//! (`make generate`) rewrites the regions. A region may be
-//! indented (the health check's copy in `argocd-cm-patch.yaml`): it is
-//! rendered at its marker's indentation.
+//! `<!-- BEGIN GENERATED … : MOVES -->` and `<!-- END GENERATED -->`. A
+//! region may be indented (the health check's copy in
+//! `argocd-cm-patch.yaml`): it is rendered at its marker's indentation.
+//! The files are found by their markers ([`files_with_regions`]).
 
 use assetscan_domain::End;
 use assetscan_domain::ticket::Status;
 use std::path::{Path, PathBuf};
 
-const BEGIN: &str = "BEGIN GENERATED from ";
-const BY: &str = " by `make generate`:";
+pub const BEGIN: &str = "BEGIN GENERATED from ";
+pub const BY: &str = " by `make generate`:";
 /// The state machine's declaration, and the argument decoder's text.
-const MACHINE: &str = "domain/src/machine.rs";
-const ARGUMENTS: &str = "lua/lib/arguments.lua";
-const END: &str = "END GENERATED";
+pub const MACHINE: &str = "domain/src/machine.rs";
+pub const ARGUMENTS: &str = "lua/lib/arguments.lua";
+pub const END: &str = "END GENERATED";
 
-/// The files with generated regions, from the repository's root.
-const FILES: &[&str] = &[
-    "lua/acquire.lua",
-    "lua/advance.lua",
-    "lua/release.lua",
-    "lua/retire.lua",
-    "deploy/argocd/resource_customizations/assetscan.io/AssetScan/health.lua",
-    "deploy/argocd/argocd-cm-patch.yaml",
-    "docs/design.md",
-    "README.md",
-];
-
-fn root() -> PathBuf {
+/// The repository's root.
+pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Folders never searched for regions: build outputs, git's own, and
+/// fixtures (copies of other releases' files, kept byte for byte).
+const NOT_SEARCHED: &[&str] = &["target", ".git", "node_modules", "fixtures"];
+
+/// The files of the kinds that hold regions (`.lua`, `.md`, `.yaml`)
+/// with at least one region's first marker line, from the repository's
+/// root, sorted: found, not listed, so that a new region needs no second
+/// place to be named in.
+pub fn files_with_regions(root: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut found = Vec::new();
+    let mut folders = vec![root.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        let entries =
+            std::fs::read_dir(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
+        for entry in entries {
+            let path = entry
+                .map_err(|e| format!("{}: {e}", folder.display()))?
+                .path();
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            if path.is_dir() {
+                if !NOT_SEARCHED.contains(&name) {
+                    folders.push(path);
+                }
+                continue;
+            }
+            if ![".lua", ".md", ".yaml"]
+                .iter()
+                .any(|ext| name.ends_with(ext))
+            {
+                continue;
+            }
+            let text =
+                std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+            if text.lines().any(|line| marker(line, BEGIN).is_some()) {
+                found.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
+            }
+        }
+    }
+    found.sort();
+    Ok(found)
+}
+
+/// Each file with a region and its text as generated, for those whose
+/// regions differ from what their sources give.
+pub fn behind(root: &Path) -> Result<Vec<(PathBuf, String)>, String> {
+    let mut behind = Vec::new();
+    for file in files_with_regions(root)? {
+        let path = root.join(&file);
+        let text =
+            std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", file.display()))?;
+        let generated = regenerate(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+        if generated != text {
+            behind.push((file, generated));
+        }
+    }
+    Ok(behind)
 }
 
 /// `{ A = true, B = true }` of the wire names of `statuses`.
@@ -157,7 +205,7 @@ fn marker<'a>(line: &'a str, text: &str) -> Option<&'a str> {
 }
 
 /// `text` with every generated region rendered from the declaration.
-fn regenerate(text: &str) -> Result<String, String> {
+pub fn regenerate(text: &str) -> Result<String, String> {
     let mut out = Vec::new();
     let mut lines = text.lines();
     let mut regions = 0;
@@ -187,66 +235,4 @@ fn regenerate(text: &str) -> Result<String, String> {
         return Err(format!("no region starts with {BEGIN:?}"));
     }
     Ok(out.join("\n") + "\n")
-}
-
-#[test]
-fn generated_regions_are_their_sources() {
-    let update = std::env::var_os("UPDATE_GENERATED").is_some_and(|v| v == "1");
-    let mut behind = Vec::new();
-    for file in FILES {
-        let path = root().join(file);
-        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
-        let generated = regenerate(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
-        if generated == text {
-            continue;
-        }
-        if update {
-            std::fs::write(&path, generated).unwrap_or_else(|e| panic!("{file}: {e}"));
-        } else {
-            behind.push(*file);
-        }
-    }
-    assert!(
-        behind.is_empty(),
-        "behind their source: {behind:?}; `make generate` (or \
-         UPDATE_GENERATED=1 cargo test -p assetscan-domain --test generated) rewrites them"
-    );
-}
-
-#[test]
-fn regions_are_rendered_at_their_indentation_and_must_be_closed() {
-    let machine = format!("{BEGIN}{MACHINE}{BY}");
-    let marked = format!("a\n    -- {machine} TERMINAL\n    stale\n    -- {END}\nb\n");
-    let expected = format!(
-        "a\n    -- {machine} TERMINAL\n    -- The statuses that end a run: nothing is written after them.\n    \
-         local TERMINAL = {{ FINISHED = true, FAILED = true }}\n    -- {END}\nb\n"
-    );
-    assert_eq!(regenerate(&marked), Ok(expected));
-    let html = format!("<!-- {machine} MOVES -->\nstale\n<!-- {END} -->\n");
-    let rendered = regenerate(&html).unwrap();
-    assert!(rendered.contains("| `INIT` | `ASSET_ONLINE`, `ASSET_OFFLINE` |  |  |"));
-    assert!(!rendered.contains("stale"));
-    assert!(
-        regenerate(&format!("-- {machine} NEXT\n")).is_err(),
-        "unclosed"
-    );
-    assert!(
-        regenerate(&format!("-- {machine} NOPE\n-- {END}\n")).is_err(),
-        "unknown table"
-    );
-    let arguments = format!("-- {BEGIN}{ARGUMENTS}{BY} ARGUMENTS\n-- {END}\n");
-    let decoder = regenerate(&arguments).unwrap();
-    assert!(decoder.contains("local function decode_args(fields, required)"));
-    assert!(
-        !decoder.contains("--!"),
-        "the source's own lines stay there"
-    );
-    assert!(
-        regenerate(&format!("-- {BEGIN}{ARGUMENTS}{BY} NEXT\n-- {END}\n")).is_err(),
-        "a table the source does not give"
-    );
-    assert!(
-        regenerate("no region\n").is_err(),
-        "a file that lost its markers"
-    );
 }
