@@ -383,26 +383,9 @@ fn assert_locked_by(refused: Result<u64, [String; 2]>, holder: &str) {
     assert!(pttl > 0, "{detail}");
 }
 
-/// Every key of 0.1.0's layout, with its type and value (a stream by its
-/// length).
+/// Every key of 0.1.0's layout, with what it holds.
 async fn legacy_keys(server: &RedisServer) -> BTreeMap<String, String> {
-    let mut conn = raw(server).await;
-    let keys: Vec<String> = conn.keys("asc:{*").await.unwrap();
-    let mut found = BTreeMap::new();
-    for key in keys {
-        let kind: String = redis::cmd("TYPE")
-            .arg(&key)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let value: redis::Value = match kind.as_str() {
-            "string" => conn.get(&key).await.unwrap(),
-            "stream" => conn.xlen(&key).await.unwrap(),
-            _ => conn.hgetall(&key).await.unwrap(),
-        };
-        found.insert(key, format!("{kind} {value:?}"));
-    }
-    found
+    kit::setup::keys_of(server, "asc:{*").await
 }
 
 /// The legacy lock's holder and ttl (ms).

@@ -5,6 +5,7 @@
 //! creates the AssetScans, holds a lock through the store and asserts.
 
 use super::kit::scans::{is_terminal, scan, status};
+use super::kit::setup::keys_of;
 use super::{create_in, online_in};
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::kubernetes::crd::AssetScan;
@@ -14,7 +15,6 @@ use assetscan_testkit::stubs::ProviderStubs;
 use assetscan_testkit::wait;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The `assetId` both namespaces use.
@@ -155,36 +155,4 @@ async fn statuses(api: &Api<AssetScan>) -> Vec<String> {
             )
         })
         .collect()
-}
-
-/// Every key matching `pattern` with what it holds (a stream by its length
-/// and last id).
-async fn keys_of(redis: &RedisServer, pattern: &str) -> BTreeMap<String, String> {
-    let client = redis::Client::open(redis.url()).unwrap();
-    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
-    let keys: Vec<String> = redis::cmd("KEYS")
-        .arg(pattern)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let mut found = BTreeMap::new();
-    for key in keys {
-        let kind: String = redis::cmd("TYPE")
-            .arg(&key)
-            .query_async(&mut conn)
-            .await
-            .unwrap();
-        let mut read = match kind.as_str() {
-            "stream" => redis::cmd("XREVRANGE"),
-            "hash" => redis::cmd("HGETALL"),
-            _ => redis::cmd("GET"),
-        };
-        read.arg(&key);
-        if kind == "stream" {
-            read.arg("+").arg("-").arg("COUNT").arg(1);
-        }
-        let value: redis::Value = read.query_async(&mut conn).await.unwrap();
-        found.insert(key, format!("{kind} {value:?}"));
-    }
-    found
 }

@@ -2,6 +2,7 @@
 //! access to Redis, past the operator's store.
 
 use assetscan_testkit::redis::RedisServer;
+use std::collections::BTreeMap;
 use std::path::Path;
 
 /// `assetscan-operator <args> --config <config>`, as a user runs the CLI:
@@ -103,4 +104,36 @@ pub fn get(server: &RedisServer, key: &str) -> Option<String> {
     server
         .query(redis::cmd("GET").arg(key))
         .unwrap_or_else(|e| panic!("GET {key}: {e}"))
+}
+
+/// Every key matching `pattern` with what it holds (a stream by its last
+/// entry), to compare before and after.
+pub async fn keys_of(redis: &RedisServer, pattern: &str) -> BTreeMap<String, String> {
+    let client = redis::Client::open(redis.url()).unwrap();
+    let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg(pattern)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut found = BTreeMap::new();
+    for key in keys {
+        let kind: String = redis::cmd("TYPE")
+            .arg(&key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let mut read = match kind.as_str() {
+            "stream" => redis::cmd("XREVRANGE"),
+            "hash" => redis::cmd("HGETALL"),
+            _ => redis::cmd("GET"),
+        };
+        read.arg(&key);
+        if kind == "stream" {
+            read.arg("+").arg("-").arg("COUNT").arg(1);
+        }
+        let value: redis::Value = read.query_async(&mut conn).await.unwrap();
+        found.insert(key, format!("{kind} {value:?}"));
+    }
+    found
 }
