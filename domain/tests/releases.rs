@@ -1,5 +1,5 @@
 //! The state machine across releases: the scripts of two releases run side
-//! by side during a rolling upgrade, each with its own table (docs/design.md,
+//! by side during a rolling upgrade, each with its own table (docs/design/state-machine.md,
 //! "The state machine across releases"). The declaration of the oldest
 //! release still supported is kept here as it shipped; this release may
 //! only add to it, and may write only what that release knows.
@@ -81,7 +81,7 @@ fn everything_written_is_known_to_the_latest_release() {
         }
     }
     written.extend(planned.iter().flat_map(|s| s.declared().leads_to));
-    let rule = "declare it in one release and write it from the next (docs/design.md, \
+    let rule = "declare it in one release and write it from the next (docs/design/state-machine.md, \
                 \"The state machine across releases\")";
     for status in written {
         assert!(

@@ -13,7 +13,7 @@
 //! -- END GENERATED
 //! ```
 //!
-//! In Markdown (the table in docs/design.md) the markers are HTML comments,
+//! In Markdown (the tables in docs/design/state-machine.md and the README) the markers are HTML comments,
 //! `<!-- BEGIN GENERATED … : MOVES -->` and `<!-- END GENERATED -->`. A
 //! region may be indented (the health check's copy in
 //! `argocd-cm-patch.yaml`): it is rendered at its marker's indentation.

@@ -35,7 +35,7 @@ fn the_files_with_regions_are_found_by_their_markers() {
         "lua/retire.lua",
         "deploy/argocd/resource_customizations/assetscan.io/AssetScan/health.lua",
         "deploy/argocd/argocd-cm-patch.yaml",
-        "docs/design.md",
+        "docs/design/state-machine.md",
         "README.md",
     ] {
         assert!(

@@ -23,7 +23,7 @@
 //! wait taken from a copy that misses one costs a write refused by its
 //! resourceVersion precondition, never a wrong status. A decision to start
 //! or resume a run is not taken from the cache alone (`apply` reads the
-//! object first: see `docs/design.md`, "Reconcile").
+//! object first: see `docs/design/reconcile.md`, "Reconcile").
 
 use crate::kubernetes::crd::AssetScan;
 use assetscan_domain::shard::{Shard, bucket};

@@ -13,7 +13,7 @@
 //!   `#[schemars(...)]`;
 //! - CEL rules (`x-kubernetes-validations`) from kube's `#[x_kube(...)]` /
 //!   `#[kube(validation = ...)]`, for what OpenAPI cannot say: "exactly one
-//!   of", immutability, and the fencing rule on status (see docs/design.md,
+//!   of", immutability, and the fencing rule on status (see docs/design/reconcile.md,
 //!   "Fencing the mirror"): a status write that goes backwards in
 //!   `(fencingToken, revision)` is refused by the API server itself, so a
 //!   stale executor cannot overwrite newer state even if it slipped one write

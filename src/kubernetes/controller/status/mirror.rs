@@ -271,7 +271,7 @@ impl<'a> StatusMirror<'a> {
     }
 
     /// Records a claim: the zombie-write defence's step outside Redis (see
-    /// `docs/design.md`, "Recording a claim").
+    /// `docs/design/reconcile.md`, "Recording a claim").
     ///
     /// One merge patch, conditional on the resourceVersion of the object as
     /// read before the acquire (the read whose status gave the token floor),
