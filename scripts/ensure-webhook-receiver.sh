@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what the webhook receiver example (examples/webhook-receiver) and
-# its test (tests/providers.rs, notify::standard_webhooks) need, when
+# its test (tests/providers/, notify::standard_webhooks) need, when
 # missing (a second run does nothing):
 #
 # - a Python virtualenv at target/tools/webhook-py with the Standard Webhooks

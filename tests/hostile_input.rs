@@ -6,10 +6,10 @@
 //!
 //! Covered elsewhere, and not repeated here: slow, hanging, oversized,
 //! malformed and wrong-shape provider replies and endless paging
-//! (`tests/providers.rs`: `slow_and_hanging_servers_time_out`,
+//! (`tests/providers/`: `slow_and_hanging_servers_time_out`,
 //! `a_10_mb_body_is_refused_at_the_cap`, `malformed_and_wrong_shape_bodies`,
 //! `endless_paging_is_cut_off`); each provider fault's effect on a run
-//! (`tests/pipeline.rs`: `permanent_errors_fail_the_run_at_once`,
+//! (`tests/pipeline/`: `permanent_errors_fail_the_run_at_once`,
 //! `retryable_errors_are_retried_with_backoff_then_fail_the_run`); a corrupt
 //! ticket at the store (`tests/store.rs`:
 //! `a_corrupted_ticket_is_reported_and_left_as_found`); the CRD's rules one
