@@ -1,4 +1,4 @@
-//! What a GitOps install relies on, beyond the chart's core (tests/chart.rs):
+//! What a GitOps install relies on, beyond the chart's core (tests/chart/):
 //!
 //! - the Argo CD health scripts in deploy/argocd/resource_customizations,
 //!   run by real Lua interpreters (5.4, and 5.1, the dialect of Argo CD's

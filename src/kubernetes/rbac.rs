@@ -1,5 +1,5 @@
 //! The Kubernetes API access the operator's code needs: one list, which the
-//! chart's Role/ClusterRole must grant exactly (`tests/chart.rs` renders the
+//! chart's Role/ClusterRole must grant exactly (`tests/chart/` renders the
 //! chart and compares). A new API call adds its line here and to
 //! `charts/assetscan-operator/templates/rbac.yaml`.
 

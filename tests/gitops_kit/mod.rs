@@ -68,7 +68,7 @@ pub fn promtool() -> &'static Path {
 
 /// `helm template` of the chart with `extra` flags: its documents. The
 /// default Redis has no password, which the chart refuses unless told
-/// (tests/chart.rs); these renders allow it.
+/// (tests/chart/); these renders allow it.
 pub fn try_render(extra: &[&str]) -> Result<Rendered, String> {
     let flags = [&["--set", "redis.allowUnauthenticated=true"][..], extra].concat();
     Ok(Rendered(tools::template(
