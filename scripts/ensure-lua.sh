@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs what the Argo CD health-script tests (tests/gitops.rs) need and a
+# Installs what the Argo CD health-script tests (tests/gitops/) need and a
 # fresh machine may lack: a Lua 5.4 interpreter, the Lua 5.1 one (the dialect
 # of Argo CD's own interpreter, so the scripts are run in both) and cjson for
 # both (Debian's lua5.4, lua5.1 and lua-cjson). Elsewhere, install them by

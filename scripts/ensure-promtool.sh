@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs promtool, which tests/gitops.rs uses to check the chart's
+# Installs promtool, which tests/gitops/ uses to check the chart's
 # PrometheusRule and to run its alerting unit tests, when a fresh machine
 # lacks it: Debian's prometheus package ships it (the package's service is
 # not started here). Elsewhere, put promtool (Prometheus >= 2.42) on PATH.

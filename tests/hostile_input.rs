@@ -11,7 +11,7 @@
 //! `endless_paging_is_cut_off`); each provider fault's effect on a run
 //! (`tests/pipeline/`: `permanent_errors_fail_the_run_at_once`,
 //! `retryable_errors_are_retried_with_backoff_then_fail_the_run`); a corrupt
-//! ticket at the store (`tests/store.rs`:
+//! ticket at the store (`tests/store/`:
 //! `a_corrupted_ticket_is_reported_and_left_as_found`); the CRD's rules one
 //! by one (`tests/crd.rs`).
 //!

@@ -1,4 +1,4 @@
-//! What tests/gitops.rs shares: the chart and Argo CD paths, helm, promtool
+//! What tests/gitops/ shares: the chart and Argo CD paths, helm, promtool
 //! and the Lua interpreters (found, or installed by their scripts), rendering the chart,
 //! running the health scripts, the operator's exported metrics with a
 //! PromQL checker, and a real operator process.
