@@ -230,7 +230,7 @@ fn duplicates(
             continue;
         };
         let at = claims.identities_of(asset, run);
-        if !claims.held_at(at, run, token, "NOTIFYING") {
+        if !claims.held_at(&at, run, token, "NOTIFYING") {
             out.push(Violation {
                 invariant: Invariant::Notified,
                 subject: describe(d),
@@ -255,7 +255,7 @@ fn duplicates(
             });
             continue;
         }
-        let epoch = |t: u64| claims.claim_epoch(at, run, t);
+        let epoch = |t: u64| claims.claim_epoch(&at, run, t);
         // A sender that never claimed the run was reported above.
         let Some(mine) = epoch(token) else {
             continue;

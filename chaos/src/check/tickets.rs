@@ -37,18 +37,20 @@ pub struct Claims {
     /// The Redis epoch of each claim.
     claims: HashMap<(AssetIdentity, String, u64), u32>,
     writes: HashSet<(AssetIdentity, String, u64, u64, String)>,
-    /// The identities that claimed each `(assetId, run)`.
-    claimed_at: HashMap<(String, String), Vec<AssetIdentity>>,
 }
 
 impl Claims {
     /// Where a ticket id `<asset>/<run>` (which names no namespace, as the
     /// receivers see it) may have been claimed: every identity of `asset`
     /// that claimed `run`.
-    pub fn identities_of(&self, asset: &str, run: &str) -> &[AssetIdentity] {
-        self.claimed_at
-            .get(&(asset.to_owned(), run.to_owned()))
-            .map_or(&[], Vec::as_slice)
+    pub fn identities_of(&self, asset: &str, run: &str) -> Vec<AssetIdentity> {
+        let mut found: Vec<AssetIdentity> = (self.claims.keys())
+            .filter(|(identity, r, _)| identity.asset == asset && r == run)
+            .map(|(identity, _, _)| identity.clone())
+            .collect();
+        found.sort();
+        found.dedup();
+        found
     }
 
     /// The Redis epoch in which `run` was claimed under `token` at one of
@@ -318,12 +320,6 @@ impl Claims {
         {
             self.claims
                 .insert((r.identity.clone(), run.to_owned(), t), r.epoch);
-            let at = (self.claimed_at)
-                .entry((r.identity.asset.clone(), run.to_owned()))
-                .or_default();
-            if !at.contains(&r.identity) {
-                at.push(r.identity.clone());
-            }
         }
         if let (Some(t), Some(rev), Some(status)) = (token, r.revision(), r.status_after()) {
             self.writes.insert((

@@ -39,7 +39,7 @@ fn a_run_retired_in_both_key_families_is_one_retirement() {
 #[test]
 fn the_same_copy_retired_twice_is_a_write_after_its_end() {
     let h = retired_in_both_families(&format!("asc:{{{C}}}:ticket:{RUN_C}"));
-    let found: BTreeSet<Invariant> = check(&h).violations.iter().map(|v| v.invariant).collect();
+    let found = invariants(&check(&h));
     assert!(found.contains(&Invariant::Terminal), "{found:?}");
 }
 
@@ -89,7 +89,7 @@ fn within_one_namespace_a_token_drawn_again_is_still_caught() {
         .acquire(1, "INIT", 1, "replica-0#4")
         .advance(1, "INIT", "ASSET_ONLINE", 2);
     h.audit.extend(again.records);
-    let found: BTreeSet<Invariant> = check(&h).violations.iter().map(|v| v.invariant).collect();
+    let found = invariants(&check(&h));
     assert!(found.contains(&Invariant::Claims), "{found:?}");
 }
 
