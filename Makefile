@@ -6,15 +6,15 @@ TEST_THREADS ?= 2
 .PHONY: test demo deps fmt lint crds chart-schema generate model bench scale chaos policy sbom sbom-corpus image pin-images e2e conformance upgrade-test
 
 # What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool,
-# faketime; and under target/tools, cargo-deny, the SBOM validator and the
-# Standard Webhooks library for the webhook receiver's test.
+# faketime, Alertmanager; and under target/tools, cargo-deny, the SBOM validator
+# and the receivers' Python libraries (Standard Webhooks, CloudEvents, jsonschema).
 deps:
 	@./scripts/ensure-deps.sh
 	@./scripts/ensure-helm.sh
 	@./scripts/ensure-lua.sh
 	@./scripts/ensure-promtool.sh
 	@./scripts/ensure-supply-tools.sh
-	@./scripts/ensure-webhook-receiver.sh
+	@./scripts/ensure-receivers.sh
 
 test: deps
 	python3 scripts/source-shape.py

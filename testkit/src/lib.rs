@@ -1,6 +1,7 @@
 pub mod emulator;
 pub mod listener;
 pub mod process;
+pub mod receivers;
 pub mod redis;
 pub mod stubs;
 pub mod tools;

@@ -1,9 +1,10 @@
 //! The webhook receiver of docs/security.md (`examples/webhook-receiver/receiver.py`)
 //! as a real process: Python with the Standard Webhooks library, from
-//! `scripts/ensure-webhook-receiver.sh`. Started with its clock ahead
+//! `scripts/ensure-receivers.sh`. Started with its clock ahead
 //! (libfaketime preloaded), it sees a delivery as older than it is: how a test replays a
 //! captured delivery past the library's tolerance without waiting for it.
 
+use crate::receivers::python;
 use crate::stubs::SinkKeys;
 use crate::tools::repo;
 use std::io;
@@ -17,27 +18,6 @@ pub struct WebhookReceiver {
     port: u16,
     lines: Lines<BufReader<ChildStdout>>,
     _child: Child,
-}
-
-/// The virtualenv's Python, installed by the script when missing.
-fn python() -> PathBuf {
-    let python = repo().join("target/tools/webhook-py/bin/python");
-    let has_library = || {
-        std::process::Command::new(&python)
-            .args(["-c", "import standardwebhooks"])
-            .output()
-            .is_ok_and(|out| out.status.success())
-    };
-    if !has_library() {
-        let status = std::process::Command::new("bash")
-            .arg(repo().join("scripts/ensure-webhook-receiver.sh"))
-            .status();
-        assert!(
-            status.is_ok_and(|s| s.success()) && has_library(),
-            "scripts/ensure-webhook-receiver.sh could not install the Standard Webhooks library"
-        );
-    }
-    python
 }
 
 /// Debian's libfaketime (`/usr/lib/<triplet>/faketime/libfaketime.so.1`),
@@ -58,11 +38,11 @@ fn libfaketime() -> PathBuf {
         return lib;
     }
     let status = std::process::Command::new("bash")
-        .arg(repo().join("scripts/ensure-webhook-receiver.sh"))
+        .arg(repo().join("scripts/ensure-receivers.sh"))
         .status();
     match (status, find()) {
         (Ok(s), Some(lib)) if s.success() => lib,
-        _ => panic!("scripts/ensure-webhook-receiver.sh could not install libfaketime"),
+        _ => panic!("scripts/ensure-receivers.sh could not install libfaketime"),
     }
 }
 

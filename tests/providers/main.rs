@@ -126,6 +126,10 @@ mod intel;
 
 mod notify;
 
+/// The receivers security teams run: a real Alertmanager, the CloudEvents
+/// SDK, PagerDuty's and Adaptive Cards' published schemas.
+mod receivers;
+
 /// All providers from the config the test kit writes for its stubs, driven
 /// through the pipeline's `Effects` step by step, with the policy's pure
 /// decisions in between.

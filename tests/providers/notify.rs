@@ -1,6 +1,6 @@
 use super::*;
 
-fn notification(findings: Vec<Finding>) -> Notification {
+pub(super) fn notification(findings: Vec<Finding>) -> Notification {
     Notification {
         ticket_id: "web-1/run-7".into(),
         asset: "web-1".into(),
@@ -32,7 +32,7 @@ fn notification(findings: Vec<Finding>) -> Notification {
 const ORIGIN_LINE: &str =
     "requested by team-a/web-1-scan, uid 0b7c6a52-3d1e-4f59-9a51-2f1c7d0e9b11";
 
-fn xz() -> Finding {
+pub(super) fn xz() -> Finding {
     Finding {
         id: "UBUNTU-CVE-2024-3094".into(),
         cves: vec!["CVE-2024-3094".into()],

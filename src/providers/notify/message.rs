@@ -96,6 +96,44 @@ pub(super) fn finding_line(f: &Finding) -> String {
     )
 }
 
+/// How severe the alert is, for the receivers that rank alerts
+/// (Alertmanager's `severity` label, PagerDuty's `severity`): the most
+/// severe finding's, and `Critical` whatever the scores when a CVE is
+/// known to be exploited (CISA's catalog lists what attackers use now).
+pub(super) fn alert_severity(n: &Notification) -> Severity {
+    if !known_exploited(n).is_empty() {
+        return Severity::Critical;
+    }
+    (n.vulnerabilities.findings.iter())
+        .map(|f| f.severity)
+        .max_by_key(|s| severity_rank(*s))
+        .unwrap_or(Severity::Unknown)
+}
+
+/// Critical first; an unscored finding ranks under every scored one.
+fn severity_rank(severity: Severity) -> u8 {
+    match severity {
+        Severity::Critical => 5,
+        Severity::High => 4,
+        Severity::Medium => 3,
+        Severity::Low => 2,
+        Severity::None => 1,
+        Severity::Unknown => 0,
+    }
+}
+
+/// The asset's incident, as the receivers that merge alerts key it:
+/// `assetscan/team-a/web-1`. One fence is one (namespace, asset id), so
+/// every run of the asset raises the same incident and a re-send of a run
+/// merges into it; the CLI's runs, of no namespace, are `assetscan/web-1`.
+/// At most 10 + 63 + 1 + 128 characters, under PagerDuty's 255.
+pub(super) fn incident_key(n: &Notification) -> String {
+    match &n.origin {
+        Some(o) => format!("assetscan/{}/{}", o.namespace, n.asset),
+        None => format!("assetscan/{}", n.asset),
+    }
+}
+
 pub(super) fn severity_label(severity: Severity) -> &'static str {
     match severity {
         Severity::Critical => "CRITICAL",

@@ -1,24 +1,37 @@
 //! Notifications about a high-risk asset, over the channels configured by
 //! name: a generic signed webhook, a WeCom group robot, a Slack incoming
-//! webhook.
+//! webhook, a Microsoft Teams workflow, Prometheus Alertmanager, PagerDuty
+//! Events v2, and CloudEvents over HTTP.
 //!
-//! Delivery is at-least-once: a takeover at `NOTIFYING` sends again with the
-//! same key (the ticket id). The generic webhook carries that key in an
-//! `Idempotency-Key` header, so an idempotent receiver turns the repeats into
-//! one effect. WeCom and Slack have no such header: a repeat there is a
-//! second message, and the dedup is only as good as the channel. The ticket
-//! id is in every message's text so that humans can tell repeats apart.
+//! Delivery is at-least-once: a takeover at `NOTIFYING` sends again. What
+//! turns the repeats into one effect is each receiver's own key
+//! (docs/configuration.md, "One effect, receiver by receiver"): the
+//! webhook's `Idempotency-Key` (the ticket id), CloudEvents' `source` +
+//! `id` (the ticket id), Alertmanager's labels and PagerDuty's `dedup_key`
+//! (both the asset's incident, [`message::incident_key`]). WeCom, Slack and
+//! Teams have no key: a repeat there is a second message, and the ticket id
+//! is in every message's text so that humans can tell repeats apart.
 
+mod alertmanager;
+mod cloudevents;
 mod error;
 mod message;
+mod pagerduty;
 mod signature;
 mod slack;
+mod teams;
 mod untrusted;
 mod webhook;
 mod wecom;
 
+pub use alertmanager::{ALERT_NAME, AlertmanagerConfig, AlertmanagerNotifier};
+pub use cloudevents::{
+    CloudEventsConfig, CloudEventsNotifier, EVENT_TYPE, Mode as CloudEventsMode,
+};
 pub use error::{NotifyError, SlackError};
+pub use pagerduty::{PagerDutyConfig, PagerDutyNotifier};
 pub use slack::{SlackConfig, SlackNotifier};
+pub use teams::{CARD_VERSION, TeamsConfig, TeamsNotifier};
 pub use webhook::{WebhookConfig, WebhookNotifier};
 pub use wecom::{WeComConfig, WeComNotifier};
 
@@ -36,6 +49,10 @@ use std::collections::BTreeMap;
 ///   ops-webhook: {kind: webhook, urlFrom: {env: HOOK_URL}, secretFrom: {file: /secrets/hmac}}
 ///   sec-wecom:   {kind: wecom, keyFrom: {env: WECOM_KEY}}
 ///   sec-slack:   {kind: slack, urlFrom: {file: /secrets/slack-url}}
+///   sec-teams:   {kind: teams, urlFrom: {file: /secrets/teams-workflow-url}}
+///   alerts:      {kind: alertmanager, urlFrom: {env: ALERTMANAGER_URL}, labels: {team: secops}}
+///   oncall:      {kind: pagerduty, routingKeyFrom: {file: /secrets/pd-key}}
+///   bus:         {kind: cloudevents, urlFrom: {env: BROKER_URL}, mode: structured}
 /// ```
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "camelCase")]
@@ -43,6 +60,10 @@ pub enum NotifierConfig {
     Webhook(WebhookConfig),
     Wecom(WeComConfig),
     Slack(SlackConfig),
+    Teams(TeamsConfig),
+    Alertmanager(AlertmanagerConfig),
+    Pagerduty(PagerDutyConfig),
+    Cloudevents(CloudEventsConfig),
 }
 
 /// A configured channel.
@@ -51,6 +72,10 @@ pub enum Notifier {
     Webhook(WebhookNotifier),
     WeCom(WeComNotifier),
     Slack(SlackNotifier),
+    Teams(TeamsNotifier),
+    Alertmanager(AlertmanagerNotifier),
+    PagerDuty(PagerDutyNotifier),
+    CloudEvents(CloudEventsNotifier),
 }
 
 impl Notifier {
@@ -59,6 +84,12 @@ impl Notifier {
             NotifierConfig::Webhook(c) => Notifier::Webhook(WebhookNotifier::new(c)?),
             NotifierConfig::Wecom(c) => Notifier::WeCom(WeComNotifier::new(c)?),
             NotifierConfig::Slack(c) => Notifier::Slack(SlackNotifier::new(c)?),
+            NotifierConfig::Teams(c) => Notifier::Teams(TeamsNotifier::new(c)?),
+            NotifierConfig::Alertmanager(c) => {
+                Notifier::Alertmanager(AlertmanagerNotifier::new(c)?)
+            }
+            NotifierConfig::Pagerduty(c) => Notifier::PagerDuty(PagerDutyNotifier::new(c)?),
+            NotifierConfig::Cloudevents(c) => Notifier::CloudEvents(CloudEventsNotifier::new(c)?),
         })
     }
 
@@ -69,6 +100,10 @@ impl Notifier {
             Notifier::Webhook(n) => n.send(notification).await,
             Notifier::WeCom(n) => n.send(notification).await,
             Notifier::Slack(n) => n.send(notification).await,
+            Notifier::Teams(n) => n.send(notification).await,
+            Notifier::Alertmanager(n) => n.send(notification).await,
+            Notifier::PagerDuty(n) => n.send(notification).await,
+            Notifier::CloudEvents(n) => n.send(notification).await,
         }
     }
 }
@@ -135,11 +170,27 @@ mod tests {
 ops-webhook: {kind: webhook, urlFrom: {env: HOOK_URL}, secretFrom: {file: /s/hmac}}
 sec-wecom: {kind: wecom, keyFrom: {env: WECOM_KEY}, timeout: 2s}
 sec-slack: {kind: slack, urlFrom: {file: /s/slack}}
+teams: {kind: teams, urlFrom: {file: /s/teams}}
+am: {kind: alertmanager, urlFrom: {env: AM}, activeFor: 48h, labels: {team: secops}}
+pd: {kind: pagerduty, routingKeyFrom: {file: /s/pd}, url: 'https://events.eu.pagerduty.com/v2/enqueue'}
+bus: {kind: cloudevents, urlFrom: {env: BUS}, mode: structured, source: //prod-eu}
 "#;
         let configs: BTreeMap<String, NotifierConfig> = crate::yaml::from_str(yaml).unwrap();
         assert!(matches!(configs["ops-webhook"], NotifierConfig::Webhook(_)));
         assert!(matches!(configs["sec-wecom"], NotifierConfig::Wecom(_)));
         assert!(matches!(configs["sec-slack"], NotifierConfig::Slack(_)));
+        assert!(matches!(configs["teams"], NotifierConfig::Teams(_)));
+        assert!(matches!(configs["am"], NotifierConfig::Alertmanager(_)));
+        assert!(matches!(configs["pd"], NotifierConfig::Pagerduty(_)));
+        assert!(
+            matches!(&configs["bus"], NotifierConfig::Cloudevents(c) if c.mode == CloudEventsMode::Structured)
+        );
+        assert!(
+            crate::yaml::from_str::<NotifierConfig>(
+                "{kind: cloudevents, urlFrom: {env: X}, mode: batched}"
+            )
+            .is_err()
+        );
         assert!(
             crate::yaml::from_str::<NotifierConfig>("{kind: slack, url: 'https://x'}").is_err()
         );

@@ -43,13 +43,14 @@ pub(super) fn slack(text: &str) -> String {
     defang_urls(&escaped)
 }
 
-/// WeCom's markdown has no escape character, so each character it reads as
-/// markup (`[text](url)` links, `<@userid>` mentions, `<font>` tags,
+/// For markdown with no escape character every client honours (WeCom's;
+/// the subset Adaptive Cards render in Microsoft Teams), each character
+/// read as markup (`[text](url)` links, `<@userid>` mentions, `<font>` tags,
 /// `**bold**`, `` `code` ``, `#` headings, `>` quotes, entities) becomes
 /// its full-width form, which reads the same and means nothing; line breaks
 /// become spaces, so a string cannot start a heading or a quote line. URLs
 /// are defanged first, so that the defang's brackets are full-width too.
-pub(super) fn wecom(text: &str) -> String {
+pub(super) fn full_width_markup(text: &str) -> String {
     let defanged = defang_urls(text);
     one_line(&defanged)
         .map(|c| match c {
@@ -81,11 +82,11 @@ mod tests {
             "&lt;!channel&gt; &lt;https[://]evil.example|x&gt; &amp; http[://]a.b &gt; q"
         );
         assert_eq!(
-            wecom("[x](https://e.example) <@all>\n# h **b** `c` &lt;"),
+            full_width_markup("[x](https://e.example) <@all>\n# h **b** `c` &lt;"),
             "［x］（https［://］e.example） ＜@all＞ ＃ h ＊＊b＊＊ ｀c｀ ＆lt;"
         );
         assert_eq!(
-            wecom("pkg:pypi/requests@2.31.0"),
+            full_width_markup("pkg:pypi/requests@2.31.0"),
             "pkg:pypi/requests@2.31.0"
         );
     }
@@ -96,7 +97,7 @@ mod tests {
         // follows reversed, U+2066..U+2069 isolate, U+200E/F mark.
         let text = "a\u{2028}# b\u{2029}> c \u{202E}lmx.exe\u{202C} \u{2066}d\u{2069}\u{200F}";
         assert_eq!(
-            wecom(text),
+            full_width_markup(text),
             "a ＃ b ＞ c \u{FFFD}lmx.exe\u{FFFD} \u{FFFD}d\u{FFFD}\u{FFFD}"
         );
         assert_eq!(

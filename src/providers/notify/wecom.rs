@@ -101,31 +101,34 @@ impl WeComNotifier {
 
 /// The message, most important first so that truncation to
 /// [`MAX_CONTENT_BYTES`] cuts the tail of the findings, never the ticket id.
-/// Every line's text is escaped ([`untrusted::wecom`]); only the template
+/// Every line's text is escaped ([`untrusted::full_width_markup`]); only the template
 /// adds markup.
 fn markdown(n: &Notification) -> String {
     let mut text = format!(
         "## <font color=\"warning\">{}</font>\n> {}\n",
-        untrusted::wecom(&headline(n)),
-        untrusted::wecom(&ticket_line(n))
+        untrusted::full_width_markup(&headline(n)),
+        untrusted::full_width_markup(&ticket_line(n))
     );
     if let Some(origin) = origin_line(n) {
-        text.push_str(&format!("> {}\n", untrusted::wecom(&origin)));
+        text.push_str(&format!("> {}\n", untrusted::full_width_markup(&origin)));
     }
     if !known_exploited(n).is_empty() {
         text.push_str(&format!(
             "> known exploited: {}\n",
-            untrusted::wecom(&known_exploited(n).join(", "))
+            untrusted::full_width_markup(&known_exploited(n).join(", "))
         ));
     }
     text.push_str("\n**Why**\n");
     for reason in &n.risk.reasons {
-        text.push_str(&format!("- {}\n", untrusted::wecom(reason)));
+        text.push_str(&format!("- {}\n", untrusted::full_width_markup(reason)));
     }
     if !top_findings(n).is_empty() {
         text.push_str("\n**Top findings**\n");
         for f in top_findings(n) {
-            text.push_str(&format!("- {}\n", untrusted::wecom(&finding_line(f))));
+            text.push_str(&format!(
+                "- {}\n",
+                untrusted::full_width_markup(&finding_line(f))
+            ));
         }
     }
     truncate_bytes(&text, MAX_CONTENT_BYTES)

@@ -1,6 +1,7 @@
 //! Provider stubs: real HTTP servers on free loopback ports that speak the
 //! providers' protocols (inventory, OSV, KEV feed, EPSS, a signed-webhook
-//! sink, WeCom robot, Slack webhook), count calls per route, and misbehave
+//! sink, WeCom robot, Slack webhook, a receiver that answers as PagerDuty,
+//! Teams or Alertmanager's webhook do), count calls per route, and misbehave
 //! on demand (latency, statuses, malformed or wrong-shape bodies, oversized
 //! streamed bodies, hangs) through [`Faults`].
 //!
@@ -14,6 +15,7 @@ pub mod inventory;
 pub mod kev;
 pub mod osv;
 pub mod peak;
+pub mod receiver;
 pub mod sbom;
 pub mod server;
 pub mod sink;
@@ -26,6 +28,7 @@ pub use fixtures::{FixtureDataError, Fixtures};
 pub use inventory::InventoryStub;
 pub use kev::KevStub;
 pub use osv::OsvStub;
+pub use receiver::{Answer, ReceiverStub};
 pub use sbom::SbomStub;
 pub use server::{Fault, Faults, StubServer};
 pub use sink::{Delivery, SinkKeys, WebhookSink};
