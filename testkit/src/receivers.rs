@@ -84,27 +84,36 @@ pub async fn validate(
         .collect())
 }
 
+/// A receiver's output, line by line.
+pub(crate) type Output = Lines<BufReader<ChildStdout>>;
+
+/// Spawns a receiver process (killed when dropped) whose first line of
+/// output says where it listens: the process, the rest of its output, and
+/// that line.
+pub(crate) async fn spawn_announcing(command: &mut Command) -> io::Result<(Child, Output, String)> {
+    let mut child = command.stdout(Stdio::piped()).kill_on_drop(true).spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| io::Error::other("no stdout"))?;
+    let mut lines = BufReader::new(stdout).lines();
+    let first = lines.next_line().await?.unwrap_or_default();
+    Ok((child, lines, first))
+}
+
 /// A CloudEvents sink reading every delivery with the SDK
 /// (`tests/receivers/cloudevents_receiver.py`); killed when dropped.
 pub struct CloudEventsReceiver {
     port: u16,
-    lines: Lines<BufReader<ChildStdout>>,
+    lines: Output,
     _child: Child,
 }
 
 impl CloudEventsReceiver {
     pub async fn start() -> io::Result<CloudEventsReceiver> {
-        let mut child = Command::new(python())
-            .arg(repo().join("tests/receivers/cloudevents_receiver.py"))
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| io::Error::other("no stdout"))?;
-        let mut lines = BufReader::new(stdout).lines();
-        let first = lines.next_line().await?.unwrap_or_default();
+        let mut command = Command::new(python());
+        command.arg(repo().join("tests/receivers/cloudevents_receiver.py"));
+        let (child, lines, first) = spawn_announcing(&mut command).await?;
         let port = serde_json::from_str::<Value>(&first)
             .ok()
             .and_then(|v| v["port"].as_u64())

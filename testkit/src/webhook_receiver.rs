@@ -4,19 +4,17 @@
 //! (libfaketime preloaded), it sees a delivery as older than it is: how a test replays a
 //! captured delivery past the library's tolerance without waiting for it.
 
-use crate::receivers::python;
+use crate::receivers::{Output, python, spawn_announcing};
 use crate::stubs::SinkKeys;
 use crate::tools::repo;
 use std::io;
 use std::path::PathBuf;
-use std::process::Stdio;
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout, Command};
+use tokio::process::{Child, Command};
 
 /// A running receiver; killed when dropped.
 pub struct WebhookReceiver {
     port: u16,
-    lines: Lines<BufReader<ChildStdout>>,
+    lines: Output,
     _child: Child,
 }
 
@@ -81,17 +79,7 @@ impl WebhookReceiver {
                 .env("LD_PRELOAD", libfaketime())
                 .env("FAKETIME", offset);
         }
-        let mut child = command
-            .arg(script)
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()?;
-        let stdout = child
-            .stdout
-            .take()
-            .ok_or_else(|| io::Error::other("no stdout"))?;
-        let mut lines = BufReader::new(stdout).lines();
-        let first = lines.next_line().await?.unwrap_or_default();
+        let (child, lines, first) = spawn_announcing(command.arg(script)).await?;
         let port = first
             .strip_prefix("listening on ")
             .and_then(|p| p.parse().ok())

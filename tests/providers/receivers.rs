@@ -2,8 +2,8 @@ use super::notify::{notification, xz};
 use super::*;
 use assetscan_operator::providers::notify::{
     ALERT_NAME, AlertmanagerConfig, AlertmanagerNotifier, CARD_VERSION, CloudEventsConfig,
-    CloudEventsMode, CloudEventsNotifier, EVENT_TYPE, PagerDutyConfig, PagerDutyNotifier,
-    TeamsConfig, TeamsNotifier,
+    CloudEventsMode, CloudEventsNotifier, EVENT_TYPE, Notifier, NotifierConfig, PagerDutyConfig,
+    PagerDutyNotifier, TeamsConfig, TeamsNotifier,
 };
 use assetscan_testkit::receivers::{Alertmanager, CloudEventsReceiver, validate};
 use assetscan_testkit::stubs::{Answer, ReceiverStub};
@@ -365,49 +365,27 @@ async fn four_hundreds_are_permanent_and_five_hundreds_are_retried() {
             },
         )
     };
-    for kind in ["teams", "pagerduty", "cloudevents", "alertmanager"] {
+    let file = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        json!({"file": path})
+    };
+    let (receiver, alertmanager) = (file("u", &url), file("am", &stub.url()));
+    let key = file("k", "e93facc04764012d7bfb002500d5d1a6");
+    let configs = [
+        json!({"kind": "teams", "urlFrom": receiver}),
+        json!({"kind": "pagerduty", "routingKeyFrom": key, "url": url}),
+        json!({"kind": "cloudevents", "urlFrom": receiver}),
+        // Alertmanager's path is fixed under its base URL.
+        json!({"kind": "alertmanager", "urlFrom": alertmanager}),
+    ];
+    for config in configs {
+        let kind = config["kind"].clone();
+        let config: NotifierConfig = serde_json::from_value(config).unwrap();
+        let notifier = Notifier::from_config(&config).unwrap();
         for (status, retryable) in [(400, false), (404, false), (429, true), (503, true)] {
             fail_next(status);
-            let err = match kind {
-                "teams" => TeamsNotifier::new(&TeamsConfig {
-                    url_from: secret_file(dir.path(), "u", &url),
-                    http: http_settings(5_000),
-                })
-                .unwrap()
-                .send(&n)
-                .await
-                .unwrap_err(),
-                "pagerduty" => PagerDutyNotifier::new(&PagerDutyConfig {
-                    routing_key_from: secret_file(
-                        dir.path(),
-                        "k",
-                        "e93facc04764012d7bfb002500d5d1a6",
-                    ),
-                    url: Some(url.clone()),
-                    http: http_settings(5_000),
-                })
-                .unwrap()
-                .send(&n)
-                .await
-                .unwrap_err(),
-                "cloudevents" => CloudEventsNotifier::new(&CloudEventsConfig {
-                    url_from: secret_file(dir.path(), "u", &url),
-                    mode: CloudEventsMode::Binary,
-                    source: None,
-                    http: http_settings(5_000),
-                })
-                .unwrap()
-                .send(&n)
-                .await
-                .unwrap_err(),
-                _ => {
-                    // Alertmanager's path is fixed under its base URL.
-                    let notifier =
-                        AlertmanagerNotifier::new(&alertmanager_config(dir.path(), &stub.url()))
-                            .unwrap();
-                    notifier.send(&n).await.unwrap_err()
-                }
-            };
+            let err = notifier.send(&n).await.unwrap_err();
             assert_eq!(err.is_retryable(), retryable, "{kind} {status}: {err}");
             assert!(
                 err.summary().contains(&status.to_string()),
