@@ -5,7 +5,8 @@
 use assetscan_operator::domain::ticket::Status;
 use assetscan_operator::kubernetes::crd::{
     ASSET_ID_PATTERN, AssetScan, AssetScanReport, AssetScanSpec, AssetScanStatus, FindingException,
-    Package, SbomReference, Target, crd_yaml, exception_crd_yaml, report_crd_yaml,
+    NotificationChannel, Package, SbomReference, Target, channel_crd_yaml, crd_yaml,
+    exception_crd_yaml, report_crd_yaml,
 };
 use kube::core::cel::{ValidationErrors, validate_cel, validate_cel_update};
 use kube::{CustomResourceExt, Resource};
@@ -28,6 +29,7 @@ fn checked_in_crds_match_the_rust_types() {
         (AssetScan::crd_name(), crd_yaml()),
         (AssetScanReport::crd_name(), report_crd_yaml()),
         (FindingException::crd_name(), exception_crd_yaml()),
+        (NotificationChannel::crd_name(), channel_crd_yaml()),
     ] {
         let expected = format!("{HEADER}{yaml}");
         let path = crd_file(name);
@@ -53,13 +55,7 @@ fn the_report_crd_is_immutable_with_its_columns() {
     assert_eq!(crd.spec.names.short_names, Some(vec!["asr".to_owned()]));
     assert_eq!(crd.spec.names.categories, Some(vec!["security".to_owned()]));
     let version = &crd.spec.versions[0];
-    assert!(
-        version
-            .subresources
-            .as_ref()
-            .and_then(|s| s.status.as_ref())
-            .is_none()
-    );
+    assert!(!has_status_subresource(&crd));
     let columns: Vec<&str> = version
         .additional_printer_columns
         .iter()
@@ -439,4 +435,45 @@ fn status_observed_generation_may_not_go_backwards() {
     // ...while the same or a newer generation passes.
     validate_cel_update(&at_generation(6, 4), &old).unwrap();
     validate_cel_update(&at_generation(6, 5), &old).unwrap();
+}
+
+/// The team's channel: namespaced, its status a subresource the operator
+/// alone writes, its type one of the receivers, and its Secret reference a
+/// name with no namespace (the Secret is always the channel's namespace's).
+#[test]
+fn a_notification_channel_names_a_secret_of_its_own_namespace_only() {
+    let crd = NotificationChannel::crd();
+    assert_eq!(crd.spec.scope, "Namespaced");
+    let version = &crd.spec.versions[0];
+    assert!(has_status_subresource(&crd));
+    let schema = serde_json::to_value(version.schema.as_ref().unwrap()).unwrap();
+    let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
+    let secret_ref = &spec["properties"]["secretRef"];
+    let keys: Vec<&String> = secret_ref["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(keys, ["name"], "no namespace: {secret_ref}");
+    assert_eq!(secret_ref["required"], json!(["name"]));
+    assert_eq!(
+        spec["properties"]["type"]["enum"],
+        json!([
+            "webhook",
+            "slack",
+            "teams",
+            "wecom",
+            "alertmanager",
+            "pagerduty",
+            "cloudevents"
+        ])
+    );
+    assert_eq!(spec["required"], json!(["secretRef", "type"]));
+}
+
+fn has_status_subresource(
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) -> bool {
+    let version = &crd.spec.versions[0];
+    (version.subresources.as_ref()).is_some_and(|s| s.status.is_some())
 }

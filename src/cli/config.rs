@@ -1,24 +1,28 @@
 //! The operator's configuration file (YAML), assembled from the sections
 //! each layer owns: the store's (`redis`, `lock`, `tickets`), the
 //! pipeline's (`steps`), the providers' (`providers`) and the controller's
-//! (`status`, `scanStarts`, `reports`, `events`, `channelAccess`). Each
+//! (`status`, `scanStarts`, `reports`, `events`, `channelAccess`,
+//! `teamChannels`). Each
 //! layer states its keys, their defaults and the rules its types cannot;
 //! this file only puts them side by side, reads the file and names it in
 //! errors. `examples/config.yaml` is a complete, commented example;
 //! docs/configuration.md documents every key; the chart's values schema is
 //! generated from [`Config`] (`make chart-schema`).
 
-use crate::kubernetes::channel_access::ChannelAccess;
+use crate::kubernetes::channel_access::{ChannelAccess, ChannelPolicy};
+use crate::kubernetes::controller::TeamChannelSettings;
 use crate::kubernetes::controller::settings::{
     EventsSection, ReportsSection, ScanStartsError, ScanStartsSection, StatusSection,
+    TeamChannelsSection,
 };
 use crate::pipeline::{StepPolicies, StepSettingsError};
-use crate::providers::ProvidersConfig;
+use crate::providers::{Providers, ProvidersConfig};
 use crate::store::{LockSection, RedisSection, StoreConfig, StoreSettingsError, TicketsSection};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use tracing::warn;
 
 /// The operator's configuration file (examples/config.yaml format). Unknown
 /// keys are errors; secrets are never written here, each `…From` key names
@@ -48,6 +52,45 @@ pub struct Config {
     /// when one is.
     #[serde(default)]
     pub channel_access: BTreeMap<String, ChannelAccess>,
+    /// The channels teams define in their namespaces (NotificationChannel).
+    #[serde(default)]
+    pub team_channels: TeamChannelsSection,
+}
+
+impl Config {
+    /// `channelAccess` against the configured channels and the watched
+    /// namespace, with a warning for every channel open to all namespaces, and
+    /// for every channel no namespace may use.
+    pub fn channel_policy(&self, watched: Option<&str>) -> Result<ChannelPolicy, String> {
+        let policy = ChannelPolicy::new(
+            &self.channel_access,
+            self.providers.notifications.keys(),
+            watched,
+        )
+        .map_err(|e| e.to_string())?;
+        for channel in policy.open_to_all() {
+            warn!(
+                channel,
+                "channel open to all namespaces (channelAccess allNamespaces): any AssetScan anywhere may raise alerts on it"
+            );
+        }
+        for channel in policy.closed() {
+            warn!(
+                channel,
+                "channel open to no namespace: list the namespaces that may use it in channelAccess"
+            );
+        }
+        Ok(policy)
+    }
+
+    /// The teams' channels, over `providers`' registry, when enabled.
+    pub fn team_channel_settings(
+        &self,
+        providers: &Providers,
+    ) -> Result<Option<TeamChannelSettings>, String> {
+        let egress = &self.providers.online.tcp.egress;
+        TeamChannelSettings::new(&self.team_channels, providers, egress).map_err(|e| e.to_string())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

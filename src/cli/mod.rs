@@ -9,7 +9,6 @@ mod scan;
 mod ticket;
 
 use crate::backoff::Backoff;
-use crate::kubernetes::channel_access::ChannelPolicy;
 use crate::kubernetes::controller::{self, ControllerSettings};
 use crate::pipeline::Pipeline;
 use crate::providers::{Providers, install_crypto_provider};
@@ -279,10 +278,11 @@ pub async fn main() -> ExitCode {
         Command::Crd => {
             // One YAML stream: `assetscan-operator crd | kubectl apply -f -`.
             print!(
-                "{}---\n{}---\n{}",
+                "{}---\n{}---\n{}---\n{}",
                 crate::kubernetes::crd::crd_yaml(),
                 crate::kubernetes::crd::report_crd_yaml(),
-                crate::kubernetes::crd::exception_crd_yaml()
+                crate::kubernetes::crd::exception_crd_yaml(),
+                crate::kubernetes::crd::channel_crd_yaml()
             );
             Ok(ExitCode::SUCCESS)
         }
@@ -331,31 +331,6 @@ fn shutdown_on_signal() -> CancellationToken {
     token
 }
 
-/// `channelAccess` against the configured channels and the watched
-/// namespace, with a warning for every channel open to all namespaces, and
-/// for every channel no namespace may use.
-fn channel_policy(config: &Config, watched: Option<&str>) -> Result<ChannelPolicy, String> {
-    let policy = ChannelPolicy::new(
-        &config.channel_access,
-        config.providers.notifications.keys(),
-        watched,
-    )
-    .map_err(|e| e.to_string())?;
-    for channel in policy.open_to_all() {
-        warn!(
-            channel,
-            "channel open to all namespaces (channelAccess allNamespaces): any AssetScan anywhere may raise alerts on it"
-        );
-    }
-    for channel in policy.closed() {
-        warn!(
-            channel,
-            "channel open to no namespace: list the namespaces that may use it in channelAccess"
-        );
-    }
-    Ok(policy)
-}
-
 fn instance_id(given: Option<String>) -> String {
     given.unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
@@ -383,7 +358,8 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let providers = Providers::from_config(&config.providers)
         .map_err(|e| e.to_string())?
         .paced(config.scan_starts.quota());
-    let channels = channel_policy(&config, args.namespace.as_deref())?;
+    let channels = config.channel_policy(args.namespace.as_deref())?;
+    let team_channels = config.team_channel_settings(&providers)?;
     let shutdown = shutdown_on_signal();
     let metrics = Arc::new(Metrics::new());
     let client = kube::Client::try_default()
@@ -407,6 +383,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     };
     let settings = ControllerSettings {
         channels,
+        team_channels,
         concurrency: args.concurrency,
         shard,
         namespace: args.namespace,

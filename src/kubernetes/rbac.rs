@@ -21,6 +21,27 @@ pub const NAMESPACE_LABELS_ACCESS: ApiAccess = ApiAccess {
     verbs: &["get"],
 };
 
+/// What the team channels add (`teamChannels.enabled`, on by default): the
+/// watch on NotificationChannels, their conditions, and the Secret each
+/// names, read by name (`get` only: Secrets are never listed or watched).
+pub const TEAM_CHANNELS_ACCESS: &[ApiAccess] = &[
+    ApiAccess {
+        group: "assetscan.io",
+        resource: "notificationchannels",
+        verbs: &["get", "list", "watch"],
+    },
+    ApiAccess {
+        group: "assetscan.io",
+        resource: "notificationchannels/status",
+        verbs: &["patch"],
+    },
+    ApiAccess {
+        group: "",
+        resource: "secrets",
+        verbs: &["get"],
+    },
+];
+
 /// What the metrics port asks the API server about each new caller
 /// ([`crate::http_access`]): cluster-scoped reviews, granted by a
 /// ClusterRole of their own (`templates/metrics-rbac.yaml`) also when the

@@ -4,7 +4,7 @@
 
 use super::Providers;
 use super::intel::IntelError;
-use super::notify::NotifyError;
+use super::notify::{Delivery, NotifyError, TeamChannel};
 use super::online::OnlineError;
 use super::pace::Provider;
 use super::sbom::SbomError;
@@ -62,8 +62,9 @@ impl Effects for Providers {
         Ok(self.threat_intel.enrich(vulns).await?)
     }
 
-    /// Sends to the channels at once, one result per channel. WeCom and
-    /// Slack have no idempotency key: a re-send shows the message twice, so
+    /// Sends to the channels at once, one result per channel (a team's own
+    /// channel of that name first, [`Providers::send_to`]). WeCom, Slack and
+    /// Teams have no idempotency key: a re-send shows the message twice, so
     /// the pipeline re-sends only to channels without a receipt.
     async fn notify(
         &self,
@@ -71,15 +72,46 @@ impl Effects for Providers {
         notification: &Notification,
     ) -> BTreeMap<String, Result<String, StepError>> {
         let sends = channels.iter().map(|name| async move {
-            self.until_ready(Provider::Channel(name), notification.origin.as_ref())
-                .await;
-            let result = match self.notifiers.get(name) {
-                Some(notifier) => notifier.send(notification).await.map_err(StepError::from),
-                None => Err(StepError::permanent("not configured")),
-            };
+            let result = self.send_to(name, notification).await;
             (name.clone(), result)
         });
         futures::future::join_all(sends).await.into_iter().collect()
+    }
+}
+
+impl Providers {
+    /// One channel's send: the channel of that name the run's namespace
+    /// defined, else the configured one.
+    async fn send_to(&self, name: &str, notification: &Notification) -> Result<String, StepError> {
+        let origin = notification.origin.as_ref();
+        let team = origin.and_then(|o| Some((o, self.team_channels.get(&o.namespace, name)?)));
+        let Some((origin, channel)) = team else {
+            self.until_ready(Provider::Channel(name), origin).await;
+            return match self.notifiers.get(name) {
+                Some(notifier) => Ok(notifier.send(notification).await?),
+                None => Err(StepError::permanent("not configured")),
+            };
+        };
+        let paced = format!("{}/{name}", origin.namespace);
+        self.until_ready(Provider::Channel(&paced), Some(origin))
+            .await;
+        let notifier = match &*channel {
+            TeamChannel::Ready(notifier) => notifier,
+            TeamChannel::Refused(why) => return Err(StepError::permanent(why.clone())),
+        };
+        let result = notifier.send(notification).await.map_err(StepError::from);
+        let delivery = match &result {
+            Ok(receipt) => Delivery {
+                ok: true,
+                message: receipt.clone(),
+            },
+            Err(e) => Delivery {
+                ok: false,
+                message: e.message.clone(),
+            },
+        };
+        (self.team_channels).record(&origin.namespace, name, delivery);
+        result
     }
 }
 

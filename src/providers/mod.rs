@@ -20,6 +20,7 @@
 
 mod cve;
 mod effects;
+pub mod egress;
 mod error;
 pub mod http;
 pub mod intel;
@@ -36,12 +37,13 @@ pub use secret::{Secret, SecretError, SecretFrom};
 
 use assetscan_domain::Origin;
 use intel::{ThreatIntel, ThreatIntelConfig};
-use notify::{Notifier, NotifierConfig, notifiers_from_config};
+use notify::{Notifier, NotifierConfig, TeamChannels, notifiers_from_config};
 use online::{OnlineConfig, OnlineProbe};
 use sbom::{SbomSourceConfig, SbomSources};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use vulns::{VulnSource, VulnSourceConfig};
 
 /// All providers' configuration, as one section of the operator's config.
@@ -84,6 +86,9 @@ pub struct Providers {
     pub vulnerabilities: VulnSource,
     pub threat_intel: ThreatIntel,
     pub notifiers: BTreeMap<String, Notifier>,
+    /// The channels teams define in their namespaces, kept current by the
+    /// Kubernetes side; a run looks in its own namespace's first.
+    pub team_channels: Arc<TeamChannels>,
     pub sbom_sources: SbomSources,
     /// Each provider's bucket of the start bound, when paced.
     pace: Option<pace::Pace>,
@@ -96,6 +101,7 @@ impl Providers {
             vulnerabilities: VulnSource::from_config(&config.vulnerabilities)?,
             threat_intel: ThreatIntel::from_config(&config.threat_intel)?,
             notifiers: notifiers_from_config(&config.notifications)?,
+            team_channels: Arc::default(),
             sbom_sources: SbomSources::from_config(&config.sbom_sources)?,
             pace: None,
         })
@@ -192,6 +198,7 @@ threatIntel:
                 timeout: Some(std::time::Duration::from_secs(2)),
                 max_body_bytes: Some(2048),
                 bearer_token_from: Some(SecretFrom::Env("TOKEN".into())),
+                egress: None,
             }
         );
     }

@@ -16,6 +16,7 @@ use crate::fair::FairTurns;
 use governor::clock::Clock;
 use governor::{DefaultDirectRateLimiter, Quota};
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 /// The providers a step calls: each has its own bucket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -30,10 +31,13 @@ pub enum Provider<'a> {
 /// One bucket per provider, each channel its own.
 #[derive(Debug)]
 pub struct Pace {
+    quota: Quota,
     online: Paced,
     vulnerabilities: Paced,
     threat_intel: Paced,
-    channels: BTreeMap<String, Paced>,
+    /// The configured channels' buckets, and those of the channels teams
+    /// define (`<namespace>/<name>`), made at their first call.
+    channels: Mutex<BTreeMap<String, Arc<Paced>>>,
 }
 
 /// A provider's bucket, and the turns of the callers waiting for it.
@@ -80,10 +84,15 @@ impl Pace {
     pub fn new<'c>(quota: Quota, channels: impl Iterator<Item = &'c String>) -> Pace {
         let bucket = || Paced::new(quota);
         Pace {
+            quota,
             online: bucket(),
             vulnerabilities: bucket(),
             threat_intel: bucket(),
-            channels: channels.map(|name| (name.clone(), bucket())).collect(),
+            channels: Mutex::new(
+                channels
+                    .map(|name| (name.clone(), Arc::new(bucket())))
+                    .collect(),
+            ),
         }
     }
 
@@ -94,13 +103,23 @@ impl Pace {
             Provider::Online => &self.online,
             Provider::Vulnerabilities => &self.vulnerabilities,
             Provider::ThreatIntel => &self.threat_intel,
-            Provider::Channel(name) => match self.channels.get(name) {
-                Some(bucket) => bucket,
-                // Not configured: the call fails without a request.
-                None => return,
-            },
+            Provider::Channel(name) => {
+                let channel = self.channel(name);
+                return channel.until_ready(namespace).await;
+            }
         };
         bucket.until_ready(namespace).await;
+    }
+}
+
+impl Pace {
+    fn channel(&self, name: &str) -> Arc<Paced> {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        let quota = self.quota;
+        channels
+            .entry(name.to_owned())
+            .or_insert_with(|| Arc::new(Paced::new(quota)))
+            .clone()
     }
 }
 

@@ -51,6 +51,10 @@ pub enum SecretFrom {
     Env(String),
     /// The path of a file.
     File(PathBuf),
+    /// A value the operator read itself, named by where it came from (`key
+    /// url of Secret team-a/alerts`): a key of a team's Secret, for a
+    /// channel the team defined. Never read from configuration.
+    Given { source: String, value: Secret },
 }
 
 /// The shape [`SecretFromKeys`] accepts, for the chart's values schema:
@@ -123,6 +127,7 @@ impl SecretFrom {
                 std::env::VarError::NotUnicode(_) => SecretError::EnvNotUnicode(name.clone()),
             })?,
             SecretFrom::File(path) => read_small_file(path)?,
+            SecretFrom::Given { value, .. } => value.expose().to_owned(),
         };
         let value = raw.trim();
         if value.is_empty() {
@@ -136,6 +141,7 @@ impl SecretFrom {
         match self {
             SecretFrom::Env(name) => format!("env {name}"),
             SecretFrom::File(path) => format!("file {}", path.display()),
+            SecretFrom::Given { source, .. } => source.clone(),
         }
     }
 }

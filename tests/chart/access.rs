@@ -60,6 +60,13 @@ fn rbac_grants_exactly_what_the_controller_uses() {
     let r = render(&["--set-json", names]);
     assert_eq!(grants(r.get("ClusterRole", FULLNAME)), controller_grants());
 
+    // Without team channels: no NotificationChannel, and no Secret read.
+    let r = render(&["--set", "config.teamChannels.enabled=false"]);
+    assert_eq!(
+        grants(r.get("ClusterRole", FULLNAME)),
+        grants_without_team_channels()
+    );
+
     // One namespace: a Role and RoleBinding there, no operator ClusterRole.
     let r = render(&["--set", "watchNamespace=scans"]);
     assert_eq!(r.env_value("WATCH_NAMESPACE").as_deref(), Some("scans"));

@@ -230,10 +230,27 @@ fn grants(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
     out
 }
 
-/// What the operator's code uses (`src/kubernetes/rbac.rs`), and nothing more.
+/// What the operator's code uses (`src/kubernetes/rbac.rs`), and nothing more,
+/// by default: the controller's calls and the team channels'.
 fn controller_grants() -> BTreeMap<(String, String), BTreeSet<String>> {
+    let rbac = &assetscan_operator::kubernetes::rbac::TEAM_CHANNELS_ACCESS;
+    grants_of(
+        assetscan_operator::kubernetes::rbac::OPERATOR_ACCESS
+            .iter()
+            .chain(rbac.iter()),
+    )
+}
+
+/// The controller's calls alone (`config.teamChannels.enabled=false`).
+fn grants_without_team_channels() -> BTreeMap<(String, String), BTreeSet<String>> {
+    grants_of(assetscan_operator::kubernetes::rbac::OPERATOR_ACCESS.iter())
+}
+
+fn grants_of<'a>(
+    accesses: impl Iterator<Item = &'a assetscan_operator::kubernetes::rbac::ApiAccess>,
+) -> BTreeMap<(String, String), BTreeSet<String>> {
     let mut out: BTreeMap<(String, String), BTreeSet<String>> = BTreeMap::new();
-    for access in assetscan_operator::kubernetes::rbac::OPERATOR_ACCESS {
+    for access in accesses {
         out.entry((access.group.to_owned(), access.resource.to_owned()))
             .or_default()
             .extend(access.verbs.iter().map(|v| (*v).to_owned()));

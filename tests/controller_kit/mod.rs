@@ -9,6 +9,7 @@
 
 #[path = "../kit/mod.rs"]
 pub mod kit;
+pub mod team_channels;
 pub mod tenants;
 
 // Not every test file that includes the kit uses all of it.
@@ -213,6 +214,8 @@ impl Harness {
         let providers = Providers::from_config(&self.config.providers)
             .expect("providers build")
             .paced(self.config.scan_starts.quota());
+        let team_channels =
+            (self.config.team_channel_settings(&providers)).expect("team channel settings");
         Arc::new(Context::new(
             self.client.clone(),
             Pipeline::new(store, providers, self.config.steps.clone()),
@@ -226,6 +229,7 @@ impl Harness {
                 scan_starts: self.config.scan_starts.clone(),
                 reports: self.config.reports.clone(),
                 events: self.config.events.clone(),
+                team_channels,
                 channels: ChannelPolicy::new(
                     &self.config.channel_access,
                     self.config.providers.notifications.keys(),

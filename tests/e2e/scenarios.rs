@@ -6,6 +6,9 @@
 use crate::backend::GarbageCollector;
 use crate::controller_kit::create_in;
 use crate::controller_kit::kit::scans::{run_ended, scan, status};
+use crate::controller_kit::team_channels::{
+    channel_access_to, each_team_alerted_on_its_own_channel,
+};
 use crate::controller_kit::tenants::{Tenant, TwoTenants, share_no_lock_token_or_history};
 use crate::metrics_kit;
 use crate::stack::{Stack, metric_of};
@@ -39,6 +42,7 @@ pub const SCENARIOS: &[(&str, Scenario)] = &[
     ("findings_and_triage_per_namespace", |s| {
         Box::pin(findings_and_triage_per_namespace(s))
     }),
+    ("team_channels", |s| Box::pin(team_channels(s))),
 ];
 
 /// The run of generation `g`, scan `n`, of an object with owner id `owner`.
@@ -581,4 +585,30 @@ async fn findings_and_triage_per_namespace(mut s: Stack) {
         .delete("openssl-timing", &DeleteParams::default())
         .await
         .expect("the exception removed");
+}
+
+/// Teams' own channels on the API server, under the chart's cluster-wide
+/// RBAC (the backend's authorizer checks that the operator reads each
+/// team's Secret by name): each team's NotificationChannel carries its own
+/// namespace's alerts with its own Secret, a channel aimed at the cloud
+/// metadata service is refused with a condition, and the configured
+/// channel opened to the first namespace is refused to the second
+/// (`controller_kit::team_channels`, as `tests/team_channels.rs` runs it in
+/// process).
+async fn team_channels(mut s: Stack) {
+    let first = s.namespace.clone();
+    s.edit_config(|text| {
+        let tcp = "online: {tcp: {timeout: 1s},";
+        assert!(text.contains(tcp), "{text}");
+        let opened = "online: {tcp: {timeout: 1s, egress: {allow: [127.0.0.1/32]}},";
+        format!(
+            "teamChannels: {{resyncInterval: 1s}}\nchannelAccess: {}\n{}",
+            channel_access_to(&first),
+            text.replacen(tcp, opened, 1)
+        )
+    });
+    let install = s.cluster_wide().await;
+    let _op = s.operator_of_all(&install, "op-channels");
+    let namespaces = [s.namespace.as_str(), install.second.as_str()];
+    each_team_alerted_on_its_own_channel(&s.admin, &s.stubs, namespaces, s.patience()).await;
 }

@@ -399,3 +399,59 @@ async fn four_hundreds_are_permanent_and_five_hundreds_are_retried() {
         }
     }
 }
+
+/// A channel under the egress policy (a team's) dials no address the
+/// policy refuses, whether its URL names the address or a host that
+/// resolves to it (checked at the connection, so a name cannot change its
+/// answer after a check); the refusal is permanent and names the rule.
+#[tokio::test]
+async fn a_guarded_channel_dials_no_address_the_policy_refuses() {
+    use assetscan_operator::providers::egress::{EgressConfig, EgressPolicy};
+    use assetscan_operator::providers::http::EgressGuard;
+    use assetscan_testkit::listener::dialled_before;
+
+    let dir = tempfile::tempdir().unwrap();
+    let inside = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = inside.local_addr().unwrap().port();
+    let policy = EgressPolicy::new(&EgressConfig::default()).unwrap();
+    let guard = EgressGuard::new(std::sync::Arc::new(policy));
+    for url in [
+        format!("http://127.0.0.1:{port}/hook"),
+        format!("http://localhost:{port}/hook"),
+        format!("http://[::ffff:127.0.0.1]:{port}/hook"),
+    ] {
+        let config = TeamsConfig {
+            url_from: secret_file(dir.path(), "u", &url),
+            http: HttpSettings {
+                egress: Some(guard.clone()),
+                ..http_settings(5_000)
+            },
+        };
+        let err = TeamsNotifier::new(&config)
+            .unwrap()
+            .send(&notification(vec![xz()]))
+            .await
+            .unwrap_err();
+        assert!(!err.is_retryable(), "{url}: {err}");
+        assert!(
+            err.summary().contains("rule loopback (127.0.0.0/8)")
+                || err.summary().contains("rule loopback (::1/128)"),
+            "{url}: {}",
+            err.summary()
+        );
+    }
+    assert!(!dialled_before(&inside).await.unwrap(), "never dialled");
+
+    // The same client without the guard reaches it: the refusal above is
+    // the policy's, not the address's.
+    let sink = ReceiverStub::start(Answer::Accepted).await.unwrap();
+    let open = TeamsConfig {
+        url_from: secret_file(dir.path(), "u", &sink.receiver_url()),
+        http: http_settings(5_000),
+    };
+    let sent = TeamsNotifier::new(&open)
+        .unwrap()
+        .send(&notification(vec![xz()]))
+        .await;
+    assert_eq!(sent.unwrap(), "HTTP 202");
+}

@@ -436,3 +436,15 @@ Non-empty when a channel of config.channelAccess has a namespaceSelector.
 {{- if $access.namespaceSelector }}{{ $channel }} {{ end }}
 {{- end }}
 {{- end }}
+
+{{/*
+Non-empty when the operator watches NotificationChannels: config.teamChannels.enabled,
+true unless set to false.
+*/}}
+{{- define "assetscan-operator.teamChannels" -}}
+{{- $enabled := true }}
+{{- with .Values.config.teamChannels }}
+{{- if hasKey . "enabled" }}{{- $enabled = .enabled }}{{- end }}
+{{- end }}
+{{- if $enabled }}true{{- end }}
+{{- end }}

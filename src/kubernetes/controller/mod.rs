@@ -3,8 +3,10 @@
 //! mirrored into the status after every accepted transition. Three rooms,
 //! each importing only the ones below it: `reconcile` (the loop and the
 //! decision), `status` (the fenced status mirror, the pipeline's observer)
-//! and `fleet` (the replicas side by side); what each file holds is in the
-//! code map, docs/development.md ("The layout").
+//! and `fleet` (the replicas side by side); and beside `reconcile`, the
+//! teams' channels (`channels`: the watch on NotificationChannels, which
+//! writes their conditions as `status` writes an AssetScan's). What each
+//! file holds is in the code map, docs/development.md ("The layout").
 //!
 //! `reconcile` uses `status` and `fleet`; `status` uses `fleet` (the shard
 //! label it reports); `fleet` uses neither. The watch cache (`cache`) is
@@ -15,6 +17,7 @@
 //! installs (a context that never runs registers nothing).
 
 mod cache;
+mod channels;
 mod fleet;
 mod metrics;
 mod reconcile;
@@ -26,7 +29,7 @@ pub use fleet::members::Members;
 pub use fleet::spread::rescan_after;
 pub use fleet::waiting::Waiting;
 pub use metrics::install as install_status_gauges;
-pub use reconcile::context::{Context, ControllerSettings, Error};
+pub use reconcile::context::{Context, ControllerSettings, Error, TeamChannelSettings};
 pub use reconcile::request::{owner_id, run_id, run_view};
 pub use reconcile::{FINALIZER, error_policy, reconcile};
 pub use status::conditions::ConditionType;
@@ -37,6 +40,7 @@ pub use status::writer::FIELD_MANAGER;
 
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::Effects;
+use channels::ChannelWatch;
 use fleet::starts::StartGate;
 use futures::{Stream, StreamExt};
 use kube::api::{Api, ListParams};
@@ -60,6 +64,7 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     if let Err(err) = api.list(&ListParams::default().limit(1)).await {
         warn!(error = %err, "cannot list AssetScans: is the CRD installed (assetscan-operator crd | kubectl apply -f -)?");
     }
+    let team_channels = team_channels(&ctx).await;
     // Who is live before the first reconcile: each replica then prefers
     // its share from the start.
     ctx.members.beat(&ctx.pipeline).await;
@@ -99,8 +104,42 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     futures::join!(
         main,
         placing,
-        ctx.members.keep(&ctx.pipeline, &ctx.shutdown)
+        ctx.members.keep(&ctx.pipeline, &ctx.shutdown),
+        team_channels,
     );
+}
+
+/// How long the first runs wait for the team channels to be listed: a run
+/// naming its namespace's channel would otherwise find none and fail. A
+/// watch that cannot list (the CRD not installed yet) is warned about by
+/// the watch, and the runs start without it.
+const TEAM_CHANNELS_LISTED: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Starts the watch on the team channels, when they are enabled, and waits
+/// until it has listed them (or [`TEAM_CHANNELS_LISTED`]); the future
+/// returned keeps it running until shutdown.
+async fn team_channels<E>(ctx: &Context<E>) -> impl Future<Output = ()> + use<E> {
+    let Some(settings) = ctx.settings.team_channels.clone() else {
+        return futures::future::Either::Left(futures::future::ready(()));
+    };
+    let watch = ChannelWatch {
+        client: ctx.client.clone(),
+        channels: settings.registry,
+        egress: settings.egress,
+        namespace: ctx.settings.namespace.clone(),
+        settings: settings.section,
+    };
+    let (listed, mut first_listing) = tokio::sync::watch::channel(false);
+    let task = tokio::spawn(watch.run(ctx.shutdown.clone(), listed));
+    let waited = tokio::time::timeout(TEAM_CHANNELS_LISTED, first_listing.wait_for(|done| *done));
+    if waited.await.is_err() {
+        warn!("the team channels are not listed yet: runs start without them");
+    }
+    futures::future::Either::Right(async move {
+        if let Err(err) = task.await {
+            warn!(error = %err, "the team channels' watch ended");
+        }
+    })
 }
 
 /// The membership's changes, each of which first books the lines of

@@ -47,6 +47,31 @@ pub struct EventsSection {
     pub scan_complete: bool,
 }
 
+/// The channels teams define as NotificationChannel objects.
+#[derive(Clone, Debug, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct TeamChannelsSection {
+    /// Watch NotificationChannels and read the Secrets they name (`get`,
+    /// by name, in the channel's namespace). Off: no team channel exists,
+    /// and the operator needs no access to Secrets.
+    pub enabled: bool,
+    /// Every channel is built again this often: a Secret created, fixed
+    /// or rotated is taken within it, and the `Delivered` condition
+    /// follows the deliveries at this pace (below `1s` counts as `1s`).
+    #[serde(deserialize_with = "crate::duration::config")]
+    #[schemars(schema_with = "crate::duration::config_schema")]
+    pub resync_interval: Duration,
+}
+
+impl Default for TeamChannelsSection {
+    fn default() -> Self {
+        TeamChannelsSection {
+            enabled: true,
+            resync_interval: Duration::from_secs(60),
+        }
+    }
+}
+
 /// How the AssetScan's status follows a run.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]

@@ -20,14 +20,20 @@
 //!   into Redis before the takeover.
 //!
 //! One module per resource part: the spec ([`spec`]), the status with its
-//! fence rules ([`status`]), the report ([`report`]); and the namespace's
-//! decisions about findings ([`exception`]).
+//! fence rules ([`status`]), the report ([`report`]); the namespace's
+//! decisions about findings ([`exception`]) and its team's own channels
+//! ([`channel`]).
 
+mod channel;
 mod exception;
 mod report;
 mod spec;
 mod status;
 
+pub use channel::{
+    ChannelType, CloudEventsMode, NotificationChannel, NotificationChannelSpec,
+    NotificationChannelStatus, SecretReference,
+};
 pub use exception::{ExceptionState, FindingException, FindingExceptionSpec};
 pub use report::{
     AssetScanReport, AssetScanReportSpec, DEFAULT_REPORT_HISTORY_LIMIT, ReportCoverage,
@@ -92,6 +98,12 @@ pub fn report_crd_yaml() -> String {
 /// The FindingException CRD as YAML.
 pub fn exception_crd_yaml() -> String {
     crate::yaml::to_string(&FindingException::crd())
+        .expect("a CRD is plain data and serializes to YAML")
+}
+
+/// The NotificationChannel CRD as YAML.
+pub fn channel_crd_yaml() -> String {
+    crate::yaml::to_string(&NotificationChannel::crd())
         .expect("a CRD is plain data and serializes to YAML")
 }
 

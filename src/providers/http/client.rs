@@ -2,8 +2,10 @@
 //! classifying every failure into an [`HttpError`].
 
 use super::error::HttpError;
+use super::guard::EgressGuard;
 use super::settings::{HttpProfile, HttpSettings, Resolved};
 use super::url::{Exposure, redact, scrub};
+use crate::providers::egress::Refusal;
 use crate::providers::error::ProviderConfigError;
 use crate::providers::secret::Secret;
 use assetscan_domain::text::{excerpt, truncate_chars};
@@ -31,6 +33,8 @@ pub(crate) struct HttpClient {
     max_body_bytes: u64,
     exposure: Exposure,
     token: Option<Secret>,
+    /// The egress policy its connections pass, for a URL a tenant wrote.
+    egress: Option<EgressGuard>,
 }
 
 /// A response read in full, within the cap, not yet judged.
@@ -57,6 +61,7 @@ impl HttpClient {
             timeout,
             max_body_bytes,
             token,
+            egress,
         } = settings.resolve(profile)?;
         install_crypto_provider();
         let redirects = if profile.follow_redirects {
@@ -64,11 +69,16 @@ impl HttpClient {
         } else {
             reqwest::redirect::Policy::none()
         };
-        let client = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .timeout(timeout)
             .connect_timeout(timeout)
             .redirect(redirects)
-            .user_agent(concat!("assetscan-operator/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("assetscan-operator/", env!("CARGO_PKG_VERSION")));
+        let builder = match &egress {
+            Some(guard) => builder.dns_resolver(guard.clone()).no_proxy(),
+            None => builder,
+        };
+        let client = builder
             .build()
             .map_err(|e| ProviderConfigError::HttpClient {
                 provider,
@@ -81,6 +91,7 @@ impl HttpClient {
             max_body_bytes,
             exposure,
             token,
+            egress,
         })
     }
 
@@ -108,6 +119,11 @@ impl HttpClient {
         })?;
         let url = request.url().clone();
         let endpoint = redact(&url, self.exposure);
+        if let Some(guard) = &self.egress
+            && let Err(refusal) = guard.check_literal(&url)
+        {
+            return Err(self.refused(endpoint, refusal));
+        }
         let mut response = self
             .client
             .execute(request)
@@ -140,7 +156,18 @@ impl HttpClient {
         self.send(request).await?.success()?.json()
     }
 
+    fn refused(&self, endpoint: String, refusal: Refusal) -> HttpError {
+        HttpError::EgressRefused {
+            provider: self.provider,
+            endpoint,
+            refusal,
+        }
+    }
+
     fn transport_error(&self, url: &Url, endpoint: &str, err: reqwest::Error) -> HttpError {
+        if let Some(refusal) = refusal_in(&err) {
+            return self.refused(endpoint.to_owned(), refusal);
+        }
         let (timed_out, connect) = (err.is_timeout(), err.is_connect());
         let reason = scrub(&describe(err), url);
         let (provider, endpoint) = (self.provider, endpoint.to_owned());
@@ -243,6 +270,18 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// The error and its causes on one line, without the URL reqwest attaches.
+/// The egress policy's refusal, when the guard's resolver refused the host.
+fn refusal_in(err: &reqwest::Error) -> Option<Refusal> {
+    let mut next = err.source();
+    while let Some(cause) = next {
+        if let Some(refusal) = cause.downcast_ref::<Refusal>() {
+            return Some(refusal.clone());
+        }
+        next = cause.source();
+    }
+    None
+}
+
 fn describe(err: reqwest::Error) -> String {
     let err = err.without_url();
     let mut text = err.to_string();

@@ -53,6 +53,15 @@ pub enum HttpError {
         reason: String,
         excerpt: String,
     },
+    /// The egress policy refused an address of the endpoint: no
+    /// connection was attempted, and none will be while the policy and the
+    /// host's addresses stay as they are.
+    #[error("{provider}: {endpoint}: {refusal}")]
+    EgressRefused {
+        provider: &'static str,
+        endpoint: String,
+        refusal: crate::providers::egress::Refusal,
+    },
     /// The request could not even be built (a header value from the config
     /// that is not a valid header, for instance).
     #[error("{provider}: cannot build the request: {reason}")]
@@ -74,6 +83,7 @@ impl HttpError {
             HttpError::Status { status, .. } => is_retryable_status(*status),
             HttpError::BodyTooLarge { .. }
             | HttpError::Malformed { .. }
+            | HttpError::EgressRefused { .. }
             | HttpError::Request { .. } => false,
         }
     }

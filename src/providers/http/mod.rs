@@ -5,6 +5,7 @@
 
 mod client;
 mod error;
+mod guard;
 mod settings;
 mod url;
 
@@ -12,6 +13,7 @@ pub use client::install_crypto_provider;
 pub(crate) use client::{HttpClient, Reply};
 pub use error::HttpError;
 pub(crate) use error::is_retryable_status;
+pub use guard::{EgressGuard, GuardError};
 pub(crate) use settings::HttpProfile;
 pub use settings::HttpSettings;
 pub(crate) use url::{SecretUrl, join_path, parse_http_url};

@@ -1,6 +1,7 @@
 //! The keys every HTTP provider's section shares, and each provider's
 //! defaults for them: one type, read one way, checked in one place.
 
+use super::guard::EgressGuard;
 use super::url::Exposure;
 use crate::providers::error::{ProviderConfigError, check_timeout};
 use crate::providers::secret::{Secret, SecretFrom};
@@ -24,6 +25,11 @@ pub struct HttpSettings {
     /// Sent as `Authorization: Bearer <token>` when set.
     #[serde(default)]
     pub bearer_token_from: Option<SecretFrom>,
+    /// Set by the operator, never by configuration: the egress policy every
+    /// address the client dials must pass, for a URL a tenant wrote.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub egress: Option<EgressGuard>,
 }
 
 /// What an HTTP provider is to its client: its name in errors, its
@@ -88,6 +94,7 @@ pub(super) struct Resolved {
     pub timeout: Duration,
     pub max_body_bytes: u64,
     pub token: Option<Secret>,
+    pub egress: Option<EgressGuard>,
 }
 
 impl HttpSettings {
@@ -113,6 +120,7 @@ impl HttpSettings {
             timeout: check_timeout(provider, self.timeout.unwrap_or(profile.timeout))?,
             max_body_bytes,
             token,
+            egress: self.egress.clone(),
         })
     }
 }

@@ -19,6 +19,7 @@ mod message;
 mod pagerduty;
 mod signature;
 mod slack;
+mod team;
 mod teams;
 mod untrusted;
 mod webhook;
@@ -29,11 +30,12 @@ pub use cloudevents::{
     CloudEventsConfig, CloudEventsNotifier, EVENT_TYPE, Mode as CloudEventsMode,
 };
 pub use error::{NotifyError, SlackError};
-pub use pagerduty::{PagerDutyConfig, PagerDutyNotifier};
+pub use pagerduty::{DEFAULT_URL as PAGERDUTY_URL, PagerDutyConfig, PagerDutyNotifier};
 pub use slack::{SlackConfig, SlackNotifier};
+pub use team::{Delivery, TeamChannel, TeamChannels};
 pub use teams::{CARD_VERSION, TeamsConfig, TeamsNotifier};
 pub use webhook::{WebhookConfig, WebhookNotifier};
-pub use wecom::{WeComConfig, WeComNotifier};
+pub use wecom::{DEFAULT_BASE_URL as WECOM_BASE_URL, WeComConfig, WeComNotifier};
 
 use crate::pipeline::Notification;
 use crate::providers::error::ProviderConfigError;

@@ -49,8 +49,11 @@ pub struct WeComConfig {
     pub http: HttpSettings,
 }
 
+/// WeCom's API.
+pub const DEFAULT_BASE_URL: &str = "https://qyapi.weixin.qq.com";
+
 fn default_base_url() -> String {
-    "https://qyapi.weixin.qq.com".to_owned()
+    DEFAULT_BASE_URL.to_owned()
 }
 
 #[derive(Debug)]

@@ -1,6 +1,6 @@
 //! How the online check failed.
 
-use super::egress::Refusal;
+use crate::providers::egress::Refusal;
 use crate::providers::http::HttpError;
 
 #[derive(Debug, thiserror::Error)]

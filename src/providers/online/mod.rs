@@ -1,12 +1,11 @@
 //! Is the asset online? The asset's target decides how to ask: a TCP connect
 //! to one of its ports, or the inventory service that already knows.
 
-mod egress;
 mod error;
 mod inventory;
 mod tcp;
 
-pub use egress::{EgressConfig, EgressRule};
+pub use crate::providers::egress::{EgressConfig, EgressRule};
 pub use error::OnlineError;
 pub use inventory::{InventoryConfig, InventoryProbe};
 pub use tcp::{TcpProbe, TcpProbeConfig};

@@ -4,8 +4,8 @@
 //! the addresses dialled are those checked (a second resolution could
 //! answer differently).
 
-use super::egress::{EgressConfig, EgressPolicy};
 use super::error::OnlineError;
+use crate::providers::egress::{EgressConfig, EgressPolicy};
 use crate::providers::error::{ProviderConfigError, check_timeout};
 use futures::stream::{FuturesUnordered, StreamExt};
 use schemars::JsonSchema;

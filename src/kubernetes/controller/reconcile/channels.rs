@@ -1,11 +1,14 @@
 //! The channel policy applied to one object: which of the channels its
-//! spec names its namespace may not use ([`ChannelPolicy`]). Those are left
+//! spec names its namespace may not use ([`ChannelPolicy`]); a channel its
+//! own namespace defines (a NotificationChannel) is its own to use, and is
+//! used in place of a configured one of that name. Those refused are left
 //! out of the run (nothing is sent on them); the object's status
 //! ([`Refused`]'s condition) and a Warning Event say which and why.
 
 use crate::kubernetes::channel_access::ChannelPolicy;
 use crate::kubernetes::controller::status::halt::Refused;
 use crate::kubernetes::crd::AssetScan;
+use crate::providers::notify::TeamChannels;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, Client, ResourceExt};
 use std::collections::{BTreeMap, HashMap};
@@ -22,14 +25,20 @@ type Labels = Arc<BTreeMap<String, String>>;
 /// The policy, and the namespaces' labels its selectors read.
 pub struct ChannelGate {
     policy: ChannelPolicy,
+    team_channels: Option<Arc<TeamChannels>>,
     client: Client,
     labels: Mutex<HashMap<String, (Instant, Labels)>>,
 }
 
 impl ChannelGate {
-    pub fn new(policy: ChannelPolicy, client: Client) -> ChannelGate {
+    pub fn new(
+        policy: ChannelPolicy,
+        team_channels: Option<Arc<TeamChannels>>,
+        client: Client,
+    ) -> ChannelGate {
         ChannelGate {
             policy,
+            team_channels,
             client,
             labels: Mutex::new(HashMap::new()),
         }
@@ -40,7 +49,10 @@ impl ChannelGate {
     pub async fn refused(&self, obj: &AssetScan) -> Result<Refused, kube::Error> {
         let namespace = obj.namespace().unwrap_or_default();
         let mut refused = Vec::new();
-        for channel in &obj.spec.notify {
+        let own = |channel: &str| {
+            (self.team_channels.as_ref()).is_some_and(|t| t.get(&namespace, channel).is_some())
+        };
+        for channel in obj.spec.notify.iter().filter(|c| !own(c)) {
             let labels = match self.policy.needs_labels(channel, &namespace) {
                 true => Some(self.labels_of(&namespace).await?),
                 false => None,

@@ -12,9 +12,14 @@ use crate::kubernetes::controller::fleet::members::Members;
 use crate::kubernetes::controller::fleet::object_key;
 use crate::kubernetes::controller::fleet::starts::StartGate;
 use crate::kubernetes::controller::fleet::waiting::Waiting;
-use crate::kubernetes::controller::settings::{EventsSection, ReportsSection, ScanStartsSection};
+use crate::kubernetes::controller::settings::{
+    EventsSection, ReportsSection, ScanStartsSection, TeamChannelsSection,
+};
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::{Effects, Pipeline, StoreError};
+use crate::providers::egress::{EgressConfig, EgressPolicy};
+use crate::providers::notify::TeamChannels;
+use crate::providers::{ProviderConfigError, Providers};
 use crate::telemetry::Metrics;
 use assetscan_domain::shard::Shard;
 use kube::Client;
@@ -46,6 +51,37 @@ pub struct ControllerSettings {
     pub events: EventsSection,
     /// Which namespaces may use which channel (`channelAccess`).
     pub channels: ChannelPolicy,
+    /// The channels teams define, when watched (`teamChannels.enabled`).
+    pub team_channels: Option<TeamChannelSettings>,
+}
+
+/// Where the team channels go and what they pass: the providers'
+/// registry, which runs read; the online check's egress policy, which
+/// their destinations pass; the section's settings.
+#[derive(Clone, Debug)]
+pub struct TeamChannelSettings {
+    pub registry: Arc<TeamChannels>,
+    pub egress: Arc<EgressPolicy>,
+    pub section: TeamChannelsSection,
+}
+
+impl TeamChannelSettings {
+    /// The team channels of `providers`, their destinations passing
+    /// `egress` (the online check's), when `section` enables them.
+    pub fn new(
+        section: &TeamChannelsSection,
+        providers: &Providers,
+        egress: &EgressConfig,
+    ) -> Result<Option<TeamChannelSettings>, ProviderConfigError> {
+        if !section.enabled {
+            return Ok(None);
+        }
+        Ok(Some(TeamChannelSettings {
+            registry: providers.team_channels.clone(),
+            egress: Arc::new(EgressPolicy::new(egress)?),
+            section: section.clone(),
+        }))
+    }
 }
 
 /// What every reconcile shares.
@@ -114,7 +150,11 @@ impl<E> Context<E> {
             recorder: Recorder::new(client.clone(), reporter),
             starts: StartGate::new(&settings.scan_starts, &metrics.starts.runs),
             label_gate: StartGate::new(&settings.scan_starts, &metrics.starts.labels),
-            channels: ChannelGate::new(settings.channels.clone(), client.clone()),
+            channels: ChannelGate::new(
+                settings.channels.clone(),
+                settings.team_channels.as_ref().map(|t| t.registry.clone()),
+                client.clone(),
+            ),
             exceptions: ExceptionGate::new(client.clone()),
             client,
             pipeline,

@@ -106,8 +106,21 @@ impl ConditionBuilder {
         reason: &str,
         message: &str,
     ) {
+        self.set_named(conditions, type_.as_str(), status, reason, message);
+    }
+
+    /// [`ConditionBuilder::set`] for a condition of another resource
+    /// (a NotificationChannel's `Ready`, `Delivered`).
+    pub fn set_named(
+        &self,
+        conditions: &mut Vec<Condition>,
+        type_: &str,
+        status: ConditionStatus,
+        reason: &str,
+        message: &str,
+    ) {
         let mut condition = Condition {
-            type_: type_.as_str().to_owned(),
+            type_: type_.to_owned(),
             status: status.as_str().to_owned(),
             reason: reason.to_owned(),
             message: bounded(message),

@@ -1,7 +1,8 @@
-//! Which addresses the TCP online check may dial. An AssetScan's target is
+//! Which addresses the operator may dial on a tenant's word: the TCP online
+//! check's targets, and the URLs of the channels teams define. Both are
 //! written by a tenant, and the operator's network position is not the
 //! tenant's: without a policy, "online" answers whether the operator can
-//! reach the tenant's guess (its own Redis on loopback, the cloud metadata
+//! reach the tenant's guess, and a channel posts wherever it is aimed (its own Redis on loopback, the cloud metadata
 //! service, a Service behind a NetworkPolicy the tenant is kept out of).
 //!
 //! Built-in rules refuse loopback, link-local (with the cloud metadata

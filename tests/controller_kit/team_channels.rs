@@ -1,0 +1,188 @@
+//! Teams' own channels (NotificationChannel + a Secret of their namespace):
+//! the helpers that create them and read their conditions, and the
+//! two-team scenario that `tests/team_channels.rs` runs with a controller
+//! in its process and the e2e suite with operator processes, on the
+//! emulator or a cluster. The caller starts what reconciles both
+//! namespaces, with `channelAccess` opening the configured
+//! `secops-webhook` to the first namespace alone, and the egress policy
+//! opening 127.0.0.1 (the stubs' address).
+
+use super::kit::scans::{condition, is_terminal, phase, scan};
+use super::{create_in, online_in};
+use assetscan_operator::domain::ticket::Status;
+use assetscan_operator::kubernetes::controller::ConditionType;
+use assetscan_operator::kubernetes::crd::{AssetScan, NotificationChannel};
+use assetscan_testkit::stubs::{ProviderStubs, WebhookSink};
+use assetscan_testkit::wait::{self, until_some};
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{Api, ObjectMeta, PostParams};
+use serde_json::{Value, json};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Each team's Standard Webhooks secret.
+pub const WHSEC: [&str; 2] = [
+    "whsec_dGVhbS1hLXNlY3JldC0yNC1ieXRlcy1sb25n",
+    "whsec_dGVhbS1iLXNlY3JldC0yNC1ieXRlcy1sb25n",
+];
+
+/// The `channelAccess` the scenario expects (YAML): `secops-webhook` open
+/// to `first` alone.
+pub fn channel_access_to(first: &str) -> String {
+    format!("{{secops-webhook: {{namespaces: [{first}]}}}}")
+}
+
+/// Creates Secret `name` in `namespace` with `keys`.
+pub async fn secret_in(client: &Client, namespace: &str, name: &str, keys: &[(&str, &str)]) {
+    let data: BTreeMap<String, ByteString> = (keys.iter())
+        .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+        .collect();
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        ..Secret::default()
+    };
+    Api::<Secret>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap_or_else(|e| panic!("Secret {namespace}/{name}: {e}"));
+}
+
+/// Creates NotificationChannel `name` in `namespace` with `spec`.
+pub async fn channel_in(client: &Client, namespace: &str, name: &str, spec: Value) {
+    let channel: NotificationChannel = serde_json::from_value(json!({
+        "apiVersion": "assetscan.io/v1alpha1", "kind": "NotificationChannel",
+        "metadata": {"name": name}, "spec": spec,
+    }))
+    .expect("a channel");
+    Api::<NotificationChannel>::namespaced(client.clone(), namespace)
+        .create(&PostParams::default(), &channel)
+        .await
+        .unwrap_or_else(|e| panic!("NotificationChannel {namespace}/{name}: {e}"));
+}
+
+/// Waits until the channel's condition of `type_` has `reason`: its
+/// status and message.
+pub async fn channel_condition(
+    client: &Client,
+    (namespace, name): (&str, &str),
+    (type_, reason): (&str, &str),
+    patience: Duration,
+) -> (String, String) {
+    let api: Api<NotificationChannel> = Api::namespaced(client.clone(), namespace);
+    let what = format!("{namespace}/{name} {type_} {reason}");
+    until_some(&what, patience, async || {
+        let channel = api.get(name).await.ok()?;
+        let c = (channel.status?.conditions.into_iter()).find(|c| c.type_ == type_)?;
+        (c.reason == reason).then_some((c.status, c.message))
+    })
+    .await
+}
+
+/// Creates a high-risk AssetScan `name` in `namespace` naming `channels`,
+/// and waits for its run's end.
+pub async fn high_risk_naming(
+    client: &Client,
+    stubs: &ProviderStubs,
+    (namespace, name): (&str, &str),
+    channels: &[&str],
+    patience: Duration,
+) -> AssetScan {
+    let api: Api<AssetScan> = Api::namespaced(client.clone(), namespace);
+    create_in(
+        &api,
+        &online_in(stubs, scan(name).high_risk().notify(channels)),
+    )
+    .await;
+    wait::object(&api, name, "the run's end", patience, is_terminal).await
+}
+
+/// Two teams, each with a channel named `alerts` on its own receiver (which
+/// verifies its own signing key) and a Secret of its own: each team's alert
+/// reaches its own receiver and never the other's, and each channel shows
+/// `Ready` and then `Delivered`. The first team also aims a channel at the
+/// cloud metadata service: refused, with the rule as the reason. The
+/// configured `secops-webhook`, open to the first namespace alone,
+/// delivers the first team's alert and is refused to the second.
+pub async fn each_team_alerted_on_its_own_channel(
+    client: &Client,
+    stubs: &ProviderStubs,
+    namespaces: [&str; 2],
+    patience: Duration,
+) {
+    let sinks = [
+        WebhookSink::start(WHSEC[0]).await.expect("sink"),
+        WebhookSink::start(WHSEC[1]).await.expect("sink"),
+    ];
+    for ((namespace, sink), whsec) in namespaces.iter().zip(&sinks).zip(WHSEC) {
+        let keys = [("url", sink.hook_url()), ("secret", whsec.to_owned())];
+        let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        secret_in(client, namespace, "alerts", &keys).await;
+        let spec = json!({"type": "webhook", "secretRef": {"name": "alerts"}});
+        channel_in(client, namespace, "alerts", spec).await;
+    }
+    let [first, second] = namespaces;
+    let metadata = [("url", "http://169.254.169.254/latest/meta-data/")];
+    secret_in(client, first, "metadata", &metadata).await;
+    let spec = json!({"type": "teams", "secretRef": {"name": "metadata"}});
+    channel_in(client, first, "inside", spec).await;
+
+    for namespace in namespaces {
+        let ready = ("Ready", "Ready");
+        let (status, _) = channel_condition(client, (namespace, "alerts"), ready, patience).await;
+        assert_eq!(status, "True", "{namespace}");
+    }
+    let refused = ("Ready", "EgressRefusedCloudMetadata");
+    let (status, message) = channel_condition(client, (first, "inside"), refused, patience).await;
+    assert_eq!(status, "False");
+    assert!(message.contains("169.254.169.254"), "{message}");
+
+    let channels = ["alerts", "secops-webhook"];
+    for namespace in namespaces {
+        high_risk_naming(client, stubs, (namespace, "web"), &channels, patience).await;
+    }
+    // The second's run ends with the refusal in its status (written beside
+    // the run's end, not necessarily with it).
+    let refused = |o: &AssetScan| condition(o, ConditionType::ChannelRefused);
+    let api: Api<AssetScan> = Api::namespaced(client.clone(), second);
+    let done = wait::object(&api, "web", "the refusal", patience, |o| {
+        is_terminal(o) && refused(o).is_some()
+    })
+    .await;
+    assert_eq!(phase(&done), Some(Status::Finished));
+    let (on, reason, message) = refused(&done).expect("secops-webhook refused");
+    assert_eq!(
+        (on.as_str(), reason.as_str()),
+        ("True", "ChannelNotAllowed")
+    );
+    assert!(
+        message.contains("channel secops-webhook refuses namespace"),
+        "{message}"
+    );
+    let api: Api<AssetScan> = Api::namespaced(client.clone(), first);
+    let done = api.get("web").await.expect("the first's AssetScan");
+    assert_eq!(phase(&done), Some(Status::Finished));
+    assert_eq!(refused(&done), None);
+    for (namespace, sink) in namespaces.iter().zip(&sinks) {
+        assert_eq!(sink.rejected(), 0, "signed with {namespace}'s own key");
+        let deliveries = sink.deliveries();
+        assert_eq!(deliveries.len(), 1, "{namespace}");
+        assert_eq!(deliveries[0].json()["origin"]["namespace"], *namespace);
+        let delivered = ("Delivered", "Delivered");
+        let (status, message) =
+            channel_condition(client, (namespace, "alerts"), delivered, patience).await;
+        assert_eq!((status.as_str(), message.as_str()), ("True", "HTTP 200"));
+    }
+    let platform = stubs.sink.deliveries();
+    assert_eq!(
+        platform.len(),
+        1,
+        "secops-webhook: the first namespace's alone"
+    );
+    assert_eq!(platform[0].json()["origin"]["namespace"], first);
+}

@@ -1,0 +1,164 @@
+//! The channels teams define (NotificationChannel + a Secret of their own
+//! namespace), on the API emulator with a controller in this process: each
+//! team's channel carries its own namespace's alerts and no other's; a
+//! destination inside the cluster's reach is refused with a condition and
+//! never dialled; a Secret missing or of the wrong shape is a condition
+//! and an Event, and a fixed one is taken.
+
+mod controller_kit;
+
+use assetscan_operator::domain::ticket::Status;
+use assetscan_testkit::listener;
+use controller_kit::team_channels::{
+    WHSEC, channel_access_to, channel_condition, channel_in, each_team_alerted_on_its_own_channel,
+    high_risk_naming, secret_in,
+};
+use controller_kit::*;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use std::time::Duration;
+use tokio::net::TcpListener;
+
+/// A harness watching every namespace, with `team-a` and `team-b`, whose
+/// egress policy opens 127.0.0.1 alone (the stubs' address), whose team
+/// channels are built again every second, and whose `secops-webhook` is
+/// open to `team-a`.
+async fn harness() -> Harness {
+    let mut h = Harness::start().await;
+    h.watched = None;
+    h.config.providers.online.tcp.egress.allow = vec!["127.0.0.1/32".into()];
+    h.config.team_channels.resync_interval = Duration::from_secs(1);
+    h.config.channel_access =
+        assetscan_operator::yaml::from_str(&channel_access_to("team-a")).unwrap();
+    for name in ["team-a", "team-b"] {
+        let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+        Api::<Namespace>::all(h.client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .expect("namespace created");
+    }
+    h
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_team_channel_carries_its_own_namespaces_alerts() {
+    let h = harness().await;
+    let ctl = h.controller("teams").await;
+    each_team_alerted_on_its_own_channel(&h.client, &h.stubs, ["team-a", "team-b"], PATIENCE).await;
+    ctl.stop().await;
+}
+
+/// A team's channel aimed at loopback (beside the one address the policy
+/// opens) is refused with a condition that names the rule and a Warning
+/// Event, and is never dialled: a run naming it fails its send with the
+/// refusal.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_aimed_at_loopback_is_refused_and_never_dialled() {
+    let h = harness().await;
+    let inside = TcpListener::bind("127.0.0.2:0").await.unwrap();
+    let url = format!("http://{}/hook", inside.local_addr().unwrap());
+    secret_in(
+        &h.client,
+        "team-a",
+        "inside",
+        &[("url", &url), ("secret", WHSEC[0])],
+    )
+    .await;
+    let spec = json!({"type": "webhook", "secretRef": {"name": "inside"}});
+    channel_in(&h.client, "team-a", "inside", spec).await;
+    let ctl = h.controller("egress").await;
+
+    let refused = ("Ready", "EgressRefusedLoopback");
+    let (status, message) =
+        channel_condition(&h.client, ("team-a", "inside"), refused, PATIENCE).await;
+    assert_eq!(status, "False");
+    assert!(message.contains("rule loopback (127.0.0.0/8)"), "{message}");
+
+    let done = high_risk_naming(
+        &h.client,
+        &h.stubs,
+        ("team-a", "web"),
+        &["inside"],
+        PATIENCE,
+    )
+    .await;
+    assert_eq!(phase(&done), Some(Status::Failed));
+    let error = controller_kit::status(&done).last_error.clone();
+    let error = error.map(|e| e.message).unwrap_or_default();
+    assert!(
+        error.contains("the egress policy refuses 127.0.0.2"),
+        "{error}"
+    );
+    assert!(
+        !listener::dialled_before(&inside).await.unwrap(),
+        "never dialled"
+    );
+
+    let events: Api<Event> = Api::namespaced(h.client.clone(), "team-a");
+    let notes = until_some("the channel's Warning Event", PATIENCE, async || {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let notes: Vec<String> = (list.items.into_iter())
+            .filter(|e| e.reason.as_deref() == Some("EgressRefusedLoopback"))
+            .filter(|e| e.type_.as_deref() == Some("Warning"))
+            .filter_map(|e| e.note)
+            .collect();
+        (!notes.is_empty()).then_some(notes)
+    })
+    .await;
+    assert_eq!(notes.len(), 1, "one Event for one change: {notes:?}");
+    ctl.stop().await;
+}
+
+/// A channel whose Secret is missing, then lacks a key its type reads, then
+/// holds a secret of the wrong shape, says so (and never repeats a value of
+/// the Secret); the Secret fixed, the channel is ready within a resync.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_malformed_secret_is_a_condition_until_it_is_fixed() {
+    let h = harness().await;
+    let spec = json!({"type": "webhook", "secretRef": {"name": "hook"}});
+    channel_in(&h.client, "team-a", "alerts", spec).await;
+    let ctl = h.controller("secrets").await;
+    let channel = ("team-a", "alerts");
+    let (status, message) =
+        channel_condition(&h.client, channel, ("Ready", "SecretMissing"), PATIENCE).await;
+    assert_eq!(status, "False");
+    assert_eq!(message, "Secret team-a/hook does not exist");
+
+    let url = h.stubs.sink.hook_url();
+    secret_in(&h.client, "team-a", "hook", &[("url", &url)]).await;
+    let malformed = ("Ready", "SecretMalformed");
+    let (_, message) = channel_condition(&h.client, channel, malformed, PATIENCE).await;
+    assert_eq!(
+        message,
+        "Secret team-a/hook has no key \"secret\" (a webhook channel reads it)"
+    );
+
+    let secrets: Api<Secret> = Api::namespaced(h.client.clone(), "team-a");
+    let set_secret = async |value: &str| {
+        let patch = json!({"data": {"secret": base64_of(value)}});
+        let params = PatchParams::default();
+        secrets
+            .patch("hook", &params, &Patch::Merge(&patch))
+            .await
+            .unwrap();
+    };
+    set_secret("not-a-whsec-secret").await;
+    let message = until_some("the secret's shape named", PATIENCE, async || {
+        let (_, message) = channel_condition(&h.client, channel, malformed, PATIENCE).await;
+        message.contains("secretFrom").then_some(message)
+    })
+    .await;
+    assert!(!message.contains("not-a-whsec-secret"), "{message}");
+
+    set_secret(WHSEC[0]).await;
+    let (status, _) = channel_condition(&h.client, channel, ("Ready", "Ready"), PATIENCE).await;
+    assert_eq!(status, "True");
+    ctl.stop().await;
+}
+
+fn base64_of(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text)
+}
