@@ -173,6 +173,7 @@ fn request(asset: &str, holder: &str, clean: bool) -> ScanRequest {
         owner: None,
         supersedes: None,
         expect_open: false,
+        resolves_alert: false,
         origin: None,
         triage: TriageRequest::default(),
     }

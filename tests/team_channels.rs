@@ -8,7 +8,11 @@
 mod controller_kit;
 
 use assetscan_operator::domain::ticket::Status;
+use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_testkit::listener;
+use assetscan_testkit::receivers::Alertmanager;
+use assetscan_testkit::stubs::{Answer, ReceiverStub};
+use assetscan_testkit::wait;
 use controller_kit::team_channels::{
     WHSEC, channel_access_to, channel_condition, channel_in, each_team_alerted_on_its_own_channel,
     high_risk_naming, secret_in,
@@ -161,4 +165,127 @@ async fn a_missing_or_malformed_secret_is_a_condition_until_it_is_fixed() {
 fn base64_of(text: &str) -> String {
     use base64::Engine;
     base64::engine::general_purpose::STANDARD.encode(text)
+}
+
+/// Two runs of one asset through a team's Alertmanager channel and a real
+/// Alertmanager: the first, high risk, raises the alert; the spec edited
+/// to a clean one, the next run resolves it (the asset's last run was high
+/// risk), and Alertmanager tells its receiver so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_alertmanager_resolves_what_a_clean_run_clears() {
+    let h = harness().await;
+    let webhook = ReceiverStub::start(Answer::Ok).await.unwrap();
+    let alertmanager = Alertmanager::start(&webhook.receiver_url()).await.unwrap();
+    secret_in(&h.client, "team-a", "am", &[("url", &alertmanager.url())]).await;
+    let spec = json!({"type": "alertmanager", "secretRef": {"name": "am"}});
+    channel_in(&h.client, "team-a", "alerts", spec).await;
+    let ctl = h.controller("resolve").await;
+    let ready = ("Ready", "Ready");
+    channel_condition(&h.client, ("team-a", "alerts"), ready, PATIENCE).await;
+
+    let raised = high_risk_naming(
+        &h.client,
+        &h.stubs,
+        ("team-a", "web"),
+        &["alerts"],
+        PATIENCE,
+    )
+    .await;
+    assert_eq!(controller_kit::status(&raised).high_risk, Some(true));
+    let asset = raised.spec.asset_id.clone();
+    let firing = alertmanager.alerts().await.unwrap();
+    assert_eq!(firing.len(), 1, "{firing:#?}");
+    assert_eq!(firing[0]["labels"]["asset"], asset.as_str());
+    assert_eq!(firing[0]["labels"]["namespace"], "team-a");
+
+    // Alertmanager notified its receiver of the firing alert (a resolution
+    // before that would be one it never has to tell).
+    until_some("Alertmanager tells of the alert", PATIENCE, async || {
+        webhook.alertmanager_told("firing", &asset)
+    })
+    .await;
+    let api: Api<AssetScan> = Api::namespaced(h.client.clone(), "team-a");
+    let clean = json!({"spec": {"software": []}});
+    api.patch("web", &PatchParams::default(), &Patch::Merge(&clean))
+        .await
+        .unwrap();
+    wait::object(&api, "web", "the clean run's end", PATIENCE, |o| {
+        is_terminal(o) && controller_kit::status(o).high_risk == Some(false)
+    })
+    .await;
+    let resolved = until_some(
+        "Alertmanager tells of the resolution",
+        PATIENCE,
+        async || webhook.alertmanager_told("resolved", &asset),
+    )
+    .await;
+    assert_eq!(resolved["alerts"][0]["labels"]["namespace"], "team-a");
+    let active = alertmanager.alerts().await.unwrap();
+    assert!(active.is_empty(), "{active:#?}");
+    ctl.stop().await;
+}
+
+/// Which runs resolve, over five generations of one AssetScan whose team
+/// channel posts to a receiver that records Alertmanager's API calls: a
+/// clean first run (no alert before it), a high-risk run (it raises), a
+/// clean run that could not ask about every package (it may not say the
+/// asset is clean), a high-risk run again, and a clean, complete run: only
+/// the last resolves, each severity's alert ended at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_clean_complete_run_after_a_high_risk_one_resolves() {
+    let h = harness().await;
+    let recorder = ReceiverStub::start(Answer::Ok).await.unwrap();
+    secret_in(&h.client, "team-a", "am", &[("url", &recorder.url())]).await;
+    let spec = json!({"type": "alertmanager", "secretRef": {"name": "am"}});
+    channel_in(&h.client, "team-a", "alerts", spec).await;
+    let ctl = h.controller("which-resolve").await;
+    let ready = ("Ready", "Ready");
+    channel_condition(&h.client, ("team-a", "alerts"), ready, PATIENCE).await;
+
+    let api: Api<AssetScan> = Api::namespaced(h.client.clone(), "team-a");
+    let high_risk = h.online(scan("web").high_risk()).spec.software;
+    let unasked = h
+        .online(scan("web").purl("pkg:generic/firmware@1.0"))
+        .spec
+        .software;
+    let generations = [
+        (json!([]), 0),
+        (serde_json::to_value(&high_risk).unwrap(), 1),
+        (serde_json::to_value(&unasked).unwrap(), 0),
+        (serde_json::to_value(&high_risk).unwrap(), 1),
+        (json!([]), 1),
+    ];
+    let mut posts = 0;
+    for (generation, (software, new_posts)) in (1..).zip(generations) {
+        if generation == 1 {
+            let first = h.online(scan("web").notify(&["alerts"]));
+            create_in(&api, &first).await;
+        } else {
+            let edit = json!({"spec": {"software": software}});
+            api.patch("web", &PatchParams::default(), &Patch::Merge(&edit))
+                .await
+                .unwrap();
+        }
+        let marker = format!("-g{generation}-");
+        wait::object(&api, "web", "the generation's run", PATIENCE, |o| {
+            let run = o.status.as_ref().and_then(|s| s.run.as_deref());
+            is_terminal(o) && run.is_some_and(|r| r.contains(&marker))
+        })
+        .await;
+        posts += new_posts;
+        let received = recorder.received();
+        assert_eq!(
+            received.len(),
+            posts,
+            "generation {generation}: {received:#?}"
+        );
+    }
+    let resolution = recorder.received().pop().unwrap().body;
+    let alerts = resolution.as_array().unwrap();
+    assert_eq!(alerts.len(), 6, "one per severity: {resolution:#}");
+    for alert in alerts {
+        assert_eq!(alert["startsAt"], alert["endsAt"], "ended at once");
+        assert_eq!(alert["labels"]["namespace"], "team-a");
+    }
+    ctl.stop().await;
 }

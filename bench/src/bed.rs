@@ -88,6 +88,7 @@ pub fn request(
         owner: Some(OWNER.to_owned()),
         supersedes: None,
         expect_open: true,
+        resolves_alert: false,
         origin: None,
         triage: TriageRequest::default(),
     })

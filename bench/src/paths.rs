@@ -47,6 +47,7 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
                 .iter()
                 .map(|req| ScanRequest {
                     expect_open: false,
+                    resolves_alert: false,
                     ..req.clone()
                 })
                 .collect();

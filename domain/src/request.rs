@@ -56,6 +56,11 @@ pub struct ScanRequest {
     pub expect_open: bool,
     /// Who asked for the run; `None` for the CLI's.
     pub origin: Option<Origin>,
+    /// The asset's last run ended with a high risk (its object's status
+    /// says so): when this run ends clean, having asked about every package,
+    /// it tells the channels that resolve (Alertmanager, PagerDuty) that the
+    /// asset's alert is over. `false` for the CLI's runs.
+    pub resolves_alert: bool,
     /// The VEX documents and exceptions the run's findings are judged with.
     pub triage: TriageRequest,
 }

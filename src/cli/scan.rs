@@ -168,6 +168,7 @@ impl ScanArgs {
             owner: None,
             supersedes: None,
             expect_open: false,
+            resolves_alert: false,
             origin: None,
             asset,
             run: self

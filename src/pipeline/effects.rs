@@ -68,6 +68,19 @@ pub struct Resend {
     pub first_attempt_at: Option<u64>,
 }
 
+/// A clean run's word that the asset's alert is over, for the channels
+/// that resolve what they raised (Alertmanager, PagerDuty): they key the
+/// alert by the asset, not by the run, so the run that resolves names the
+/// asset and itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resolution {
+    pub asset: String,
+    /// The clean run's ticket id and token.
+    pub ticket_id: String,
+    pub fencing_token: u64,
+    pub origin: Option<Origin>,
+}
+
 /// The outside world, one method per I/O step. Implemented over the
 /// configured providers; every call is bounded by the step's timeout and
 /// cancelled when the lock is lost. What the findings mean is decided apart
@@ -122,6 +135,20 @@ pub trait Effects: Send + Sync {
         channels: &[String],
         notification: &Notification,
     ) -> impl Future<Output = BTreeMap<String, Result<String, StepError>>> + Send;
+    /// Tells those of `channels` that resolve alerts that the asset's is
+    /// over; one result per channel that resolves (the others are not
+    /// asked). Best effort, once, while the run still holds its lock: a
+    /// resolution lost leaves the alert open until the receiver lets it
+    /// lapse (the safe side). Without such channels (the default) nothing
+    /// is sent.
+    fn resolve(
+        &self,
+        channels: &[String],
+        resolution: &Resolution,
+    ) -> impl Future<Output = BTreeMap<String, Result<String, StepError>>> + Send {
+        let _ = (channels, resolution);
+        async { BTreeMap::new() }
+    }
 }
 
 /// Step 2 of the fence, "Record the claim" (`domain::fence`): where a

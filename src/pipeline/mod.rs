@@ -17,7 +17,7 @@ mod software;
 
 use run::Run;
 
-pub use effects::{ClaimRecord, Effects, Notification, Observer, Resend, StepError};
+pub use effects::{ClaimRecord, Effects, Notification, Observer, Resend, Resolution, StepError};
 pub use retry::{RetryPolicy, StepPolicies, StepSettingsError};
 
 /// The pipeline's errors are the ticket store's.

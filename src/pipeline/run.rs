@@ -4,7 +4,7 @@
 //! continues from the last confirmed fact.
 
 use super::facts::{Facts, as_declared, to_json};
-use super::{Effects, Observer, Outcome, Pipeline, StepError, drill, software};
+use super::{Effects, Observer, Outcome, Pipeline, Resolution, StepError, drill, software};
 use crate::store::{LastErrorChange, LeaseGuard, Patch, StoreError, TicketStore};
 use assetscan_domain::ticket::{
     Fact, LastError, NotificationFacts, NotificationState, Status, Step, ThreatIntelFacts, Ticket,
@@ -93,7 +93,12 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                 Next::Call(step) => self.call(&ticket, step).await,
             };
             ticket = match progress {
-                Progress::Recorded(next) => *next,
+                Progress::Recorded(next) => {
+                    if ticket.status != Status::Finished && next.status == Status::Finished {
+                        self.resolve_if_clean(&next).await;
+                    }
+                    *next
+                }
                 Progress::Exit(Exit::Superseded { caller, valid }) => {
                     warn!(asset = %self.req.asset, caller, valid, "superseded by a newer executor: stopping");
                     return Ok(Outcome::Superseded { caller, valid });
@@ -111,6 +116,37 @@ impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
                 }
                 Progress::StoreFailed(err) => return Err(err),
             };
+        }
+    }
+
+    /// The run just ended at `ended`: when it ended clean, having asked
+    /// about every package, and the asset's last run was high risk
+    /// (`resolves_alert`), its channels that resolve are told, while the
+    /// lock is still this run's. An offline asset, a high risk, a scan with
+    /// packages it could not ask about, or a lost lock resolve nothing.
+    async fn resolve_if_clean(&self, ended: &Ticket) {
+        let facts = &ended.facts;
+        let clean = facts.risk.as_ref().is_some_and(|risk| !risk.high_risk);
+        let complete = (facts.vulnerabilities.as_ref())
+            .and_then(|v| v.coverage.as_ref())
+            .is_none_or(|coverage| coverage.not_asked_total() == 0);
+        if !(self.req.resolves_alert && clean && complete && self.lease.is_held()) {
+            return;
+        }
+        let resolution = Resolution {
+            asset: self.req.asset.to_string(),
+            ticket_id: ended.id.clone(),
+            fencing_token: ended.fencing_token,
+            origin: self.req.origin.clone(),
+        };
+        let effects = &self.pipeline.effects;
+        for (channel, result) in effects.resolve(&self.req.channels, &resolution).await {
+            match result {
+                Ok(receipt) => info!(asset = %self.req.asset, channel, receipt, "alert resolved"),
+                Err(e) => {
+                    warn!(asset = %self.req.asset, channel, error = %e.message, "alert not resolved: it stays open until the receiver lets it lapse")
+                }
+            }
         }
     }
 

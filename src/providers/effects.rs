@@ -4,15 +4,16 @@
 
 use super::Providers;
 use super::intel::IntelError;
-use super::notify::{Delivery, NotifyError, TeamChannel};
+use super::notify::{Delivery, Notifier, NotifyError, TeamChannel};
 use super::online::OnlineError;
 use super::pace::Provider;
 use super::sbom::SbomError;
 use super::vulns::VulnError;
-use crate::pipeline::{Effects, Notification, StepError};
+use crate::pipeline::{Effects, Notification, Resolution, StepError};
 use assetscan_domain::ticket::{ThreatIntelFacts, VulnFacts};
-use assetscan_domain::{SbomFacts, SbomRead, SbomRef, ScanRequest, Statement, Triage};
+use assetscan_domain::{Origin, SbomFacts, SbomRead, SbomRef, ScanRequest, Statement, Triage};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 impl Effects for Providers {
@@ -77,41 +78,96 @@ impl Effects for Providers {
         });
         futures::future::join_all(sends).await.into_iter().collect()
     }
+
+    async fn resolve(
+        &self,
+        channels: &[String],
+        resolution: &Resolution,
+    ) -> BTreeMap<String, Result<String, StepError>> {
+        let resolves = channels.iter().map(|name| async move {
+            Some((name.clone(), self.resolve_on(name, resolution).await?))
+        });
+        futures::future::join_all(resolves)
+            .await
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+/// Where a channel's name leads for a run of a namespace.
+enum Found<'a> {
+    /// The namespace's own channel, and its pacing bucket's key.
+    Team(Arc<TeamChannel>, String),
+    Configured(&'a Notifier),
+    Missing,
 }
 
 impl Providers {
-    /// One channel's send: the channel of that name the run's namespace
-    /// defined, else the configured one.
+    /// The channel of that name the run's namespace defined, else the
+    /// configured one.
+    fn find(&self, name: &str, origin: Option<&Origin>) -> Found<'_> {
+        let team = origin.and_then(|o| Some((o, self.team_channels.get(&o.namespace, name)?)));
+        match (team, self.notifiers.get(name)) {
+            (Some((origin, channel)), _) => {
+                Found::Team(channel, format!("{}/{name}", origin.namespace))
+            }
+            (None, Some(notifier)) => Found::Configured(notifier),
+            (None, None) => Found::Missing,
+        }
+    }
+
+    /// One channel's send; a team channel's outcome is noted for its
+    /// `Delivered` condition.
     async fn send_to(&self, name: &str, notification: &Notification) -> Result<String, StepError> {
         let origin = notification.origin.as_ref();
-        let team = origin.and_then(|o| Some((o, self.team_channels.get(&o.namespace, name)?)));
-        let Some((origin, channel)) = team else {
-            self.until_ready(Provider::Channel(name), origin).await;
-            return match self.notifiers.get(name) {
-                Some(notifier) => Ok(notifier.send(notification).await?),
-                None => Err(StepError::permanent("not configured")),
-            };
+        let (notifier, paced) = match self.find(name, origin) {
+            Found::Missing => return Err(StepError::permanent("not configured")),
+            Found::Configured(notifier) => {
+                self.until_ready(Provider::Channel(name), origin).await;
+                return Ok(notifier.send(notification).await?);
+            }
+            Found::Team(channel, paced) => (channel, paced),
         };
-        let paced = format!("{}/{name}", origin.namespace);
-        self.until_ready(Provider::Channel(&paced), Some(origin))
-            .await;
-        let notifier = match &*channel {
+        self.until_ready(Provider::Channel(&paced), origin).await;
+        let notifier = match &*notifier {
             TeamChannel::Ready(notifier) => notifier,
             TeamChannel::Refused(why) => return Err(StepError::permanent(why.clone())),
         };
         let result = notifier.send(notification).await.map_err(StepError::from);
-        let delivery = match &result {
-            Ok(receipt) => Delivery {
-                ok: true,
-                message: receipt.clone(),
-            },
-            Err(e) => Delivery {
-                ok: false,
-                message: e.message.clone(),
+        let message = match &result {
+            Ok(receipt) => receipt.clone(),
+            Err(e) => e.message.clone(),
+        };
+        let delivery = Delivery {
+            ok: result.is_ok(),
+            message,
+        };
+        let namespace = origin.map_or("", |o| o.namespace.as_str());
+        self.team_channels.record(namespace, name, delivery);
+        result
+    }
+
+    /// One channel's resolution, `None` when the channel resolves nothing
+    /// (its kind, or it is missing or refused).
+    async fn resolve_on(
+        &self,
+        name: &str,
+        resolution: &Resolution,
+    ) -> Option<Result<String, StepError>> {
+        let origin = resolution.origin.as_ref();
+        let found = self.find(name, origin);
+        let (notifier, paced) = match &found {
+            Found::Missing => return None,
+            Found::Configured(notifier) => (*notifier, name),
+            Found::Team(channel, paced) => match &**channel {
+                TeamChannel::Ready(notifier) => (notifier, paced.as_str()),
+                TeamChannel::Refused(_) => return None,
             },
         };
-        (self.team_channels).record(&origin.namespace, name, delivery);
-        result
+        self.until_ready(Provider::Channel(paced), origin).await;
+        let result = notifier.resolve(resolution).await?;
+        Some(result.map_err(StepError::from))
     }
 }
 

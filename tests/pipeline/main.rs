@@ -27,7 +27,7 @@ use assetscan_operator::domain::{
     Package, Policy, Target, ThreatIntelPolicy, Triage, TriageRequest,
 };
 use assetscan_operator::pipeline::{
-    ClaimRecord, Effects, Notification, Observer, Outcome, Pipeline, StepError,
+    ClaimRecord, Effects, Notification, Observer, Outcome, Pipeline, Resolution, StepError,
 };
 use assetscan_operator::providers::Providers;
 use assetscan_operator::store::{RedisTarget, TicketStore};
@@ -185,6 +185,7 @@ fn request(holder: &str, software: &[Pkg], policy: Policy) -> ScanRequest {
         owner: None,
         supersedes: None,
         expect_open: false,
+        resolves_alert: false,
         origin: None,
         triage: TriageRequest::default(),
     }
@@ -325,6 +326,13 @@ impl Effects for Twisted {
         assert!(results.values().all(Result::is_ok), "{results:?}");
         delivered.notify_one();
         std::future::pending().await
+    }
+    async fn resolve(
+        &self,
+        channels: &[String],
+        resolution: &Resolution,
+    ) -> BTreeMap<String, Result<String, StepError>> {
+        self.inner.resolve(channels, resolution).await
     }
 }
 

@@ -8,7 +8,7 @@ use assetscan_operator::domain::ticket::{
 };
 use assetscan_operator::domain::{Origin, ScanRequest, Triage, TriageRequest};
 use assetscan_operator::domain::{Package, Policy, Target, assess, needs_threat_intel};
-use assetscan_operator::pipeline::{Effects, Notification, Resend};
+use assetscan_operator::pipeline::{Effects, Notification, Resend, Resolution};
 use assetscan_operator::providers::intel::{
     EpssClient, EpssConfig, IntelError, KevCatalog, KevConfig, KevFeed, ThreatIntel,
     ThreatIntelConfig,
@@ -172,6 +172,7 @@ async fn the_whole_chain_through_effects() {
         owner: None,
         supersedes: None,
         expect_open: false,
+        resolves_alert: false,
         origin: None,
         triage: TriageRequest::default(),
     };

@@ -136,6 +136,39 @@ async fn a_real_alertmanager_holds_one_alert_per_asset_incident() {
         .unwrap();
     assert_eq!(web["alerts"].as_array().unwrap().len(), 1, "{web:#}");
     assert_eq!(web["commonLabels"]["namespace"], "team-a");
+
+    // A clean run resolves web-1's alert, whatever its severity was: it is
+    // no longer active, and Alertmanager tells its receiver it resolved.
+    // db-1's stays.
+    assert_eq!(
+        notifier.resolve(&resolution("web-1")).await.unwrap(),
+        "HTTP 200"
+    );
+    let alerts = alertmanager.alerts().await.unwrap();
+    let active: Vec<&str> = (alerts.iter())
+        .filter(|a| a["status"]["state"] == "active")
+        .map(|a| a["labels"]["asset"].as_str().unwrap())
+        .collect();
+    assert_eq!(active, ["db-1"]);
+    let resolved = until_some(
+        "Alertmanager tells of the resolution",
+        PATIENCE,
+        async || webhook.alertmanager_told("resolved", "web-1"),
+    )
+    .await;
+    let alert = &resolved["alerts"][0];
+    assert_eq!(alert["labels"]["severity"], "critical", "the alert raised");
+    assert_eq!(alert["status"], "resolved");
+}
+
+/// What a clean run of web-1 in team-a says to the channels that resolve.
+fn resolution(asset: &str) -> Resolution {
+    Resolution {
+        asset: asset.into(),
+        ticket_id: format!("{asset}/run-9"),
+        fencing_token: 44,
+        origin: notification(vec![]).origin,
+    }
 }
 
 /// Every event validates against PagerDuty's published OpenAPI document,
@@ -193,6 +226,23 @@ async fn pagerduty_events_match_the_published_schema_and_share_the_incidents_key
         "web-1/run-7"
     );
     assert_eq!(events[2]["payload"]["custom_details"]["fencing_token"], 43);
+
+    // A clean run resolves the incident under the same key, in the
+    // documented shape.
+    assert_eq!(
+        notifier.resolve(&resolution("web-1")).await.unwrap(),
+        "HTTP 202"
+    );
+    let resolve = stub.received().last().unwrap().body.clone();
+    assert_eq!(
+        resolve,
+        json!({"routing_key": "e93facc04764012d7bfb002500d5d1a6", "event_action": "resolve",
+               "dedup_key": "assetscan/team-a/web-1"})
+    );
+    let verdicts = validate(&schema, PAGERDUTY_EVENT, &[resolve])
+        .await
+        .unwrap();
+    assert_eq!(verdicts, ["ok"]);
 
     // PagerDuty cuts `summary` at 1024 characters: the event never needs it to.
     let long = Notification {

@@ -19,7 +19,10 @@
 //! once per group as its `repeat_interval` says. The run's identity is in
 //! the annotations, which do not split alerts.
 //!
-//! An alert Alertmanager hears no more of resolves at its `endsAt`. A sender
+//! A clean run after a high-risk one ends the alert: it posts it again with
+//! `endsAt` now ([`AlertmanagerNotifier::resolve`]), and Alertmanager tells
+//! its receivers that it resolved. Otherwise an alert Alertmanager hears no
+//! more of resolves at its `endsAt`. A sender
 //! that is not Prometheus posts once per run, not every evaluation, so
 //! `endsAt` is `activeFor` (default 24 h) after the send: set it beyond the
 //! assets' `rescanInterval`, so that a still-vulnerable asset's next run
@@ -32,10 +35,12 @@ use super::error::NotifyError;
 use super::message::{
     alert_severity, finding_line, headline, known_exploited, severity_label, top_findings,
 };
-use crate::pipeline::Notification;
+use crate::pipeline::{Notification, Resolution};
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, SecretUrl, join_path};
 use crate::providers::secret::SecretFrom;
+use assetscan_domain::Origin;
+use assetscan_domain::ticket::Severity;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -116,18 +121,28 @@ impl AlertmanagerNotifier {
 
     pub async fn send(&self, notification: &Notification) -> Result<String, NotifyError> {
         let now = Timestamp::now();
-        let alerts = json!([alert(
-            notification,
-            &self.labels,
-            now,
-            now + self.active_for
-        )]);
+        let ends = now + self.active_for;
+        self.post(&json!([alert(notification, &self.labels, now, ends)]))
+            .await
+    }
+
+    /// The asset's alert ended now, at whichever severity it was raised
+    /// (the severity is one of its labels, and the clean run does not know
+    /// the one of the run that raised it): Alertmanager resolves the one
+    /// that fires and tells its receivers; the others it merely records as
+    /// resolved, having never seen them fire.
+    pub async fn resolve(&self, resolution: &Resolution) -> Result<String, NotifyError> {
+        let now = Timestamp::now();
+        let alerts: Vec<Value> = (SEVERITIES.iter())
+            .map(|severity| resolved(resolution, &self.labels, *severity, now))
+            .collect();
+        self.post(&Value::Array(alerts)).await
+    }
+
+    async fn post(&self, alerts: &Value) -> Result<String, NotifyError> {
         let url = join_path(&self.url.url(), &["api", "v2", "alerts"]);
-        let reply = self
-            .http
-            .send(self.http.post(url).json(&alerts))
-            .await?
-            .success()?;
+        let request = self.http.post(url).json(alerts);
+        let reply = self.http.send(request).await?.success()?;
         Ok(format!("HTTP {}", reply.status.as_u16()))
     }
 }
@@ -141,6 +156,57 @@ fn is_label_name(name: &str) -> bool {
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// Every value of the `severity` label an alert may carry.
+const SEVERITIES: [Severity; 6] = [
+    Severity::Critical,
+    Severity::High,
+    Severity::Medium,
+    Severity::Low,
+    Severity::None,
+    Severity::Unknown,
+];
+
+/// The alert's identity: its labels.
+fn labels(
+    asset: &str,
+    origin: Option<&Origin>,
+    severity: Severity,
+    extra: &BTreeMap<String, String>,
+) -> Map<String, Value> {
+    let mut labels: Map<String, Value> = (extra.iter())
+        .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
+        .collect();
+    labels.insert("alertname".into(), ALERT_NAME.into());
+    labels.insert("asset".into(), asset.into());
+    let severity = severity_label(severity).to_ascii_lowercase();
+    labels.insert("severity".into(), severity.into());
+    if let Some(o) = origin {
+        labels.insert("namespace".into(), o.namespace.as_str().into());
+    }
+    labels
+}
+
+/// The asset's alert at `severity`, ended at `now` by the clean run of
+/// `resolution`.
+fn resolved(
+    resolution: &Resolution,
+    extra: &BTreeMap<String, String>,
+    severity: Severity,
+    now: Timestamp,
+) -> Value {
+    let origin = resolution.origin.as_ref();
+    json!({
+        "labels": labels(&resolution.asset, origin, severity, extra),
+        "annotations": {
+            "summary": format!("Resolved: a later run of {} found no high risk", resolution.asset),
+            "ticket": resolution.ticket_id,
+            "fencing_token": resolution.fencing_token.to_string(),
+        },
+        "startsAt": format!("{now:.3}"),
+        "endsAt": format!("{now:.3}"),
+    })
+}
+
 /// One `postableAlert` of Alertmanager's API v2.
 fn alert(
     n: &Notification,
@@ -148,17 +214,7 @@ fn alert(
     starts: Timestamp,
     ends: Timestamp,
 ) -> Value {
-    let mut labels: Map<String, Value> = (extra.iter())
-        .map(|(k, v)| (k.clone(), Value::from(v.as_str())))
-        .collect();
-    labels.insert("alertname".into(), ALERT_NAME.into());
-    labels.insert("asset".into(), n.asset.as_str().into());
-    labels.insert(
-        "severity".into(),
-        severity_label(alert_severity(n))
-            .to_ascii_lowercase()
-            .into(),
-    );
+    let labels = labels(&n.asset, n.origin.as_ref(), alert_severity(n), extra);
     let mut annotations = Map::new();
     annotations.insert("summary".into(), headline(n).into());
     let findings: Vec<String> = top_findings(n).iter().map(finding_line).collect();
@@ -173,7 +229,6 @@ fn alert(
     annotations.insert("run".into(), n.run.as_str().into());
     annotations.insert("fencing_token".into(), n.fencing_token.to_string().into());
     if let Some(o) = &n.origin {
-        labels.insert("namespace".into(), o.namespace.as_str().into());
         annotations.insert("assetscan".into(), o.name.as_str().into());
         annotations.insert("uid".into(), o.uid.as_str().into());
     }

@@ -2,6 +2,7 @@
 //! ticket line that tells repeats apart, the findings as lines.
 
 use crate::pipeline::Notification;
+use assetscan_domain::Origin;
 use assetscan_domain::ticket::{Finding, Severity};
 use k8s_openapi::jiff::Timestamp;
 
@@ -127,10 +128,10 @@ fn severity_rank(severity: Severity) -> u8 {
 /// every run of the asset raises the same incident and a re-send of a run
 /// merges into it; the CLI's runs, of no namespace, are `assetscan/web-1`.
 /// At most 10 + 63 + 1 + 128 characters, under PagerDuty's 255.
-pub(super) fn incident_key(n: &Notification) -> String {
-    match &n.origin {
-        Some(o) => format!("assetscan/{}/{}", o.namespace, n.asset),
-        None => format!("assetscan/{}", n.asset),
+pub(super) fn incident_key(asset: &str, origin: Option<&Origin>) -> String {
+    match origin {
+        Some(o) => format!("assetscan/{}/{asset}", o.namespace),
+        None => format!("assetscan/{asset}"),
     }
 }
 

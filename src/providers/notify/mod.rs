@@ -37,7 +37,7 @@ pub use teams::{CARD_VERSION, TeamsConfig, TeamsNotifier};
 pub use webhook::{WebhookConfig, WebhookNotifier};
 pub use wecom::{DEFAULT_BASE_URL as WECOM_BASE_URL, WeComConfig, WeComNotifier};
 
-use crate::pipeline::Notification;
+use crate::pipeline::{Notification, Resolution};
 use crate::providers::error::ProviderConfigError;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -93,6 +93,21 @@ impl Notifier {
             NotifierConfig::Pagerduty(c) => Notifier::PagerDuty(PagerDutyNotifier::new(c)?),
             NotifierConfig::Cloudevents(c) => Notifier::CloudEvents(CloudEventsNotifier::new(c)?),
         })
+    }
+
+    /// Ends the asset's alert, on the kinds that resolve what they raised
+    /// (Alertmanager, PagerDuty); `None` for the others, which have nothing
+    /// to resolve.
+    pub async fn resolve(&self, resolution: &Resolution) -> Option<Result<String, NotifyError>> {
+        match self {
+            Notifier::Alertmanager(n) => Some(n.resolve(resolution).await),
+            Notifier::PagerDuty(n) => Some(n.resolve(resolution).await),
+            Notifier::Webhook(_)
+            | Notifier::WeCom(_)
+            | Notifier::Slack(_)
+            | Notifier::Teams(_)
+            | Notifier::CloudEvents(_) => None,
+        }
     }
 
     /// Delivers the notification; the `Ok` value is the receipt (what the

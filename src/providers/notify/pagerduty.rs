@@ -17,6 +17,9 @@
 //! alert, so a re-send of a run, and a later high-risk run of the asset
 //! while the incident is open, page once.
 //!
+//! A clean run after a high-risk one sends `resolve` with the same key,
+//! which closes the alert (and its incident when it is the last).
+//!
 //! PagerDuty answers 202 with `{"status": "success", "dedup_key": …}`;
 //! 400 (an event it cannot read) is permanent; 429 and 5xx are retried.
 
@@ -24,7 +27,7 @@ use super::error::NotifyError;
 use super::message::{
     alert_severity, finding_line, headline, incident_key, known_exploited, top_findings,
 };
-use crate::pipeline::Notification;
+use crate::pipeline::{Notification, Resolution};
 use crate::providers::error::ProviderConfigError;
 use crate::providers::http::{HttpClient, HttpProfile, HttpSettings, parse_http_url};
 use crate::providers::secret::{Secret, SecretFrom};
@@ -91,12 +94,24 @@ impl PagerDutyNotifier {
 
     pub async fn send(&self, notification: &Notification) -> Result<String, NotifyError> {
         let event = trigger(notification, self.routing_key.expose(), Timestamp::now());
-        let reply = self
-            .http
-            .send(self.http.post(self.url.clone()).json(&event))
-            .await?;
-        reply.success()?;
-        Ok("HTTP 202".to_owned())
+        self.enqueue(&event).await
+    }
+
+    /// A `resolve` event for the asset's incident: PagerDuty resolves the
+    /// open alert of that `dedup_key`, and ignores it when none is open.
+    pub async fn resolve(&self, resolution: &Resolution) -> Result<String, NotifyError> {
+        let event = json!({
+            "routing_key": self.routing_key.expose(),
+            "event_action": "resolve",
+            "dedup_key": incident_key(&resolution.asset, resolution.origin.as_ref()),
+        });
+        self.enqueue(&event).await
+    }
+
+    async fn enqueue(&self, event: &Value) -> Result<String, NotifyError> {
+        let request = self.http.post(self.url.clone()).json(event);
+        let reply = self.http.send(request).await?.success()?;
+        Ok(format!("HTTP {}", reply.status.as_u16()))
     }
 }
 
@@ -135,7 +150,7 @@ fn trigger(n: &Notification, routing_key: &str, now: Timestamp) -> Value {
     json!({
         "routing_key": routing_key,
         "event_action": "trigger",
-        "dedup_key": incident_key(n),
+        "dedup_key": incident_key(&n.asset, n.origin.as_ref()),
         "client": "assetscan-operator",
         "payload": payload,
     })

@@ -72,6 +72,16 @@ impl ReceiverStub {
     pub fn received(&self) -> Vec<Received> {
         self.state().received.clone()
     }
+
+    /// As Alertmanager's webhook receiver: the first notification of the
+    /// group whose `asset` label is `asset`, with `status` (`firing`,
+    /// `resolved`).
+    pub fn alertmanager_told(&self, status: &str, asset: &str) -> Option<Value> {
+        (self.state().received.iter())
+            .map(|r| &r.body)
+            .find(|b| b["status"] == status && b["groupLabels"]["asset"] == asset)
+            .cloned()
+    }
 }
 
 async fn receive(

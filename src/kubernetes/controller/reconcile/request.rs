@@ -74,12 +74,19 @@ pub fn scan_request(obj: &AssetScan, run: &str, holder: String) -> Result<ScanRe
         owner: Some(owner_id(obj)),
         supersedes: None,
         expect_open: true,
+        resolves_alert: high_risk_before(obj),
         origin: Some(origin(obj)),
         triage: TriageRequest {
             vex,
             statements: Vec::new(),
         },
     })
+}
+
+/// Whether the object's last run ended with a high risk, as its status
+/// stands before this run: a clean end of this run resolves that alert.
+fn high_risk_before(obj: &AssetScan) -> bool {
+    obj.status.as_ref().and_then(|s| s.high_risk) == Some(true)
 }
 
 /// The object as the notifications name it.
