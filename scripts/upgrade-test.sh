@@ -33,13 +33,15 @@ root=$PWD
 cargo=${CARGO:-cargo}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$root/target}
 
-# `<version> <commit>` per release section with a `Commit:` line.
+# `<version> <commit>` per release section with a `Commit:` line of
+# CHANGELOG.md (or of $CHANGELOG): the one reader of the releases, which
+# the chaos crate's tests call too (`release::released`).
 releases() {
   awk '/^## \[[0-9]+\.[0-9]+\.[0-9]+\]/ { version = substr($2, 2, length($2) - 2); next }
        /^## / { version = ""; next }
        version != "" && $1 == "Commit:" && $2 ~ /^[0-9a-f]+$/ && length($2) == 40 {
          print version, $2; version = ""
-       }' CHANGELOG.md
+       }' "${CHANGELOG:-CHANGELOG.md}"
 }
 
 # The codegen-units value of a release's members: 1..254, from its commit.

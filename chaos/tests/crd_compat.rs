@@ -139,8 +139,7 @@ fn this_tree_serves_every_crd_of_every_release() {
 /// its fixtures are not kept yet.
 #[test]
 fn the_fixtures_are_those_of_the_releases_the_changelog_names() {
-    let changelog = changelog();
-    let recorded = released(&changelog);
+    let recorded = released(&repo(), &repo().join("CHANGELOG.md")).unwrap();
     let kept: Vec<Version> = releases().into_iter().map(|(v, _)| v).collect();
     let named: Vec<Version> = recorded.iter().map(|(v, _)| *v).collect();
     assert_eq!(
@@ -150,7 +149,7 @@ fn the_fixtures_are_those_of_the_releases_the_changelog_names() {
     let provenance = std::fs::read_to_string(fixtures().join("README.md")).unwrap();
     for (version, commit) in recorded {
         assert!(
-            provenance.contains(commit),
+            provenance.contains(commit.as_str()),
             "the fixtures of {version} come from {commit}: the README says so"
         );
     }

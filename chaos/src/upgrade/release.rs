@@ -95,30 +95,36 @@ impl Understands {
     }
 }
 
-/// The releases a CHANGELOG records by commit, newest first: each
-/// `## [X.Y.Z]` section with a `Commit: <40 hex>` line (as
-/// `scripts/upgrade-test.sh releases` reads them). A release's own commit
-/// cannot name itself: until the next commit does, its section is not
-/// among them.
-pub fn released(changelog: &str) -> Vec<(Version, &str)> {
-    let mut found = Vec::new();
-    let mut section = None;
-    for line in changelog.lines() {
-        if let Some(heading) = line.strip_prefix("## ") {
-            section = heading
-                .strip_prefix('[')
-                .and_then(|h| h.split_once(']'))
-                .and_then(|(version, _)| version.parse::<Version>().ok());
-            continue;
-        }
-        let Some(version) = section else { continue };
-        let commit = line.strip_prefix("Commit: ").and_then(|c| c.get(..40));
-        if let Some(id) = commit.filter(|id| id.chars().all(|c| c.is_ascii_hexdigit())) {
-            found.push((version, id));
-            section = None;
-        }
+/// The releases the CHANGELOG at `changelog` records by commit, newest
+/// first: each `## [X.Y.Z]` section with a `Commit: <40 hex>` line, as
+/// `scripts/upgrade-test.sh releases` (of the tree at `repo`) reads them,
+/// which `.ci/run` upgrades from. The script is the one reader, so the
+/// releases kept and the releases upgraded from cannot disagree. A
+/// release's own commit cannot name itself: until the next commit does, its
+/// section is not among them.
+pub fn released(repo: &Path, changelog: &Path) -> Result<Vec<(Version, String)>, String> {
+    let out = Command::new("bash")
+        .arg(repo.join("scripts/upgrade-test.sh"))
+        .arg("releases")
+        .env("CHANGELOG", changelog)
+        .output()
+        .map_err(|e| format!("scripts/upgrade-test.sh releases: {e}"))?;
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "scripts/upgrade-test.sh releases: {}: {stderr}",
+            out.status
+        ));
     }
-    found
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    (stdout.lines())
+        .map(|line| {
+            let (version, commit) = line
+                .split_once(' ')
+                .ok_or_else(|| format!("scripts/upgrade-test.sh releases said {line:?}"))?;
+            Ok((version.parse()?, commit.to_owned()))
+        })
+        .collect()
 }
 
 /// How the Lua scripts of two trees differ, file by file (`lua/*.lua`).
@@ -262,20 +268,38 @@ mod tests {
 
     #[test]
     fn the_releases_are_the_sections_that_name_their_commit() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let dir = tempfile::tempdir().unwrap();
+        let read = |text: &str| {
+            let path = dir.path().join("CHANGELOG.md");
+            std::fs::write(&path, text).unwrap();
+            released(&repo, &path).unwrap()
+        };
         let text = "## [Unreleased]\n\nCommit: eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee\n\n## [0.3.0] - 2027-02-01\n\n### Added\n\n## [0.2.0] - 2027-01-01\n\nCommit: 0123456789abcdef0123456789abcdef01234567\n\n## [0.1.0]\n\nCommit: ffffffffffffffffffffffffffffffffffffffff\n";
         let v = |s: &str| s.parse::<Version>().unwrap();
         assert_eq!(
-            released(text),
+            read(text),
             vec![
-                (v("0.2.0"), "0123456789abcdef0123456789abcdef01234567"),
-                (v("0.1.0"), "ffffffffffffffffffffffffffffffffffffffff"),
+                (
+                    v("0.2.0"),
+                    "0123456789abcdef0123456789abcdef01234567".to_owned()
+                ),
+                (
+                    v("0.1.0"),
+                    "ffffffffffffffffffffffffffffffffffffffff".to_owned()
+                ),
             ]
         );
         assert_eq!(
-            released("## [0.1.0]\nCommit: not-hex-at-all-and-long-enough-to-be-forty"),
+            read("## [0.1.0]\nCommit: not-hex-at-all-and-long-enough-to-be-forty"),
             vec![]
         );
-        assert_eq!(released("## [Unreleased]\n"), vec![]);
+        assert_eq!(
+            read("## [0.1.0]\nCommit: 0123456789abcdef"),
+            vec![],
+            "too short"
+        );
+        assert_eq!(read("## [Unreleased]\n"), vec![]);
     }
 
     #[test]
