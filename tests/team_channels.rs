@@ -9,6 +9,7 @@ mod controller_kit;
 
 use assetscan_operator::domain::ticket::Status;
 use assetscan_operator::kubernetes::crd::AssetScan;
+use assetscan_testkit::emulator::Fault;
 use assetscan_testkit::listener;
 use assetscan_testkit::receivers::Alertmanager;
 use assetscan_testkit::stubs::{Answer, ReceiverStub};
@@ -287,5 +288,42 @@ async fn only_a_clean_complete_run_after_a_high_risk_one_resolves() {
         assert_eq!(alert["startsAt"], alert["endsAt"], "ended at once");
         assert_eq!(alert["labels"]["namespace"], "team-a");
     }
+    ctl.stop().await;
+}
+
+/// A channel whose Secret the API server forbids the operator to read (a
+/// namespace the chart's `rbac.secretNamespaces` does not list) says so:
+/// `Ready=False`, reason `SecretForbidden`, never a silent channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_the_operator_may_not_read_is_a_condition() {
+    let h = harness().await;
+    h.emu.faults().inject(
+        "GET",
+        "/namespaces/team-b/secrets/",
+        usize::MAX,
+        Fault::Forbidden {
+            user: "system:serviceaccount:assetscan:assetscan-operator".into(),
+            verb: "get".into(),
+        },
+    );
+    secret_in(
+        &h.client,
+        "team-b",
+        "hook",
+        &[("url", "https://hooks.example/x")],
+    )
+    .await;
+    let spec = json!({"type": "slack", "secretRef": {"name": "hook"}});
+    channel_in(&h.client, "team-b", "alerts", spec).await;
+    let ctl = h.controller("forbidden").await;
+    let forbidden = ("Ready", "SecretForbidden");
+    let (status, message) =
+        channel_condition(&h.client, ("team-b", "alerts"), forbidden, PATIENCE).await;
+    assert_eq!(status, "False");
+    assert_eq!(
+        message,
+        "the operator may not read Secret team-b/hook (forbidden): the platform has not \
+         opened this namespace's Secrets to it (rbac.secretNamespaces)"
+    );
     ctl.stop().await;
 }

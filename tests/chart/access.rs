@@ -60,6 +60,36 @@ fn rbac_grants_exactly_what_the_controller_uses() {
     let r = render(&["--set-json", names]);
     assert_eq!(grants(r.get("ClusterRole", FULLNAME)), controller_grants());
 
+    // The teams' Secrets readable in the listed namespaces alone: a Role
+    // and binding in each, and no Secret in the ClusterRole.
+    let listed = r#"rbac.secretNamespaces=["team-a","team-b"]"#;
+    let r = render(&["--set-json", listed]);
+    let mut without_secrets = controller_grants();
+    without_secrets.remove(&(String::new(), "secrets".to_owned()));
+    assert_eq!(grants(r.get("ClusterRole", FULLNAME)), without_secrets);
+    let name = format!("{FULLNAME}-channel-secrets");
+    let secrets = BTreeMap::from([(
+        (String::new(), "secrets".to_owned()),
+        BTreeSet::from(["get".to_owned()]),
+    )]);
+    for namespace in ["team-a", "team-b"] {
+        let role = (r.all("Role").into_iter())
+            .find(|role| s(&role["metadata"]["namespace"]) == namespace)
+            .unwrap_or_else(|| panic!("a Role in {namespace}"));
+        assert_eq!(s(&role["metadata"]["name"]), name);
+        assert_eq!(grants(role), secrets);
+        let binding = (r.all("RoleBinding").into_iter())
+            .find(|b| s(&b["metadata"]["namespace"]) == namespace)
+            .unwrap_or_else(|| panic!("a RoleBinding in {namespace}"));
+        assert_eq!(
+            binding["subjects"],
+            yaml(&format!(
+                "[{{kind: ServiceAccount, name: {FULLNAME}, namespace: {NAMESPACE}}}]"
+            ))
+        );
+    }
+    assert_eq!(r.all("Role").len(), 2);
+
     // Without team channels: no NotificationChannel, and no Secret read.
     let r = render(&["--set", "config.teamChannels.enabled=false"]);
     assert_eq!(

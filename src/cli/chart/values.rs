@@ -264,6 +264,14 @@ pub struct Rbac {
     pub create: bool,
     #[serde(default)]
     pub aggregate_to_default_roles: bool,
+    /// The namespaces whose Secrets the operator may read, for the teams'
+    /// channels; empty: every namespace it watches.
+    #[serde(default)]
+    #[schemars(inner(
+        length(min = 1, max = 63),
+        regex(pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    ))]
+    pub secret_namespaces: Vec<String>,
 }
 
 #[derive(JsonSchema)]

@@ -24,6 +24,9 @@ pub enum Fault {
     Conflict,
     /// `500 InternalError`.
     InternalError,
+    /// `403 Forbidden`, worded as the RBAC authorizer denies `user` the
+    /// request's verb on its resource.
+    Forbidden { user: String, verb: String },
     /// `429 TooManyRequests` with `Retry-After`. kube-rs clients retry these by default.
     TooManyRequests { retry_after_seconds: u64 },
     /// Answer normally, after a delay.

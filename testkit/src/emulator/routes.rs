@@ -175,6 +175,20 @@ fn injected(fault: &Fault, route: &Route) -> ApiError {
             message: "Too many requests, please try again later.".into(),
             retry_after_seconds: *retry_after_seconds,
         },
+        Fault::Forbidden { user, verb } => {
+            // kube-apiserver's RBAC denial, word for word.
+            let scope = match route {
+                Route::Resource(Target {
+                    namespace: Some(namespace),
+                    ..
+                }) => format!(" in the namespace {namespace:?}"),
+                _ => " at the cluster scope".to_owned(),
+            };
+            ApiError::Forbidden(format!(
+                "{} {name:?} is forbidden: User {user:?} cannot {verb} resource {:?} in API group {:?}{scope}",
+                resource.resource, resource.resource, resource.group
+            ))
+        }
         Fault::InternalError | Fault::Delay(_) => ApiError::Internal("injected fault".into()),
     }
 }

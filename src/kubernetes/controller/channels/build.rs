@@ -23,6 +23,12 @@ use std::sync::Arc;
 pub enum Problem {
     #[error("Secret {namespace}/{name} does not exist")]
     SecretMissing { namespace: String, name: String },
+    /// The API server forbids the operator to read it (the chart's
+    /// `rbac.secretNamespaces` does not list the namespace).
+    #[error(
+        "the operator may not read Secret {namespace}/{name} (forbidden): the platform has not opened this namespace's Secrets to it (rbac.secretNamespaces)"
+    )]
+    SecretForbidden { namespace: String, name: String },
     #[error("Secret {namespace}/{name} has no key {key:?} (a {type_} channel reads it)")]
     KeyMissing {
         namespace: String,
@@ -49,6 +55,7 @@ impl Problem {
     pub fn reason(&self) -> &'static str {
         match self {
             Problem::SecretMissing { .. } => "SecretMissing",
+            Problem::SecretForbidden { .. } => "SecretForbidden",
             Problem::KeyMissing { .. } | Problem::KeyNotText { .. } | Problem::Invalid(_) => {
                 "SecretMalformed"
             }

@@ -18,7 +18,7 @@ use super::status::writer::FIELD_MANAGER;
 use crate::kubernetes::crd::{NotificationChannel, NotificationChannelStatus};
 use crate::providers::egress::EgressPolicy;
 use crate::providers::notify::{TeamChannel, TeamChannels};
-use build::{Built, build};
+use build::{Built, Problem, build};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -114,11 +114,16 @@ impl ChannelWatch {
     async fn refresh(&self, channel: &NotificationChannel, recorder: &Recorder) {
         let (namespace, name) = key_of(channel);
         let secrets: Api<Secret> = Api::namespaced(self.client.clone(), &namespace);
-        let built = match secrets.get_opt(&channel.spec.secret_ref.name).await {
+        let secret_name = &channel.spec.secret_ref.name;
+        let built = match secrets.get_opt(secret_name).await {
             Ok(secret) => build(channel, secret.as_ref(), &self.egress).await,
+            Err(kube::Error::Api(status)) if status.code == 403 => Err(Problem::SecretForbidden {
+                namespace: namespace.clone(),
+                name: secret_name.clone(),
+            }),
             Err(err) => {
-                // Not the Secret's fault: keep what was built, and say why
-                // it could not be looked at.
+                // Not the Secret's: keep what was built, and look again at
+                // the next resync.
                 warn!(error = %err, channel = %format!("{namespace}/{name}"), "cannot read the channel's Secret");
                 return;
             }
