@@ -130,11 +130,17 @@ mod notify;
 /// SDK, PagerDuty's and Adaptive Cards' published schemas.
 mod receivers;
 
-/// All providers from the config the test kit writes for its stubs, driven
-/// through the pipeline's `Effects` step by step, with the policy's pure
-/// decisions in between.
-#[tokio::test]
-async fn the_whole_chain_through_effects() {
+/// All providers from the config the test kit writes for its stubs (no
+/// secret in their `Debug`), and a request of web-1 through the inventory
+/// on the three configured channels.
+struct Chain {
+    stubs: ProviderStubs,
+    providers: Providers,
+    req: ScanRequest,
+    _dir: tempfile::TempDir,
+}
+
+async fn chain() -> Chain {
     let stubs = ProviderStubs::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let config: ProvidersConfig =
@@ -149,15 +155,8 @@ async fn the_whole_chain_through_effects() {
     ] {
         assert!(!debug.contains(secret), "{secret} in {debug}");
     }
-
     stubs.inventory.set_online("inv-17", true);
-    stubs
-        .osv
-        .set_package_vulns("Ubuntu:22.04:LTS", "openssh", &["UBUNTU-CVE-2024-6387"]);
-    stubs
-        .osv
-        .set_package_vulns("Maven", "log4j-core", &["GHSA-34jh-p97f-mpxf"]);
-    let mut req = ScanRequest {
+    let req = ScanRequest {
         asset: AssetId::new("web-1").unwrap(),
         run: "r1".into(),
         target: Target::Inventory {
@@ -176,6 +175,32 @@ async fn the_whole_chain_through_effects() {
         origin: None,
         triage: TriageRequest::default(),
     };
+    Chain {
+        stubs,
+        providers,
+        req,
+        _dir: dir,
+    }
+}
+
+/// The providers driven through the pipeline's `Effects` step by step, with
+/// the policy's pure decisions in between: online, a high risk notified on
+/// every channel; a Medium finding alone needs threat intel, which finds
+/// the CVE unlisted.
+#[tokio::test]
+async fn the_whole_chain_through_effects() {
+    let Chain {
+        stubs,
+        providers,
+        mut req,
+        ..
+    } = chain().await;
+    stubs
+        .osv
+        .set_package_vulns("Ubuntu:22.04:LTS", "openssh", &["UBUNTU-CVE-2024-6387"]);
+    stubs
+        .osv
+        .set_package_vulns("Maven", "log4j-core", &["GHSA-34jh-p97f-mpxf"]);
 
     assert!(providers.check_online(&req).await.unwrap());
     let vulns = providers
@@ -221,8 +246,16 @@ async fn the_whole_chain_through_effects() {
     let intel = providers.threat_intel(&req, &medium).await.unwrap();
     assert_eq!(intel.catalog_version.as_deref(), Some("2025.08.25"));
     assert!(!assess(&req.policy, &medium, Some(&intel)).high_risk);
+}
 
-    // Step errors keep their retryability, per channel.
+/// Step errors keep their retryability, per channel: an unknown channel is
+/// permanent, Slack's 429 is retried after its `Retry-After`.
+#[tokio::test]
+async fn step_errors_keep_their_retryability_per_channel() {
+    let Chain {
+        stubs, providers, ..
+    } = chain().await;
+    let notification = notify::notification(vec![notify::xz()]);
     stubs.slack.rate_limit_next(1, 9);
     let results = providers
         .notify(&["slack".into(), "nope".into()], &notification)
@@ -245,8 +278,19 @@ async fn the_whole_chain_through_effects() {
         .unwrap_err();
     assert!(err.retryable);
     assert_eq!(err.retry_after, Some(Duration::from_secs(9)));
-    // A provider's words never reach the step's error (which the ticket and
-    // the tenant-visible status keep): its class and code only.
+}
+
+/// A provider's words never reach the step's error (which the ticket and
+/// the tenant-visible status keep): its class and code only.
+#[tokio::test]
+async fn a_providers_words_never_reach_the_step_error() {
+    let Chain {
+        stubs,
+        providers,
+        mut req,
+        ..
+    } = chain().await;
+    let notification = notify::notification(vec![notify::xz()]);
     let words = "<@all> SECRET-PROVIDER-WORDS https://evil.example";
     stubs.osv.faults().fail_next(
         1,
@@ -299,7 +343,17 @@ async fn the_whole_chain_through_effects() {
             );
         }
     }
+}
 
+/// An asset id the inventory does not know is a permanent answer (404).
+#[tokio::test]
+async fn an_unknown_inventory_id_is_permanent() {
+    let Chain {
+        stubs: _serving,
+        providers,
+        req,
+        ..
+    } = chain().await;
     let offline = providers
         .check_online(&ScanRequest {
             target: Target::Inventory {
@@ -308,5 +362,6 @@ async fn the_whole_chain_through_effects() {
             ..req
         })
         .await;
-    assert!(!offline.unwrap_err().retryable, "404 from the inventory");
+    let err = offline.unwrap_err();
+    assert!(!err.retryable, "404 from the inventory: {}", err.message);
 }
