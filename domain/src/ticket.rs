@@ -56,6 +56,21 @@ impl Severity {
             _ => Severity::None,
         }
     }
+
+    /// Where a severity sorts, most severe highest. An unscored finding
+    /// ranks below `Low` (it may be anything, but nothing says it is bad)
+    /// and above `None` (which says it is not). The derived `Ord` is the
+    /// declaration's order, not this one.
+    pub fn rank(self) -> u8 {
+        match self {
+            Severity::Critical => 5,
+            Severity::High => 4,
+            Severity::Medium => 3,
+            Severity::Low => 2,
+            Severity::Unknown => 1,
+            Severity::None => 0,
+        }
+    }
 }
 
 /// One vulnerability as the pipeline judges it.

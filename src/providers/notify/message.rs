@@ -107,20 +107,8 @@ pub(super) fn alert_severity(n: &Notification) -> Severity {
     }
     (n.vulnerabilities.findings.iter())
         .map(|f| f.severity)
-        .max_by_key(|s| severity_rank(*s))
+        .max_by_key(|s| s.rank())
         .unwrap_or(Severity::Unknown)
-}
-
-/// Critical first; an unscored finding ranks under every scored one.
-fn severity_rank(severity: Severity) -> u8 {
-    match severity {
-        Severity::Critical => 5,
-        Severity::High => 4,
-        Severity::Medium => 3,
-        Severity::Low => 2,
-        Severity::None => 1,
-        Severity::Unknown => 0,
-    }
 }
 
 /// The asset's incident, as the receivers that merge alerts key it:

@@ -1,25 +1,12 @@
-//! What both vulnerability sources do with their answers: the order of
-//! severities, how findings become [`VulnFacts`], and the JSON quirks of
-//! their wire formats.
+//! What both vulnerability sources do with their answers: how findings
+//! become [`VulnFacts`] (most severe first, by
+//! [`assetscan_domain::ticket::Severity::rank`]), and the
+//! JSON quirks of their wire formats.
 
 use assetscan_domain::Triage;
-use assetscan_domain::ticket::{Finding, Severity, VulnFacts};
+use assetscan_domain::ticket::{Finding, VulnFacts};
 use serde::{Deserialize, Deserializer};
 use std::collections::BTreeSet;
-
-/// Where a severity sorts, most severe first. An unscored finding ranks
-/// below `Low` (it may be anything, but nothing says it is bad) and above
-/// `None` (which says it is not).
-pub(super) fn rank(severity: Severity) -> u8 {
-    match severity {
-        Severity::Critical => 5,
-        Severity::High => 4,
-        Severity::Medium => 3,
-        Severity::Low => 2,
-        Severity::Unknown => 1,
-        Severity::None => 0,
-    }
-}
 
 /// Sets apart the findings `triage` suppresses, then counts every other
 /// finding, keeps the `max_findings` most severe (by bucket, then score,
@@ -33,8 +20,9 @@ pub(super) fn summarize(
     triage: &Triage,
 ) -> VulnFacts {
     findings.sort_by(|a, b| {
-        rank(b.severity)
-            .cmp(&rank(a.severity))
+        b.severity
+            .rank()
+            .cmp(&a.severity.rank())
             .then(b.cvss.unwrap_or(-1.0).total_cmp(&a.cvss.unwrap_or(-1.0)))
             .then_with(|| a.id.cmp(&b.id))
     });
@@ -76,6 +64,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+    use assetscan_domain::ticket::Severity;
 
     fn finding(id: &str, cvss: Option<f64>, severity: Severity, cves: &[&str]) -> Finding {
         Finding {

@@ -10,7 +10,7 @@
 //! counted.
 
 use crate::providers::cve::embedded_cve;
-use crate::providers::vulns::findings::{null_as_empty, rank, round_score};
+use crate::providers::vulns::findings::{null_as_empty, round_score};
 use assetscan_domain::text::truncate_chars;
 use assetscan_domain::ticket::Severity;
 use serde::Deserialize;
@@ -109,7 +109,7 @@ fn qualitative(record: &OsvRecord) -> Option<Severity> {
     ubuntu
         .chain(database)
         .filter_map(bucket)
-        .max_by_key(|s| rank(*s))
+        .max_by_key(|s| s.rank())
 }
 
 fn bucket(label: &str) -> Option<Severity> {
