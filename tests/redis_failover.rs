@@ -19,9 +19,7 @@
 mod kit;
 
 use assetscan_operator::domain::ticket::{Status, ThreatIntelFacts, Ticket, VulnFacts};
-use assetscan_operator::domain::{
-    AssetId, Policy, ScanRequest, Target, ThreatIntelPolicy, Triage, TriageRequest,
-};
+use assetscan_operator::domain::{AssetId, Policy, ScanRequest, ThreatIntelPolicy, Triage};
 use assetscan_operator::pipeline::{
     ClaimRecord, Effects, Notification, Observer, Outcome, Pipeline, StepError, StepPolicies,
 };
@@ -152,11 +150,6 @@ impl Observer for AtHighRisk {
 
 fn request(asset: &str, holder: &str, clean: bool) -> ScanRequest {
     ScanRequest {
-        asset: AssetId::new(asset.to_owned()).unwrap(),
-        run: "r1".into(),
-        target: Target::Inventory { id: asset.into() },
-        software: Vec::new(),
-        sbom: None,
         policy: Policy {
             cvss_threshold: 7.0,
             threat_intel: ThreatIntelPolicy::Never,
@@ -168,14 +161,7 @@ fn request(asset: &str, holder: &str, clean: bool) -> ScanRequest {
         } else {
             vec!["ops".into()]
         },
-        token_floor: 0,
-        holder: holder.into(),
-        owner: None,
-        supersedes: None,
-        expect_open: false,
-        resolves_alert: false,
-        origin: None,
-        triage: TriageRequest::default(),
+        ..kit::requests::request(asset, "r1", holder)
     }
 }
 

@@ -49,7 +49,6 @@ async fn a_run_seen_open_is_claimed_without_a_read_and_the_claim_answers_once_it
     let unread = |run: &str| ScanRequest {
         run: run.into(),
         expect_open: true,
-        resolves_alert: false,
         ..request("A", &[XZ], Policy::default())
     };
 

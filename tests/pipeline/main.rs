@@ -23,9 +23,7 @@ use assetscan_operator::domain::ScanRequest;
 use assetscan_operator::domain::ticket::{
     NotificationState, RiskFacts, Status, Step, ThreatIntelFacts, Ticket, VulnFacts,
 };
-use assetscan_operator::domain::{
-    Package, Policy, Target, ThreatIntelPolicy, Triage, TriageRequest,
-};
+use assetscan_operator::domain::{Package, Policy, ThreatIntelPolicy, Triage};
 use assetscan_operator::pipeline::{
     ClaimRecord, Effects, Notification, Observer, Outcome, Pipeline, Resolution, StepError,
 };
@@ -173,21 +171,10 @@ fn package(p: Pkg) -> Package {
 
 fn request(holder: &str, software: &[Pkg], policy: Policy) -> ScanRequest {
     ScanRequest {
-        asset: asset(),
-        run: RUN.into(),
-        target: Target::Inventory { id: ASSET.into() },
         software: software.iter().copied().map(package).collect(),
-        sbom: None,
         policy,
         channels: vec!["webhook".into()],
-        token_floor: 0,
-        holder: holder.into(),
-        owner: None,
-        supersedes: None,
-        expect_open: false,
-        resolves_alert: false,
-        origin: None,
-        triage: TriageRequest::default(),
+        ..kit::requests::request(ASSET, RUN, holder)
     }
 }
 

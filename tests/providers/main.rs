@@ -2,11 +2,10 @@
 //! (testkit/fixtures, see its README; `ASSETSCAN_FIXTURES` overrides).
 //! Where a test needs a variant of a fixture, it derives it and says so.
 
-use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{
     Finding, RiskFacts, Severity, ThreatIntelFacts, VulnFacts,
 };
-use assetscan_operator::domain::{Origin, ScanRequest, Triage, TriageRequest};
+use assetscan_operator::domain::{Origin, ScanRequest, Triage};
 use assetscan_operator::domain::{Package, Policy, Target, assess, needs_threat_intel};
 use assetscan_operator::pipeline::{Effects, Notification, Resend, Resolution};
 use assetscan_operator::providers::intel::{
@@ -113,6 +112,9 @@ async fn osv_with_all_records() -> (OsvStub, Vec<String>) {
 
 mod osv;
 
+#[path = "../kit/mod.rs"]
+mod kit;
+
 /// The generic JSON endpoint, served by a throwaway axum route that
 /// records what it was sent.
 mod generic;
@@ -157,23 +159,12 @@ async fn chain() -> Chain {
     }
     stubs.inventory.set_online("inv-17", true);
     let req = ScanRequest {
-        asset: AssetId::new("web-1").unwrap(),
-        run: "r1".into(),
         target: Target::Inventory {
             id: "inv-17".into(),
         },
         software: vec![package("Ubuntu:22.04:LTS", "openssh", "1:8.9p1-3ubuntu0.6")],
-        sbom: None,
-        policy: Policy::default(),
         channels: vec!["webhook".into(), "wecom".into(), "slack".into()],
-        token_floor: 0,
-        holder: "test".into(),
-        owner: None,
-        supersedes: None,
-        expect_open: false,
-        resolves_alert: false,
-        origin: None,
-        triage: TriageRequest::default(),
+        ..kit::requests::request("web-1", "r1", "test")
     };
     Chain {
         stubs,
