@@ -73,38 +73,59 @@ impl ChannelWatch {
         let mut known: HashMap<Key, NotificationChannel> = HashMap::new();
         let mut seen: HashSet<Key> = HashSet::new();
         loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                _ = resync.tick() => {
-                    for channel in known.values() {
-                        self.refresh(channel, &recorder).await;
+            // Shutdown also ends a step in flight (a Secret read, a status
+            // write, an Event): a replica told to stop does not wait on them.
+            let step = async {
+                tokio::select! {
+                    _ = resync.tick() => {
+                        for channel in known.values() {
+                            self.refresh(channel, &recorder).await;
+                        }
+                        true
                     }
+                    event = events.next() => match event {
+                        None => false,
+                        Some(Err(err)) => {
+                            warn!(error = %err, "cannot watch NotificationChannels: is the CRD installed (assetscan-operator crd | kubectl apply -f -)?");
+                            true
+                        }
+                        Some(Ok(watcher::Event::Init)) => {
+                            seen.clear();
+                            true
+                        }
+                        Some(Ok(watcher::Event::InitApply(channel))) => {
+                            seen.insert(key_of(&channel));
+                            self.refresh(&channel, &recorder).await;
+                            known.insert(key_of(&channel), channel);
+                            true
+                        }
+                        Some(Ok(watcher::Event::InitDone)) => {
+                            known.retain(|key, _| seen.contains(key));
+                            self.channels.retain(|ns, name| seen.contains(&(ns.to_owned(), name.to_owned())));
+                            info!(channels = known.len(), "team channels listed");
+                            listed.send_replace(true);
+                            true
+                        }
+                        Some(Ok(watcher::Event::Apply(channel))) => {
+                            self.refresh(&channel, &recorder).await;
+                            known.insert(key_of(&channel), channel);
+                            true
+                        }
+                        Some(Ok(watcher::Event::Delete(channel))) => {
+                            let (namespace, name) = key_of(&channel);
+                            self.channels.remove(&namespace, &name);
+                            known.remove(&(namespace, name));
+                            true
+                        }
+                    },
                 }
-                event = events.next() => match event {
-                    None => return,
-                    Some(Err(err)) => warn!(error = %err, "cannot watch NotificationChannels: is the CRD installed (assetscan-operator crd | kubectl apply -f -)?"),
-                    Some(Ok(watcher::Event::Init)) => seen.clear(),
-                    Some(Ok(watcher::Event::InitApply(channel))) => {
-                        seen.insert(key_of(&channel));
-                        self.refresh(&channel, &recorder).await;
-                        known.insert(key_of(&channel), channel);
-                    }
-                    Some(Ok(watcher::Event::InitDone)) => {
-                        known.retain(|key, _| seen.contains(key));
-                        self.channels.retain(|ns, name| seen.contains(&(ns.to_owned(), name.to_owned())));
-                        info!(channels = known.len(), "team channels listed");
-                        listed.send_replace(true);
-                    }
-                    Some(Ok(watcher::Event::Apply(channel))) => {
-                        self.refresh(&channel, &recorder).await;
-                        known.insert(key_of(&channel), channel);
-                    }
-                    Some(Ok(watcher::Event::Delete(channel))) => {
-                        let (namespace, name) = key_of(&channel);
-                        self.channels.remove(&namespace, &name);
-                        known.remove(&(namespace, name));
-                    }
-                },
+            };
+            let go_on = tokio::select! {
+                () = shutdown.cancelled() => false,
+                go_on = step => go_on,
+            };
+            if !go_on {
+                return;
             }
         }
     }
