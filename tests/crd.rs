@@ -4,9 +4,10 @@
 
 use assetscan_operator::domain::ticket::Status;
 use assetscan_operator::kubernetes::crd::{
-    ASSET_ID_PATTERN, AssetScan, AssetScanReport, AssetScanSpec, AssetScanStatus, FindingException,
-    NotificationChannel, Package, SbomReference, Target, channel_crd_yaml, crd_yaml,
-    exception_crd_yaml, report_crd_yaml,
+    ASSET_ID_PATTERN, AssetScan, AssetScanReport, AssetScanSpec, AssetScanStatus,
+    ClusterNotificationChannel, FindingException, NotificationChannel, Package, SbomReference,
+    Target, channel_crd_yaml, cluster_channel_crd_yaml, crd_yaml, exception_crd_yaml,
+    report_crd_yaml,
 };
 use kube::core::cel::{ValidationErrors, validate_cel, validate_cel_update};
 use kube::{CustomResourceExt, Resource};
@@ -30,6 +31,10 @@ fn checked_in_crds_match_the_rust_types() {
         (AssetScanReport::crd_name(), report_crd_yaml()),
         (FindingException::crd_name(), exception_crd_yaml()),
         (NotificationChannel::crd_name(), channel_crd_yaml()),
+        (
+            ClusterNotificationChannel::crd_name(),
+            cluster_channel_crd_yaml(),
+        ),
     ] {
         let expected = format!("{HEADER}{yaml}");
         let path = crd_file(name);
@@ -469,6 +474,51 @@ fn a_notification_channel_names_a_secret_of_its_own_namespace_only() {
         ])
     );
     assert_eq!(spec["required"], json!(["secretRef", "type"]));
+}
+
+/// The platform's channel: cluster-scoped, with the receiver's settings of
+/// a team's channel, a Secret named with its namespace, and `access` in
+/// the words of `channelAccess`; an object that opens it to no one is
+/// valid (closed unless opened).
+#[test]
+fn a_cluster_channel_names_its_secrets_namespace_and_who_may_use_it() {
+    let crd = ClusterNotificationChannel::crd();
+    assert_eq!(crd.spec.scope, "Cluster");
+    assert!(has_status_subresource(&crd));
+    let version = &crd.spec.versions[0];
+    let schema = serde_json::to_value(version.schema.as_ref().unwrap()).unwrap();
+    let spec = &schema["openAPIV3Schema"]["properties"]["spec"];
+    assert_eq!(spec["required"], json!(["secretRef", "type"]));
+    assert_eq!(
+        spec["properties"]["secretRef"]["required"],
+        json!(["name", "namespace"])
+    );
+    let access: Vec<&String> = (spec["properties"]["access"]["properties"].as_object())
+        .unwrap()
+        .keys()
+        .collect();
+    assert_eq!(access, ["allNamespaces", "namespaceSelector", "namespaces"]);
+    let team = NotificationChannel::crd();
+    let team = serde_json::to_value(team.spec.versions[0].schema.as_ref().unwrap()).unwrap();
+    let team = &team["openAPIV3Schema"]["properties"]["spec"]["properties"];
+    for field in [
+        "type",
+        "labels",
+        "activeFor",
+        "mode",
+        "source",
+        "url",
+        "timeout",
+    ] {
+        assert_eq!(spec["properties"][field], team[field], "{field}");
+    }
+    let closed: ClusterNotificationChannel = serde_json::from_value(json!({
+        "apiVersion": "assetscan.io/v1alpha1", "kind": "ClusterNotificationChannel",
+        "metadata": {"name": "secops"},
+        "spec": {"type": "slack", "secretRef": {"name": "s", "namespace": "assetscan"}},
+    }))
+    .unwrap();
+    assert!(closed.spec.access.is_closed());
 }
 
 fn has_status_subresource(

@@ -1,22 +1,26 @@
-//! The channels teams define (NotificationChannel + a Secret of their own
-//! namespace), on the API emulator with a controller in this process: each
-//! team's channel carries its own namespace's alerts and no other's; a
-//! destination inside the cluster's reach is refused with a condition and
-//! never dialled; a Secret missing or of the wrong shape is a condition
-//! and an Event, and a fixed one is taken.
+//! The channels defined as objects (a team's NotificationChannel + a Secret
+//! of its own namespace; the platform's ClusterNotificationChannel), on the
+//! API emulator with a controller in this process: each team's channel
+//! carries its own namespace's alerts and no other's; a cluster channel
+//! carries those of the namespaces its access opens it to; a destination
+//! inside the cluster's reach is refused with a condition and never
+//! dialled; a Secret missing or of the wrong shape, or an access that
+//! cannot be applied, is a condition and an Event, and a fixed one is
+//! taken.
 
 mod controller_kit;
 
 use assetscan_operator::domain::ticket::Status;
-use assetscan_operator::kubernetes::crd::AssetScan;
+use assetscan_operator::kubernetes::controller::ConditionType;
+use assetscan_operator::kubernetes::crd::{AssetScan, ClusterNotificationChannel};
 use assetscan_testkit::emulator::Fault;
 use assetscan_testkit::listener;
 use assetscan_testkit::receivers::Alertmanager;
-use assetscan_testkit::stubs::{Answer, ReceiverStub};
+use assetscan_testkit::stubs::{Answer, ReceiverStub, WebhookSink};
 use assetscan_testkit::wait;
 use controller_kit::team_channels::{
-    WHSEC, channel_access_to, channel_condition, channel_in, each_team_alerted_on_its_own_channel,
-    high_risk_naming, secret_in,
+    WHSEC, channel_access_to, channel_condition, channel_in, cluster_channel,
+    each_team_alerted_on_its_own_channel, high_risk_naming, secret_in,
 };
 use controller_kit::*;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -26,7 +30,8 @@ use serde_json::json;
 use std::time::Duration;
 use tokio::net::TcpListener;
 
-/// A harness watching every namespace, with `team-a` and `team-b`, whose
+/// A harness watching every namespace, with `team-a`, `team-b` and the
+/// platform's `assetscan`, whose
 /// egress policy opens 127.0.0.1 alone (the stubs' address), whose team
 /// channels are built again every second, and whose `secops-webhook` is
 /// open to `team-a`.
@@ -37,7 +42,7 @@ async fn harness() -> Harness {
     h.config.team_channels.resync_interval = Duration::from_secs(1);
     h.config.channel_access =
         assetscan_operator::yaml::from_str(&channel_access_to("team-a")).unwrap();
-    for name in ["team-a", "team-b"] {
+    for name in ["team-a", "team-b", "assetscan"] {
         let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
         Api::<Namespace>::all(h.client.clone())
             .create(&PostParams::default(), &ns)
@@ -325,5 +330,116 @@ async fn a_secret_the_operator_may_not_read_is_a_condition() {
         "the operator may not read Secret team-b/hook (forbidden): the platform has not \
          opened this namespace's Secrets to it (rbac.secretNamespaces)"
     );
+    ctl.stop().await;
+}
+
+/// The platform's channel, open to the namespaces whose labels its
+/// selector matches: `team-b` (labelled) is alerted on it; `team-a`, which
+/// defines a channel of the same name, on its own and never on the
+/// cluster's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_channel_opens_by_labels_and_a_teams_own_channel_comes_first() {
+    let h = harness().await;
+    let label = json!({"metadata": {"labels": {"alerts": "secops"}}});
+    Api::<Namespace>::all(h.client.clone())
+        .patch("team-b", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    let platform = WebhookSink::start(WHSEC[2]).await.unwrap();
+    let url = platform.hook_url();
+    let keys = [("url", url.as_str()), ("secret", WHSEC[2])];
+    secret_in(&h.client, "assetscan", "secops", &keys).await;
+    let spec = json!({
+        "type": "webhook",
+        "secretRef": {"name": "secops", "namespace": "assetscan"},
+        "access": {"namespaceSelector": {"matchLabels": {"alerts": "secops"}}},
+    });
+    cluster_channel(&h.client, "secops", spec).await;
+    let own = WebhookSink::start(WHSEC[0]).await.unwrap();
+    let url = own.hook_url();
+    secret_in(
+        &h.client,
+        "team-a",
+        "own",
+        &[("url", &url), ("secret", WHSEC[0])],
+    )
+    .await;
+    let spec = json!({"type": "webhook", "secretRef": {"name": "own"}});
+    channel_in(&h.client, "team-a", "secops", spec).await;
+    let ctl = h.controller("cluster-labels").await;
+    let ready = ("Ready", "Ready");
+    channel_condition(&h.client, ("", "secops"), ready, PATIENCE).await;
+    channel_condition(&h.client, ("team-a", "secops"), ready, PATIENCE).await;
+
+    for namespace in ["team-a", "team-b"] {
+        let done = high_risk_naming(
+            &h.client,
+            &h.stubs,
+            (namespace, "web"),
+            &["secops"],
+            PATIENCE,
+        )
+        .await;
+        assert_eq!(phase(&done), Some(Status::Finished), "{namespace}");
+        assert_eq!(
+            controller_kit::condition(&done, ConditionType::ChannelRefused),
+            None,
+            "{namespace}"
+        );
+    }
+    for (sink, namespace) in [(&own, "team-a"), (&platform, "team-b")] {
+        let deliveries = sink.deliveries();
+        assert_eq!(deliveries.len(), 1, "{namespace}'s alone: {deliveries:?}");
+        assert_eq!(deliveries[0].json()["origin"]["namespace"], namespace);
+        assert_eq!(sink.rejected(), 0);
+    }
+    ctl.stop().await;
+}
+
+/// A cluster channel whose access cannot be applied opens to no one, says
+/// why in its condition, and a run naming it is refused in those words;
+/// its access fixed, its missing Secret is the next condition, in the
+/// Secret's own namespace.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_channel_whose_access_cannot_be_applied_opens_to_no_one() {
+    let h = harness().await;
+    let spec = json!({
+        "type": "slack",
+        "secretRef": {"name": "chat", "namespace": "assetscan"},
+        "access": {"allNamespaces": true, "namespaces": ["team-a"]},
+    });
+    cluster_channel(&h.client, "chat", spec).await;
+    let ctl = h.controller("cluster-access").await;
+    let invalid = ("Ready", "AccessInvalid");
+    let (status, message) = channel_condition(&h.client, ("", "chat"), invalid, PATIENCE).await;
+    assert_eq!(status, "False");
+    let why = "spec.access: allNamespaces cannot be combined with namespaces or namespaceSelector";
+    assert_eq!(message, why);
+
+    let api: Api<AssetScan> = Api::namespaced(h.client.clone(), "team-a");
+    create_in(&api, &h.online(scan("web").high_risk().notify(&["chat"]))).await;
+    let done = wait::object(&api, "web", "the refusal", PATIENCE, |o| {
+        is_terminal(o) && controller_kit::condition(o, ConditionType::ChannelRefused).is_some()
+    })
+    .await;
+    let (_, reason, message) =
+        controller_kit::condition(&done, ConditionType::ChannelRefused).unwrap();
+    assert_eq!(reason, "ChannelNotAllowed");
+    assert_eq!(
+        message,
+        format!(
+            "nothing is sent on these channels: channel chat is open to no namespace: \
+             its ClusterNotificationChannel's {why}"
+        )
+    );
+
+    let fixed = json!({"spec": {"access": {"allNamespaces": null}}});
+    Api::<ClusterNotificationChannel>::all(h.client.clone())
+        .patch("chat", &PatchParams::default(), &Patch::Merge(&fixed))
+        .await
+        .unwrap();
+    let missing = ("Ready", "SecretMissing");
+    let (_, message) = channel_condition(&h.client, ("", "chat"), missing, PATIENCE).await;
+    assert_eq!(message, "Secret assetscan/chat does not exist");
     ctl.stop().await;
 }

@@ -278,11 +278,12 @@ pub async fn main() -> ExitCode {
         Command::Crd => {
             // One YAML stream: `assetscan-operator crd | kubectl apply -f -`.
             print!(
-                "{}---\n{}---\n{}---\n{}",
+                "{}---\n{}---\n{}---\n{}---\n{}",
                 crate::kubernetes::crd::crd_yaml(),
                 crate::kubernetes::crd::report_crd_yaml(),
                 crate::kubernetes::crd::exception_crd_yaml(),
-                crate::kubernetes::crd::channel_crd_yaml()
+                crate::kubernetes::crd::channel_crd_yaml(),
+                crate::kubernetes::crd::cluster_channel_crd_yaml()
             );
             Ok(ExitCode::SUCCESS)
         }

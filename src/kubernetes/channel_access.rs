@@ -12,11 +12,13 @@
 //! a new tenant namespace reaches no channel until the platform team says
 //! it may.
 
+use crate::providers::notify::ChannelObjects;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::core::{Selector, SelectorExt};
 use schemars::JsonSchema;
-use serde::Deserialize;
-use std::collections::{BTreeMap, BTreeSet};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 /// One channel's entry in `channelAccess`.
 ///
@@ -27,38 +29,50 @@ use std::collections::{BTreeMap, BTreeSet};
 ///     namespaceSelector: {matchLabels: {assetscan.io/alerts: secops}}
 ///   team-chat: {allNamespaces: true}
 /// ```
-#[derive(Clone, Debug, Default, Deserialize, JsonSchema)]
+///
+/// A ClusterNotificationChannel's `spec.access` is the same entry.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ChannelAccess {
     /// Every namespace may use the channel (logged as a warning at start).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub all_namespaces: bool,
     /// These namespaces may use it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub namespaces: Vec<String>,
     /// Namespaces whose labels match may use it. Needs the operator to
     /// read Namespaces, so only when it watches all namespaces.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
 }
 
-/// `channelAccess` cannot be applied.
+impl ChannelAccess {
+    /// Opens the channel to no namespace.
+    pub fn is_closed(&self) -> bool {
+        self == &ChannelAccess::default()
+    }
+}
+
+/// An entry of access cannot be applied. `at` is where the entry was
+/// written: `channelAccess.<channel>`, or a ClusterNotificationChannel's
+/// `spec.access`.
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelAccessError {
     #[error("channelAccess.{channel}: no channel of that name in providers.notifications")]
     UnknownChannel { channel: String },
+    #[error("{at}: allNamespaces cannot be combined with namespaces or namespaceSelector")]
+    AllAndListed { at: String },
+    #[error("{at}.namespaceSelector: {reason}")]
+    Selector { at: String, reason: String },
     #[error(
-        "channelAccess.{channel}: allNamespaces cannot be combined with namespaces or namespaceSelector"
+        "{at}.namespaceSelector: the operator watches one namespace ({namespace}) and may not read Namespace labels; list namespaces by name"
     )]
-    AllAndListed { channel: String },
-    #[error("channelAccess.{channel}.namespaceSelector: {reason}")]
-    Selector { channel: String, reason: String },
-    #[error(
-        "channelAccess.{channel}.namespaceSelector: the operator watches one namespace ({namespace}) and may not read Namespace labels; list namespaces by name"
-    )]
-    SelectorWhileNamespaced { channel: String, namespace: String },
+    SelectorWhileNamespaced { at: String, namespace: String },
 }
 
-/// Who may use one channel.
+/// Who may use one channel: an entry of access, checked.
 #[derive(Clone, Debug)]
-enum Opening {
+pub enum Opening {
     All,
     Listed {
         names: BTreeSet<String>,
@@ -91,7 +105,9 @@ impl ChannelPolicy {
         let mut openings = BTreeMap::new();
         for channel in channels {
             let opening = match (access.get(channel), watched) {
-                (Some(entry), _) => opening(channel, entry, watched)?,
+                (Some(entry), _) => {
+                    Opening::new(&format!("channelAccess.{channel}"), entry, watched)?
+                }
                 (None, Some(namespace)) => Opening::Listed {
                     names: BTreeSet::from([namespace.to_owned()]),
                     selector: None,
@@ -128,10 +144,7 @@ impl ChannelPolicy {
     /// Whether deciding on `channel` for `namespace` needs the namespace's
     /// labels (it is not listed by name, and the channel has a selector).
     pub fn needs_labels(&self, channel: &str, namespace: &str) -> bool {
-        matches!(
-            self.openings.get(channel),
-            Some(Opening::Listed { names, selector: Some(_) }) if !names.contains(namespace)
-        )
+        (self.openings.get(channel)).is_some_and(|o| o.needs_labels(namespace))
     }
 
     /// `Ok` when `namespace` may use `channel`; else why not, in words that
@@ -145,7 +158,69 @@ impl ChannelPolicy {
         namespace: &str,
         labels: Option<&BTreeMap<String, String>>,
     ) -> Result<(), String> {
-        let Some(Opening::Listed { names, selector }) = self.openings.get(channel) else {
+        match self.openings.get(channel) {
+            Some(opening) => opening.check(channel, namespace, labels, "channelAccess"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Opening {
+    /// The entry `entry`, written at `at`, for an operator that watches
+    /// `watched` if one namespace.
+    pub fn new(
+        at: &str,
+        entry: &ChannelAccess,
+        watched: Option<&str>,
+    ) -> Result<Opening, ChannelAccessError> {
+        if entry.all_namespaces {
+            if !entry.namespaces.is_empty() || entry.namespace_selector.is_some() {
+                return Err(ChannelAccessError::AllAndListed { at: at.to_owned() });
+            }
+            return Ok(Opening::All);
+        }
+        let selector = match (&entry.namespace_selector, watched) {
+            (None, _) => None,
+            (Some(_), Some(namespace)) => {
+                return Err(ChannelAccessError::SelectorWhileNamespaced {
+                    at: at.to_owned(),
+                    namespace: namespace.to_owned(),
+                });
+            }
+            (Some(selector), None) => {
+                let parsed = Selector::try_from(selector.clone()).map_err(|e| {
+                    ChannelAccessError::Selector {
+                        at: at.to_owned(),
+                        reason: e.to_string(),
+                    }
+                })?;
+                let shown = format!("namespaceSelector {parsed}");
+                Some((parsed, shown))
+            }
+        };
+        Ok(Opening::Listed {
+            names: entry.namespaces.iter().cloned().collect(),
+            selector,
+        })
+    }
+
+    /// Whether deciding for `namespace` needs its labels (it is not listed
+    /// by name, and there is a selector).
+    pub fn needs_labels(&self, namespace: &str) -> bool {
+        matches!(self, Opening::Listed { names, selector: Some(_) } if !names.contains(namespace))
+    }
+
+    /// `Ok` when `namespace` may use `channel`; else why not, in words that
+    /// name the channel and `source`, where the opening is written.
+    /// `labels`: the namespace's, when [`Opening::needs_labels`] said so.
+    pub fn check(
+        &self,
+        channel: &str,
+        namespace: &str,
+        labels: Option<&BTreeMap<String, String>>,
+        source: &str,
+    ) -> Result<(), String> {
+        let Opening::Listed { names, selector } = self else {
             return Ok(());
         };
         if names.contains(namespace) {
@@ -169,46 +244,54 @@ impl ChannelPolicy {
             None => String::new(),
         };
         Err(format!(
-            "channel {channel} refuses namespace {namespace}: {listed}{selected} (channelAccess)"
+            "channel {channel} refuses namespace {namespace}: {listed}{selected} ({source})"
         ))
     }
 }
 
-fn opening(
-    channel: &str,
-    entry: &ChannelAccess,
-    watched: Option<&str>,
-) -> Result<Opening, ChannelAccessError> {
-    if entry.all_namespaces {
-        if !entry.namespaces.is_empty() || entry.namespace_selector.is_some() {
-            return Err(ChannelAccessError::AllAndListed {
-                channel: channel.to_owned(),
-            });
-        }
-        return Ok(Opening::All);
+/// The channel objects their watches keep: the teams' and the cluster's
+/// channels, which runs send on, and the cluster channels' openings,
+/// which decide who may name them.
+#[derive(Clone, Debug, Default)]
+pub struct ObjectChannels {
+    pub channels: Arc<ChannelObjects>,
+    pub openings: Arc<ClusterOpenings>,
+}
+
+/// The openings of the ClusterNotificationChannels, kept current by their
+/// watch and read by every run's channel check. A channel whose `access`
+/// cannot be applied is closed to every namespace, with the reason.
+#[derive(Debug, Default)]
+pub struct ClusterOpenings {
+    openings: RwLock<HashMap<String, Result<Opening, String>>>,
+}
+
+impl ClusterOpenings {
+    /// The opening of the cluster channel `name`, if there is one.
+    pub fn get(&self, name: &str) -> Option<Result<Opening, String>> {
+        self.read().get(name).cloned()
     }
-    let selector = match (&entry.namespace_selector, watched) {
-        (None, _) => None,
-        (Some(_), Some(namespace)) => {
-            return Err(ChannelAccessError::SelectorWhileNamespaced {
-                channel: channel.to_owned(),
-                namespace: namespace.to_owned(),
-            });
-        }
-        (Some(selector), None) => {
-            let parsed =
-                Selector::try_from(selector.clone()).map_err(|e| ChannelAccessError::Selector {
-                    channel: channel.to_owned(),
-                    reason: e.to_string(),
-                })?;
-            let shown = format!("namespaceSelector {parsed}");
-            Some((parsed, shown))
-        }
-    };
-    Ok(Opening::Listed {
-        names: entry.namespaces.iter().cloned().collect(),
-        selector,
-    })
+
+    pub fn set(&self, name: &str, opening: Result<Opening, String>) {
+        self.write().insert(name.to_owned(), opening);
+    }
+
+    pub fn remove(&self, name: &str) {
+        self.write().remove(name);
+    }
+
+    /// Keeps the channels `keep` names, after a watch started over.
+    pub fn retain(&self, keep: impl Fn(&str) -> bool) {
+        self.write().retain(|name, _| keep(name));
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, HashMap<String, Result<Opening, String>>> {
+        self.openings.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, HashMap<String, Result<Opening, String>>> {
+        self.openings.write().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 #[cfg(test)]

@@ -42,6 +42,23 @@ pub const TEAM_CHANNELS_ACCESS: &[ApiAccess] = &[
     },
 ];
 
+/// What the cluster's channels add, when the team channels are on and the
+/// operator watches every namespace: the watch on
+/// ClusterNotificationChannels and their conditions (their Secrets are
+/// read with [`TEAM_CHANNELS_ACCESS`]'s `get`).
+pub const CLUSTER_CHANNELS_ACCESS: &[ApiAccess] = &[
+    ApiAccess {
+        group: "assetscan.io",
+        resource: "clusternotificationchannels",
+        verbs: &["get", "list", "watch"],
+    },
+    ApiAccess {
+        group: "assetscan.io",
+        resource: "clusternotificationchannels/status",
+        verbs: &["patch"],
+    },
+];
+
 /// What the metrics port asks the API server about each new caller
 /// ([`crate::http_access`]): cluster-scoped reviews, granted by a
 /// ClusterRole of their own (`templates/metrics-rbac.yaml`) also when the

@@ -4,7 +4,7 @@
 
 use super::Providers;
 use super::intel::IntelError;
-use super::notify::{Delivery, Notifier, NotifyError, TeamChannel};
+use super::notify::{ChannelKey, ChannelObject, Delivery, Notifier, NotifyError};
 use super::online::OnlineError;
 use super::pace::Provider;
 use super::sbom::SbomError;
@@ -97,42 +97,44 @@ impl Effects for Providers {
 
 /// Where a channel's name leads for a run of a namespace.
 enum Found<'a> {
-    /// The namespace's own channel, and its pacing bucket's key.
-    Team(Arc<TeamChannel>, String),
+    /// A channel object: the namespace's own, or the cluster's.
+    Object(Arc<ChannelObject>, ChannelKey),
     Configured(&'a Notifier),
     Missing,
 }
 
 impl Providers {
     /// The channel of that name the run's namespace defined, else the
-    /// configured one.
+    /// cluster's, else the configured one.
     fn find(&self, name: &str, origin: Option<&Origin>) -> Found<'_> {
-        let team = origin.and_then(|o| Some((o, self.team_channels.get(&o.namespace, name)?)));
-        match (team, self.notifiers.get(name)) {
-            (Some((origin, channel)), _) => {
-                Found::Team(channel, format!("{}/{name}", origin.namespace))
-            }
+        let namespace = origin.map(|o| o.namespace.as_str());
+        match (
+            self.channel_objects.find(namespace, name),
+            self.notifiers.get(name),
+        ) {
+            (Some((key, channel)), _) => Found::Object(channel, key),
             (None, Some(notifier)) => Found::Configured(notifier),
             (None, None) => Found::Missing,
         }
     }
 
-    /// One channel's send; a team channel's outcome is noted for its
+    /// One channel's send; a channel object's outcome is noted for its
     /// `Delivered` condition.
     async fn send_to(&self, name: &str, notification: &Notification) -> Result<String, StepError> {
         let origin = notification.origin.as_ref();
-        let (notifier, paced) = match self.find(name, origin) {
+        let (channel, key) = match self.find(name, origin) {
             Found::Missing => return Err(StepError::permanent("not configured")),
             Found::Configured(notifier) => {
                 self.until_ready(Provider::Channel(name), origin).await;
                 return Ok(notifier.send(notification).await?);
             }
-            Found::Team(channel, paced) => (channel, paced),
+            Found::Object(channel, key) => (channel, key),
         };
-        self.until_ready(Provider::Channel(&paced), origin).await;
-        let notifier = match &*notifier {
-            TeamChannel::Ready(notifier) => notifier,
-            TeamChannel::Refused(why) => return Err(StepError::permanent(why.clone())),
+        self.until_ready(Provider::Channel(&key.bucket()), origin)
+            .await;
+        let notifier = match &*channel {
+            ChannelObject::Ready(notifier) => notifier,
+            ChannelObject::Refused(why) => return Err(StepError::permanent(why.clone())),
         };
         let result = notifier.send(notification).await.map_err(StepError::from);
         let message = match &result {
@@ -143,8 +145,7 @@ impl Providers {
             ok: result.is_ok(),
             message,
         };
-        let namespace = origin.map_or("", |o| o.namespace.as_str());
-        self.team_channels.record(namespace, name, delivery);
+        self.channel_objects.record(key, delivery);
         result
     }
 
@@ -157,15 +158,15 @@ impl Providers {
     ) -> Option<Result<String, StepError>> {
         let origin = resolution.origin.as_ref();
         let found = self.find(name, origin);
-        let (notifier, paced) = match &found {
+        let (notifier, bucket) = match &found {
             Found::Missing => return None,
-            Found::Configured(notifier) => (*notifier, name),
-            Found::Team(channel, paced) => match &**channel {
-                TeamChannel::Ready(notifier) => (notifier, paced.as_str()),
-                TeamChannel::Refused(_) => return None,
+            Found::Configured(notifier) => (*notifier, name.to_owned()),
+            Found::Object(channel, key) => match &**channel {
+                ChannelObject::Ready(notifier) => (notifier, key.bucket()),
+                ChannelObject::Refused(_) => return None,
             },
         };
-        self.until_ready(Provider::Channel(paced), origin).await;
+        self.until_ready(Provider::Channel(&bucket), origin).await;
         let result = notifier.resolve(resolution).await?;
         Some(result.map_err(StepError::from))
     }

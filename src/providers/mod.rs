@@ -37,7 +37,7 @@ pub use secret::{Secret, SecretError, SecretFrom};
 
 use assetscan_domain::Origin;
 use intel::{ThreatIntel, ThreatIntelConfig};
-use notify::{Notifier, NotifierConfig, TeamChannels, notifiers_from_config};
+use notify::{ChannelObjects, Notifier, NotifierConfig, notifiers_from_config};
 use online::{OnlineConfig, OnlineProbe};
 use sbom::{SbomSourceConfig, SbomSources};
 use schemars::JsonSchema;
@@ -86,9 +86,10 @@ pub struct Providers {
     pub vulnerabilities: VulnSource,
     pub threat_intel: ThreatIntel,
     pub notifiers: BTreeMap<String, Notifier>,
-    /// The channels teams define in their namespaces, kept current by the
-    /// Kubernetes side; a run looks in its own namespace's first.
-    pub team_channels: Arc<TeamChannels>,
+    /// The channels defined as objects (a team's, the cluster's), kept
+    /// current by the Kubernetes side; a run looks in its own namespace's
+    /// first, then the cluster's, then the configured ones.
+    pub channel_objects: Arc<ChannelObjects>,
     pub sbom_sources: SbomSources,
     /// Each provider's bucket of the start bound, when paced.
     pace: Option<pace::Pace>,
@@ -101,7 +102,7 @@ impl Providers {
             vulnerabilities: VulnSource::from_config(&config.vulnerabilities)?,
             threat_intel: ThreatIntel::from_config(&config.threat_intel)?,
             notifiers: notifiers_from_config(&config.notifications)?,
-            team_channels: Arc::default(),
+            channel_objects: Arc::default(),
             sbom_sources: SbomSources::from_config(&config.sbom_sources)?,
             pace: None,
         })

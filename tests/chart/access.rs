@@ -104,7 +104,7 @@ fn rbac_grants_exactly_what_the_controller_uses() {
     assert_eq!(binding_names(&r), [format!("{FULLNAME}-metrics-auth")]);
     let role = r.get("Role", FULLNAME);
     assert_eq!(s(&role["metadata"]["namespace"]), "scans");
-    assert_eq!(grants(role), controller_grants());
+    assert_eq!(grants(role), namespaced_grants());
     let binding = r.get("RoleBinding", FULLNAME);
     assert_eq!(s(&binding["metadata"]["namespace"]), "scans");
     assert_eq!(s(&binding["roleRef"]["kind"]), "Role");

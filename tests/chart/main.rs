@@ -231,14 +231,23 @@ fn grants(role: &Value) -> BTreeMap<(String, String), BTreeSet<String>> {
 }
 
 /// What the operator's code uses (`src/kubernetes/rbac.rs`), and nothing more,
-/// by default: the controller's calls and the team channels'.
+/// by default: the controller's calls and the channel objects' (the
+/// cluster's too, watching every namespace).
 fn controller_grants() -> BTreeMap<(String, String), BTreeSet<String>> {
-    let rbac = &assetscan_operator::kubernetes::rbac::TEAM_CHANNELS_ACCESS;
+    use assetscan_operator::kubernetes::rbac::{CLUSTER_CHANNELS_ACCESS, OPERATOR_ACCESS};
+    let teams = assetscan_operator::kubernetes::rbac::TEAM_CHANNELS_ACCESS;
     grants_of(
-        assetscan_operator::kubernetes::rbac::OPERATOR_ACCESS
-            .iter()
-            .chain(rbac.iter()),
+        (OPERATOR_ACCESS.iter())
+            .chain(teams)
+            .chain(CLUSTER_CHANNELS_ACCESS),
     )
+}
+
+/// What the operator's code uses watching one namespace: no cluster
+/// channel.
+fn namespaced_grants() -> BTreeMap<(String, String), BTreeSet<String>> {
+    use assetscan_operator::kubernetes::rbac::{OPERATOR_ACCESS, TEAM_CHANNELS_ACCESS};
+    grants_of(OPERATOR_ACCESS.iter().chain(TEAM_CHANNELS_ACCESS))
 }
 
 /// The controller's calls alone (`config.teamChannels.enabled=false`).

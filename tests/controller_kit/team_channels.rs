@@ -1,6 +1,6 @@
-//! Teams' own channels (NotificationChannel + a Secret of their namespace):
-//! the helpers that create them and read their conditions, and the
-//! two-team scenario that `tests/team_channels.rs` runs with a controller
+//! Channels as objects (a team's NotificationChannel + a Secret of its
+//! namespace; the platform's ClusterNotificationChannel): the helpers that
+//! create them and read their conditions, and the two-team scenario that `tests/team_channels.rs` runs with a controller
 //! in its process and the e2e suite with operator processes, on the
 //! emulator or a cluster. The caller starts what reconciles both
 //! namespaces, with `channelAccess` opening the configured
@@ -11,7 +11,9 @@ use super::kit::scans::{condition, is_terminal, phase, scan};
 use super::{create_in, online_in};
 use assetscan_operator::domain::ticket::Status;
 use assetscan_operator::kubernetes::controller::ConditionType;
-use assetscan_operator::kubernetes::crd::{AssetScan, NotificationChannel};
+use assetscan_operator::kubernetes::crd::{
+    AssetScan, ClusterNotificationChannel, NotificationChannel,
+};
 use assetscan_testkit::stubs::{ProviderStubs, WebhookSink};
 use assetscan_testkit::wait::{self, until_some};
 use k8s_openapi::ByteString;
@@ -22,10 +24,11 @@ use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Each team's Standard Webhooks secret.
-pub const WHSEC: [&str; 2] = [
+/// Each team's Standard Webhooks secret, and the platform's.
+pub const WHSEC: [&str; 3] = [
     "whsec_dGVhbS1hLXNlY3JldC0yNC1ieXRlcy1sb25n",
     "whsec_dGVhbS1iLXNlY3JldC0yNC1ieXRlcy1sb25n",
+    "whsec_cGxhdGZvcm0tc2VjcmV0LTI0LWJ5dGVzLWxvbmc=",
 ];
 
 /// The `channelAccess` the scenario expects (YAML): `secops-webhook` open
@@ -66,19 +69,41 @@ pub async fn channel_in(client: &Client, namespace: &str, name: &str, spec: Valu
         .unwrap_or_else(|e| panic!("NotificationChannel {namespace}/{name}: {e}"));
 }
 
+/// Creates ClusterNotificationChannel `name` with `spec` (on a cluster,
+/// named `<the run's namespace>-…`: the e2e clean-up sweeps them so).
+pub async fn cluster_channel(client: &Client, name: &str, spec: Value) {
+    let channel: ClusterNotificationChannel = serde_json::from_value(json!({
+        "apiVersion": "assetscan.io/v1alpha1", "kind": "ClusterNotificationChannel",
+        "metadata": {"name": name}, "spec": spec,
+    }))
+    .expect("a cluster channel");
+    Api::<ClusterNotificationChannel>::all(client.clone())
+        .create(&PostParams::default(), &channel)
+        .await
+        .unwrap_or_else(|e| panic!("ClusterNotificationChannel {name}: {e}"));
+}
+
 /// Waits until the channel's condition of `type_` has `reason`: its
-/// status and message.
+/// status and message. `namespace` empty: the cluster's channel.
 pub async fn channel_condition(
     client: &Client,
     (namespace, name): (&str, &str),
     (type_, reason): (&str, &str),
     patience: Duration,
 ) -> (String, String) {
-    let api: Api<NotificationChannel> = Api::namespaced(client.clone(), namespace);
     let what = format!("{namespace}/{name} {type_} {reason}");
     until_some(&what, patience, async || {
-        let channel = api.get(name).await.ok()?;
-        let c = (channel.status?.conditions.into_iter()).find(|c| c.type_ == type_)?;
+        let status = match namespace {
+            "" => {
+                let api = Api::<ClusterNotificationChannel>::all(client.clone());
+                api.get(name).await.ok()?.status?
+            }
+            _ => {
+                let api = Api::<NotificationChannel>::namespaced(client.clone(), namespace);
+                api.get(name).await.ok()?.status?
+            }
+        };
+        let c = (status.conditions.into_iter()).find(|c| c.type_ == type_)?;
         (c.reason == reason).then_some((c.status, c.message))
     })
     .await
@@ -107,8 +132,10 @@ pub async fn high_risk_naming(
 /// reaches its own receiver and never the other's, and each channel shows
 /// `Ready` and then `Delivered`. The first team also aims a channel at the
 /// cloud metadata service: refused, with the rule as the reason. The
-/// configured `secops-webhook`, open to the first namespace alone,
-/// delivers the first team's alert and is refused to the second.
+/// configured `secops-webhook`, and the platform's cluster channel
+/// `<first>-secops` (its Secret kept in the first namespace, the e2e
+/// install's own), both open to the first namespace alone, deliver the
+/// first team's alert and are refused to the second.
 pub async fn each_team_alerted_on_its_own_channel(
     client: &Client,
     stubs: &ProviderStubs,
@@ -131,23 +158,38 @@ pub async fn each_team_alerted_on_its_own_channel(
     secret_in(client, first, "metadata", &metadata).await;
     let spec = json!({"type": "teams", "secretRef": {"name": "metadata"}});
     channel_in(client, first, "inside", spec).await;
+    let platform = WebhookSink::start(WHSEC[2]).await.expect("sink");
+    let cluster = format!("{first}-secops");
+    let url = platform.hook_url();
+    let keys = [("url", url.as_str()), ("secret", WHSEC[2])];
+    secret_in(client, first, "platform", &keys).await;
+    let spec = json!({
+        "type": "webhook",
+        "secretRef": {"name": "platform", "namespace": first},
+        "access": {"namespaces": [first]},
+    });
+    cluster_channel(client, &cluster, spec).await;
 
-    for namespace in namespaces {
+    for channel in [
+        (first, "alerts"),
+        (second, "alerts"),
+        ("", cluster.as_str()),
+    ] {
         let ready = ("Ready", "Ready");
-        let (status, _) = channel_condition(client, (namespace, "alerts"), ready, patience).await;
-        assert_eq!(status, "True", "{namespace}");
+        let (status, _) = channel_condition(client, channel, ready, patience).await;
+        assert_eq!(status, "True", "{channel:?}");
     }
     let refused = ("Ready", "EgressRefusedCloudMetadata");
     let (status, message) = channel_condition(client, (first, "inside"), refused, patience).await;
     assert_eq!(status, "False");
     assert!(message.contains("169.254.169.254"), "{message}");
 
-    let channels = ["alerts", "secops-webhook"];
+    let channels = ["alerts", "secops-webhook", cluster.as_str()];
     for namespace in namespaces {
         high_risk_naming(client, stubs, (namespace, "web"), &channels, patience).await;
     }
-    // The second's run ends with the refusal in its status (written beside
-    // the run's end, not necessarily with it).
+    // The second's run ends with the refusals in its status (written
+    // beside the run's end, not necessarily with it).
     let refused = |o: &AssetScan| condition(o, ConditionType::ChannelRefused);
     let api: Api<AssetScan> = Api::namespaced(client.clone(), second);
     let done = wait::object(&api, "web", "the refusal", patience, |o| {
@@ -155,7 +197,7 @@ pub async fn each_team_alerted_on_its_own_channel(
     })
     .await;
     assert_eq!(phase(&done), Some(Status::Finished));
-    let (on, reason, message) = refused(&done).expect("secops-webhook refused");
+    let (on, reason, message) = refused(&done).expect("two channels refused");
     assert_eq!(
         (on.as_str(), reason.as_str()),
         ("True", "ChannelNotAllowed")
@@ -164,6 +206,11 @@ pub async fn each_team_alerted_on_its_own_channel(
         message.contains("channel secops-webhook refuses namespace"),
         "{message}"
     );
+    let closed = format!(
+        "channel {cluster} refuses namespace {second}: it is not among {first} \
+         (ClusterNotificationChannel {cluster} spec.access)"
+    );
+    assert!(message.contains(&closed), "{message}");
     let api: Api<AssetScan> = Api::namespaced(client.clone(), first);
     let done = api.get("web").await.expect("the first's AssetScan");
     assert_eq!(phase(&done), Some(Status::Finished));
@@ -178,11 +225,18 @@ pub async fn each_team_alerted_on_its_own_channel(
             channel_condition(client, (namespace, "alerts"), delivered, patience).await;
         assert_eq!((status.as_str(), message.as_str()), ("True", "HTTP 200"));
     }
-    let platform = stubs.sink.deliveries();
-    assert_eq!(
-        platform.len(),
-        1,
-        "secops-webhook: the first namespace's alone"
-    );
-    assert_eq!(platform[0].json()["origin"]["namespace"], first);
+    for (what, deliveries) in [
+        ("secops-webhook", stubs.sink.deliveries()),
+        ("the cluster channel", platform.deliveries()),
+    ] {
+        assert_eq!(deliveries.len(), 1, "{what}: the first namespace's alone");
+        assert_eq!(deliveries[0].json()["origin"]["namespace"], first);
+    }
+    assert_eq!(platform.rejected(), 0, "signed with the platform's key");
+    let delivered = ("Delivered", "Delivered");
+    channel_condition(client, ("", &cluster), delivered, patience).await;
+    Api::<ClusterNotificationChannel>::all(client.clone())
+        .delete(&cluster, &Default::default())
+        .await
+        .expect("the cluster channel deleted");
 }

@@ -16,7 +16,7 @@
 
 use crate::backend::GarbageCollector;
 use crate::metrics_kit::{self, cluster_api};
-use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanReport};
+use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanReport, ClusterNotificationChannel};
 use assetscan_operator::kubernetes::rbac::{ApiAccess, METRICS_ACCESS, OPERATOR_ACCESS};
 use assetscan_testkit::emulator::read_crd_dir;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
@@ -248,7 +248,8 @@ impl Cluster {
 
     /// Between scenarios: every AssetScan and report of the namespace
     /// removed (the operator processes of the last scenario are gone, so
-    /// finalizers are dropped here).
+    /// finalizers are dropped here), and the cluster channels a scenario
+    /// of the namespace left (named `<namespace>-…`).
     pub async fn sweep(&self, namespace: &str) -> Result<(), E2eError> {
         let scans = Api::<AssetScan>::namespaced(self.admin.clone(), namespace);
         for obj in scans
@@ -278,6 +279,19 @@ impl Cluster {
             .delete_collection(&delete, &all)
             .await
             .map_err(install("delete reports"))?;
+        let channels = Api::<ClusterNotificationChannel>::all(self.admin.clone());
+        let left = (channels.list(&all).await).map_err(install("list the cluster channels"))?;
+        let ours = format!("{namespace}-");
+        for channel in left
+            .items
+            .iter()
+            .filter(|c| c.name_any().starts_with(&ours))
+        {
+            channels
+                .delete(&channel.name_any(), &delete)
+                .await
+                .map_err(install("delete a scenario's cluster channel"))?;
+        }
         Ok(())
     }
 

@@ -264,8 +264,9 @@ pub struct Rbac {
     pub create: bool,
     #[serde(default)]
     pub aggregate_to_default_roles: bool,
-    /// The namespaces whose Secrets the operator may read, for the teams'
-    /// channels; empty: every namespace it watches.
+    /// The namespaces whose Secrets the operator may read, for the channel
+    /// objects (the teams' and the cluster's); empty: every namespace it
+    /// watches.
     #[serde(default)]
     #[schemars(inner(
         length(min = 1, max = 63),

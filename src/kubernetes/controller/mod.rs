@@ -124,7 +124,7 @@ async fn team_channels<E>(ctx: &Context<E>) -> impl Future<Output = ()> + use<E>
     };
     let watch = ChannelWatch {
         client: ctx.client.clone(),
-        channels: settings.registry,
+        objects: settings.objects,
         egress: settings.egress,
         namespace: ctx.settings.namespace.clone(),
         settings: settings.section,

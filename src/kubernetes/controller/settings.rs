@@ -47,13 +47,15 @@ pub struct EventsSection {
     pub scan_complete: bool,
 }
 
-/// The channels teams define as NotificationChannel objects.
+/// The channels defined as objects: the teams' NotificationChannels and
+/// the platform's ClusterNotificationChannels.
 #[derive(Clone, Debug, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct TeamChannelsSection {
-    /// Watch NotificationChannels and read the Secrets they name (`get`,
-    /// by name, in the channel's namespace). Off: no team channel exists,
-    /// and the operator needs no access to Secrets.
+    /// Watch NotificationChannels and, when every namespace is watched,
+    /// ClusterNotificationChannels, and read the Secrets they name (`get`,
+    /// by name). Off: no channel object exists, and the operator needs no
+    /// access to Secrets.
     pub enabled: bool,
     /// Every channel is built again this often: a Secret created, fixed
     /// or rotated is taken within it, and the `Delivered` condition

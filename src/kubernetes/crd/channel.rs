@@ -1,12 +1,15 @@
-//! The NotificationChannel: a team's own channel, defined in its namespace
-//! with its credentials in a Secret of that namespace (never another's:
-//! the reference has a name and no namespace). The AssetScans of the
-//! namespace name it in `spec.notify` as they name a configured channel;
-//! those of other namespaces cannot reach it. In the spirit of
-//! cert-manager's `Issuer` and Flux's namespaced `Provider`: the platform's
-//! channels stay in the operator's configuration, opened to namespaces by
-//! `channelAccess`.
+//! The channels defined as objects. A NotificationChannel is a team's own
+//! channel, defined in its namespace with its credentials in a Secret of
+//! that namespace (never another's: the reference has a name and no
+//! namespace); the AssetScans of the namespace name it in `spec.notify` as
+//! they name a configured channel, and those of other namespaces cannot
+//! reach it. A ClusterNotificationChannel is the platform's: cluster-scoped,
+//! its Secret named with its namespace, and open to the namespaces its
+//! `access` lists, as `channelAccess` opens a configured channel. In the
+//! spirit of cert-manager's `Issuer` and `ClusterIssuer`, and of Flux's
+//! namespaced `Provider`.
 
+use crate::kubernetes::channel_access::ChannelAccess;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -49,15 +52,72 @@ use std::collections::BTreeMap;
 )]
 #[serde(rename_all = "camelCase")]
 pub struct NotificationChannelSpec {
+    /// The Secret of this namespace that holds the channel's credentials.
+    pub secret_ref: SecretReference,
+
+    #[serde(flatten)]
+    pub settings: ChannelSettings,
+}
+
+/// The platform's channel, open to the namespaces `access` names.
+#[allow(
+    clippy::duplicated_attributes,
+    reason = "printer columns of one type read as a repeated `type_` to the lint"
+)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "assetscan.io",
+    version = "v1alpha1",
+    kind = "ClusterNotificationChannel",
+    plural = "clusternotificationchannels",
+    status = "NotificationChannelStatus",
+    derive = "PartialEq",
+    shortname = "cnch",
+    category = "security",
+    doc = "A notification channel of the platform's: the AssetScans of the namespaces its access opens it to, that name it in spec.notify, are alerted on it, with the credentials of the Secret it names.",
+    printcolumn(name = "Type", type_ = "string", json_path = ".spec.type"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].reason"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterNotificationChannelSpec {
+    /// The Secret that holds the channel's credentials, in the namespace
+    /// named (the operator's, say; with the chart's `rbac.secretNamespaces`
+    /// set, one it lists).
+    pub secret_ref: NamespacedSecretReference,
+
+    /// The namespaces whose AssetScans may name the channel: listed by
+    /// name, selected by their labels, or all. Absent or empty: none.
+    #[serde(default, skip_serializing_if = "ChannelAccess::is_closed")]
+    pub access: ChannelAccess,
+
+    #[serde(flatten)]
+    pub settings: ChannelSettings,
+}
+
+/// A channel's receiver and how it is addressed, beside its credentials.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ChannelSettings {
     /// The receiver, and so which keys the Secret holds: `webhook` (`url`,
     /// `secret`: `whsec_<base64>`), `slack` (`url`), `teams` (`url`),
     /// `wecom` (`key`), `alertmanager` (`url`, optional `token`),
     /// `pagerduty` (`routingKey`), `cloudevents` (`url`, optional `token`).
     #[serde(rename = "type")]
     pub type_: ChannelType,
-
-    /// The Secret of this namespace that holds the channel's credentials.
-    pub secret_ref: SecretReference,
 
     /// `alertmanager`: more labels on every alert, for its routes.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -92,7 +152,7 @@ pub struct NotificationChannelSpec {
     pub timeout: Option<String>,
 }
 
-/// The receivers a team's channel may be.
+/// The receivers a channel object may be.
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ChannelType {
@@ -118,6 +178,15 @@ pub enum CloudEventsMode {
 pub struct SecretReference {
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
+}
+
+/// A Secret of a namespace that the reference names.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+pub struct NamespacedSecretReference {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
 }
 
 /// What the operator found of the channel: `Ready` (usable, or why not:

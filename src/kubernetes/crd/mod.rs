@@ -21,8 +21,8 @@
 //!
 //! One module per resource part: the spec ([`spec`]), the status with its
 //! fence rules ([`status`]), the report ([`report`]); the namespace's
-//! decisions about findings ([`exception`]) and its team's own channels
-//! ([`channel`]).
+//! decisions about findings ([`exception`]); the channels defined as
+//! objects, a team's and the platform's ([`channel`]).
 
 mod channel;
 mod exception;
@@ -31,8 +31,9 @@ mod spec;
 mod status;
 
 pub use channel::{
-    ChannelType, CloudEventsMode, NotificationChannel, NotificationChannelSpec,
-    NotificationChannelStatus, SecretReference,
+    ChannelSettings, ChannelType, CloudEventsMode, ClusterNotificationChannel,
+    ClusterNotificationChannelSpec, NamespacedSecretReference, NotificationChannel,
+    NotificationChannelSpec, NotificationChannelStatus, SecretReference,
 };
 pub use exception::{ExceptionState, FindingException, FindingExceptionSpec};
 pub use report::{
@@ -104,6 +105,12 @@ pub fn exception_crd_yaml() -> String {
 /// The NotificationChannel CRD as YAML.
 pub fn channel_crd_yaml() -> String {
     crate::yaml::to_string(&NotificationChannel::crd())
+        .expect("a CRD is plain data and serializes to YAML")
+}
+
+/// The ClusterNotificationChannel CRD as YAML.
+pub fn cluster_channel_crd_yaml() -> String {
+    crate::yaml::to_string(&ClusterNotificationChannel::crd())
         .expect("a CRD is plain data and serializes to YAML")
 }
 

@@ -16,10 +16,10 @@ mod alertmanager;
 mod cloudevents;
 mod error;
 mod message;
+mod objects;
 mod pagerduty;
 mod signature;
 mod slack;
-mod team;
 mod teams;
 mod untrusted;
 mod webhook;
@@ -30,9 +30,9 @@ pub use cloudevents::{
     CloudEventsConfig, CloudEventsNotifier, EVENT_TYPE, Mode as CloudEventsMode,
 };
 pub use error::{NotifyError, SlackError};
+pub use objects::{ChannelKey, ChannelObject, ChannelObjects, Delivery};
 pub use pagerduty::{DEFAULT_URL as PAGERDUTY_URL, PagerDutyConfig, PagerDutyNotifier};
 pub use slack::{SlackConfig, SlackNotifier};
-pub use team::{Delivery, TeamChannel, TeamChannels};
 pub use teams::{CARD_VERSION, TeamsConfig, TeamsNotifier};
 pub use webhook::{WebhookConfig, WebhookNotifier};
 pub use wecom::{DEFAULT_BASE_URL as WECOM_BASE_URL, WeComConfig, WeComNotifier};

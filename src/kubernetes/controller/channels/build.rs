@@ -1,9 +1,9 @@
-//! A team's channel from its object and its Secret: the configuration of
-//! its type, with the credentials the Secret's keys hold and the egress
-//! policy on every connection; then its destination judged before any
-//! delivery, so that a refusal is the channel's condition at once.
+//! A channel object from its settings and its Secret: the configuration of
+//! its type, with the credentials the Secret's keys hold; for a team's, the
+//! egress policy on every connection, and its destination judged before
+//! any delivery, so that a refusal is the channel's condition at once.
 
-use crate::kubernetes::crd::{ChannelType, CloudEventsMode, NotificationChannel};
+use crate::kubernetes::crd::{ChannelSettings, ChannelType, CloudEventsMode};
 use crate::providers::egress::{EgressPolicy, Refusal};
 use crate::providers::http::{EgressGuard, GuardError};
 use crate::providers::notify::{
@@ -13,11 +13,10 @@ use crate::providers::notify::{
 };
 use crate::providers::{HttpSettings, Secret, SecretFrom};
 use k8s_openapi::api::core::v1::Secret as KubeSecret;
-use kube::ResourceExt;
 use reqwest::Url;
 use std::sync::Arc;
 
-/// Why a team's channel cannot be used; each is the channel's `Ready=False`
+/// Why a channel object cannot be used; each is the channel's `Ready=False`
 /// condition, with a reason of its own.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Problem {
@@ -48,6 +47,10 @@ pub enum Problem {
     Invalid(String),
     #[error("the destination is refused: {0}")]
     Egress(Refusal),
+    /// A cluster channel's `access` cannot be applied: it opens the
+    /// channel to no namespace.
+    #[error("{0}")]
+    Access(String),
 }
 
 impl Problem {
@@ -60,6 +63,7 @@ impl Problem {
                 "SecretMalformed"
             }
             Problem::Egress(refusal) => refusal.rule.reason(),
+            Problem::Access(_) => "AccessInvalid",
         }
     }
 }
@@ -71,34 +75,37 @@ pub struct Built {
     pub unresolved: Option<String>,
 }
 
-/// The channel `channel` (of namespace `namespace`) with `secret`, the
-/// Secret its `secretRef` names if it exists.
+/// The channel `settings` ask for with `secret`, the Secret `secret_ref`
+/// (namespace, name) names if it exists; its destination judged by
+/// `egress` when given (a team's channel).
 pub async fn build(
-    channel: &NotificationChannel,
+    settings: &ChannelSettings,
+    (namespace, secret_name): (&str, &str),
     secret: Option<&KubeSecret>,
-    egress: &Arc<EgressPolicy>,
+    egress: Option<&Arc<EgressPolicy>>,
 ) -> Result<Built, Problem> {
-    let namespace = channel.namespace().unwrap_or_default();
-    let secret_name = &channel.spec.secret_ref.name;
     let Some(secret) = secret else {
         return Err(Problem::SecretMissing {
-            namespace,
-            name: secret_name.clone(),
+            namespace: namespace.to_owned(),
+            name: secret_name.to_owned(),
         });
     };
     let keys = Keys {
         secret,
-        namespace: &namespace,
+        namespace,
         name: secret_name,
-        type_: type_name(channel.spec.type_),
+        type_: type_name(settings.type_),
     };
-    let guard = EgressGuard::new(egress.clone());
-    let (config, destination) = config(channel, &keys, &guard)?;
+    let guard = egress.map(|egress| EgressGuard::new(egress.clone()));
+    let (config, destination) = config(settings, &keys, guard.as_ref())?;
     let notifier = Notifier::from_config(&config).map_err(|e| Problem::Invalid(e.to_string()))?;
-    let unresolved = match guard.check_url(&destination).await {
-        Ok(()) => None,
-        Err(GuardError::Refused(refusal)) => return Err(Problem::Egress(refusal)),
-        Err(GuardError::Resolve(reason)) => Some(reason),
+    let unresolved = match &guard {
+        None => None,
+        Some(guard) => match guard.check_url(&destination).await {
+            Ok(()) => None,
+            Err(GuardError::Refused(refusal)) => return Err(Problem::Egress(refusal)),
+            Err(GuardError::Resolve(reason)) => Some(reason),
+        },
     };
     Ok(Built {
         notifier,
@@ -108,12 +115,11 @@ pub async fn build(
 
 /// The configuration of the channel's type, and the URL it posts to.
 fn config(
-    channel: &NotificationChannel,
+    spec: &ChannelSettings,
     keys: &Keys<'_>,
-    guard: &EgressGuard,
+    guard: Option<&EgressGuard>,
 ) -> Result<(NotifierConfig, Url), Problem> {
-    let spec = &channel.spec;
-    let mut http = http_settings(channel, guard)?;
+    let mut http = http_settings(spec, guard)?;
     Ok(match spec.type_ {
         ChannelType::Webhook => {
             let (url_from, url) = keys.url()?;
@@ -151,7 +157,7 @@ fn config(
             http.bearer_token_from = keys.optional("token");
             let config = AlertmanagerConfig {
                 url_from,
-                active_for: active_for(channel)?,
+                active_for: active_for(spec)?,
                 labels: spec.labels.clone(),
                 http,
             };
@@ -186,24 +192,25 @@ fn config(
 }
 
 /// `activeFor` (alertmanager), in the spec's units.
-fn active_for(channel: &NotificationChannel) -> Result<Option<std::time::Duration>, Problem> {
-    (channel.spec.active_for.as_deref())
+fn active_for(spec: &ChannelSettings) -> Result<Option<std::time::Duration>, Problem> {
+    (spec.active_for.as_deref())
         .map(|text| crate::duration::parse(text, crate::duration::SPEC_UNITS))
         .transpose()
         .map_err(|e| Problem::Invalid(format!("activeFor: {e}")))
 }
 
-/// The channel's `timeout`, and the egress guard on every connection.
+/// The channel's `timeout`, and the egress guard (if any) on every
+/// connection.
 fn http_settings(
-    channel: &NotificationChannel,
-    guard: &EgressGuard,
+    spec: &ChannelSettings,
+    guard: Option<&EgressGuard>,
 ) -> Result<HttpSettings, Problem> {
-    let mut http: HttpSettings = match &channel.spec.timeout {
+    let mut http: HttpSettings = match &spec.timeout {
         Some(timeout) => serde_json::from_value(serde_json::json!({"timeout": timeout}))
             .map_err(|e| Problem::Invalid(format!("timeout: {e}")))?,
         None => HttpSettings::default(),
     };
-    http.egress = Some(guard.clone());
+    http.egress = guard.cloned();
     Ok(http)
 }
 

@@ -1,14 +1,16 @@
-//! The channel policy applied to one object: which of the channels its
-//! spec names its namespace may not use ([`ChannelPolicy`]); a channel its
-//! own namespace defines (a NotificationChannel) is its own to use, and is
-//! used in place of a configured one of that name. Those refused are left
-//! out of the run (nothing is sent on them); the object's status
+//! The channel rules applied to one object: which of the channels its
+//! spec names its namespace may not use. A channel its own namespace
+//! defines (a NotificationChannel) is its own to use, in place of any
+//! other of that name; a ClusterNotificationChannel is open to the
+//! namespaces its `access` names; a configured channel to those
+//! `channelAccess` names ([`ChannelPolicy`]). Those refused are left out
+//! of the run (nothing is sent on them); the object's status
 //! ([`Refused`]'s condition) and a Warning Event say which and why.
 
-use crate::kubernetes::channel_access::ChannelPolicy;
+use crate::kubernetes::channel_access::{ChannelPolicy, ObjectChannels, Opening};
 use crate::kubernetes::controller::status::halt::Refused;
 use crate::kubernetes::crd::AssetScan;
-use crate::providers::notify::TeamChannels;
+use crate::providers::notify::ChannelKey;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, Client, ResourceExt};
 use std::collections::{BTreeMap, HashMap};
@@ -22,10 +24,20 @@ const LABELS_TTL: Duration = Duration::from_secs(30);
 
 type Labels = Arc<BTreeMap<String, String>>;
 
-/// The policy, and the namespaces' labels its selectors read.
+/// Which rule decides on one channel for one namespace.
+enum Rule {
+    /// The namespace's own channel.
+    Own,
+    /// A cluster channel's `access`, or why it opens to no one.
+    Cluster(Result<Opening, String>),
+    /// `channelAccess`.
+    Configured,
+}
+
+/// The rules, and the namespaces' labels their selectors read.
 pub struct ChannelGate {
     policy: ChannelPolicy,
-    team_channels: Option<Arc<TeamChannels>>,
+    objects: Option<ObjectChannels>,
     client: Client,
     labels: Mutex<HashMap<String, (Instant, Labels)>>,
 }
@@ -33,12 +45,12 @@ pub struct ChannelGate {
 impl ChannelGate {
     pub fn new(
         policy: ChannelPolicy,
-        team_channels: Option<Arc<TeamChannels>>,
+        objects: Option<ObjectChannels>,
         client: Client,
     ) -> ChannelGate {
         ChannelGate {
             policy,
-            team_channels,
+            objects,
             client,
             labels: Mutex::new(HashMap::new()),
         }
@@ -49,19 +61,57 @@ impl ChannelGate {
     pub async fn refused(&self, obj: &AssetScan) -> Result<Refused, kube::Error> {
         let namespace = obj.namespace().unwrap_or_default();
         let mut refused = Vec::new();
-        let own = |channel: &str| {
-            (self.team_channels.as_ref()).is_some_and(|t| t.get(&namespace, channel).is_some())
-        };
-        for channel in obj.spec.notify.iter().filter(|c| !own(c)) {
-            let labels = match self.policy.needs_labels(channel, &namespace) {
+        for channel in &obj.spec.notify {
+            let opening = match self.rule(&namespace, channel) {
+                Rule::Own => continue,
+                Rule::Cluster(Err(why)) => {
+                    let why = format!(
+                        "channel {channel} is open to no namespace: its ClusterNotificationChannel's {why}"
+                    );
+                    refused.push((channel.clone(), why));
+                    continue;
+                }
+                Rule::Cluster(Ok(opening)) => Some(opening),
+                Rule::Configured => None,
+            };
+            let needs_labels = match &opening {
+                Some(opening) => opening.needs_labels(&namespace),
+                None => self.policy.needs_labels(channel, &namespace),
+            };
+            let labels = match needs_labels {
                 true => Some(self.labels_of(&namespace).await?),
                 false => None,
             };
-            if let Err(why) = self.policy.check(channel, &namespace, labels.as_deref()) {
+            let labels = labels.as_deref();
+            let checked = match &opening {
+                Some(opening) => {
+                    let source = format!("ClusterNotificationChannel {channel} spec.access");
+                    opening.check(channel, &namespace, labels, &source)
+                }
+                None => self.policy.check(channel, &namespace, labels),
+            };
+            if let Err(why) = checked {
                 refused.push((channel.clone(), why));
             }
         }
         Ok(Refused(refused))
+    }
+
+    fn rule(&self, namespace: &str, channel: &str) -> Rule {
+        let Some(objects) = &self.objects else {
+            return Rule::Configured;
+        };
+        if objects
+            .channels
+            .get(&ChannelKey::team(namespace, channel))
+            .is_some()
+        {
+            return Rule::Own;
+        }
+        match objects.openings.get(channel) {
+            Some(opening) => Rule::Cluster(opening),
+            None => Rule::Configured,
+        }
     }
 
     async fn labels_of(&self, namespace: &str) -> Result<Labels, kube::Error> {

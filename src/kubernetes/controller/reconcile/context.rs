@@ -6,7 +6,7 @@
 
 use super::channels::ChannelGate;
 use super::exceptions::ExceptionGate;
-use crate::kubernetes::channel_access::ChannelPolicy;
+use crate::kubernetes::channel_access::{ChannelPolicy, ClusterOpenings, ObjectChannels};
 use crate::kubernetes::controller::cache::WatchCache;
 use crate::kubernetes::controller::fleet::members::Members;
 use crate::kubernetes::controller::fleet::object_key;
@@ -18,7 +18,6 @@ use crate::kubernetes::controller::settings::{
 use crate::kubernetes::crd::AssetScan;
 use crate::pipeline::{Effects, Pipeline, StoreError};
 use crate::providers::egress::{EgressConfig, EgressPolicy};
-use crate::providers::notify::TeamChannels;
 use crate::providers::{ProviderConfigError, Providers};
 use crate::telemetry::Metrics;
 use assetscan_domain::shard::Shard;
@@ -55,18 +54,19 @@ pub struct ControllerSettings {
     pub team_channels: Option<TeamChannelSettings>,
 }
 
-/// Where the team channels go and what they pass: the providers'
-/// registry, which runs read; the online check's egress policy, which
-/// their destinations pass; the section's settings.
+/// Where the channel objects go and what they pass: the providers'
+/// registry, which runs read, and the cluster channels' openings, which
+/// the channel check reads; the online check's egress policy, which the
+/// teams' destinations pass; the section's settings.
 #[derive(Clone, Debug)]
 pub struct TeamChannelSettings {
-    pub registry: Arc<TeamChannels>,
+    pub objects: ObjectChannels,
     pub egress: Arc<EgressPolicy>,
     pub section: TeamChannelsSection,
 }
 
 impl TeamChannelSettings {
-    /// The team channels of `providers`, their destinations passing
+    /// The channel objects of `providers`, the teams' destinations passing
     /// `egress` (the online check's), when `section` enables them.
     pub fn new(
         section: &TeamChannelsSection,
@@ -77,7 +77,10 @@ impl TeamChannelSettings {
             return Ok(None);
         }
         Ok(Some(TeamChannelSettings {
-            registry: providers.team_channels.clone(),
+            objects: ObjectChannels {
+                channels: providers.channel_objects.clone(),
+                openings: Arc::new(ClusterOpenings::default()),
+            },
             egress: Arc::new(EgressPolicy::new(egress)?),
             section: section.clone(),
         }))
@@ -152,7 +155,7 @@ impl<E> Context<E> {
             label_gate: StartGate::new(&settings.scan_starts, &metrics.starts.labels),
             channels: ChannelGate::new(
                 settings.channels.clone(),
-                settings.team_channels.as_ref().map(|t| t.registry.clone()),
+                settings.team_channels.as_ref().map(|t| t.objects.clone()),
                 client.clone(),
             ),
             exceptions: ExceptionGate::new(client.clone()),

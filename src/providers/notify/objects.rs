@@ -1,0 +1,133 @@
+//! The channels defined as Kubernetes objects, kept current by the
+//! Kubernetes side: a team's (a NotificationChannel and its Secret, in its
+//! namespace) and the platform's (a ClusterNotificationChannel). A run
+//! looks a name up first among its own namespace's channels, then among
+//! the cluster's: it never reaches another namespace's.
+
+use super::Notifier;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+/// A channel object as the last look at it and its Secret left it.
+#[derive(Debug)]
+pub enum ChannelObject {
+    /// Built, its destination allowed by the egress policy.
+    Ready(Notifier),
+    /// Not usable, and why (the channel's condition says the same): a run
+    /// naming it fails its send with these words, it does not fall through
+    /// to a configured channel of the same name.
+    Refused(String),
+}
+
+/// The last delivery on a channel object: its `Delivered` condition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Delivery {
+    pub ok: bool,
+    /// The receipt, or the error's summary (never the receiver's words).
+    pub message: String,
+}
+
+/// Which channel object: a namespace's (a team's) or the cluster's.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ChannelKey {
+    /// `None`: the cluster's.
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ChannelKey {
+    pub fn team(namespace: &str, name: &str) -> ChannelKey {
+        ChannelKey {
+            namespace: Some(namespace.to_owned()),
+            name: name.to_owned(),
+        }
+    }
+
+    pub fn cluster(name: &str) -> ChannelKey {
+        ChannelKey {
+            namespace: None,
+            name: name.to_owned(),
+        }
+    }
+
+    /// The channel's pacing bucket: a team's channel has its own
+    /// (`<namespace>/<name>`, a name no configured channel can take from
+    /// it); the cluster's shares the name with the configured channel it
+    /// stands in for.
+    pub fn bucket(&self) -> String {
+        match &self.namespace {
+            Some(namespace) => format!("{namespace}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for ChannelKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{namespace}/{}", self.name),
+            None => write!(f, "cluster/{}", self.name),
+        }
+    }
+}
+
+/// Every channel object, teams' and the cluster's.
+#[derive(Debug, Default)]
+pub struct ChannelObjects {
+    channels: RwLock<HashMap<ChannelKey, Arc<ChannelObject>>>,
+    deliveries: Mutex<HashMap<ChannelKey, Delivery>>,
+}
+
+impl ChannelObjects {
+    pub fn get(&self, key: &ChannelKey) -> Option<Arc<ChannelObject>> {
+        self.read().get(key).cloned()
+    }
+
+    /// The channel `name` for a run of `namespace` (of no object: `None`):
+    /// the namespace's own, else the cluster's.
+    pub fn find(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<(ChannelKey, Arc<ChannelObject>)> {
+        let own = namespace.map(|namespace| ChannelKey::team(namespace, name));
+        (own.into_iter().chain([ChannelKey::cluster(name)]))
+            .find_map(|key| Some((key.clone(), self.get(&key)?)))
+    }
+
+    pub fn set(&self, key: ChannelKey, channel: ChannelObject) {
+        self.write().insert(key, Arc::new(channel));
+    }
+
+    pub fn remove(&self, key: &ChannelKey) {
+        self.write().remove(key);
+        self.deliveries().remove(key);
+    }
+
+    /// Notes how the last delivery on the channel went.
+    pub fn record(&self, key: ChannelKey, delivery: Delivery) {
+        self.deliveries().insert(key, delivery);
+    }
+
+    pub fn last_delivery(&self, key: &ChannelKey) -> Option<Delivery> {
+        self.deliveries().get(key).cloned()
+    }
+
+    /// Keeps the channels `keep` says yes to, after a watch started over.
+    pub fn retain(&self, keep: impl Fn(&ChannelKey) -> bool) {
+        self.write().retain(|key, _| keep(key));
+        self.deliveries().retain(|key, _| keep(key));
+    }
+
+    fn deliveries(&self) -> MutexGuard<'_, HashMap<ChannelKey, Delivery>> {
+        self.deliveries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, HashMap<ChannelKey, Arc<ChannelObject>>> {
+        self.channels.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, HashMap<ChannelKey, Arc<ChannelObject>>> {
+        self.channels.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
