@@ -2,7 +2,8 @@
 //!
 //! The layers, each depending only on those below it: [`cli`], then
 //! [`kubernetes`], then [`pipeline`] and [`providers`], then [`store`],
-//! then [`domain`]. What each module holds is mapped once, in
+//! then [`ports`] (the controller's doors to the store, which the store
+//! implements), then [`domain`]. What each module holds is mapped once, in
 //! docs/development.md ("The layout"), which `tests/code_map.rs` checks
 //! against the tree.
 //!
@@ -21,6 +22,7 @@ pub mod fair;
 pub mod http_access;
 pub mod kubernetes;
 pub mod pipeline;
+pub mod ports;
 pub mod probes;
 pub mod providers;
 pub mod store;

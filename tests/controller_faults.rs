@@ -32,7 +32,7 @@ async fn redis_down_mid_run_stalls_retries_with_backoff_and_finishes() {
         ([127, 0, 0, 1], port).into(),
         assetscan_operator::probes::Exposure::Plain,
         ctl.metrics.clone(),
-        Arc::new(std::sync::OnceLock::from(ctl.ctx.pipeline.store().clone())),
+        Arc::new(std::sync::OnceLock::from(ctl.store.clone())),
         ctl.shutdown.clone(),
     ));
     let url = |path: &str| format!("http://127.0.0.1:{port}{path}");
@@ -131,15 +131,21 @@ async fn redis_down_mid_run_stalls_retries_with_backoff_and_finishes() {
 async fn failed_reconciles_back_off_exponentially_with_a_cap() {
     let h = Harness::start().await;
     let ctx = h.context("ctl-a").await;
-    let unavailable = Error::Store(StoreError::Redis {
-        op: "ping",
-        source: redis::RedisError::from(std::io::Error::from(
-            std::io::ErrorKind::ConnectionRefused,
-        )),
-    });
-    let not_found = Error::Store(StoreError::TicketNotFound {
-        key: "asc:{backoff-02}:ticket:r1".into(),
-    });
+    let unavailable = Error::Store(
+        StoreError::Redis {
+            op: "ping",
+            source: redis::RedisError::from(std::io::Error::from(
+                std::io::ErrorKind::ConnectionRefused,
+            )),
+        }
+        .into(),
+    );
+    let not_found = Error::Store(
+        StoreError::TicketNotFound {
+            key: "asc:{backoff-02}:ticket:r1".into(),
+        }
+        .into(),
+    );
     for (name, err, cap) in [
         ("backoff-01", &unavailable, 15),
         ("backoff-02", &not_found, 120),

@@ -22,10 +22,11 @@ use assetscan_operator::domain::ticket::{Status, ThreatIntelFacts, Ticket, VulnF
 use assetscan_operator::domain::{AssetId, Policy, ScanRequest, ThreatIntelPolicy, Triage};
 use assetscan_operator::pipeline::{
     ClaimRecord, Effects, Notification, Observer, Outcome, Pipeline, StepError, StepPolicies,
+    StoreFailure,
 };
 use assetscan_operator::probes::observe_store;
 use assetscan_operator::store::{
-    RedisTarget, ReplicaAck, ReplicaAckMode, ReplicaStats, StoreConfig, StoreError, TicketStore,
+    RedisTarget, ReplicaAck, ReplicaAckMode, ReplicaStats, StoreConfig, TicketStore,
 };
 use assetscan_operator::telemetry::Metrics;
 use assetscan_testkit::redis::SentinelGroup;
@@ -165,7 +166,12 @@ fn request(asset: &str, holder: &str, clean: bool) -> ScanRequest {
     }
 }
 
-async fn pipeline(group: &SentinelGroup, mode: ReplicaAckMode, fx: Fx) -> Arc<Pipeline<Fx>> {
+/// A pipeline on the group, and its own store connection.
+async fn pipeline(
+    group: &SentinelGroup,
+    mode: ReplicaAckMode,
+    fx: Fx,
+) -> (Arc<Pipeline<Fx>>, TicketStore) {
     let target = RedisTarget::parse(&group.target_spec()).unwrap();
     let config = StoreConfig {
         replica_ack: ReplicaAck {
@@ -175,13 +181,14 @@ async fn pipeline(group: &SentinelGroup, mode: ReplicaAckMode, fx: Fx) -> Arc<Pi
         ..StoreConfig::default()
     };
     let store = TicketStore::connect(&target, config).await.unwrap();
-    Arc::new(Pipeline::new(store, fx, StepPolicies::default()))
+    let pipeline = Pipeline::new(store.clone(), fx, StepPolicies::default());
+    (Arc::new(pipeline), store)
 }
 
 /// One round, for one pipeline: the run held at `HIGH_RISK_FOUND` is let go
 /// once the failover named the new master, while the old one (deaf to the
 /// sentinels) still takes writes; its outcome.
-type Round = tokio::task::JoinHandle<Result<Outcome, StoreError>>;
+type Round = tokio::task::JoinHandle<Result<Outcome, StoreFailure>>;
 
 fn start_round(pipeline: &Arc<Pipeline<Fx>>, req: &ScanRequest, at: &Arc<AtHighRisk>) -> Round {
     let (pipeline, req, at) = (pipeline.clone(), req.clone(), at.clone());
@@ -206,10 +213,10 @@ async fn a_failover_before_the_notification_never_notifies_twice_with_replica_ac
     let mut rng = StdRng::seed_from_u64(seed);
     let group = blocking(SentinelGroup::start).expect("sentinel group starts");
     let (acked_fx, plain_fx) = (Fx::default(), Fx::default());
-    let acked = pipeline(&group, ReplicaAckMode::Auto, acked_fx.clone()).await;
-    let plain = pipeline(&group, ReplicaAckMode::Never, plain_fx.clone()).await;
+    let (acked, acked_store) = pipeline(&group, ReplicaAckMode::Auto, acked_fx.clone()).await;
+    let (plain, _) = pipeline(&group, ReplicaAckMode::Never, plain_fx.clone()).await;
     // In steady state: the store knows the master's replica (in sync).
-    let stats = acked.store().replica_stats().unwrap();
+    let stats = acked_store.replica_stats().unwrap();
     until(
         "the store sees the replica",
         Duration::from_secs(30),
@@ -245,12 +252,12 @@ async fn a_failover_before_the_notification_never_notifies_twice_with_replica_ac
         at_p.0.go.notify_one();
         let [a, p] = runs;
         match a.await.unwrap() {
-            Err(StoreError::NotReplicated { .. }) => refused += 1,
+            Err(e) if e.reason() == "RedisNotReplicated" => refused += 1,
             // Its connection moved to the new master, which has no replica
             // (the old one is deaf) and which the sentinels name: the
             // notification went ahead there, where it survives.
             Ok(Outcome::Terminal(t)) if t.status == Status::Finished => {
-                let key = acked.store().keys(&acked_req.asset).ticket("r1");
+                let key = acked_store.keys(&acked_req.asset).ticket("r1");
                 let on_new: Option<Ticket> = get(group.node(new).unwrap(), &key)
                     .and_then(|raw| serde_json::from_str(&raw).ok());
                 assert_eq!(
@@ -301,13 +308,13 @@ async fn a_master_killed_mid_run_is_replaced_and_the_run_finishes_there() {
         hold: Some(hold.clone()),
         ..Fx::default()
     };
-    let pipeline = pipeline(&group, ReplicaAckMode::Auto, fx).await;
+    let (pipeline, store) = pipeline(&group, ReplicaAckMode::Auto, fx).await;
     let req = request("killed-01", "h1", true);
     let run = start_round(&pipeline, &req, &Arc::new(AtHighRisk(Hold::default())));
     hold.reached.notified().await;
 
     // The replica has the claimed ticket at ASSET_ONLINE: a promotion keeps it.
-    let key = pipeline.store().keys(&req.asset).ticket(&req.run);
+    let key = store.keys(&req.asset).ticket(&req.run);
     let master = group.master_port().unwrap();
     let replica = group.nodes().iter().find(|n| n.port() != master).unwrap();
     until(
@@ -381,8 +388,7 @@ async fn after_the_master_is_killed_alerts_go_out_until_a_replica_is_back_to_wai
         hold: Some(hold.clone()),
         ..Fx::default()
     };
-    let pipeline = pipeline(&group, ReplicaAckMode::Auto, fx.clone()).await;
-    let store = pipeline.store();
+    let (pipeline, store) = pipeline(&group, ReplicaAckMode::Auto, fx.clone()).await;
     let stats = store.replica_stats().expect("the wait reads the replicas");
     until(
         "the store sees the replica",
@@ -428,18 +434,17 @@ async fn after_the_master_is_killed_alerts_go_out_until_a_replica_is_back_to_wai
         "the intent and the receipt went ahead unreplicated"
     );
     assert_eq!(
-        scraped(store, "assetscan_redis_replicas_online"),
+        scraped(&store, "assetscan_redis_replicas_online"),
         "assetscan_redis_replicas_online 0"
     );
     assert_eq!(
-        scraped(store, "assetscan_notification_writes_unreplicated"),
+        scraped(&store, "assetscan_notification_writes_unreplicated"),
         "assetscan_notification_writes_unreplicated 2"
     );
 
     // Further runs go on at once (on the same store: its replica wait).
     let fx = Fx { hold: None, ..fx };
     let pipeline = Pipeline::new(store.clone(), fx.clone(), StepPolicies::default());
-    let store = pipeline.store();
     notify_once(&pipeline, "alone-2").await;
     assert_eq!(replica_counts(stats), (0, 0, 4));
 
@@ -473,9 +478,9 @@ async fn after_the_master_is_killed_alerts_go_out_until_a_replica_is_back_to_wai
 async fn behind_sentinel_a_master_without_replicas_notifies() {
     let group = blocking(|| SentinelGroup::start_with_replicas(0)).expect("sentinel group starts");
     let fx = Fx::default();
-    let pipeline = pipeline(&group, ReplicaAckMode::Auto, fx.clone()).await;
+    let (pipeline, store) = pipeline(&group, ReplicaAckMode::Auto, fx.clone()).await;
     notify_once(&pipeline, "lone-01").await;
     assert_eq!(fx.deliveries.lock().unwrap().len(), 1);
-    let stats = pipeline.store().replica_stats().unwrap();
+    let stats = store.replica_stats().unwrap();
     assert_eq!(replica_counts(stats), (0, 0, 2));
 }

@@ -55,11 +55,17 @@ impl Bed {
     }
 
     pub async fn pipeline(&self) -> Result<Pipeline<InstantEffects>, BenchError> {
-        Ok(Pipeline::new(
-            self.store().await?,
-            InstantEffects,
-            StepPolicies::default(),
-        ))
+        Ok(self.pipeline_and_store().await?.0)
+    }
+
+    /// A pipeline, and its own store connection (whose round trips a
+    /// measure counts).
+    pub async fn pipeline_and_store(
+        &self,
+    ) -> Result<(Pipeline<InstantEffects>, TicketStore), BenchError> {
+        let store = self.store().await?;
+        let pipeline = Pipeline::new(store.clone(), InstantEffects, StepPolicies::default());
+        Ok((pipeline, store))
     }
 }
 

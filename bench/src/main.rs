@@ -51,6 +51,8 @@ pub enum BenchError {
     Fixture(#[from] assetscan_testkit::redis::FixtureError),
     #[error("store: {0}")]
     Store(#[from] assetscan_operator::store::StoreError),
+    #[error("run: {0}")]
+    Run(#[from] assetscan_operator::ports::StoreFailure),
     #[error("redis: {0}")]
     Redis(#[from] redis::RedisError),
     #[error("rslock: {0}")]

@@ -7,6 +7,7 @@ use crate::effects::{InstantEffects, Path};
 use crate::{BenchError, server};
 use assetscan_operator::domain::ScanRequest;
 use assetscan_operator::pipeline::{Outcome, Pipeline};
+use assetscan_operator::store::TicketStore;
 use tokio_util::sync::CancellationToken;
 
 /// Scans per path: the counts are exact, the mean only smooths nothing.
@@ -20,11 +21,12 @@ struct Cost {
 }
 
 pub async fn report(bed: &Bed) -> Result<(), BenchError> {
-    let pipeline = bed.pipeline().await?;
+    let (pipeline, own) = bed.pipeline_and_store().await?;
+    let pipeline = (&pipeline, &own);
     // Loads the scripts, so that no SCRIPT LOAD falls in a measurement.
     for path in [Path::Offline, Path::Clean, Path::HighRisk] {
         run(
-            &pipeline,
+            pipeline.0,
             &request("warm", &format!("{path:?}"), path, "A")?,
         )
         .await?;
@@ -38,7 +40,7 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
         let requests: Vec<ScanRequest> = (0..SCANS)
             .map(|i| request(&format!("path-{path:?}-{i}"), "r1", path, "A"))
             .collect::<Result<_, _>>()?;
-        let cost = measure(bed, &pipeline, &requests).await?;
+        let cost = measure(bed, pipeline, &requests).await?;
         print_cost(name, &cost);
         if path == Path::HighRisk {
             // A caller that has not seen the run end reads first: a run
@@ -51,12 +53,15 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
                     ..req.clone()
                 })
                 .collect();
-            let again = measure(bed, &pipeline, &unknown).await?;
+            let again = measure(bed, pipeline, &unknown).await?;
             print_cost("re-reconcile of a finished run", &again);
         }
     }
-    contending(bed, &pipeline).await
+    contending(bed, pipeline).await
 }
+
+/// A pipeline and its own store connection, whose round trips are counted.
+type Measured<'a> = (&'a Pipeline<InstantEffects>, &'a TicketStore);
 
 fn print_cost(name: &str, cost: &Cost) {
     println!(
@@ -74,14 +79,14 @@ async fn run(
 
 async fn measure(
     bed: &Bed,
-    pipeline: &Pipeline<InstantEffects>,
+    (pipeline, own): Measured<'_>,
     requests: &[ScanRequest],
 ) -> Result<Cost, BenchError> {
     let (commands, scripts) = (
         server::commands(&bed.server)?,
         server::calls(&bed.server, "evalsha")?,
     );
-    let round_trips = pipeline.store().round_trips();
+    let round_trips = own.round_trips();
     for req in requests {
         match run(pipeline, req).await? {
             Outcome::Terminal(_) => {}
@@ -91,14 +96,14 @@ async fn measure(
     let n = requests.len() as f64;
     Ok(Cost {
         commands: (server::commands(&bed.server)? - commands) as f64 / n,
-        round_trips: (pipeline.store().round_trips() - round_trips) as f64 / n,
+        round_trips: (own.round_trips() - round_trips) as f64 / n,
         scripts: (server::calls(&bed.server, "evalsha")? - scripts) as f64 / n,
     })
 }
 
 /// A second replica finds the asset locked: what that costs, and how long
 /// it waits before it asks again, against the lock's remaining ttl.
-async fn contending(bed: &Bed, pipeline: &Pipeline<InstantEffects>) -> Result<(), BenchError> {
+async fn contending(bed: &Bed, (pipeline, own): Measured<'_>) -> Result<(), BenchError> {
     let holder = bed.store().await?;
     let mut cost = Cost {
         commands: 0.0,
@@ -115,7 +120,7 @@ async fn contending(bed: &Bed, pipeline: &Pipeline<InstantEffects>) -> Result<()
             server::commands(&bed.server)?,
             server::calls(&bed.server, "evalsha")?,
         );
-        let round_trips = pipeline.store().round_trips();
+        let round_trips = own.round_trips();
         let outcome = run(
             pipeline,
             &request(&asset, "r1", Path::HighRisk, "this-replica")?,
@@ -123,7 +128,7 @@ async fn contending(bed: &Bed, pipeline: &Pipeline<InstantEffects>) -> Result<()
         .await?;
         cost.commands += (server::commands(&bed.server)? - commands) as f64;
         cost.scripts += (server::calls(&bed.server, "evalsha")? - scripts) as f64;
-        cost.round_trips += (pipeline.store().round_trips() - round_trips) as f64;
+        cost.round_trips += (own.round_trips() - round_trips) as f64;
         let Outcome::Locked { retry_after, .. } = outcome else {
             return Err(BenchError::Outcome(format!("{outcome:?}")));
         };

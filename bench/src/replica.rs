@@ -37,13 +37,12 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let acked = pipeline(bed, ReplicaAckMode::Always).await?;
-    let plain = pipeline(bed, ReplicaAckMode::Never).await?;
+    let (acked, acked_store) = pipeline(bed, ReplicaAckMode::Always).await?;
+    let (plain, _) = pipeline(bed, ReplicaAckMode::Never).await?;
     // The wait is for the replicas the master has: measure once the store
     // knows the replica is there, and check that every write waited for it.
     let online = || {
-        acked
-            .store()
+        acked_store
             .replica_stats()
             .map_or(-1, |s| s.online.load(Ordering::Relaxed))
     };
@@ -66,8 +65,7 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
         without.push(wo);
         ratios.push(w / wo);
     }
-    let unreplicated = acked
-        .store()
+    let unreplicated = acked_store
         .replica_stats()
         .map_or(0, |s| s.unreplicated_writes.load(Ordering::Relaxed));
     if unreplicated > 0 {
@@ -84,7 +82,12 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
     Ok(())
 }
 
-async fn pipeline(bed: &Bed, mode: ReplicaAckMode) -> Result<Pipeline<InstantEffects>, BenchError> {
+/// A pipeline whose store waits for the replicas as `mode` says, and its
+/// store connection (whose replica counts are read).
+async fn pipeline(
+    bed: &Bed,
+    mode: ReplicaAckMode,
+) -> Result<(Pipeline<InstantEffects>, TicketStore), BenchError> {
     let config = StoreConfig {
         lock_ttl: Duration::from_secs(30),
         replica_ack: ReplicaAck {
@@ -95,11 +98,8 @@ async fn pipeline(bed: &Bed, mode: ReplicaAckMode) -> Result<Pipeline<InstantEff
     };
     let target = RedisTarget::Standalone(bed.server.url());
     let store = TicketStore::connect(&target, config).await?;
-    Ok(Pipeline::new(
-        store,
-        InstantEffects,
-        StepPolicies::default(),
-    ))
+    let pipeline = Pipeline::new(store.clone(), InstantEffects, StepPolicies::default());
+    Ok((pipeline, store))
 }
 
 /// High-risk runs per second over the window, `TASKS` at once.

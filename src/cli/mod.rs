@@ -399,6 +399,7 @@ async fn run(args: RunArgs) -> Result<(), String> {
     let ctx = Arc::new(controller::Context::new(
         client,
         pipeline,
+        store.doors(),
         metrics,
         settings,
         shutdown.clone(),

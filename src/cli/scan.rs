@@ -4,9 +4,9 @@
 
 use super::{Common, shutdown_on_signal};
 use crate::pipeline::{Outcome, Pipeline};
+use crate::ports::StoreFailure;
 use crate::providers::Providers;
 use crate::providers::sbom::SbomSources;
-use crate::store::StoreError;
 use assetscan_domain::AssetId;
 use assetscan_domain::ticket::{Status, Ticket, now_ms};
 use assetscan_domain::{
@@ -263,7 +263,7 @@ pub async fn run(args: ScanArgs) -> Result<ExitCode, String> {
 /// The message of a run that Redis interrupted (unreachable, its master
 /// gone past the failover wait, a write no replica acknowledged): the
 /// ticket keeps what was confirmed, so it says how to go on.
-fn resumable(err: &StoreError, run: &str) -> String {
+fn resumable(err: &StoreFailure, run: &str) -> String {
     if err.is_unavailable() {
         format!("{err}; the run is kept: resume it by running the same scan with --run {run}")
     } else {
@@ -292,7 +292,7 @@ mod tests {
             op: "advance",
             source: std::io::Error::from(std::io::ErrorKind::BrokenPipe).into(),
         };
-        let text = resumable(&lost, "cli-7");
+        let text = resumable(&lost.into(), "cli-7");
         assert!(text.starts_with("redis error during advance"), "{text}");
         assert!(
             text.ends_with("running the same scan with --run cli-7"),
@@ -302,7 +302,7 @@ mod tests {
             from: "FINISHED".into(),
             to: "INIT".into(),
         };
-        assert!(!resumable(&verdict, "cli-7").contains("--run"));
+        assert!(!resumable(&verdict.into(), "cli-7").contains("--run"));
     }
 
     #[test]

@@ -6,6 +6,10 @@
 //!
 //! A `STALE_TOKEN` answer means another executor owns the run now: the runner
 //! stops at once, with no further provider call, notification or write.
+//!
+//! Driving runs is the pipeline's one job: what else the controller asks of
+//! the store goes through its doors ([`crate::ports`]), and a run's failure
+//! reaches it as their [`StoreFailure`], never the store's own error.
 
 mod drill;
 mod effects;
@@ -20,12 +24,11 @@ use run::Run;
 pub use effects::{ClaimRecord, Effects, Notification, Observer, Resend, Resolution, StepError};
 pub use retry::{RetryPolicy, StepPolicies, StepSettingsError};
 
-/// The pipeline's errors are the ticket store's.
-pub use crate::store::StoreError;
+pub use crate::ports::StoreFailure;
 
-use crate::store::{Claim, LeaseGuard, TicketStore};
+use crate::store::{Claim, LeaseGuard, StoreError, TicketStore};
+use assetscan_domain::ScanRequest;
 use assetscan_domain::ticket::Ticket;
-use assetscan_domain::{AssetId, ScanRequest};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -82,10 +85,6 @@ impl<E> Pipeline<E> {
         }
     }
 
-    pub fn store(&self) -> &TicketStore {
-        &self.store
-    }
-
     /// The retry settings of each step.
     pub fn steps(&self) -> &StepPolicies {
         &self.steps
@@ -100,59 +99,22 @@ impl<E> Pipeline<E> {
             None => Ok(self.store.clone()),
         }
     }
-
-    /// How long a lock outlives its holder: a run another executor holds
-    /// ends within this long of that executor's end.
-    pub fn lock_ttl(&self) -> Duration {
-        self.store.config().lock_ttl
-    }
-
-    /// The ticket of `run` of `asset` in `namespace`, as Redis has it now.
-    pub async fn ticket_of(
-        &self,
-        namespace: Option<&str>,
-        asset: &AssetId,
-        run: &str,
-    ) -> Result<Option<Ticket>, StoreError> {
-        self.store_in(namespace)?.get_ticket(asset, run).await
-    }
-
-    /// Whether the store answers, on a live connection. After Redis failed,
-    /// the connection is re-established lazily: the first command after
-    /// Redis is back still fails with the old error (and only then starts
-    /// the reconnect), so an unavailable answer is asked once more.
-    pub async fn ready(&self) -> Result<(), StoreError> {
-        match self.store.ping().await {
-            Ok(()) => Ok(()),
-            Err(err) if err.is_unavailable() => self.store.ping().await,
-            Err(err) => Err(err),
-        }
-    }
-
-    /// Renews `member`'s heartbeat in `group` for `ttl`; returns the live
-    /// members and when each one lapses (ms since the epoch). The runs'
-    /// store keeps the membership: a replica that cannot reach it runs
-    /// nothing anyway.
-    pub async fn heartbeat(
-        &self,
-        group: &str,
-        member: &str,
-        ttl: Duration,
-    ) -> Result<Vec<(String, u64)>, StoreError> {
-        self.store.heartbeat(group, member, ttl).await
-    }
-
-    /// Takes `member` out of `group` at once, rather than at its ttl.
-    pub async fn leave(&self, group: &str, member: &str) -> Result<(), StoreError> {
-        self.store.leave(group, member).await
-    }
 }
 
 impl<E: Effects> Pipeline<E> {
     /// Performs the run to its end, or until it is locked, superseded, loses
-    /// its lock, or `shutdown` fires. Errors are the store's: every other
-    /// way a run can end is an [`Outcome`].
+    /// its lock, or `shutdown` fires. Errors are the store's, as a
+    /// [`StoreFailure`]: every other way a run can end is an [`Outcome`].
     pub async fn run(
+        &self,
+        req: &ScanRequest,
+        observer: &impl Observer,
+        shutdown: &CancellationToken,
+    ) -> Result<Outcome, StoreFailure> {
+        Ok(self.drive(req, observer, shutdown).await?)
+    }
+
+    async fn drive(
         &self,
         req: &ScanRequest,
         observer: &impl Observer,

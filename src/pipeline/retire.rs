@@ -1,8 +1,8 @@
 //! The end of an owner's runs for good: what the finalizer of a deleted
 //! object asks of the pipeline.
 
-use super::{Pipeline, StoreError, drill};
-use crate::store::TicketStore;
+use super::{Pipeline, StoreFailure, drill};
+use crate::store::{StoreError, TicketStore};
 use assetscan_domain::AssetId;
 
 impl<E> Pipeline<E> {
@@ -12,6 +12,16 @@ impl<E> Pipeline<E> {
     /// tickets, creating nothing. Returns how many tickets it removed.
     /// Idempotent: two replicas may retire the same owner at once.
     pub async fn retire_owner(
+        &self,
+        namespace: Option<&str>,
+        asset: &AssetId,
+        owner: &str,
+        holder: &str,
+    ) -> Result<usize, StoreFailure> {
+        Ok(self.retire(namespace, asset, owner, holder).await?)
+    }
+
+    async fn retire(
         &self,
         namespace: Option<&str>,
         asset: &AssetId,

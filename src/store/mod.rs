@@ -30,6 +30,7 @@
 mod audit;
 mod claim;
 mod conn;
+mod doors;
 mod end;
 mod error;
 mod keys;

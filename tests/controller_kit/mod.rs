@@ -178,12 +178,13 @@ impl Harness {
         Self::running(self.context_on(instance, &target, shard).await)
     }
 
-    fn running(ctx: Arc<Context<Providers>>) -> Running {
+    fn running((ctx, store): (Arc<Context<Providers>>, TicketStore)) -> Running {
         let task = tokio::spawn(controller::run(ctx.clone()));
         Running {
             metrics: ctx.metrics.clone(),
             shutdown: ctx.shutdown.clone(),
             ctx,
+            store,
             task,
         }
     }
@@ -193,12 +194,8 @@ impl Harness {
     /// controller loop: for tests that call `reconcile` or `error_policy`
     /// themselves.
     pub async fn context(&self, instance: &str) -> Arc<Context<Providers>> {
-        self.context_on(
-            instance,
-            &RedisTarget::Standalone(self.redis.url()),
-            Shard::ALL,
-        )
-        .await
+        let target = RedisTarget::Standalone(self.redis.url());
+        self.context_on(instance, &target, Shard::ALL).await.0
     }
 
     async fn context_on(
@@ -206,7 +203,7 @@ impl Harness {
         instance: &str,
         target: &RedisTarget,
         shard: Shard,
-    ) -> Arc<Context<Providers>> {
+    ) -> (Arc<Context<Providers>>, TicketStore) {
         let store = TicketStore::connect(target, self.config.store())
             .await
             .expect("controller store connects");
@@ -216,9 +213,10 @@ impl Harness {
             .paced(self.config.scan_starts.quota());
         let team_channels =
             (self.config.team_channel_settings(&providers)).expect("team channel settings");
-        Arc::new(Context::new(
+        let ctx = Arc::new(Context::new(
             self.client.clone(),
-            Pipeline::new(store, providers, self.config.steps.clone()),
+            Pipeline::new(store.clone(), providers, self.config.steps.clone()),
+            store.doors(),
             Arc::new(Metrics::new()),
             ControllerSettings {
                 concurrency: 8,
@@ -238,7 +236,8 @@ impl Harness {
                 .expect("channel policy"),
             },
             CancellationToken::new(),
-        ))
+        ));
+        (ctx, store)
     }
 
     pub async fn create(&self, scan: &AssetScan) -> AssetScan {
@@ -437,6 +436,8 @@ impl Harness {
 /// A controller running in this process.
 pub struct Running {
     pub ctx: Arc<Context<Providers>>,
+    /// Its own store connection.
+    pub store: TicketStore,
     pub metrics: Arc<Metrics>,
     pub shutdown: CancellationToken,
     pub task: JoinHandle<()>,

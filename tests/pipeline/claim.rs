@@ -13,7 +13,7 @@ impl Observer for RefusesClaims {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unrecorded_claim_stops_the_run_before_any_provider_call() {
     let env = Env::start("5s").await;
-    let pipeline = env.pipeline().await;
+    let (pipeline, own) = env.pipeline_and_store().await;
     let req = request("A", &[XZ], Policy::default());
     let outcome = pipeline
         .run(&req, &RefusesClaims, &CancellationToken::new())
@@ -29,7 +29,7 @@ async fn an_unrecorded_claim_stops_the_run_before_any_provider_call() {
         (0, 0, 0),
         "no provider call"
     );
-    assert_eq!(pipeline.store().watchdog().held(), 0);
+    assert_eq!(own.watchdog().held(), 0);
     // The lock was released: another runner gets in at once.
     let done = run_to_end(&pipeline, &request("B", &[XZ], Policy::default()), &()).await;
     assert_eq!(done.status, Status::Finished);
@@ -44,8 +44,8 @@ async fn an_unrecorded_claim_stops_the_run_before_any_provider_call() {
 async fn a_run_seen_open_is_claimed_without_a_read_and_the_claim_answers_once_it_ended() {
     // A ttl far longer than the test: no renewal falls in a count.
     let env = Env::start("60s").await;
-    let pipeline = env.pipeline().await;
-    let trips = || pipeline.store().round_trips();
+    let (pipeline, own) = env.pipeline_and_store().await;
+    let trips = || own.round_trips();
     let unread = |run: &str| ScanRequest {
         run: run.into(),
         expect_open: true,
@@ -96,7 +96,7 @@ async fn a_run_seen_open_is_claimed_without_a_read_and_the_claim_answers_once_it
         .query(redis::cmd("GET").arg(store.keys(&asset()).lock()))
         .unwrap();
     assert_eq!(holder, None, "no lock taken");
-    assert_eq!(pipeline.store().watchdog().held(), 0);
+    assert_eq!(own.watchdog().held(), 0);
     let seen: Vec<Ticket> = recorder.tickets().into_iter().map(|(_, t)| t).collect();
     assert_eq!(seen, [claimed_at_once]);
 }

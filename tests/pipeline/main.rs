@@ -139,11 +139,15 @@ impl Env {
 
     /// A runner as a new process would build it.
     async fn pipeline(&self) -> Pipeline<Providers> {
-        Pipeline::new(
-            self.store().await,
-            self.providers(),
-            self.config.steps.clone(),
-        )
+        self.pipeline_and_store().await.0
+    }
+
+    /// A pipeline, and its own store connection (its watchdog, its round
+    /// trips).
+    async fn pipeline_and_store(&self) -> (Pipeline<Providers>, TicketStore) {
+        let store = self.store().await;
+        let pipeline = Pipeline::new(store.clone(), self.providers(), self.config.steps.clone());
+        (pipeline, store)
     }
 
     fn counters(&self) -> Counters {

@@ -110,9 +110,7 @@ async fn the_documented_acl_user_runs_the_whole_lifecycle() {
     assert_eq!(s.high_risk, Some(true));
     assert_eq!(h.stubs.sink.effects(), 1);
     assert!(
-        ctl.ctx
-            .pipeline
-            .store()
+        ctl.store
             .watchdog()
             .stats()
             .renewals

@@ -176,7 +176,7 @@ async fn the_controller_notifies_after_the_master_is_killed() {
     let h = Harness::start().await;
     let target = RedisTarget::parse(&group.target_spec()).unwrap();
     let ctl = h.controller_on("ctl-k", &target).await;
-    let store = ctl.ctx.pipeline.store();
+    let store = &ctl.store;
     let online = || {
         store
             .replica_stats()

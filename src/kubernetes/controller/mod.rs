@@ -67,7 +67,7 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     let team_channels = team_channels(&ctx).await;
     // Who is live before the first reconcile: each replica then prefers
     // its share from the start.
-    ctx.members.beat(&ctx.pipeline).await;
+    ctx.members.beat(&*ctx.store.membership).await;
     let owned = watcher::Config::default()
         .any_semantic()
         .labels(&fleet::shard::owned_selector(ctx.settings.shard));
@@ -104,7 +104,7 @@ pub async fn run<E: Effects + 'static>(ctx: Arc<Context<E>>) {
     futures::join!(
         main,
         placing,
-        ctx.members.keep(&ctx.pipeline, &ctx.shutdown),
+        ctx.members.keep(&*ctx.store.membership, &ctx.shutdown),
         team_channels,
     );
 }

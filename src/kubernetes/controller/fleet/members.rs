@@ -1,5 +1,5 @@
 //! This replica's view of the live replicas of its shard
-//! ([`Pipeline::heartbeat`]),
+//! ([`Membership::heartbeat`]),
 //! kept by a heartbeat every third of `scanStarts.membershipTtl`, and what
 //! it answers: whether a replica is live (a lock's holder, for the overdue
 //! gauge), and which live replica each object prefers (rendezvous hashing,
@@ -11,7 +11,7 @@
 //! to be live. A replica that cannot reach Redis
 //! runs nothing anyway; its view ages out, and with it every other member.
 
-use crate::pipeline::Pipeline;
+use crate::ports::Membership;
 use crate::telemetry::Throttle;
 use assetscan_domain::shard::Shard;
 use assetscan_domain::share::preferred;
@@ -128,28 +128,28 @@ impl Members {
 
     /// Heartbeats through `pipeline` until `shutdown` fires, then leaves
     /// the membership.
-    pub async fn keep<E>(&self, pipeline: &Pipeline<E>, shutdown: &CancellationToken) {
+    pub async fn keep(&self, membership: &dyn Membership, shutdown: &CancellationToken) {
         if !self.kept() {
             return;
         }
         let every = (self.ttl / 3).max(Duration::from_millis(100));
         loop {
-            self.beat(pipeline).await;
+            self.beat(membership).await;
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = tokio::time::sleep(every) => {}
             }
         }
-        if let Err(err) = pipeline.leave(&self.group, &self.me).await {
+        if let Err(err) = membership.leave(&self.group, &self.me).await {
             warn!(error = %err, "could not leave the membership; it lapses by itself");
         }
     }
 
-    pub async fn beat<E>(&self, pipeline: &Pipeline<E>) {
+    pub async fn beat(&self, membership: &dyn Membership) {
         if !self.kept() {
             return;
         }
-        match pipeline.heartbeat(&self.group, &self.me, self.ttl).await {
+        match membership.heartbeat(&self.group, &self.me, self.ttl).await {
             Ok(live) => self.heard(live),
             Err(err) => {
                 if HEARTBEAT_WARNINGS.admit(Instant::now()).is_some() {

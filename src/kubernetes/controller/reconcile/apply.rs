@@ -19,7 +19,8 @@ use crate::kubernetes::controller::status::halt::{Halt, Refused};
 use crate::kubernetes::controller::status::mirror::StatusMirror;
 use crate::kubernetes::controller::status::report::report_name;
 use crate::kubernetes::crd::AssetScan;
-use crate::pipeline::{Effects, Outcome, Pipeline, StoreError};
+use crate::pipeline::{Effects, Outcome};
+use crate::ports::{StoreFailure, Tickets};
 use assetscan_domain::AssetId;
 use assetscan_domain::RunDecision;
 use assetscan_domain::RunView;
@@ -63,7 +64,7 @@ pub(super) async fn apply<E: Effects + 'static>(
     let mirror = StatusMirror::new(api.clone(), obj, &ctx.recorder, &ctx.metrics, rescan)
         .progress_every(ctx.settings.progress_every)
         .records(&ctx.settings.reports, &ctx.settings.events)
-        .grace_to_write_end(ctx.pipeline.lock_ttl())
+        .grace_to_write_end(ctx.store.tickets.lock_ttl())
         .remembered_in(ctx.cache());
     let result = act(obj, decision, ctx, &mirror, rescan, &refused).await;
     if start == Start::Taken && !mirror.claimed() {
@@ -240,7 +241,7 @@ async fn act<E: Effects + 'static>(
             ctx.metrics.reconciled("up_to_date");
             ctx.forget(obj);
             ctx.waiting.cleared(obj);
-            write_missing_report(obj, &ctx.pipeline, mirror).await?;
+            write_missing_report(obj, &*ctx.store.tickets, mirror).await?;
             return Ok(delay.map_or_else(Action::await_change, Action::requeue));
         }
         RunDecision::Suspended => {
@@ -295,7 +296,7 @@ async fn run_pipeline<E: Effects + 'static>(
     mut request: ScanRequest,
     ctx: &Context<E>,
     mirror: &StatusMirror<'_>,
-) -> Result<Outcome, StoreError> {
+) -> Result<Outcome, StoreFailure> {
     let outcome = ctx.pipeline.run(&request, mirror, &ctx.shutdown).await?;
     if let Outcome::EarlierRunAlerting = outcome
         && let Some(earlier) = request.supersedes.take()
@@ -330,11 +331,11 @@ async fn read_stored<E: Effects + 'static>(
 /// write failed, or the status write that named it was lost): mirror the
 /// run's ticket again, which writes the report and names it. One read of
 /// the ticket, only then; a ticket Redis no longer has cannot be reported.
-async fn write_missing_report<E>(
+async fn write_missing_report(
     obj: &AssetScan,
-    pipeline: &Pipeline<E>,
+    tickets: &dyn Tickets,
     mirror: &StatusMirror<'_>,
-) -> Result<(), StoreError> {
+) -> Result<(), StoreFailure> {
     let Some(status) = obj.status.as_ref() else {
         return Ok(());
     };
@@ -348,7 +349,7 @@ async fn write_missing_report<E>(
         return Ok(());
     };
     let namespace = obj.metadata.namespace.as_deref();
-    match pipeline.ticket_of(namespace, &asset, run).await? {
+    match tickets.ticket_of(namespace, &asset, run).await? {
         Some(ticket) if ticket.status.is_terminal() => {
             mirror.mirror(&ticket).await;
         }

@@ -16,7 +16,8 @@ use crate::kubernetes::controller::settings::{
     EventsSection, ReportsSection, ScanStartsSection, TeamChannelsSection,
 };
 use crate::kubernetes::crd::AssetScan;
-use crate::pipeline::{Effects, Pipeline, StoreError};
+use crate::pipeline::{Effects, Pipeline};
+use crate::ports::{StoreDoors, StoreFailure};
 use crate::providers::egress::{EgressConfig, EgressPolicy};
 use crate::providers::{ProviderConfigError, Providers};
 use crate::telemetry::Metrics;
@@ -90,7 +91,11 @@ impl TeamChannelSettings {
 /// What every reconcile shares.
 pub struct Context<E> {
     pub client: Client,
+    /// Starts and resumes runs.
     pub pipeline: Pipeline<E>,
+    /// What else the controller asks of the runs' store: the membership,
+    /// a ticket read, whether it answers.
+    pub store: StoreDoors,
     pub recorder: Recorder,
     pub metrics: Arc<Metrics>,
     pub settings: ControllerSettings,
@@ -132,6 +137,7 @@ impl<E> Context<E> {
     pub fn new(
         client: Client,
         pipeline: Pipeline<E>,
+        store: StoreDoors,
         metrics: Arc<Metrics>,
         settings: ControllerSettings,
         shutdown: CancellationToken,
@@ -161,6 +167,7 @@ impl<E> Context<E> {
             exceptions: ExceptionGate::new(client.clone()),
             client,
             pipeline,
+            store,
             metrics,
             holder_prefix,
             members,
@@ -242,17 +249,17 @@ impl<E> Context<E> {
 
 impl<E: Effects> Context<E> {
     /// After a failed reconcile of `obj`, checks that Redis answers, on a
-    /// live connection ([`Pipeline::ready`]): a retry after a failure first
-    /// pings, twice if need be, rather than losing the attempt (and another
-    /// backoff period) to a stale connection.
+    /// live connection ([`crate::ports::Tickets::ready`]): a retry after a
+    /// failure first pings, twice if need be, rather than losing the
+    /// attempt (and another backoff period) to a stale connection.
     pub(super) async fn redis_ready_after_failure(
         &self,
         obj: &AssetScan,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), StoreFailure> {
         if !self.failures().contains_key(&object_key(obj)) {
             return Ok(());
         }
-        self.pipeline.ready().await
+        self.store.tickets.ready().await
     }
 }
 
@@ -266,7 +273,7 @@ struct Streak {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("ticket store: {0}")]
-    Store(#[from] StoreError),
+    Store(#[from] StoreFailure),
     #[error("kubernetes api: {0}")]
     Kube(#[from] kube::Error),
     #[error("finalizer: {0}")]

@@ -1,0 +1,90 @@
+//! The controller reaches the runs' store through its doors
+//! (`src/ports.rs`) and the pipeline, never by a store type: no file under
+//! `src/kubernetes/` names the store module, and no module but the store
+//! itself passes one of the store's items on (as the pipeline once passed
+//! on the store's error, which the controller then matched). Read as text,
+//! as `scripts/import-cycles.py` reads imports: a path in a comment counts
+//! too, so the test can be too strict, never too lenient.
+
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The Rust files under `dir`, with their text.
+fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                out.push((path, text));
+            }
+        }
+    }
+    out
+}
+
+/// The lines of `text` that name the store's module by path.
+fn store_paths(text: &str) -> Vec<&str> {
+    (text.lines())
+        .filter(|line| line.contains("crate::store") || line.contains("super::store"))
+        .collect()
+}
+
+#[test]
+fn the_kubernetes_side_names_no_store_path() {
+    let named: Vec<String> = sources(&repo().join("src/kubernetes"))
+        .into_iter()
+        .flat_map(|(path, text)| {
+            let shown = path.strip_prefix(repo()).unwrap().display().to_string();
+            (store_paths(&text).into_iter())
+                .map(|line| format!("{shown}: {}", line.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        named.is_empty(),
+        "through a door instead:\n{}",
+        named.join("\n")
+    );
+}
+
+#[test]
+fn only_the_store_passes_its_items_on() {
+    let passed: Vec<String> = sources(&repo().join("src"))
+        .into_iter()
+        .filter(|(path, _)| !path.starts_with(repo().join("src/store")))
+        .flat_map(|(path, text)| {
+            let shown = path.strip_prefix(repo()).unwrap().display().to_string();
+            (store_paths(&text).into_iter())
+                .filter(|line| {
+                    let line = line.trim_start();
+                    line.starts_with("pub use") || line.starts_with("pub type")
+                })
+                .map(|line| format!("{shown}: {}", line.trim()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        passed.is_empty(),
+        "a store item passed on:\n{}",
+        passed.join("\n")
+    );
+}
+
+/// The checks themselves, on the text that broke the rule before the
+/// doors: the pipeline passing the store's error on, the controller
+/// importing it from there.
+#[test]
+fn the_checks_see_a_store_item_passed_on() {
+    let pipeline =
+        "/// The pipeline's errors are the ticket store's.\npub use crate::store::StoreError;\n";
+    assert_eq!(store_paths(pipeline), ["pub use crate::store::StoreError;"]);
+    assert!(store_paths("use crate::pipeline::{Effects, Pipeline};").is_empty());
+}
