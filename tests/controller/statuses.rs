@@ -67,6 +67,27 @@ async fn table(harness: &Harness) -> BTreeMap<String, BTreeMap<String, Value>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn examples_reach_their_terminal_phase_with_documented_status() {
     let h = Harness::start().await;
+    let (ctl, done) = examples_run_to_their_end(&h).await;
+    for (file, obj) in &done {
+        every_example_ends_so(&h, file, obj).await;
+    }
+    let web = &done["assetscan-debian-openssl.yaml"];
+    let billing = &done["assetscan-wecom.yaml"];
+    the_debian_web_host_alerts_on_cvss(web);
+    the_java_service_alerts_on_kev(billing);
+    the_build_runner_is_clean(&done["assetscan-clean.yaml"]);
+    the_lab_printer_is_offline(&done["assetscan-offline.yaml"]);
+    one_effect_per_high_risk_asset(&h, web, billing);
+    the_printer_columns_show_the_status(&h, web).await;
+    one_event_per_run_at_most(&h).await;
+    assert!(ctl.counter("assetscan_reconciles_total{result=\"finished\"}") >= 4.0);
+    assert_eq!(ctl.counter("assetscan_stale_writes_rejected_total"), 0.0);
+    ctl.stop().await;
+}
+
+/// The examples applied as they are (the inventory says only the lab
+/// printer is offline), each waited for to its end: by file.
+async fn examples_run_to_their_end(h: &Harness) -> (Running, BTreeMap<String, AssetScan>) {
     let examples = examples();
     let names: BTreeSet<&str> = examples.iter().map(|(file, _)| file.as_str()).collect();
     assert_eq!(
@@ -99,75 +120,77 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
         let obj = h
             .wait_terminal(&scan.name_any(), Duration::from_secs(60))
             .await;
-        done.insert(file.as_str(), obj);
+        done.insert(file.clone(), obj);
     }
+    (ctl, done)
+}
 
-    // Common to every example.
-    for (file, obj) in &done {
-        let s = obj.status.as_ref().unwrap();
-        let ticket = h.mirrored_ticket(obj).await;
-        assert_eq!(s.phase, Some(Status::Finished), "{file}");
-        assert_eq!(ticket.status, Status::Finished, "{file}");
-        let run = s.run.clone().unwrap();
-        assert!(
-            run.ends_with("-g1-s0"),
-            "{file}: first scan of generation 1: {run}"
-        );
-        assert_eq!(
-            s.ticket_id.as_deref(),
-            Some(format!("{}/{run}", obj.spec.asset_id).as_str())
-        );
-        assert_eq!(s.ticket_id.as_deref(), Some(ticket.id.as_str()));
-        assert!(s.fencing_token.unwrap() >= 1 && s.revision.unwrap() >= 2);
-        assert_eq!(s.observed_generation, obj.metadata.generation);
-        assert_eq!(s.observed_generation, Some(1));
-        assert!(s.last_scan_time.is_some(), "{file}: lastScanTime");
-        assert!(s.last_error.is_none(), "{file}: {:?}", s.last_error);
-        assert_eq!(
-            cond(obj, ConditionType::Ready),
-            pair("True", "ScanComplete")
-        );
-        assert_eq!(
-            cond(obj, ConditionType::Reconciling),
-            pair("False", "ScanComplete")
-        );
-        assert_eq!(
-            cond(obj, ConditionType::Stalled),
-            pair("False", "ScanComplete")
-        );
-        assert_eq!(s.conditions.len(), 4, "{file}: {:?}", s.conditions);
-        for c in &s.conditions {
-            assert_eq!(c.observed_generation, Some(1), "{file}: {c:?}");
-        }
-        assert_eq!(
-            obj.finalizers(),
-            ["assetscan.io/tickets".to_owned()],
-            "{file}"
-        );
-        // nextScanTime: an interval and the object's share of the spread
-        // after the run ended, only with rescans.
-        match rescan_after(obj, h.config.scan_starts.rescan_spread) {
-            Some(after) => {
-                let every = obj.spec.rescan_interval.as_deref().unwrap();
-                let every = duration::parse(every, duration::SPEC_UNITS).unwrap();
-                assert!(after >= every && after <= every + every / 10, "{file}");
-                let ended = s.last_scan_time.as_ref().unwrap().0;
-                let next = s.next_scan_time.as_ref().expect("nextScanTime").0;
-                let due = next.as_second() - ended.as_second();
-                let after = after.as_secs() as i64;
-                assert!(
-                    due == after || due == after + 1,
-                    "{file}: nextScanTime = lastScanTime + {after}s (whole seconds), not {due}s"
-                );
-            }
-            None => assert_eq!(s.next_scan_time, None, "{file}"),
-        }
-        check_status_history(&h, &obj.name_any(), obj);
-        check_every_transition_mirrored(&h, obj).await;
+/// Common to every example.
+async fn every_example_ends_so(h: &Harness, file: &str, obj: &AssetScan) {
+    let s = obj.status.as_ref().unwrap();
+    let ticket = h.mirrored_ticket(obj).await;
+    assert_eq!(s.phase, Some(Status::Finished), "{file}");
+    assert_eq!(ticket.status, Status::Finished, "{file}");
+    let run = s.run.clone().unwrap();
+    assert!(
+        run.ends_with("-g1-s0"),
+        "{file}: first scan of generation 1: {run}"
+    );
+    assert_eq!(
+        s.ticket_id.as_deref(),
+        Some(format!("{}/{run}", obj.spec.asset_id).as_str())
+    );
+    assert_eq!(s.ticket_id.as_deref(), Some(ticket.id.as_str()));
+    assert!(s.fencing_token.unwrap() >= 1 && s.revision.unwrap() >= 2);
+    assert_eq!(s.observed_generation, obj.metadata.generation);
+    assert_eq!(s.observed_generation, Some(1));
+    assert!(s.last_scan_time.is_some(), "{file}: lastScanTime");
+    assert!(s.last_error.is_none(), "{file}: {:?}", s.last_error);
+    assert_eq!(
+        cond(obj, ConditionType::Ready),
+        pair("True", "ScanComplete")
+    );
+    assert_eq!(
+        cond(obj, ConditionType::Reconciling),
+        pair("False", "ScanComplete")
+    );
+    assert_eq!(
+        cond(obj, ConditionType::Stalled),
+        pair("False", "ScanComplete")
+    );
+    assert_eq!(s.conditions.len(), 4, "{file}: {:?}", s.conditions);
+    for c in &s.conditions {
+        assert_eq!(c.observed_generation, Some(1), "{file}: {c:?}");
     }
+    assert_eq!(
+        obj.finalizers(),
+        ["assetscan.io/tickets".to_owned()],
+        "{file}"
+    );
+    // nextScanTime: an interval and the object's share of the spread
+    // after the run ended, only with rescans.
+    match rescan_after(obj, h.config.scan_starts.rescan_spread) {
+        Some(after) => {
+            let every = obj.spec.rescan_interval.as_deref().unwrap();
+            let every = duration::parse(every, duration::SPEC_UNITS).unwrap();
+            assert!(after >= every && after <= every + every / 10, "{file}");
+            let ended = s.last_scan_time.as_ref().unwrap().0;
+            let next = s.next_scan_time.as_ref().expect("nextScanTime").0;
+            let due = next.as_second() - ended.as_second();
+            let after = after.as_secs() as i64;
+            assert!(
+                due == after || due == after + 1,
+                "{file}: nextScanTime = lastScanTime + {after}s (whole seconds), not {due}s"
+            );
+        }
+        None => assert_eq!(s.next_scan_time, None, "{file}"),
+    }
+    check_status_history(h, &obj.name_any(), obj);
+    check_every_transition_mirrored(h, obj).await;
+}
 
-    // The Debian web host: critical findings, alert to the webhook.
-    let web = &done["assetscan-debian-openssl.yaml"];
+/// The Debian web host: critical findings, alert to the webhook.
+fn the_debian_web_host_alerts_on_cvss(web: &AssetScan) {
     let s = web.status.as_ref().unwrap();
     assert_eq!(
         s.completed_steps,
@@ -194,9 +217,10 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
         cond(web, ConditionType::HighRisk),
         pair("True", "HighRiskFound")
     );
+}
 
-    // The Java service: known exploited per KEV, alert to WeCom.
-    let billing = &done["assetscan-wecom.yaml"];
+/// The Java service: known exploited per KEV, alert to WeCom.
+fn the_java_service_alerts_on_kev(billing: &AssetScan) {
     let s = billing.status.as_ref().unwrap();
     assert_eq!(
         s.completed_steps,
@@ -215,9 +239,10 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
         cond(billing, ConditionType::HighRisk),
         pair("True", "HighRiskFound")
     );
+}
 
-    // The build runner: low and medium findings, intel consulted, no alert.
-    let runner = &done["assetscan-clean.yaml"];
+/// The build runner: low and medium findings, intel consulted, no alert.
+fn the_build_runner_is_clean(runner: &AssetScan) {
     let s = runner.status.as_ref().unwrap();
     assert_eq!(
         s.completed_steps,
@@ -235,9 +260,10 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
         cond(runner, ConditionType::HighRisk),
         pair("False", "NoHighRisk")
     );
+}
 
-    // The lab printer: offline, nothing else asked.
-    let printer = &done["assetscan-offline.yaml"];
+/// The lab printer: offline, nothing else asked.
+fn the_lab_printer_is_offline(printer: &AssetScan) {
     let s = printer.status.as_ref().unwrap();
     assert_eq!(s.completed_steps, ["online_check"]);
     assert_eq!((&s.vulnerabilities, s.high_risk), (&None, None));
@@ -253,8 +279,10 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
             .message
             .contains("offline")
     );
+}
 
-    // One notification effect per high-risk asset, under its ticket id.
+/// One notification effect per high-risk asset, under its ticket id.
+fn one_effect_per_high_risk_asset(h: &Harness, web: &AssetScan, billing: &AssetScan) {
     let web_key = web.status.as_ref().unwrap().ticket_id.clone().unwrap();
     let billing_key = billing.status.as_ref().unwrap().ticket_id.clone().unwrap();
     assert_eq!(h.stubs.sink.effects(), 1, "webhook: web-01 only");
@@ -263,9 +291,11 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
     let wecom = h.stubs.wecom.messages();
     assert_eq!(wecom.len(), 1, "WeCom: billing-api only: {wecom:?}");
     assert!(wecom[0].contains(&billing_key), "{}", wecom[0]);
+}
 
-    // Printer columns.
-    let rows = table(&h).await;
+/// The printer columns, as `kubectl get` shows them.
+async fn the_printer_columns_show_the_status(h: &Harness, web: &AssetScan) {
+    let rows = table(h).await;
     let row = &rows["web-01"];
     assert_eq!(row["Asset"], "web-01.prod.example.com");
     assert_eq!(row["Phase"], "FINISHED");
@@ -277,11 +307,13 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
     );
     assert_eq!(rows["lab-printer-07"]["Phase"], "FINISHED");
     assert_eq!(rows["build-runner-03"]["High-Risk"], false);
+}
 
-    // Events: at most one per run, at its end: a warning for a high risk;
-    // none for a clean or offline end by default (`events.scanComplete`),
-    // nor for the steps (the status and the report show those).
-    let events = events_of(&h, "web-01").await;
+/// Events: at most one per run, at its end: a warning for a high risk;
+/// none for a clean or offline end by default (`events.scanComplete`),
+/// nor for the steps (the status and the report show those).
+async fn one_event_per_run_at_most(h: &Harness) {
+    let events = events_of(h, "web-01").await;
     assert_eq!(events.len(), 1, "{events:#?}");
     let (type_, reason, note) = &events[0];
     assert_eq!(
@@ -289,10 +321,6 @@ async fn examples_reach_their_terminal_phase_with_documented_status() {
         ("Warning", "HighRiskFound")
     );
     assert!(note.contains(" is FINISHED "), "{note}");
-    let printer_events = events_of(&h, "lab-printer-07").await;
+    let printer_events = events_of(h, "lab-printer-07").await;
     assert!(printer_events.is_empty(), "{printer_events:#?}");
-
-    assert!(ctl.counter("assetscan_reconciles_total{result=\"finished\"}") >= 4.0);
-    assert_eq!(ctl.counter("assetscan_stale_writes_rejected_total"), 0.0);
-    ctl.stop().await;
 }

@@ -626,8 +626,9 @@ async fn create_rendered(
 /// The chart installed for every namespace, as one operator serving many
 /// teams runs it: release `<last watched namespace>-tenants` in `namespace`
 /// (one per call: two scenarios on one cluster install their own)
-/// (`watchNamespace` empty), its ServiceAccount there and its ClusterRole
-/// and ClusterRoleBinding, named after the release, recorded in `ledger`;
+/// (`watchNamespace` empty, and `chart`'s flags), its ServiceAccount there
+/// and its ClusterRole and ClusterRoleBinding (and the Roles `chart` asks
+/// for there), named after the release, recorded in `ledger`;
 /// then the API server's authorizer is asked whether the ServiceAccount may
 /// make every call of the operator in each of `watched`. Writes a
 /// kubeconfig with a token of it, for the server `kubeconfig` names, to
@@ -638,14 +639,17 @@ pub async fn install_cluster_wide(
     ledger: &Mutex<Ledger>,
     namespace: &str,
     watched: &[&str],
+    chart: &[&str],
     path: &Path,
 ) -> Result<(), E2eError> {
     let release = format!("{}-tenants", watched.last().unwrap_or(&namespace));
-    let docs = render_rbac(&release, namespace, &["--set", "watchNamespace="])?;
+    let flags = [&["--set", "watchNamespace="], chart].concat();
+    let docs = render_rbac(&release, namespace, &flags)?;
+    // Roles only in the release's namespace (rbac.secretNamespaces naming it).
     let account = create_rendered(admin, ledger, namespace, docs, |kind, _| {
         matches!(
             kind,
-            "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding"
+            "ServiceAccount" | "ClusterRole" | "ClusterRoleBinding" | "Role" | "RoleBinding"
         )
     })
     .await?;

@@ -7,7 +7,8 @@ use crate::backend::GarbageCollector;
 use crate::controller_kit::create_in;
 use crate::controller_kit::kit::scans::{run_ended, scan, status};
 use crate::controller_kit::team_channels::{
-    channel_access_to, each_team_alerted_on_its_own_channel,
+    channel_access_to, channel_condition, channel_in, each_team_alerted_on_its_own_channel,
+    secret_in,
 };
 use crate::controller_kit::tenants::{Tenant, TwoTenants, share_no_lock_token_or_history};
 use crate::metrics_kit;
@@ -43,6 +44,7 @@ pub const SCENARIOS: &[(&str, Scenario)] = &[
         Box::pin(findings_and_triage_per_namespace(s))
     }),
     ("team_channels", |s| Box::pin(team_channels(s))),
+    ("secret_namespaces", |s| Box::pin(secret_namespaces(s))),
 ];
 
 /// The run of generation `g`, scan `n`, of an object with owner id `owner`.
@@ -598,17 +600,67 @@ async fn findings_and_triage_per_namespace(mut s: Stack) {
 async fn team_channels(mut s: Stack) {
     let first = s.namespace.clone();
     s.edit_config(|text| {
-        let tcp = "online: {tcp: {timeout: 1s},";
-        assert!(text.contains(tcp), "{text}");
-        let opened = "online: {tcp: {timeout: 1s, egress: {allow: [127.0.0.1/32]}},";
-        format!(
-            "teamChannels: {{resyncInterval: 1s}}\nchannelAccess: {}\n{}",
-            channel_access_to(&first),
-            text.replacen(tcp, opened, 1)
-        )
+        let access = format!("channelAccess: {}\n", channel_access_to(&first));
+        team_channels_every_second(&format!("{access}{text}"))
     });
     let install = s.cluster_wide().await;
     let _op = s.operator_of_all(&install, "op-channels");
     let namespaces = [s.namespace.as_str(), install.second.as_str()];
     each_team_alerted_on_its_own_channel(&s.admin, &s.stubs, namespaces, s.patience()).await;
+}
+
+/// `text` with team channels built every second, and the egress policy
+/// opening 127.0.0.1 (the stubs' address).
+fn team_channels_every_second(text: &str) -> String {
+    let tcp = "online: {tcp: {timeout: 1s},";
+    assert!(text.contains(tcp), "{text}");
+    let opened = "online: {tcp: {timeout: 1s, egress: {allow: [127.0.0.1/32]}},";
+    format!(
+        "teamChannels: {{resyncInterval: 1s}}\n{}",
+        text.replacen(tcp, opened, 1)
+    )
+}
+
+/// The chart's `rbac.secretNamespaces` under the API server's own
+/// authorizer: the operator reads the Secrets of the namespace listed (a
+/// Role there) and of no other, and a team channel elsewhere says so
+/// (`Ready=False`, `SecretForbidden`), never a silent channel. The
+/// emulator serves no Roles and authorizes everything (the backend says
+/// so): there both channels are ready, and `tests/team_channels.rs`
+/// injects the API server's refusal instead.
+async fn secret_namespaces(mut s: Stack) {
+    let first = s.namespace.clone();
+    s.edit_config(team_channels_every_second);
+    let listed = format!("rbac.secretNamespaces=[{first:?}]");
+    let install = match s.backend.enforces_rbac() {
+        true => s.cluster_wide_with(&["--set-json", &listed]).await,
+        // The emulator serves no Roles, and authorizes every read.
+        false => s.cluster_wide().await,
+    };
+    let _op = s.operator_of_all(&install, "op-secrets");
+    let second = install.second.as_str();
+    for namespace in [first.as_str(), second] {
+        let keys = [("url", "http://127.0.0.1:9/chat")];
+        secret_in(&s.admin, namespace, "chat", &keys).await;
+        let spec = json!({"type": "slack", "secretRef": {"name": "chat"}});
+        channel_in(&s.admin, namespace, "chat", spec).await;
+    }
+    let ready = ("Ready", "Ready");
+    let (status, _) = channel_condition(&s.admin, (&first, "chat"), ready, s.patience()).await;
+    assert_eq!(status, "True");
+    if !s.backend.enforces_rbac() {
+        let (status, _) = channel_condition(&s.admin, (second, "chat"), ready, s.patience()).await;
+        assert_eq!(status, "True", "the emulator authorizes every read");
+        return;
+    }
+    let forbidden = ("Ready", "SecretForbidden");
+    let (status, message) =
+        channel_condition(&s.admin, (second, "chat"), forbidden, s.patience()).await;
+    assert_eq!(status, "False");
+    assert!(
+        message.starts_with(&format!(
+            "the operator may not read Secret {second}/chat (forbidden)"
+        )),
+        "{message}"
+    );
 }

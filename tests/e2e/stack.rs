@@ -153,6 +153,11 @@ impl Stack {
     /// lets make the operator's calls in both; all of it recorded for
     /// removal.
     pub async fn cluster_wide(&self) -> ClusterWide {
+        self.cluster_wide_with(&[]).await
+    }
+
+    /// [`Stack::cluster_wide`] with more of the chart's flags (`--set …`).
+    pub async fn cluster_wide_with(&self, chart: &[&str]) -> ClusterWide {
         let second = cluster::create_namespace(&self.admin, &self.access.ledger)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
@@ -163,6 +168,7 @@ impl Stack {
             &self.access.ledger,
             &self.namespace,
             &[&self.namespace, &second],
+            chart,
             &kubeconfig,
         )
         .await

@@ -129,196 +129,249 @@ pub struct Query {
     grouping: Vec<String>,
 }
 
+/// Labels that follow these words in parentheses.
+const GROUPING: [&str; 6] = [
+    "by",
+    "without",
+    "on",
+    "ignoring",
+    "group_left",
+    "group_right",
+];
+/// Words that name no metric.
+const KEYWORDS: [&str; 5] = ["and", "or", "unless", "bool", "offset"];
+/// Aggregations, which may put `by (...)` before their parenthesis.
+const AGGREGATIONS: [&str; 12] = [
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "group",
+    "stddev",
+    "stdvar",
+    "count",
+    "count_values",
+    "bottomk",
+    "topk",
+    "quantile",
+];
+
 /// A small PromQL scanner: enough to find every metric name, matcher and
-/// grouping label of the queries this repository ships.
+/// grouping label of the queries this repository ships. Hand-written: the
+/// Rust PromQL parser (`promql-parser`) brings `bincode`, which RustSec
+/// lists as unmaintained, and `cargo deny` would refuse it.
 pub fn scan_query(expr: &str) -> Result<Query, String> {
-    const GROUPING: [&str; 6] = [
-        "by",
-        "without",
-        "on",
-        "ignoring",
-        "group_left",
-        "group_right",
-    ];
-    const KEYWORDS: [&str; 5] = ["and", "or", "unless", "bool", "offset"];
-    // Aggregations may put `by (...)` before their parenthesis.
-    const AGGREGATIONS: [&str; 12] = [
-        "sum",
-        "min",
-        "max",
-        "avg",
-        "group",
-        "stddev",
-        "stdvar",
-        "count",
-        "count_values",
-        "bottomk",
-        "topk",
-        "quantile",
-    ];
-    let chars: Vec<char> = expr.chars().collect();
-    let mut query = Query::default();
-    let mut i = 0;
-    let mut depth = 0i32;
-    let ident = |i: &mut usize| -> String {
-        let start = *i;
-        while *i < chars.len()
-            && (chars[*i].is_ascii_alphanumeric() || chars[*i] == '_' || chars[*i] == ':')
-        {
-            *i += 1;
-        }
-        chars[start..*i].iter().collect()
+    let mut scanner = Scanner {
+        expr,
+        chars: expr.chars().collect(),
+        at: 0,
+        depth: 0,
+        query: Query::default(),
     };
-    let skip_ws = |i: &mut usize| {
-        while *i < chars.len() && chars[*i].is_whitespace() {
-            *i += 1;
-        }
-    };
-    let string = |i: &mut usize| -> Result<String, String> {
-        let quote = chars[*i];
-        let mut out = String::new();
-        *i += 1;
-        while *i < chars.len() && chars[*i] != quote {
-            if chars[*i] == '\\' {
-                *i += 1;
-            }
-            out.push(chars[*i]);
-            *i += 1;
-        }
-        if *i == chars.len() {
-            return Err(format!("unterminated string in {expr}"));
-        }
-        *i += 1;
-        Ok(out)
-    };
-    // A parenthesised list of label names.
-    let label_list = |i: &mut usize, out: &mut Vec<String>| -> Result<(), String> {
-        skip_ws(i);
-        if chars.get(*i) != Some(&'(') {
-            return Err(format!("expected a label list at {} in {expr}", *i));
-        }
-        *i += 1;
-        loop {
-            skip_ws(i);
-            match chars.get(*i) {
-                Some(')') => {
-                    *i += 1;
-                    return Ok(());
-                }
-                Some(',') => *i += 1,
-                Some(_) => {
-                    let name = ident(i);
-                    if name.is_empty() {
-                        return Err(format!("bad label list in {expr}"));
-                    }
-                    out.push(name);
-                }
-                None => return Err(format!("unclosed label list in {expr}")),
-            }
-        }
-    };
-    while i < chars.len() {
-        let c = chars[i];
-        if c.is_whitespace() {
-            i += 1;
-        } else if c == '(' {
-            depth += 1;
-            i += 1;
-        } else if c == ')' {
-            depth -= 1;
-            if depth < 0 {
-                return Err(format!("unbalanced ) in {expr}"));
-            }
-            i += 1;
-        } else if c == '[' {
-            let close = chars[i..]
-                .iter()
-                .position(|&c| c == ']')
-                .ok_or_else(|| format!("unclosed [ in {expr}"))?;
-            i += close + 1;
-        } else if c == '"' || c == '\'' {
-            string(&mut i)?;
-        } else if c.is_ascii_digit() || c == '.' {
-            while i < chars.len() && (chars[i].is_ascii_alphanumeric() || chars[i] == '.') {
-                i += 1;
-            }
-        } else if c.is_ascii_alphabetic() || c == '_' || c == ':' {
-            let name = ident(&mut i);
-            let mut j = i;
-            skip_ws(&mut j);
-            let call = chars.get(j) == Some(&'(');
-            if GROUPING.contains(&name.as_str()) {
-                label_list(&mut i, &mut query.grouping)?;
-            } else if call && name == "label_values" {
-                // label_values(selector, label): Grafana's, not PromQL's.
-                let close = chars[j..]
-                    .iter()
-                    .position(|&c| c == ')')
-                    .ok_or_else(|| format!("unclosed label_values in {expr}"))?;
-                let inner: String = chars[j + 1..j + close].iter().collect();
-                let (selector, label) = inner
-                    .rsplit_once(',')
-                    .ok_or_else(|| format!("label_values without a label in {expr}"))?;
-                let inner_query = scan_query(selector)?;
-                query.selectors.extend(inner_query.selectors);
-                query.grouping.push(label.trim().to_owned());
-                i = j + close + 1;
-            } else if call
-                || KEYWORDS.contains(&name.as_str())
-                || AGGREGATIONS.contains(&name.as_str())
-            {
-                // A function, an aggregation or an operator: no metric.
-            } else {
-                let mut selector = Selector {
-                    metric: name,
-                    matchers: Vec::new(),
-                };
-                if chars.get(j) == Some(&'{') {
-                    i = j + 1;
-                    loop {
-                        skip_ws(&mut i);
-                        match chars.get(i) {
-                            Some('}') => {
-                                i += 1;
-                                break;
-                            }
-                            Some(',') => i += 1,
-                            Some(_) => {
-                                let label = ident(&mut i);
-                                skip_ws(&mut i);
-                                let op: String = chars[i..]
-                                    .iter()
-                                    .take_while(|c| matches!(c, '=' | '!' | '~'))
-                                    .collect();
-                                if label.is_empty()
-                                    || !["=", "!=", "=~", "!~"].contains(&op.as_str())
-                                {
-                                    return Err(format!("bad matcher at {i} in {expr}"));
-                                }
-                                i += op.len();
-                                skip_ws(&mut i);
-                                if !matches!(chars.get(i), Some('"') | Some('\'')) {
-                                    return Err(format!("matcher value not quoted in {expr}"));
-                                }
-                                let value = string(&mut i)?;
-                                selector.matchers.push((label, op, value));
-                            }
-                            None => return Err(format!("unclosed {{ in {expr}")),
-                        }
-                    }
-                }
-                query.selectors.push(selector);
-            }
-        } else if "+-*/%^=!<>,".contains(c) {
-            i += 1;
-        } else {
-            return Err(format!("unexpected {c:?} in {expr}"));
-        }
+    while scanner.at < scanner.chars.len() {
+        scanner.token()?;
     }
-    if depth != 0 {
+    if scanner.depth != 0 {
         return Err(format!("unbalanced ( in {expr}"));
     }
-    Ok(query)
+    Ok(scanner.query)
+}
+
+/// Where the scan is in a query, and what it found so far.
+struct Scanner<'a> {
+    expr: &'a str,
+    chars: Vec<char>,
+    at: usize,
+    depth: i32,
+    query: Query,
+}
+
+impl Scanner<'_> {
+    fn peek(&self) -> Option<char> {
+        self.chars.get(self.at).copied()
+    }
+
+    fn fail(&self, what: &str) -> String {
+        format!("{what} in {}", self.expr)
+    }
+
+    /// One token, and what it says of the query.
+    fn token(&mut self) -> Result<(), String> {
+        let c = self.chars[self.at];
+        match c {
+            c if c.is_whitespace() => self.at += 1,
+            '(' => {
+                self.depth += 1;
+                self.at += 1;
+            }
+            ')' => {
+                self.depth -= 1;
+                if self.depth < 0 {
+                    return Err(self.fail("unbalanced )"));
+                }
+                self.at += 1;
+            }
+            '[' => {
+                let close = (self.chars[self.at..].iter())
+                    .position(|&c| c == ']')
+                    .ok_or_else(|| self.fail("unclosed ["))?;
+                self.at += close + 1;
+            }
+            '"' | '\'' => {
+                self.string()?;
+            }
+            c if c.is_ascii_digit() || c == '.' => {
+                while (self.peek()).is_some_and(|c| c.is_ascii_alphanumeric() || c == '.') {
+                    self.at += 1;
+                }
+            }
+            c if c.is_ascii_alphabetic() || c == '_' || c == ':' => self.word()?,
+            c if "+-*/%^=!<>,".contains(c) => self.at += 1,
+            c => return Err(self.fail(&format!("unexpected {c:?}"))),
+        }
+        Ok(())
+    }
+
+    /// A name: a grouping, `label_values(...)`, a function, a keyword, or a
+    /// metric with its matchers.
+    fn word(&mut self) -> Result<(), String> {
+        let name = self.ident();
+        let mut next = self.at;
+        while (self.chars.get(next)).is_some_and(|c| c.is_whitespace()) {
+            next += 1;
+        }
+        let call = self.chars.get(next) == Some(&'(');
+        if GROUPING.contains(&name.as_str()) {
+            let labels = self.label_list()?;
+            self.query.grouping.extend(labels);
+        } else if call && name == "label_values" {
+            self.label_values(next)?;
+        } else if !(call
+            || KEYWORDS.contains(&name.as_str())
+            || AGGREGATIONS.contains(&name.as_str()))
+        {
+            let matchers = match self.chars.get(next) == Some(&'{') {
+                true => {
+                    self.at = next + 1;
+                    self.matchers()?
+                }
+                false => Vec::new(),
+            };
+            let metric = name;
+            self.query.selectors.push(Selector { metric, matchers });
+        }
+        Ok(())
+    }
+
+    fn ident(&mut self) -> String {
+        let start = self.at;
+        while (self.peek()).is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') {
+            self.at += 1;
+        }
+        self.chars[start..self.at].iter().collect()
+    }
+
+    fn skip_ws(&mut self) {
+        while self.peek().is_some_and(char::is_whitespace) {
+            self.at += 1;
+        }
+    }
+
+    /// A quoted string, its escapes taken.
+    fn string(&mut self) -> Result<String, String> {
+        let quote = self.chars[self.at];
+        let mut out = String::new();
+        self.at += 1;
+        while self.peek().is_some_and(|c| c != quote) {
+            if self.peek() == Some('\\') {
+                self.at += 1;
+            }
+            out.extend(self.peek());
+            self.at += 1;
+        }
+        if self.at >= self.chars.len() {
+            return Err(self.fail("unterminated string"));
+        }
+        self.at += 1;
+        Ok(out)
+    }
+
+    /// A parenthesised list of label names.
+    fn label_list(&mut self) -> Result<Vec<String>, String> {
+        self.skip_ws();
+        if self.peek() != Some('(') {
+            return Err(self.fail(&format!("expected a label list at {}", self.at)));
+        }
+        self.at += 1;
+        let mut labels = Vec::new();
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                Some(')') => {
+                    self.at += 1;
+                    return Ok(labels);
+                }
+                Some(',') => self.at += 1,
+                Some(_) => match self.ident() {
+                    name if name.is_empty() => return Err(self.fail("bad label list")),
+                    name => labels.push(name),
+                },
+                None => return Err(self.fail("unclosed label list")),
+            }
+        }
+    }
+
+    /// `label_values(selector, label)`: Grafana's, not PromQL's; its
+    /// parenthesis opens at `open`.
+    fn label_values(&mut self, open: usize) -> Result<(), String> {
+        let close = (self.chars[open..].iter())
+            .position(|&c| c == ')')
+            .ok_or_else(|| self.fail("unclosed label_values"))?;
+        let inner: String = self.chars[open + 1..open + close].iter().collect();
+        let (selector, label) =
+            (inner.rsplit_once(',')).ok_or_else(|| self.fail("label_values without a label"))?;
+        let inner = scan_query(selector)?;
+        self.query.selectors.extend(inner.selectors);
+        self.query.grouping.push(label.trim().to_owned());
+        self.at = open + close + 1;
+        Ok(())
+    }
+
+    /// The matchers after a metric's `{`, up to its `}`.
+    fn matchers(&mut self) -> Result<Vec<(String, String, String)>, String> {
+        let mut matchers = Vec::new();
+        loop {
+            self.skip_ws();
+            match self.peek() {
+                Some('}') => {
+                    self.at += 1;
+                    return Ok(matchers);
+                }
+                Some(',') => self.at += 1,
+                Some(_) => matchers.push(self.matcher()?),
+                None => return Err(self.fail("unclosed {")),
+            }
+        }
+    }
+
+    /// `label op "value"`.
+    fn matcher(&mut self) -> Result<(String, String, String), String> {
+        let label = self.ident();
+        self.skip_ws();
+        let op: String = (self.chars[self.at..].iter())
+            .take_while(|c| matches!(c, '=' | '!' | '~'))
+            .collect();
+        if label.is_empty() || !["=", "!=", "=~", "!~"].contains(&op.as_str()) {
+            return Err(self.fail(&format!("bad matcher at {}", self.at)));
+        }
+        self.at += op.len();
+        self.skip_ws();
+        if !matches!(self.peek(), Some('"') | Some('\'')) {
+            return Err(self.fail("matcher value not quoted"));
+        }
+        let value = self.string()?;
+        Ok((label, op, value))
+    }
 }
 
 /// Every metric of `expr` is exported; its matchers and grouping use labels
