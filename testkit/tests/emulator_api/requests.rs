@@ -263,11 +263,16 @@ async fn metadata_only_representations() {
 #[tokio::test]
 async fn the_operators_crds_load() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../crds");
-    let crds = assetscan_testkit::emulator::read_crd_dir(&dir).unwrap_or_default();
-    if crds.is_empty() {
-        println!("skipped: no CRDs in {} yet", dir.display());
-        return;
-    }
+    let crds = assetscan_testkit::emulator::read_crd_dir(&dir).expect("the operator's CRDs read");
+    let files = (std::fs::read_dir(&dir).expect("crds/").flatten())
+        .filter(|f| f.path().extension().is_some_and(|e| e == "yaml"))
+        .count();
+    assert!(
+        files > 0,
+        "the operator's CRDs are checked in under {}",
+        dir.display()
+    );
+    assert_eq!(crds.len(), files, "one CRD a file in {}", dir.display());
     let emu = Emulator::start(EmulatorOptions {
         crd_dir: Some(dir),
         ..Default::default()
