@@ -119,31 +119,33 @@ async fn session() -> Session {
 /// status; `delete -f` removes it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_side_apply_get_yaml_and_delete() {
-    let Session {
-        emu: _emu,
-        api,
-        dir,
-        kubectl,
-    } = session().await;
-    let scan = write(dir.path(), "scan.yaml", SCAN);
+    let s = session().await;
+    let scan = write(s.dir.path(), "scan.yaml", SCAN);
     assert_eq!(
-        kubectl.ok(&["apply", "-f", &scan]).await.trim(),
+        s.kubectl.ok(&["apply", "-f", &scan]).await.trim(),
         "assetscan.example.com/web created"
     );
-    let changed = write(dir.path(), "scan.yaml", &format!("{SCAN}    port: 8443\n"));
+    let changed = write(
+        s.dir.path(),
+        "scan.yaml",
+        &format!("{SCAN}    port: 8443\n"),
+    );
     assert_eq!(
-        kubectl.ok(&["apply", "-f", &changed]).await.trim(),
+        s.kubectl.ok(&["apply", "-f", &changed]).await.trim(),
         "assetscan.example.com/web configured"
     );
     assert_eq!(
-        kubectl.ok(&["apply", "-f", &changed]).await.trim(),
+        s.kubectl.ok(&["apply", "-f", &changed]).await.trim(),
         "assetscan.example.com/web unchanged"
     );
     let status = json!({"status": {"phase": "FINISHED", "fencingToken": 3, "revision": 1}});
-    merge_patch_status(&api, "web", status)
+    merge_patch_status(&s.api, "web", status)
         .await
         .expect("status");
-    let yaml = kubectl.ok(&["get", "assetscan", "web", "-o", "yaml"]).await;
+    let yaml = s
+        .kubectl
+        .ok(&["get", "assetscan", "web", "-o", "yaml"])
+        .await;
     let obj: Value = assetscan_testkit::yaml::from_str(&yaml).expect("yaml");
     assert_eq!(obj["spec"]["target"]["port"], 8443);
     assert_eq!(obj["spec"]["threatIntel"], "WhenNeeded", "schema default");
@@ -154,10 +156,10 @@ async fn client_side_apply_get_yaml_and_delete() {
             .is_string()
     );
     assert_eq!(
-        kubectl.ok(&["delete", "-f", &changed]).await.trim(),
+        s.kubectl.ok(&["delete", "-f", &changed]).await.trim(),
         "assetscan.example.com \"web\" deleted"
     );
-    let stderr = kubectl.fails(&["get", "assetscan", "web"]).await;
+    let stderr = s.kubectl.fails(&["get", "assetscan", "web"]).await;
     assert!(
         stderr.contains("assetscans.example.com \"web\" not found"),
         "{stderr}"
@@ -167,20 +169,15 @@ async fn client_side_apply_get_yaml_and_delete() {
 /// Server-side table with the CRD's printer columns.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_shows_the_crds_printer_columns() {
-    let Session {
-        emu: _emu,
-        api,
-        dir,
-        kubectl,
-    } = session().await;
-    let scan = write(dir.path(), "scan.yaml", SCAN);
-    kubectl.ok(&["apply", "-f", &scan]).await;
+    let s = session().await;
+    let scan = write(s.dir.path(), "scan.yaml", SCAN);
+    s.kubectl.ok(&["apply", "-f", &scan]).await;
     let status = json!({"status": {"phase": "FINISHED", "fencingToken": 3, "revision": 1,
         "conditions": [{"type": "Ready", "status": "True"}]}});
-    merge_patch_status(&api, "web", status)
+    merge_patch_status(&s.api, "web", status)
         .await
         .expect("status");
-    let table = kubectl.ok(&["get", "assetscans"]).await;
+    let table = s.kubectl.ok(&["get", "assetscans"]).await;
     let lines: Vec<Vec<&str>> = table
         .lines()
         .map(|l| l.split_whitespace().collect())
@@ -192,7 +189,7 @@ async fn get_shows_the_crds_printer_columns() {
     );
     assert_eq!(&lines[1][..4], &["web", "FINISHED", "True", "3"], "{table}");
     assert!(
-        kubectl
+        s.kubectl
             .ok(&["get", "ascan", "-A"])
             .await
             .lines()
@@ -204,26 +201,25 @@ async fn get_shows_the_crds_printer_columns() {
 /// Errors read the way they do against a real cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn errors_read_as_against_a_real_cluster() {
-    let Session {
-        emu: _emu,
-        api: _api,
-        dir,
-        kubectl,
-    } = session().await;
+    let s = session().await;
     let bad = scan_manifest(
-        dir.path(),
+        s.dir.path(),
         "bad",
         &[("example.org", "example.org\n    port: 70000")],
     );
-    let stderr = kubectl.fails(&["apply", "-f", &bad]).await;
+    let stderr = s.kubectl.fails(&["apply", "-f", &bad]).await;
     assert!(
         stderr.contains(
             "The AssetScan \"bad\" is invalid: spec.target.port: Invalid value: 70000: spec.target.port in body should be less than or equal to 65535"
         ),
         "{stderr}"
     );
-    let unknown = scan_manifest(dir.path(), "unknown", &[("spec:\n", "spec:\n  bogus: 1\n")]);
-    let stderr = kubectl.fails(&["apply", "-f", &unknown]).await;
+    let unknown = scan_manifest(
+        s.dir.path(),
+        "unknown",
+        &[("spec:\n", "spec:\n  bogus: 1\n")],
+    );
+    let stderr = s.kubectl.fails(&["apply", "-f", &unknown]).await;
     assert!(
         stderr.contains("strict decoding error: unknown field \"spec.bogus\""),
         "{stderr}"
@@ -233,21 +229,17 @@ async fn errors_read_as_against_a_real_cluster() {
 /// Server-side apply: the object created, with kubectl as its manager.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_side_apply_records_its_manager() {
-    let Session {
-        emu,
-        api: _api,
-        dir,
-        kubectl,
-    } = session().await;
-    let ssa = scan_manifest(dir.path(), "ssa", &[]);
+    let s = session().await;
+    let ssa = scan_manifest(s.dir.path(), "ssa", &[]);
     assert_eq!(
-        kubectl
+        s.kubectl
             .ok(&["apply", "--server-side", "-f", &ssa])
             .await
             .trim(),
         "assetscan.example.com/ssa serverside-applied"
     );
-    let ssa_obj = emu
+    let ssa_obj = s
+        .emu
         .object("assetscans", Some("default"), "ssa")
         .expect("created");
     assert_eq!(
@@ -263,14 +255,9 @@ async fn server_side_apply_records_its_manager() {
 /// A CRD registered with kubectl apply is served at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crd_applied_is_served_at_once() {
-    let Session {
-        emu: _emu,
-        api: _api,
-        dir,
-        kubectl,
-    } = session().await;
+    let s = session().await;
     let widget_crd = write(
-        dir.path(),
+        s.dir.path(),
         "widgets.yaml",
         "apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -292,20 +279,20 @@ spec:
 ",
     );
     assert_eq!(
-        kubectl.ok(&["apply", "-f", &widget_crd]).await.trim(),
+        s.kubectl.ok(&["apply", "-f", &widget_crd]).await.trim(),
         "customresourcedefinition.apiextensions.k8s.io/widgets.example.com created"
     );
     let widget = write(
-        dir.path(),
+        s.dir.path(),
         "widget.yaml",
         "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\nspec: {size: 3}\n",
     );
     assert_eq!(
-        kubectl.ok(&["apply", "-f", &widget]).await.trim(),
+        s.kubectl.ok(&["apply", "-f", &widget]).await.trim(),
         "widget.example.com/w created"
     );
     assert!(
-        kubectl
+        s.kubectl
             .ok(&["get", "widgets"])
             .await
             .lines()
