@@ -493,6 +493,10 @@ fn a_cluster_channel_names_its_secrets_namespace_and_who_may_use_it() {
         spec["properties"]["secretRef"]["required"],
         json!(["name", "namespace"])
     );
+    // Kubernetes' own DNS-1123 label format (apimachinery's DNS1123LabelFmt).
+    let namespace = &spec["properties"]["secretRef"]["properties"]["namespace"];
+    assert_eq!(namespace["pattern"], "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$");
+    assert_eq!(namespace["maxLength"], 63);
     let access: Vec<&String> = (spec["properties"]["access"]["properties"].as_object())
         .unwrap()
         .keys()

@@ -185,7 +185,11 @@ pub struct SecretReference {
 pub struct NamespacedSecretReference {
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
-    #[schemars(length(min = 1, max = 63))]
+    /// A namespace's name (an RFC 1123 label).
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+    )]
     pub namespace: String,
 }
 
