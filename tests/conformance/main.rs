@@ -98,7 +98,11 @@ fn failed(why: impl std::fmt::Display) -> ExitCode {
 /// The example CRDs the probes use.
 fn crds() -> Vec<Value> {
     let mut crds = parse_manifests(common::CRD).expect("the fixture CRD parses");
-    crds.extend([common::notes_crd(), common::counters_crd()]);
+    crds.extend([
+        common::notes_crd(),
+        common::counters_crd(),
+        common::tags_crd(),
+    ]);
     crds
 }
 

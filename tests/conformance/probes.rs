@@ -391,4 +391,34 @@ pub const PROBES: &[Probe] = &[
             ),
         ],
     },
+    Probe {
+        name: "a_cluster_scoped_object_takes_no_namespace",
+        steps: &[
+            reading(
+                with(
+                    step(
+                        "create a tag naming a namespace",
+                        "POST",
+                        "/apis/example.com/v1/tags",
+                    ),
+                    JSON,
+                    r#"{"apiVersion":"example.com/v1","kind":"Tag","metadata":{"name":"{ns}-t","namespace":"{ns}"},"spec":{"text":"x"}}"#,
+                ),
+                &["/metadata/name", "/metadata/namespace", "/spec"],
+            ),
+            step(
+                "read it under a namespace",
+                "GET",
+                "/apis/example.com/v1/namespaces/{ns}/tags/{ns}-t",
+            ),
+            reading(
+                step("read it", "GET", "/apis/example.com/v1/tags/{ns}-t"),
+                &["/metadata/name", "/metadata/namespace"],
+            ),
+            reading(
+                step("delete it", "DELETE", "/apis/example.com/v1/tags/{ns}-t"),
+                &["/metadata/name"],
+            ),
+        ],
+    },
 ];

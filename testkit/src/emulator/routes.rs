@@ -193,23 +193,36 @@ fn injected(fault: &Fault, route: &Route) -> ApiError {
     }
 }
 
+/// Why a resource URL is not served.
+enum NotServed {
+    /// A Status: the resource, its scope or the subresource is not served.
+    Status(ApiError),
+    /// A cluster-scoped custom resource asked for under a namespace: the
+    /// CRD handler passes the request on, and kube-apiserver's last
+    /// handler answers `404 page not found` as text.
+    Page,
+}
+
 /// The served resource a resource URL names: 404 when the resource, its
 /// scope or the subresource is not served.
-fn served(shared: &Shared, target: &Target) -> Result<Arc<ResourceType>, ApiError> {
+fn served(shared: &Shared, target: &Target) -> Result<Arc<ResourceType>, NotServed> {
     let rt = shared
         .lock()
         .registry
         .find(&target.group, &target.version, &target.resource)
-        .ok_or(ApiError::UnknownResource)?;
+        .ok_or(NotServed::Status(ApiError::UnknownResource))?;
+    if !rt.namespaced && rt.custom && target.namespace.is_some() {
+        return Err(NotServed::Page);
+    }
     if (rt.namespaced && target.namespace.is_none() && target.name.is_some())
         || (!rt.namespaced && target.namespace.is_some())
     {
-        return Err(ApiError::UnknownResource);
+        return Err(NotServed::Status(ApiError::UnknownResource));
     }
     if let Some(sub) = &target.subresource
         && !(sub == "status" && rt.status_subresource)
     {
-        return Err(ApiError::UnknownResource);
+        return Err(NotServed::Status(ApiError::UnknownResource));
     }
     Ok(rt)
 }
@@ -225,7 +238,8 @@ fn resource(
 ) -> Response {
     let rt = match served(shared, &target) {
         Ok(rt) => rt,
-        Err(e) => return error_response(&e),
+        Err(NotServed::Status(e)) => return error_response(&e),
+        Err(NotServed::Page) => return not_found_text(),
     };
     let req = Request {
         rt,

@@ -140,6 +140,17 @@ pub fn example_crd(plural: &str, kind: &str, spec: Value) -> Value {
     })
 }
 
+/// A cluster-scoped CRD: objects of no namespace.
+pub fn tags_crd() -> Value {
+    let mut crd = example_crd(
+        "tags",
+        "Tag",
+        json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+    );
+    crd["spec"]["scope"] = json!("Cluster");
+    crd
+}
+
 /// A CRD with a nullable field and a rule that reads it only when present.
 pub fn notes_crd() -> Value {
     example_crd(
