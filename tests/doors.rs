@@ -30,11 +30,39 @@ fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
     out
 }
 
-/// The lines of `text` that name the store's module by path.
+/// The lines of `text` that name the store's module by path: as
+/// `crate::store`, `super::store` or `self::store`, from the crate root
+/// (`use store::…` in lib.rs), or inside a grouped import
+/// (`use crate::{store::X, …}`, over several lines too: the group's
+/// opening line is the one named).
 fn store_paths(text: &str) -> Vec<&str> {
-    (text.lines())
-        .filter(|line| line.contains("crate::store") || line.contains("super::store"))
-        .collect()
+    let lines: Vec<&str> = text.lines().collect();
+    let mut named = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let trimmed = line.trim_start();
+        let direct = ["crate::store", "super::store", "self::store"]
+            .iter()
+            .any(|path| line.contains(path))
+            || trimmed.starts_with("use store::")
+            || trimmed.starts_with("pub use store::");
+        let grouped = trimmed.contains("crate::{") && {
+            let group: String = (lines[i..].iter())
+                .scan(false, |closed, l| {
+                    (!*closed).then(|| {
+                        *closed = l.contains("};");
+                        *l
+                    })
+                })
+                .collect();
+            group
+                .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .any(|segment| segment == "store" || segment.starts_with("store::"))
+        };
+        if direct || grouped {
+            named.push(*line);
+        }
+    }
+    named
 }
 
 /// Each line naming the store by path, in the files under `dir` that
@@ -87,4 +115,11 @@ fn the_checks_see_a_store_item_passed_on() {
         "/// The pipeline's errors are the ticket store's.\npub use crate::store::StoreError;\n";
     assert_eq!(store_paths(pipeline), ["pub use crate::store::StoreError;"]);
     assert!(store_paths("use crate::pipeline::{Effects, Pipeline};").is_empty());
+    let grouped = "pub use crate::{\n    pipeline::Pipeline,\n    store::StoreError,\n};\n";
+    assert_eq!(store_paths(grouped), ["pub use crate::{"]);
+    assert_eq!(
+        store_paths("pub use store::TicketStore;"),
+        ["pub use store::TicketStore;"]
+    );
+    assert!(store_paths("use crate::{ports::StoreFailure, pipeline::Outcome};").is_empty());
 }

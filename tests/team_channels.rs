@@ -443,3 +443,47 @@ async fn a_cluster_channel_whose_access_cannot_be_applied_opens_to_no_one() {
     assert_eq!(message, "Secret assetscan/chat does not exist");
     ctl.stop().await;
 }
+
+/// A cluster channel that selects namespaces by their labels, where the
+/// operator may not read a namespace's labels (an RBAC edited by hand):
+/// the channel is refused for that namespace, and the object's run goes
+/// on; the refusal says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn labels_the_operator_may_not_read_refuse_the_channel_not_the_run() {
+    let h = harness().await;
+    h.emu.faults().inject(
+        "GET",
+        "/api/v1/namespaces/team-b",
+        usize::MAX,
+        Fault::Forbidden {
+            user: "system:serviceaccount:assetscan:assetscan-operator".into(),
+            verb: "get".into(),
+        },
+    );
+    let keys = [("url", "https://hooks.example/x")];
+    secret_in(&h.client, "assetscan", "chat", &keys).await;
+    let spec = json!({
+        "type": "slack",
+        "secretRef": {"name": "chat", "namespace": "assetscan"},
+        "access": {"namespaceSelector": {"matchLabels": {"alerts": "secops"}}},
+    });
+    cluster_channel(&h.client, "chat", spec).await;
+    let ctl = h.controller("labels-forbidden").await;
+    channel_condition(&h.client, ("", "chat"), ("Ready", "Ready"), PATIENCE).await;
+
+    let api: Api<AssetScan> = Api::namespaced(h.client.clone(), "team-b");
+    create_in(&api, &h.online(scan("web").high_risk().notify(&["chat"]))).await;
+    let done = wait::object(&api, "web", "the refusal", PATIENCE, |o| {
+        is_terminal(o) && controller_kit::condition(o, ConditionType::ChannelRefused).is_some()
+    })
+    .await;
+    assert_eq!(phase(&done), Some(Status::Finished));
+    let (_, _, message) = controller_kit::condition(&done, ConditionType::ChannelRefused).unwrap();
+    assert!(
+        message.contains(
+            "channel chat refuses namespace team-b: its namespaceSelector needs the namespace's labels, and the operator may not read them (forbidden)"
+        ),
+        "{message}"
+    );
+    ctl.stop().await;
+}

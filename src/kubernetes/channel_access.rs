@@ -34,7 +34,8 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 #[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields, default)]
 pub struct ChannelAccess {
-    /// Every namespace may use the channel (logged as a warning at start).
+    /// Every namespace may use the channel (for a configured channel,
+    /// logged as a warning at start).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub all_namespaces: bool,
     /// These namespaces may use it.

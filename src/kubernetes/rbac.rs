@@ -45,8 +45,11 @@ pub const TEAM_CHANNELS_ACCESS: &[ApiAccess] = &[
 /// What the cluster's channels add, when the team channels are on and the
 /// operator watches every namespace: the watch on
 /// ClusterNotificationChannels and their conditions (their Secrets are
-/// read with [`TEAM_CHANNELS_ACCESS`]'s `get`).
+/// read with [`TEAM_CHANNELS_ACCESS`]'s `get`), and the namespaces' labels,
+/// which a cluster channel's `access.namespaceSelector` may read at any
+/// time ([`NAMESPACE_LABELS_ACCESS`]).
 pub const CLUSTER_CHANNELS_ACCESS: &[ApiAccess] = &[
+    NAMESPACE_LABELS_ACCESS,
     ApiAccess {
         group: "assetscan.io",
         resource: "clusternotificationchannels",

@@ -135,6 +135,7 @@ impl Providers {
         let notifier = match &*channel {
             ChannelObject::Ready(notifier) => notifier,
             ChannelObject::Refused(why) => return Err(StepError::permanent(why.clone())),
+            ChannelObject::Pending(why) => return Err(StepError::retryable(why.clone())),
         };
         let result = notifier.send(notification).await.map_err(StepError::from);
         let message = match &result {
@@ -163,7 +164,7 @@ impl Providers {
             Found::Configured(notifier) => (*notifier, name.to_owned()),
             Found::Object(channel, key) => match &**channel {
                 ChannelObject::Ready(notifier) => (notifier, key.bucket()),
-                ChannelObject::Refused(_) => return None,
+                ChannelObject::Refused(_) | ChannelObject::Pending(_) => return None,
             },
         };
         self.until_ready(Provider::Channel(&bucket), origin).await;

@@ -44,21 +44,32 @@ fn rbac_grants_exactly_what_the_controller_uses() {
         [FULLNAME.to_owned(), format!("{FULLNAME}-metrics-auth")]
     );
 
-    // A channel's namespaceSelector: the namespaces' labels too, and no
-    // more; names alone need nothing more.
+    // The namespaces' labels: with the channel objects on (a cluster
+    // channel's access may select namespaces at any time), and else for a
+    // configured channel's namespaceSelector alone; names alone need
+    // nothing more.
+    let labels = assetscan_operator::kubernetes::rbac::NAMESPACE_LABELS_ACCESS;
+    assert_eq!(
+        grants(r.get("ClusterRole", FULLNAME))
+            .get(&(labels.group.to_owned(), labels.resource.to_owned())),
+        Some(&labels.verbs.iter().map(|v| (*v).to_owned()).collect())
+    );
+    let off = "config.teamChannels.enabled=false";
     let selector =
         r#"config.channelAccess={"secops":{"namespaceSelector":{"matchLabels":{"a":"b"}}}}"#;
-    let r = render(&["--set-json", selector]);
-    let mut with_labels = controller_grants();
-    let labels = assetscan_operator::kubernetes::rbac::NAMESPACE_LABELS_ACCESS;
+    let r = render(&["--set", off, "--set-json", selector]);
+    let mut with_labels = grants_without_team_channels();
     with_labels.insert(
         (labels.group.to_owned(), labels.resource.to_owned()),
         labels.verbs.iter().map(|v| (*v).to_owned()).collect(),
     );
     assert_eq!(grants(r.get("ClusterRole", FULLNAME)), with_labels);
     let names = r#"config.channelAccess={"secops":{"namespaces":["team-a"]}}"#;
-    let r = render(&["--set-json", names]);
-    assert_eq!(grants(r.get("ClusterRole", FULLNAME)), controller_grants());
+    let r = render(&["--set", off, "--set-json", names]);
+    assert_eq!(
+        grants(r.get("ClusterRole", FULLNAME)),
+        grants_without_team_channels()
+    );
 
     // The teams' Secrets readable in the listed namespaces alone: a Role
     // and binding in each, and no Secret in the ClusterRole.

@@ -95,8 +95,10 @@ pub struct NotificationChannelSpec {
 #[serde(rename_all = "camelCase")]
 pub struct ClusterNotificationChannelSpec {
     /// The Secret that holds the channel's credentials, in the namespace
-    /// named (the operator's, say; with the chart's `rbac.secretNamespaces`
-    /// set, one it lists).
+    /// named: one only the platform writes (the operator's, say; with the
+    /// chart's `rbac.secretNamespaces` set, one it lists), never a
+    /// tenant's, as the destination it holds is not under the egress
+    /// policy.
     pub secret_ref: NamespacedSecretReference,
 
     /// The namespaces whose AssetScans may name the channel: listed by

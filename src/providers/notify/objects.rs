@@ -17,6 +17,10 @@ pub enum ChannelObject {
     /// naming it fails its send with these words, it does not fall through
     /// to a configured channel of the same name.
     Refused(String),
+    /// Seen, not built yet (its Secret could not be read for a reason not
+    /// the Secret's): a send waits and is retried, it does not fall
+    /// through either.
+    Pending(String),
 }
 
 /// The last delivery on a channel object: its `Delivered` condition.
@@ -83,15 +87,17 @@ impl ChannelObjects {
         self.read().get(key).cloned()
     }
 
-    /// The channel `name` for a run of `namespace` (of no object: `None`):
-    /// the namespace's own, else the cluster's.
+    /// The channel `name` for a run of `namespace`: the namespace's own,
+    /// else the cluster's. A run of no object (`None`) reaches neither: a
+    /// cluster channel is open only to the namespaces its access names.
     pub fn find(
         &self,
         namespace: Option<&str>,
         name: &str,
     ) -> Option<(ChannelKey, Arc<ChannelObject>)> {
-        let own = namespace.map(|namespace| ChannelKey::team(namespace, name));
-        (own.into_iter().chain([ChannelKey::cluster(name)]))
+        let namespace = namespace?;
+        [ChannelKey::team(namespace, name), ChannelKey::cluster(name)]
+            .into_iter()
             .find_map(|key| Some((key.clone(), self.get(&key)?)))
     }
 
@@ -104,9 +110,13 @@ impl ChannelObjects {
         self.deliveries().remove(key);
     }
 
-    /// Notes how the last delivery on the channel went.
+    /// Notes how the last delivery on the channel went, while the channel
+    /// is there (one removed meanwhile keeps no delivery for a namesake).
     pub fn record(&self, key: ChannelKey, delivery: Delivery) {
-        self.deliveries().insert(key, delivery);
+        let channels = self.read();
+        if channels.contains_key(&key) {
+            self.deliveries().insert(key, delivery);
+        }
     }
 
     pub fn last_delivery(&self, key: &ChannelKey) -> Option<Delivery> {

@@ -290,6 +290,17 @@ impl ChannelWatch {
             }
             Err(err) => {
                 warn!(error = %err, channel = %key, "cannot read the channel's Secret");
+                // Never built: pending until it is, so that a run naming it
+                // waits and is retried rather than falling through to a
+                // configured channel of that name, which the channel check
+                // did not judge.
+                if self.objects.channels.get(&key).is_none() {
+                    let why = format!(
+                        "channel {}: its Secret {namespace}/{name} could not be read yet; it is read again at the next resync",
+                        key.name
+                    );
+                    self.objects.channels.set(key, ChannelObject::Pending(why));
+                }
                 None
             }
         }

@@ -79,7 +79,19 @@ impl ChannelGate {
                 None => self.policy.needs_labels(channel, &namespace),
             };
             let labels = match needs_labels {
-                true => Some(self.labels_of(&namespace).await?),
+                true => match self.labels_of(&namespace).await {
+                    Ok(labels) => Some(labels),
+                    // Closed, and said: an RBAC that lacks the read (a chart
+                    // edited by hand) refuses the channel, not the object.
+                    Err(kube::Error::Api(status)) if status.code == 403 => {
+                        let why = format!(
+                            "channel {channel} refuses namespace {namespace}: its namespaceSelector needs the namespace's labels, and the operator may not read them (forbidden)"
+                        );
+                        refused.push((channel.clone(), why));
+                        continue;
+                    }
+                    Err(err) => return Err(err),
+                },
                 false => None,
             };
             let labels = labels.as_deref();
