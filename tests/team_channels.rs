@@ -487,3 +487,61 @@ async fn labels_the_operator_may_not_read_refuse_the_channel_not_the_run() {
     );
     ctl.stop().await;
 }
+
+/// A cluster channel created under a configured channel's name while a
+/// run that the channel check let use the configured one is under way, and
+/// closed to the run's namespace: the send does not go to the cluster
+/// channel, which no check judged for it; it waits for the next check,
+/// which refuses the name. Nothing reaches either receiver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_object_created_under_a_judged_name_waits_for_the_next_check() {
+    let h = harness().await;
+    let platform = WebhookSink::start(WHSEC[2]).await.unwrap();
+    let url = platform.hook_url();
+    let keys = [("url", url.as_str()), ("secret", WHSEC[2])];
+    secret_in(&h.client, "assetscan", "secops", &keys).await;
+    h.stubs.osv.faults().hold();
+    let ctl = h.controller("judged").await;
+    let api: Api<AssetScan> = Api::namespaced(h.client.clone(), "team-a");
+    let scan = h.online(scan("web").high_risk().notify(&["secops-webhook"]));
+    create_in(&api, &scan).await;
+    wait::object(
+        &api,
+        "web",
+        "the run at its vulnerability query",
+        PATIENCE,
+        |o| phase(o) == Some(Status::AssetOnline),
+    )
+    .await;
+
+    let closed = json!({
+        "type": "webhook",
+        "secretRef": {"name": "secops", "namespace": "assetscan"},
+    });
+    cluster_channel(&h.client, "secops-webhook", closed).await;
+    let ready = ("Ready", "Ready");
+    channel_condition(&h.client, ("", "secops-webhook"), ready, PATIENCE).await;
+    h.stubs.osv.faults().release();
+
+    let refused = |o: &AssetScan| controller_kit::condition(o, ConditionType::ChannelRefused);
+    let done = wait::object(&api, "web", "the next check's refusal", PATIENCE, |o| {
+        is_terminal(o) && refused(o).is_some()
+    })
+    .await;
+    let (_, _, message) = refused(&done).unwrap();
+    assert!(
+        message.contains("channel secops-webhook refuses namespace team-a: no namespace is listed"),
+        "{message}"
+    );
+    assert_eq!(
+        platform.deliveries().len(),
+        0,
+        "the cluster channel is closed to team-a"
+    );
+    assert_eq!(
+        h.stubs.sink.deliveries().len(),
+        0,
+        "the configured one stands behind it"
+    );
+    ctl.stop().await;
+}

@@ -4,7 +4,7 @@
 
 use super::Providers;
 use super::intel::IntelError;
-use super::notify::{ChannelKey, ChannelObject, Delivery, Notifier, NotifyError};
+use super::notify::{ChannelKey, ChannelObject, Checked, Delivery, Notifier, NotifyError};
 use super::online::OnlineError;
 use super::pace::Provider;
 use super::sbom::SbomError;
@@ -101,20 +101,38 @@ enum Found<'a> {
     Object(Arc<ChannelObject>, ChannelKey),
     Configured(&'a Notifier),
     Missing,
+    /// Another kind of channel than the channel check judged (an object
+    /// created or deleted since), or one it refused since: the send waits
+    /// for the next check, with these words.
+    Unchecked(String),
 }
 
 impl Providers {
     /// The channel of that name the run's namespace defined, else the
-    /// cluster's, else the configured one.
+    /// cluster's, else the configured one; the kind the channel check
+    /// judged for the namespace, or none.
     fn find(&self, name: &str, origin: Option<&Origin>) -> Found<'_> {
         let namespace = origin.map(|o| o.namespace.as_str());
-        match (
+        let found = match (
             self.channel_objects.find(namespace, name),
             self.notifiers.get(name),
         ) {
             (Some((key, channel)), _) => Found::Object(channel, key),
             (None, Some(notifier)) => Found::Configured(notifier),
             (None, None) => Found::Missing,
+        };
+        let now = match &found {
+            Found::Object(_, key) if key.namespace.is_some() => Checked::Own,
+            Found::Object(..) => Checked::Cluster,
+            Found::Configured(_) => Checked::Configured,
+            Found::Missing | Found::Unchecked(_) => return found,
+        };
+        let judged = namespace.and_then(|namespace| self.channel_objects.checked(namespace, name));
+        match judged {
+            Some(judged) if judged != now => Found::Unchecked(format!(
+                "channel {name} is not what the channel check judged ({judged} then, {now} now): it is judged again before the next attempt"
+            )),
+            _ => found,
         }
     }
 
@@ -124,6 +142,7 @@ impl Providers {
         let origin = notification.origin.as_ref();
         let (channel, key) = match self.find(name, origin) {
             Found::Missing => return Err(StepError::permanent("not configured")),
+            Found::Unchecked(why) => return Err(StepError::retryable(why)),
             Found::Configured(notifier) => {
                 self.until_ready(Provider::Channel(name), origin).await;
                 return Ok(notifier.send(notification).await?);
@@ -160,7 +179,7 @@ impl Providers {
         let origin = resolution.origin.as_ref();
         let found = self.find(name, origin);
         let (notifier, bucket) = match &found {
-            Found::Missing => return None,
+            Found::Missing | Found::Unchecked(_) => return None,
             Found::Configured(notifier) => (*notifier, name.to_owned()),
             Found::Object(channel, key) => match &**channel {
                 ChannelObject::Ready(notifier) => (notifier, key.bucket()),

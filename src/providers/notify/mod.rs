@@ -30,7 +30,7 @@ pub use cloudevents::{
     CloudEventsConfig, CloudEventsNotifier, EVENT_TYPE, Mode as CloudEventsMode,
 };
 pub use error::{NotifyError, SlackError};
-pub use objects::{ChannelKey, ChannelObject, ChannelObjects, Delivery};
+pub use objects::{ChannelKey, ChannelObject, ChannelObjects, Checked, Delivery};
 pub use pagerduty::{DEFAULT_URL as PAGERDUTY_URL, PagerDutyConfig, PagerDutyNotifier};
 pub use slack::{SlackConfig, SlackNotifier};
 pub use teams::{CARD_VERSION, TeamsConfig, TeamsNotifier};

@@ -31,6 +31,33 @@ pub struct Delivery {
     pub message: String,
 }
 
+/// Which kind of channel the channel check let a namespace's runs use
+/// under a name, as it last judged (or that it refused the name). A send
+/// finding another kind under that name now (an object created or deleted
+/// since) waits for the next check instead of sending where no check
+/// looked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checked {
+    /// The namespace's own channel.
+    Own,
+    /// The cluster's channel, its access open to the namespace.
+    Cluster,
+    /// The configured channel, `channelAccess` open to the namespace.
+    Configured,
+    Refused,
+}
+
+impl std::fmt::Display for Checked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Checked::Own => "the namespace's own channel",
+            Checked::Cluster => "the cluster's channel",
+            Checked::Configured => "the configured channel",
+            Checked::Refused => "refused",
+        })
+    }
+}
+
 /// Which channel object: a namespace's (a team's) or the cluster's.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ChannelKey {
@@ -80,6 +107,8 @@ impl std::fmt::Display for ChannelKey {
 pub struct ChannelObjects {
     channels: RwLock<HashMap<ChannelKey, Arc<ChannelObject>>>,
     deliveries: Mutex<HashMap<ChannelKey, Delivery>>,
+    /// By namespace and name; one entry for each pair the AssetScans name.
+    checked: Mutex<HashMap<(String, String), Checked>>,
 }
 
 impl ChannelObjects {
@@ -127,6 +156,22 @@ impl ChannelObjects {
     pub fn retain(&self, keep: impl Fn(&ChannelKey) -> bool) {
         self.write().retain(|key, _| keep(key));
         self.deliveries().retain(|key, _| keep(key));
+    }
+
+    /// Notes what the channel check judged of `name` for `namespace`.
+    pub fn note_checked(&self, namespace: &str, name: &str, checked: Checked) {
+        let key = (namespace.to_owned(), name.to_owned());
+        self.checked_by_name().insert(key, checked);
+    }
+
+    /// What the channel check last judged of `name` for `namespace`.
+    pub fn checked(&self, namespace: &str, name: &str) -> Option<Checked> {
+        let key = (namespace.to_owned(), name.to_owned());
+        self.checked_by_name().get(&key).copied()
+    }
+
+    fn checked_by_name(&self) -> MutexGuard<'_, HashMap<(String, String), Checked>> {
+        self.checked.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn deliveries(&self) -> MutexGuard<'_, HashMap<ChannelKey, Delivery>> {

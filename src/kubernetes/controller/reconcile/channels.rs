@@ -10,7 +10,7 @@
 use crate::kubernetes::channel_access::{ChannelPolicy, ObjectChannels, Opening};
 use crate::kubernetes::controller::status::halt::Refused;
 use crate::kubernetes::crd::AssetScan;
-use crate::providers::notify::ChannelKey;
+use crate::providers::notify::{ChannelKey, Checked};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, Client, ResourceExt};
 use std::collections::{BTreeMap, HashMap};
@@ -57,56 +57,69 @@ impl ChannelGate {
     }
 
     /// The channels `obj` names that its namespace may not use. Reads the
-    /// namespace's labels only when a selector decides.
+    /// namespace's labels only when a selector decides. Each judgement is
+    /// noted where the sends read it ([`Checked`]): a send that finds
+    /// another kind of channel under the name waits for the next one.
     pub async fn refused(&self, obj: &AssetScan) -> Result<Refused, kube::Error> {
         let namespace = obj.namespace().unwrap_or_default();
         let mut refused = Vec::new();
         for channel in &obj.spec.notify {
-            let opening = match self.rule(&namespace, channel) {
-                Rule::Own => continue,
-                Rule::Cluster(Err(why)) => {
-                    let why = format!(
-                        "channel {channel} is open to no namespace: its ClusterNotificationChannel's {why}"
-                    );
+            let judged = match self.judge(&namespace, channel).await? {
+                Ok(kind) => kind,
+                Err(why) => {
                     refused.push((channel.clone(), why));
-                    continue;
+                    Checked::Refused
                 }
-                Rule::Cluster(Ok(opening)) => Some(opening),
-                Rule::Configured => None,
             };
-            let needs_labels = match &opening {
-                Some(opening) => opening.needs_labels(&namespace),
-                None => self.policy.needs_labels(channel, &namespace),
-            };
-            let labels = match needs_labels {
-                true => match self.labels_of(&namespace).await {
-                    Ok(labels) => Some(labels),
-                    // Closed, and said: an RBAC that lacks the read (a chart
-                    // edited by hand) refuses the channel, not the object.
-                    Err(kube::Error::Api(status)) if status.code == 403 => {
-                        let why = format!(
-                            "channel {channel} refuses namespace {namespace}: its namespaceSelector needs the namespace's labels, and the operator may not read them (forbidden)"
-                        );
-                        refused.push((channel.clone(), why));
-                        continue;
-                    }
-                    Err(err) => return Err(err),
-                },
-                false => None,
-            };
-            let labels = labels.as_deref();
-            let checked = match &opening {
-                Some(opening) => {
-                    let source = format!("ClusterNotificationChannel {channel} spec.access");
-                    opening.check(channel, &namespace, labels, &source)
-                }
-                None => self.policy.check(channel, &namespace, labels),
-            };
-            if let Err(why) = checked {
-                refused.push((channel.clone(), why));
+            if let Some(objects) = &self.objects {
+                (objects.channels).note_checked(&namespace, channel, judged);
             }
         }
         Ok(Refused(refused))
+    }
+
+    /// Whether `namespace` may use `channel`: the kind it uses, or why not.
+    async fn judge(
+        &self,
+        namespace: &str,
+        channel: &str,
+    ) -> Result<Result<Checked, String>, kube::Error> {
+        let opening = match self.rule(namespace, channel) {
+            Rule::Own => return Ok(Ok(Checked::Own)),
+            Rule::Cluster(Err(why)) => {
+                return Ok(Err(format!(
+                    "channel {channel} is open to no namespace: its ClusterNotificationChannel's {why}"
+                )));
+            }
+            Rule::Cluster(Ok(opening)) => Some(opening),
+            Rule::Configured => None,
+        };
+        let needs_labels = match &opening {
+            Some(opening) => opening.needs_labels(namespace),
+            None => self.policy.needs_labels(channel, namespace),
+        };
+        let labels = match needs_labels {
+            true => match self.labels_of(namespace).await {
+                Ok(labels) => Some(labels),
+                // Closed, and said: an RBAC that lacks the read (a chart
+                // edited by hand) refuses the channel, not the object.
+                Err(kube::Error::Api(status)) if status.code == 403 => {
+                    return Ok(Err(format!(
+                        "channel {channel} refuses namespace {namespace}: its namespaceSelector needs the namespace's labels, and the operator may not read them (forbidden)"
+                    )));
+                }
+                Err(err) => return Err(err),
+            },
+            false => None,
+        };
+        let labels = labels.as_deref();
+        Ok(match &opening {
+            Some(opening) => {
+                let source = format!("ClusterNotificationChannel {channel} spec.access");
+                (opening.check(channel, namespace, labels, &source)).map(|()| Checked::Cluster)
+            }
+            None => (self.policy.check(channel, namespace, labels)).map(|()| Checked::Configured),
+        })
     }
 
     fn rule(&self, namespace: &str, channel: &str) -> Rule {
