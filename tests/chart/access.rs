@@ -44,6 +44,49 @@ fn rbac_grants_exactly_what_the_controller_uses() {
         [FULLNAME.to_owned(), format!("{FULLNAME}-metrics-auth")]
     );
 
+    // One namespace: a Role and RoleBinding there, no operator ClusterRole.
+    let r = render(&["--set", "watchNamespace=scans"]);
+    assert_eq!(r.env_value("WATCH_NAMESPACE").as_deref(), Some("scans"));
+    assert!(!r.has("ClusterRole", FULLNAME));
+    assert_eq!(binding_names(&r), [format!("{FULLNAME}-metrics-auth")]);
+    let role = r.get("Role", FULLNAME);
+    assert_eq!(s(&role["metadata"]["namespace"]), "scans");
+    assert_eq!(grants(role), namespaced_grants());
+    let binding = r.get("RoleBinding", FULLNAME);
+    assert_eq!(s(&binding["metadata"]["namespace"]), "scans");
+    assert_eq!(s(&binding["roleRef"]["kind"]), "Role");
+    assert_eq!(
+        binding["subjects"],
+        yaml(&format!(
+            "[{{kind: ServiceAccount, name: {FULLNAME}, namespace: {NAMESPACE}}}]"
+        ))
+    );
+
+    // Without RBAC or aggregated roles; with an existing ServiceAccount.
+    let r = render(&[
+        "--set",
+        "rbac.create=false",
+        "--set",
+        "rbac.aggregateToDefaultRoles=false",
+        "--set",
+        "serviceAccount.create=false",
+        "--set",
+        "serviceAccount.name=scanner",
+    ]);
+    assert!(r.all("ClusterRole").is_empty() && r.all("ServiceAccount").is_empty());
+    assert_eq!(s(&r.pod()["spec"]["serviceAccountName"]), "scanner");
+    refused(
+        &["--set", "serviceAccount.create=false"],
+        "serviceAccount.name is required",
+    );
+}
+
+/// What the channels add: the namespaces' labels where a selector may
+/// decide, the Secrets everywhere or in the listed namespaces alone, and
+/// nothing without the channel objects.
+#[test]
+fn rbac_reads_labels_and_secrets_only_where_channels_need_them() {
+    let r = render(&[]);
     // The namespaces' labels: with the channel objects on (a cluster
     // channel's access may select namespaces at any time), and else for a
     // configured channel's namespaceSelector alone; names alone need
@@ -106,42 +149,6 @@ fn rbac_grants_exactly_what_the_controller_uses() {
     assert_eq!(
         grants(r.get("ClusterRole", FULLNAME)),
         grants_without_team_channels()
-    );
-
-    // One namespace: a Role and RoleBinding there, no operator ClusterRole.
-    let r = render(&["--set", "watchNamespace=scans"]);
-    assert_eq!(r.env_value("WATCH_NAMESPACE").as_deref(), Some("scans"));
-    assert!(!r.has("ClusterRole", FULLNAME));
-    assert_eq!(binding_names(&r), [format!("{FULLNAME}-metrics-auth")]);
-    let role = r.get("Role", FULLNAME);
-    assert_eq!(s(&role["metadata"]["namespace"]), "scans");
-    assert_eq!(grants(role), namespaced_grants());
-    let binding = r.get("RoleBinding", FULLNAME);
-    assert_eq!(s(&binding["metadata"]["namespace"]), "scans");
-    assert_eq!(s(&binding["roleRef"]["kind"]), "Role");
-    assert_eq!(
-        binding["subjects"],
-        yaml(&format!(
-            "[{{kind: ServiceAccount, name: {FULLNAME}, namespace: {NAMESPACE}}}]"
-        ))
-    );
-
-    // Without RBAC or aggregated roles; with an existing ServiceAccount.
-    let r = render(&[
-        "--set",
-        "rbac.create=false",
-        "--set",
-        "rbac.aggregateToDefaultRoles=false",
-        "--set",
-        "serviceAccount.create=false",
-        "--set",
-        "serviceAccount.name=scanner",
-    ]);
-    assert!(r.all("ClusterRole").is_empty() && r.all("ServiceAccount").is_empty());
-    assert_eq!(s(&r.pod()["spec"]["serviceAccountName"]), "scanner");
-    refused(
-        &["--set", "serviceAccount.create=false"],
-        "serviceAccount.name is required",
     );
 }
 
