@@ -52,6 +52,20 @@ async fn harness() -> Harness {
     h
 }
 
+/// The API server refuses the operator every GET whose path holds `path`,
+/// as kube-apiserver's RBAC words it.
+fn forbid_gets(h: &Harness, path: &str) {
+    h.emu.faults().inject(
+        "GET",
+        path,
+        usize::MAX,
+        Fault::Forbidden {
+            user: "system:serviceaccount:assetscan:assetscan-operator".into(),
+            verb: "get".into(),
+        },
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_team_channel_carries_its_own_namespaces_alerts() {
     let h = harness().await;
@@ -302,15 +316,7 @@ async fn only_a_clean_complete_run_after_a_high_risk_one_resolves() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_secret_the_operator_may_not_read_is_a_condition() {
     let h = harness().await;
-    h.emu.faults().inject(
-        "GET",
-        "/namespaces/team-b/secrets/",
-        usize::MAX,
-        Fault::Forbidden {
-            user: "system:serviceaccount:assetscan:assetscan-operator".into(),
-            verb: "get".into(),
-        },
-    );
+    forbid_gets(&h, "/namespaces/team-b/secrets/");
     secret_in(
         &h.client,
         "team-b",
@@ -451,15 +457,7 @@ async fn a_cluster_channel_whose_access_cannot_be_applied_opens_to_no_one() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn labels_the_operator_may_not_read_refuse_the_channel_not_the_run() {
     let h = harness().await;
-    h.emu.faults().inject(
-        "GET",
-        "/api/v1/namespaces/team-b",
-        usize::MAX,
-        Fault::Forbidden {
-            user: "system:serviceaccount:assetscan:assetscan-operator".into(),
-            verb: "get".into(),
-        },
-    );
+    forbid_gets(&h, "/api/v1/namespaces/team-b");
     let keys = [("url", "https://hooks.example/x")];
     secret_in(&h.client, "assetscan", "chat", &keys).await;
     let spec = json!({
