@@ -293,6 +293,11 @@ async fn only_a_clean_complete_run_after_a_high_risk_one_resolves() {
         })
         .await;
         posts += new_posts;
+        // A resolution is sent after the run's end is written: wait for it.
+        until("the generation's posts", PATIENCE, async || {
+            recorder.received().len() >= posts
+        })
+        .await;
         let received = recorder.received();
         assert_eq!(
             received.len(),
