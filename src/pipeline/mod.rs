@@ -111,15 +111,6 @@ impl<E: Effects> Pipeline<E> {
         observer: &impl Observer,
         shutdown: &CancellationToken,
     ) -> Result<Outcome, StoreFailure> {
-        Ok(self.drive(req, observer, shutdown).await?)
-    }
-
-    async fn drive(
-        &self,
-        req: &ScanRequest,
-        observer: &impl Observer,
-        shutdown: &CancellationToken,
-    ) -> Result<Outcome, StoreError> {
         let store = self.store_in(req.origin.as_ref().map(|o| o.namespace.as_str()))?;
         // Fast path: a finished run needs no lock.
         let found = if req.expect_open {
@@ -166,7 +157,7 @@ impl<E: Effects> Pipeline<E> {
                     retry_after: Duration::from_millis(pttl_ms.max(0) as u64),
                 });
             }
-            Err(err) => return Err(err),
+            Err(err) => return Err(err.into()),
         };
         if acquired.ticket.status.is_terminal() {
             // The run had ended (unread, or since the read): the claim took
@@ -186,7 +177,7 @@ impl<E: Effects> Pipeline<E> {
         let mut run = Run::new(self, &store, req, observer, &acquired.lease, shutdown);
         let outcome = run.drive(acquired.ticket).await;
         release_quietly(&store, req, &acquired.lease).await;
-        outcome
+        Ok(outcome?)
     }
 }
 

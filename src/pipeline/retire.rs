@@ -18,16 +18,6 @@ impl<E> Pipeline<E> {
         owner: &str,
         holder: &str,
     ) -> Result<usize, StoreFailure> {
-        Ok(self.retire(namespace, asset, owner, holder).await?)
-    }
-
-    async fn retire(
-        &self,
-        namespace: Option<&str>,
-        asset: &AssetId,
-        owner: &str,
-        holder: &str,
-    ) -> Result<usize, StoreError> {
         let store = &self.store_in(namespace)?;
         let listed = owned_runs(store, asset, owner).await?;
         drill::stop_before(asset.as_str(), "RETIRE");
