@@ -303,20 +303,32 @@ impl Scanner<'_> {
             return Err(self.fail(&format!("expected a label list at {}", self.at)));
         }
         self.at += 1;
-        let mut labels = Vec::new();
+        self.items(')', "unclosed label list", |scanner| {
+            match scanner.ident() {
+                name if name.is_empty() => Err(scanner.fail("bad label list")),
+                name => Ok(name),
+            }
+        })
+    }
+
+    /// Items separated by commas, up to `close`: each read by `item`.
+    fn items<T>(
+        &mut self,
+        close: char,
+        unclosed: &str,
+        mut item: impl FnMut(&mut Self) -> Result<T, String>,
+    ) -> Result<Vec<T>, String> {
+        let mut items = Vec::new();
         loop {
             self.skip_ws();
             match self.peek() {
-                Some(')') => {
+                Some(c) if c == close => {
                     self.at += 1;
-                    return Ok(labels);
+                    return Ok(items);
                 }
                 Some(',') => self.at += 1,
-                Some(_) => match self.ident() {
-                    name if name.is_empty() => return Err(self.fail("bad label list")),
-                    name => labels.push(name),
-                },
-                None => return Err(self.fail("unclosed label list")),
+                Some(_) => items.push(item(self)?),
+                None => return Err(self.fail(unclosed)),
             }
         }
     }
@@ -339,19 +351,7 @@ impl Scanner<'_> {
 
     /// The matchers after a metric's `{`, up to its `}`.
     fn matchers(&mut self) -> Result<Vec<(String, String, String)>, String> {
-        let mut matchers = Vec::new();
-        loop {
-            self.skip_ws();
-            match self.peek() {
-                Some('}') => {
-                    self.at += 1;
-                    return Ok(matchers);
-                }
-                Some(',') => self.at += 1,
-                Some(_) => matchers.push(self.matcher()?),
-                None => return Err(self.fail("unclosed {")),
-            }
-        }
+        self.items('}', "unclosed {", Self::matcher)
     }
 
     /// `label op "value"`.
