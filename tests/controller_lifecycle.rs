@@ -463,7 +463,7 @@ fn stored_bytes(object: &impl serde::Serialize) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_assets_bytes_in_etcd_stay_bounded_whatever_the_findings() {
     use assetscan_operator::kubernetes::crd::Package;
-    use k8s_openapi::api::events::v1::Event;
+
     let h = Harness::start().await;
     let ids: Vec<String> = (0..300).map(|i| format!("SYN-{i:04}")).collect();
     for (i, id) in ids.iter().enumerate() {
@@ -496,12 +496,9 @@ async fn an_assets_bytes_in_etcd_stay_bounded_whatever_the_findings() {
     let status = done.status.clone().unwrap();
     assert_eq!(status.high_risk, Some(true));
     assert_eq!(status.vulnerabilities.as_ref().unwrap().total, 300);
-    let events: kube::Api<Event> = kube::Api::namespaced(h.client.clone(), NAMESPACE);
     let event = until_some("the run's Event", PATIENCE, async || {
-        let list = events.list(&Default::default()).await.ok()?;
-        list.items
-            .into_iter()
-            .find(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("crowded-01"))
+        let events = events_about(&h.client, NAMESPACE, "crowded-01").await;
+        events.into_iter().next()
     })
     .await;
     ctl.stop().await;

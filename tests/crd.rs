@@ -5,9 +5,7 @@
 use assetscan_operator::domain::ticket::Status;
 use assetscan_operator::kubernetes::crd::{
     ASSET_ID_PATTERN, AssetScan, AssetScanReport, AssetScanSpec, AssetScanStatus,
-    ClusterNotificationChannel, FindingException, NotificationChannel, Package, SbomReference,
-    Target, channel_crd_yaml, cluster_channel_crd_yaml, crd_yaml, exception_crd_yaml,
-    report_crd_yaml,
+    ClusterNotificationChannel, NotificationChannel, Package, SbomReference, Target, crds_yaml,
 };
 use kube::core::cel::{ValidationErrors, validate_cel, validate_cel_update};
 use kube::{CustomResourceExt, Resource};
@@ -26,16 +24,22 @@ fn crd_file(name: &str) -> PathBuf {
 /// with UPDATE_CRDS=1).
 #[test]
 fn checked_in_crds_match_the_rust_types() {
-    for (name, yaml) in [
-        (AssetScan::crd_name(), crd_yaml()),
-        (AssetScanReport::crd_name(), report_crd_yaml()),
-        (FindingException::crd_name(), exception_crd_yaml()),
-        (NotificationChannel::crd_name(), channel_crd_yaml()),
-        (
-            ClusterNotificationChannel::crd_name(),
-            cluster_channel_crd_yaml(),
-        ),
-    ] {
+    let mut names: Vec<String> = crds_yaml()
+        .iter()
+        .map(|(name, _)| format!("{name}.yaml"))
+        .collect();
+    names.sort();
+    let dir = crd_file("x").parent().unwrap().to_owned();
+    let mut files: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        names, files,
+        "crds/ holds one file for each CRD, and no other"
+    );
+    for (name, yaml) in crds_yaml() {
         let expected = format!("{HEADER}{yaml}");
         let path = crd_file(name);
         if std::env::var_os("UPDATE_CRDS").is_some_and(|v| v == "1") {

@@ -45,12 +45,19 @@ async fn monitoring_namespace(h: &Harness) {
         .expect("namespace");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn metrics_answer_only_the_charts_reader_role() {
+/// A harness whose `monitoring` namespace is bound to the chart's reader
+/// role, and the tokens of that namespace's reader and of an outsider.
+async fn with_a_reader() -> (Harness, String, String) {
     let h = Harness::start().await;
     monitoring_namespace(&h).await;
     create_cluster_scoped(&h.client, &reader_role("asc", "monitoring")).await;
     let (reader, outsider) = tokens(&h.client, "monitoring").await;
+    (h, reader, outsider)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_answer_only_the_charts_reader_role() {
+    let (h, reader, outsider) = with_a_reader().await;
     let (cert, key, ca) = tls_files(h.dir.path());
     let port = free_port();
     let flags: [OsString; 4] = [
@@ -156,10 +163,7 @@ fn sample(text: &str, series: &str) -> f64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn new_garbage_tokens_cost_one_address_at_most_its_burst_of_reviews() {
-    let h = Harness::start().await;
-    monitoring_namespace(&h).await;
-    create_cluster_scoped(&h.client, &reader_role("asc", "monitoring")).await;
-    let (reader, _) = tokens(&h.client, "monitoring").await;
+    let (h, reader, _) = with_a_reader().await;
     let port = free_port();
     let op = h.operator("budget", &h.config_path, |c| {
         c.metrics_port(port).secured_metrics()

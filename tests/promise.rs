@@ -13,7 +13,6 @@ use assetscan_operator::kubernetes::controller::ConditionType;
 use assetscan_testkit::stubs::Fault;
 use controller_kit::*;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams};
 use nix::sys::signal::Signal;
 
 const UNNOTIFIED: &str = "assetscan_high_risk_unnotified_oldest_age_seconds{shard=\"0\"}";
@@ -166,11 +165,7 @@ async fn a_high_risk_held_up_by_redis_ages_until_it_goes_out() {
 
 /// The `ReconcileFailed` Events about `name`.
 async fn reconcile_failures(h: &Harness, name: &str) -> Vec<Event> {
-    let api: Api<Event> = Api::namespaced(h.client.clone(), NAMESPACE);
-    let list = api.list(&ListParams::default()).await.expect("list events");
-    list.items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+    (events_about(&h.client, NAMESPACE, name).await.into_iter())
         .filter(|e| e.reason.as_deref() == Some("ReconcileFailed"))
         .collect()
 }

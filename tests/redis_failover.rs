@@ -315,17 +315,9 @@ async fn a_master_killed_mid_run_is_replaced_and_the_run_finishes_there() {
 
     // The replica has the claimed ticket at ASSET_ONLINE: a promotion keeps it.
     let key = store.keys(&req.asset).ticket(&req.run);
-    let master = group.master_port().unwrap();
-    let replica = group.nodes().iter().find(|n| n.port() != master).unwrap();
-    until(
-        "the replica has the ticket",
-        Duration::from_secs(30),
-        async || {
-            get(replica, &key)
-                .and_then(|raw| serde_json::from_str::<Ticket>(&raw).ok())
-                .is_some_and(|t| t.status == Status::AssetOnline)
-        },
-    )
+    until_the_replica_holds(&group, &key, |raw| {
+        serde_json::from_str::<Ticket>(raw).is_ok_and(|t| t.status == Status::AssetOnline)
+    })
     .await;
     let new = blocking(|| group.kill_master()).expect("the sentinels fail over");
     hold.go.notify_one();
@@ -405,13 +397,7 @@ async fn after_the_master_is_killed_alerts_go_out_until_a_replica_is_back_to_wai
     // What the run wrote so far is on the replica, as a promotion needs.
     let key = store.keys(&req.asset).ticket(&req.run);
     let old = group.master_port().unwrap();
-    let replica = group.nodes().iter().find(|n| n.port() != old).unwrap();
-    until(
-        "the replica has the ticket",
-        Duration::from_secs(30),
-        async || get(replica, &key).is_some(),
-    )
-    .await;
+    until_the_replica_holds(&group, &key, |_| true).await;
 
     let killed = Instant::now();
     let new = blocking(|| group.kill_master()).expect("the sentinels fail over");
@@ -483,4 +469,17 @@ async fn behind_sentinel_a_master_without_replicas_notifies() {
     assert_eq!(fx.deliveries.lock().unwrap().len(), 1);
     let stats = store.replica_stats().unwrap();
     assert_eq!(replica_counts(stats), (0, 0, 2));
+}
+
+/// Waits until the replica of `group`'s master holds `key` with a value
+/// `holds` accepts: what a promotion keeps.
+async fn until_the_replica_holds(group: &SentinelGroup, key: &str, holds: impl Fn(&str) -> bool) {
+    let master = group.master_port().unwrap();
+    let replica = group.nodes().iter().find(|n| n.port() != master).unwrap();
+    until(
+        "the replica has the ticket",
+        Duration::from_secs(30),
+        async || get(replica, key).is_some_and(|raw| holds(&raw)),
+    )
+    .await;
 }

@@ -9,9 +9,8 @@ use assetscan_operator::kubernetes::controller::FINALIZER;
 use assetscan_operator::kubernetes::crd::{AssetScan, SHARD_LABEL};
 use assetscan_testkit::wait;
 use controller_kit::*;
-use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 
 /// Objects per test: enough that both shards of two own some.
 const SCANS: usize = 16;
@@ -71,6 +70,14 @@ fn object_writes(h: &Harness, name: &str) -> usize {
         .count()
 }
 
+/// The two halves of the buckets, and a controller on each.
+async fn two_shards(h: &Harness) -> ([Shard; 2], [Running; 2]) {
+    let shards = [Shard::new(0, 2).unwrap(), Shard::new(1, 2).unwrap()];
+    let a = h.sharded("shard-a", shards[0]).await;
+    let b = h.sharded("shard-b", shards[1]).await;
+    (shards, [a, b])
+}
+
 /// Two shards: each sees only its own buckets' objects (without the label
 /// selector each would hold all of them), every object is labelled with
 /// its asset's bucket in the write that adds the finalizer, and every one
@@ -78,9 +85,7 @@ fn object_writes(h: &Harness, name: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_shard_watches_only_its_buckets_and_every_object_is_scanned() {
     let h = Harness::start().await;
-    let shards = [Shard::new(0, 2).unwrap(), Shard::new(1, 2).unwrap()];
-    let a = h.sharded("shard-a", shards[0]).await;
-    let b = h.sharded("shard-b", shards[1]).await;
+    let (shards, [a, b]) = two_shards(&h).await;
     let done = scan_all(&h).await;
     for obj in &done {
         assert_eq!(
@@ -145,9 +150,7 @@ async fn a_rescale_moves_buckets_not_objects() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_users_bucket_is_honoured_and_an_invalid_one_reported_and_scanned() {
     let h = Harness::start().await;
-    let shards = [Shard::new(0, 2).unwrap(), Shard::new(1, 2).unwrap()];
-    let a = h.sharded("shard-a", shards[0]).await;
-    let b = h.sharded("shard-b", shards[1]).await;
+    let (shards, [a, b]) = two_shards(&h).await;
 
     let pinned = kit::scans::scan("pinned");
     let hashed = shard::bucket(pinned.asset_id());
@@ -184,13 +187,9 @@ async fn a_users_bucket_is_honoured_and_an_invalid_one_reported_and_scanned() {
         Some("web")
     );
     scanned_by(&typo, shard::bucket(&typo.spec.asset_id)).await;
-    let events: Api<Event> = Api::namespaced(h.client.clone(), NAMESPACE);
     let warned = wait::until_some("the InvalidShardLabel Event", PATIENCE, async || {
-        let list = events.list(&ListParams::default()).await.ok()?;
-        list.items.into_iter().find(|e| {
-            e.reason.as_deref() == Some("InvalidShardLabel")
-                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("typo")
-        })
+        let events = events_about(&h.client, NAMESPACE, "typo").await;
+        (events.into_iter()).find(|e| e.reason.as_deref() == Some("InvalidShardLabel"))
     })
     .await;
     assert_eq!(warned.type_.as_deref(), Some("Warning"));

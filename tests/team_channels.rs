@@ -20,7 +20,7 @@ use assetscan_testkit::stubs::{Answer, ReceiverStub, WebhookSink};
 use assetscan_testkit::wait;
 use controller_kit::team_channels::{
     WHSEC, channel_access_to, channel_condition, channel_in, cluster_channel,
-    each_team_alerted_on_its_own_channel, high_risk_naming, secret_in,
+    each_team_alerted_on_its_own_channel, high_risk_naming, secret_in, webhook_channel_in,
 };
 use controller_kit::*;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -83,15 +83,7 @@ async fn a_channel_aimed_at_loopback_is_refused_and_never_dialled() {
     let h = harness().await;
     let inside = TcpListener::bind("127.0.0.2:0").await.unwrap();
     let url = format!("http://{}/hook", inside.local_addr().unwrap());
-    secret_in(
-        &h.client,
-        "team-a",
-        "inside",
-        &[("url", &url), ("secret", WHSEC[0])],
-    )
-    .await;
-    let spec = json!({"type": "webhook", "secretRef": {"name": "inside"}});
-    channel_in(&h.client, "team-a", "inside", spec).await;
+    webhook_channel_in(&h.client, ("team-a", "inside"), "inside", &url, WHSEC[0]).await;
     let ctl = h.controller("egress").await;
 
     let refused = ("Ready", "EgressRefusedLoopback");
@@ -368,15 +360,7 @@ async fn a_cluster_channel_opens_by_labels_and_a_teams_own_channel_comes_first()
     cluster_channel(&h.client, "secops", spec).await;
     let own = WebhookSink::start(WHSEC[0]).await.unwrap();
     let url = own.hook_url();
-    secret_in(
-        &h.client,
-        "team-a",
-        "own",
-        &[("url", &url), ("secret", WHSEC[0])],
-    )
-    .await;
-    let spec = json!({"type": "webhook", "secretRef": {"name": "own"}});
-    channel_in(&h.client, "team-a", "secops", spec).await;
+    webhook_channel_in(&h.client, ("team-a", "secops"), "own", &url, WHSEC[0]).await;
     let ctl = h.controller("cluster-labels").await;
     let ready = ("Ready", "Ready");
     channel_condition(&h.client, ("", "secops"), ready, PATIENCE).await;

@@ -15,7 +15,6 @@ use assetscan_testkit::{listener, wait};
 use controller_kit::tenants::{Tenant, TwoTenants, share_no_lock_token_or_history};
 use controller_kit::*;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
@@ -189,10 +188,7 @@ async fn high_risk_in(h: &Harness, namespace: &str, name: &str) -> Api<AssetScan
 
 /// The Warning `ChannelNotAllowed` Events of `name` in `namespace`: notes.
 async fn channel_events(h: &Harness, namespace: &str, name: &str) -> Vec<String> {
-    let api: Api<Event> = Api::namespaced(h.client.clone(), namespace);
-    let events = api.list(&ListParams::default()).await.expect("events");
-    (events.items.into_iter())
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+    (events_about(&h.client, namespace, name).await.into_iter())
         .filter(|e| e.reason.as_deref() == Some("ChannelNotAllowed"))
         .map(|e| {
             assert_eq!(e.type_.as_deref(), Some("Warning"));

@@ -277,14 +277,10 @@ pub async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crd => {
             // One YAML stream: `assetscan-operator crd | kubectl apply -f -`.
-            print!(
-                "{}---\n{}---\n{}---\n{}---\n{}",
-                crate::kubernetes::crd::crd_yaml(),
-                crate::kubernetes::crd::report_crd_yaml(),
-                crate::kubernetes::crd::exception_crd_yaml(),
-                crate::kubernetes::crd::channel_crd_yaml(),
-                crate::kubernetes::crd::cluster_channel_crd_yaml()
-            );
+            let crds: Vec<String> = (crate::kubernetes::crd::crds_yaml().into_iter())
+                .map(|(_, yaml)| yaml)
+                .collect();
+            print!("{}", crds.join("---\n"));
             Ok(ExitCode::SUCCESS)
         }
         Command::ValuesSchema => chart::values_schema()
@@ -414,12 +410,20 @@ async fn run(args: RunArgs) -> Result<(), String> {
     }
 }
 
-/// `store` scoped by `namespace`, when one is given.
-fn scoped(store: TicketStore, namespace: Option<&str>) -> Result<TicketStore, String> {
-    match namespace {
-        Some(namespace) => store.scoped(namespace).map_err(|e| e.to_string()),
-        None => Ok(store),
-    }
+/// The store `common` names, scoped by `namespace` when one is given, and
+/// the asset a command is about.
+async fn asset_in(
+    common: &Common,
+    namespace: Option<&str>,
+    asset: String,
+) -> Result<(TicketStore, AssetId), String> {
+    let store = common.store().await?.1;
+    let store = match namespace {
+        Some(namespace) => store.scoped(namespace).map_err(|e| e.to_string())?,
+        None => store,
+    };
+    let asset = AssetId::new(asset).map_err(|e| e.to_string())?;
+    Ok((store, asset))
 }
 
 async fn ticket_command(command: TicketCommand) -> Result<(), String> {
@@ -430,8 +434,7 @@ async fn ticket_command(command: TicketCommand) -> Result<(), String> {
             run,
             namespace,
         } => {
-            let store = scoped(common.store().await?.1, namespace.as_deref())?;
-            let asset = AssetId::new(asset).map_err(|e| e.to_string())?;
+            let (store, asset) = asset_in(&common, namespace.as_deref(), asset).await?;
             match store
                 .get_ticket(&asset, &run)
                 .await
@@ -447,8 +450,7 @@ async fn ticket_command(command: TicketCommand) -> Result<(), String> {
             limit,
             namespace,
         } => {
-            let store = scoped(common.store().await?.1, namespace.as_deref())?;
-            let asset = AssetId::new(asset).map_err(|e| e.to_string())?;
+            let (store, asset) = asset_in(&common, namespace.as_deref(), asset).await?;
             let entries = store
                 .audit(&asset, limit)
                 .await

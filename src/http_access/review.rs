@@ -44,13 +44,7 @@ pub async fn decide(
         },
         ..Default::default()
     };
-    let answer = Api::<SubjectAccessReview>::all(client.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .map_err(|source| ReviewError {
-            review: "SubjectAccessReview",
-            source,
-        })?;
+    let answer = ask(client, "SubjectAccessReview", &review).await?;
     let allowed = answer
         .status
         .is_some_and(|s| s.allowed && s.denied != Some(true));
@@ -71,15 +65,26 @@ async fn authenticate(client: &kube::Client, token: &str) -> Result<Option<UserI
         },
         ..Default::default()
     };
-    let answer = Api::<TokenReview>::all(client.clone())
-        .create(&PostParams::default(), &review)
-        .await
-        .map_err(|source| ReviewError {
-            review: "TokenReview",
-            source,
-        })?;
+    let answer = ask(client, "TokenReview", &review).await?;
     Ok(answer
         .status
         .filter(|s| s.authenticated == Some(true))
         .and_then(|s| s.user))
+}
+
+/// Creates a review (it is never stored: the API server answers in the
+/// object it returns).
+async fn ask<K>(client: &kube::Client, review: &'static str, question: &K) -> Result<K, ReviewError>
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+    K::DynamicType: Default,
+{
+    Api::<K>::all(client.clone())
+        .create(&PostParams::default(), question)
+        .await
+        .map_err(|source| ReviewError { review, source })
 }

@@ -174,7 +174,16 @@ impl<E: Effects> Pipeline<E> {
         }
         // Fence step 3, "Every ticket write is fenced in Redis": each write
         // of the run goes under the claim's token (`Run::write`).
-        let mut run = Run::new(self, &store, req, observer, &acquired.lease, shutdown);
+        let mut run = Run {
+            pipeline: self,
+            store: &store,
+            req,
+            observer,
+            lease: &acquired.lease,
+            shutdown,
+            notify_attempts: Default::default(),
+            first_send: Default::default(),
+        };
         let outcome = run.drive(acquired.ticket).await;
         release_quietly(&store, req, &acquired.lease).await;
         Ok(outcome?)

@@ -21,19 +21,19 @@ mod notify;
 
 /// One acquired run in progress.
 pub(super) struct Run<'a, E, O> {
-    pipeline: &'a Pipeline<E>,
+    pub(super) pipeline: &'a Pipeline<E>,
     /// The store scoped by the run's namespace.
-    store: &'a TicketStore,
-    req: &'a ScanRequest,
-    observer: &'a O,
-    lease: &'a LeaseGuard,
-    shutdown: &'a CancellationToken,
+    pub(super) store: &'a TicketStore,
+    pub(super) req: &'a ScanRequest,
+    pub(super) observer: &'a O,
+    pub(super) lease: &'a LeaseGuard,
+    pub(super) shutdown: &'a CancellationToken,
     /// Notify attempts made in this pass (notification retries are bounded
     /// per pass, not per run).
-    notify_attempts: std::sync::atomic::AtomicU32,
+    pub(super) notify_attempts: std::sync::atomic::AtomicU32,
     /// Set by this pass's write of the notification's intent, taken by the
     /// send that follows it: the only send that cannot repeat an earlier one.
-    first_send: std::sync::atomic::AtomicBool,
+    pub(super) first_send: std::sync::atomic::AtomicBool,
 }
 
 /// Why the loop exits before a terminal status.
@@ -61,26 +61,6 @@ enum Progress {
 }
 
 impl<'a, E: Effects, O: Observer> Run<'a, E, O> {
-    pub(super) fn new(
-        pipeline: &'a Pipeline<E>,
-        store: &'a TicketStore,
-        req: &'a ScanRequest,
-        observer: &'a O,
-        lease: &'a LeaseGuard,
-        shutdown: &'a CancellationToken,
-    ) -> Self {
-        Run {
-            pipeline,
-            store,
-            req,
-            observer,
-            lease,
-            shutdown,
-            notify_attempts: std::sync::atomic::AtomicU32::new(0),
-            first_send: std::sync::atomic::AtomicBool::new(false),
-        }
-    }
-
     pub(super) async fn drive(&mut self, mut ticket: Ticket) -> Result<Outcome, StoreError> {
         loop {
             let progress = match self.next(&ticket) {

@@ -51,10 +51,7 @@ pub(super) async fn read(
         .arg(count)
         .query_async(conn)
         .await
-        .map_err(|source| StoreError::Redis {
-            op: "read audit",
-            source,
-        })?;
+        .map_err(StoreError::redis("read audit"))?;
     Ok(reply
         .ids
         .into_iter()

@@ -80,10 +80,7 @@ impl TicketStore {
             .arg(self.ttl_ms())
             .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(|source| StoreError::Redis {
-                op: "renew",
-                source,
-            })?;
+            .map_err(StoreError::redis("renew"))?;
         Ok(renewed == 1)
     }
 
@@ -113,10 +110,7 @@ impl TicketStore {
             .arg(argument_object("release", &args)?)
             .invoke_async(&mut self.conn.clone())
             .await
-            .map_err(|source| StoreError::Redis {
-                op: "release",
-                source,
-            })?;
+            .map_err(StoreError::redis("release"))?;
         Ok(released == 1)
     }
 }

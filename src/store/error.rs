@@ -96,6 +96,11 @@ impl From<InvalidId> for StoreError {
 }
 
 impl StoreError {
+    /// A Redis failure of `op`, for `map_err`: `.map_err(StoreError::redis("renew"))`.
+    pub(crate) fn redis(op: &'static str) -> impl Fn(redis::RedisError) -> StoreError + Copy {
+        move |source| StoreError::Redis { op, source }
+    }
+
     /// Maps a script's error reply (`CODE detail…`) to its typed error;
     /// anything else stays a Redis error of `op`.
     pub(crate) fn from_redis(op: &'static str, key: &str, err: redis::RedisError) -> StoreError {

@@ -47,10 +47,7 @@ impl TicketStore {
             .zrange_withscores(&key, 0, -1)
             .query_async(&mut self.conn.clone())
             .await
-            .map_err(|source| StoreError::Redis {
-                op: "heartbeat",
-                source,
-            })?;
+            .map_err(StoreError::redis("heartbeat"))?;
         // Scores are whole milliseconds, well within f64's exact integers.
         Ok(live
             .into_iter()
@@ -67,9 +64,6 @@ impl TicketStore {
             .query_async::<i64>(&mut self.conn.clone())
             .await
             .map(|_| ())
-            .map_err(|source| StoreError::Redis {
-                op: "leave membership",
-                source,
-            })
+            .map_err(StoreError::redis("leave membership"))
     }
 }

@@ -231,10 +231,7 @@ impl TicketStore {
         let copies: Vec<(Option<String>, Facts)> = pipe
             .query_async(&mut self.conn.clone())
             .await
-            .map_err(|source| StoreError::Redis {
-            op: "get ticket",
-            source,
-        })?;
+            .map_err(StoreError::redis("get ticket"))?;
         // With the bridge, the newer copy: an executor of the legacy layout
         // may have moved the run on since this one's last write.
         let mut newest: Option<Ticket> = None;
@@ -291,7 +288,7 @@ impl TicketStore {
             .query_async::<String>(&mut self.conn.clone())
             .await
             .map(|_| ())
-            .map_err(|source| StoreError::Redis { op: "ping", source })
+            .map_err(StoreError::redis("ping"))
     }
 
     /// Keys matching `pattern`: SCAN on a standalone server; on a Cluster,
@@ -301,9 +298,7 @@ impl TicketStore {
         let op = "scan";
         let mut conn = self.conn.clone();
         let mut found: Vec<String> = if conn.is_cluster() {
-            conn.keys(pattern)
-                .await
-                .map_err(|source| StoreError::Redis { op, source })?
+            conn.keys(pattern).await.map_err(StoreError::redis(op))?
         } else {
             use futures::TryStreamExt;
             // A thousand keys a step: a deletion lists the asset's tickets,
@@ -314,10 +309,10 @@ impl TicketStore {
                 .with_count(1000);
             conn.scan_options::<String>(options)
                 .await
-                .map_err(|source| StoreError::Redis { op, source })?
+                .map_err(StoreError::redis(op))?
                 .try_collect()
                 .await
-                .map_err(|source| StoreError::Redis { op, source })?
+                .map_err(StoreError::redis(op))?
         };
         found.sort();
         found.dedup();

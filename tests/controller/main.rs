@@ -21,9 +21,8 @@ use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::pipeline::{ClaimRecord, Observer};
 use assetscan_operator::telemetry::Metrics;
 use controller_kit::*;
-use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
 use kube::runtime::events::{Recorder, Reporter};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,25 +44,21 @@ fn pair(status: &str, reason: &str) -> (String, String) {
 
 /// The events.k8s.io Events about one object: (type, reason, note).
 async fn events_of(harness: &Harness, name: &str) -> Vec<(String, String, String)> {
-    let api: Api<Event> = Api::namespaced(harness.client.clone(), NAMESPACE);
-    api.list(&ListParams::default())
+    (events_about(&harness.client, NAMESPACE, name)
         .await
-        .expect("list events")
-        .items
-        .into_iter()
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
-        .map(|e| {
-            assert_eq!(
-                e.reporting_controller.as_deref(),
-                Some("assetscan-operator")
-            );
-            (
-                e.type_.unwrap_or_default(),
-                e.reason.unwrap_or_default(),
-                e.note.unwrap_or_default(),
-            )
-        })
-        .collect()
+        .into_iter())
+    .map(|e| {
+        assert_eq!(
+            e.reporting_controller.as_deref(),
+            Some("assetscan-operator")
+        );
+        (
+            e.type_.unwrap_or_default(),
+            e.reason.unwrap_or_default(),
+            e.note.unwrap_or_default(),
+        )
+    })
+    .collect()
 }
 
 mod fence;

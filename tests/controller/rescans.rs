@@ -84,10 +84,7 @@ fn rescan_pending_in(status: &Value) -> Option<(String, String, String)> {
 /// The `RescanDeferred` Events about `name`, each with how many times it
 /// was seen (its series count; 1 without a series).
 async fn deferral_events(h: &Harness, name: &str) -> Vec<(String, i32)> {
-    let api: Api<Event> = Api::namespaced(h.client.clone(), NAMESPACE);
-    let list = api.list(&ListParams::default()).await.expect("list events");
-    (list.items.into_iter())
-        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+    (events_about(&h.client, NAMESPACE, name).await.into_iter())
         .filter(|e| e.reason.as_deref() == Some("RescanDeferred"))
         .map(|e| {
             assert_eq!(e.type_.as_deref(), Some("Normal"));
@@ -202,12 +199,18 @@ async fn a_deferred_rescan_says_when_it_starts_in_one_write_and_one_event() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_claim_of_a_deferred_rescan_s_run_clears_its_condition() {
     let mut h = Harness::start().await;
-    let interval = Duration::from_secs(5);
+    // Long enough that the annotation lands inside it on a loaded machine:
+    // the test shows a deferral only if the request comes before its end.
+    let interval = Duration::from_secs(15);
     h.config.scan_starts.rescan_min_interval = interval;
     let (ctl, first) = h.run_to_end("ctl-a", scan("deferred-02").notify(&[])).await;
     let starts_at = allowed_after(&first, interval);
     h.annotate("deferred-02", json!({ RESCAN_ANNOTATION: "t1" }))
         .await;
+    assert!(
+        k8s_openapi::jiff::Timestamp::now() < starts_at,
+        "the annotation came after the interval had passed ({starts_at}): nothing to defer"
+    );
     let second = h
         .wait("deferred-02", "the rescan's end", PATIENCE, |o| {
             is_terminal(o) && status(o).last_handled_rescan.as_deref() == Some("t1")

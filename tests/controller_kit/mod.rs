@@ -35,7 +35,8 @@ use assetscan_testkit::stubs::ProviderStubs;
 use assetscan_testkit::wait;
 #[allow(unused_imports)]
 pub use assetscan_testkit::wait::{until, until_ok, until_some};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
@@ -135,17 +136,12 @@ impl Harness {
 
     /// The Redis keys of `asset`.
     pub fn keys(&self, asset: &str) -> AssetKeys {
-        AssetKeys::new(&self.config.store().prefix, &asset_id(asset))
+        layout_of(&self.config, asset)
     }
 
     /// The test's own view of the ticket store (not used by any controller).
     pub async fn store(&self) -> TicketStore {
-        TicketStore::connect(
-            &RedisTarget::Standalone(self.redis.url()),
-            self.config.store(),
-        )
-        .await
-        .expect("store connects")
+        own_store(&self.redis, &self.config).await
     }
 
     /// Starts a controller in this process with its own store connection,
@@ -507,6 +503,16 @@ pub async fn create_in(api: &Api<AssetScan>, scan: &AssetScan) -> AssetScan {
     api.create(&PostParams::default(), scan)
         .await
         .unwrap_or_else(|e| panic!("create {}: {e}", scan.name_any()))
+}
+
+/// The events.k8s.io Events of `namespace` about the object `name`, as
+/// listed now.
+pub async fn events_about(client: &kube::Client, namespace: &str, name: &str) -> Vec<Event> {
+    let api: Api<Event> = Api::namespaced(client.clone(), namespace);
+    let list = api.list(&ListParams::default()).await.expect("list events");
+    (list.items.into_iter())
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .collect()
 }
 
 /// Marks the scan's asset online in the inventory stub `stubs`, and builds it.

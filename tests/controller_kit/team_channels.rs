@@ -69,6 +69,26 @@ pub async fn channel_in(client: &Client, namespace: &str, name: &str, spec: Valu
         .unwrap_or_else(|e| panic!("NotificationChannel {namespace}/{name}: {e}"));
 }
 
+/// A team's webhook channel `name` in `namespace`, to `url` and signed
+/// with `whsec`, its credentials in that namespace's Secret `secret`.
+pub async fn webhook_channel_in(
+    client: &Client,
+    (namespace, name): (&str, &str),
+    secret: &str,
+    url: &str,
+    whsec: &str,
+) {
+    secret_in(
+        client,
+        namespace,
+        secret,
+        &[("url", url), ("secret", whsec)],
+    )
+    .await;
+    let spec = json!({"type": "webhook", "secretRef": {"name": secret}});
+    channel_in(client, namespace, name, spec).await;
+}
+
 /// Creates ClusterNotificationChannel `name` with `spec` (on a cluster,
 /// named `<the run's namespace>-…`: the e2e clean-up sweeps them so).
 pub async fn cluster_channel(client: &Client, name: &str, spec: Value) {
@@ -147,11 +167,8 @@ pub async fn each_team_alerted_on_its_own_channel(
         WebhookSink::start(WHSEC[1]).await.expect("sink"),
     ];
     for ((namespace, sink), whsec) in namespaces.iter().zip(&sinks).zip(WHSEC) {
-        let keys = [("url", sink.hook_url()), ("secret", whsec.to_owned())];
-        let keys: Vec<(&str, &str)> = keys.iter().map(|(k, v)| (*k, v.as_str())).collect();
-        secret_in(client, namespace, "alerts", &keys).await;
-        let spec = json!({"type": "webhook", "secretRef": {"name": "alerts"}});
-        channel_in(client, namespace, "alerts", spec).await;
+        let url = sink.hook_url();
+        webhook_channel_in(client, (namespace, "alerts"), "alerts", &url, whsec).await;
     }
     let [first, second] = namespaces;
     let metadata = [("url", "http://169.254.169.254/latest/meta-data/")];

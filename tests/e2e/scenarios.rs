@@ -84,15 +84,7 @@ async fn lifecycle(s: Stack) {
         {"name": "xz-utils", "ecosystem": "Debian:10", "version": "5.2.4-1+deb10u1"},
         {"name": "glibc", "ecosystem": "Debian:10", "version": "2.28-10+deb10u2"},
     ]);
-    let edited = s
-        .merge("life-01", json!({"spec": {"software": software}}))
-        .await;
-    assert_eq!(edited.metadata.generation, Some(2));
-    let second = s
-        .wait("life-01", "generation 2 ended", |o| {
-            run_ended(o, &run_of(&owner, 2, 0))
-        })
-        .await;
+    let second = edit_and_wait_for_its_run(&s, &owner, json!({"software": software}), 2).await;
     let s2 = status(&second).clone();
     assert_eq!(s2.observed_generation, Some(2));
     assert!(s2.fencing_token > s1.fencing_token, "{s2:#?}");
@@ -107,16 +99,24 @@ async fn lifecycle(s: Stack) {
     rescan_annotation_runs_once_per_value(&s, &replicas, &owner).await;
     let before = s.runs(&asset).await;
     suspend_stops_runs(&s, &replicas, &before).await;
-    let resumed = s
-        .merge("life-01", json!({"spec": {"suspend": false}}))
-        .await;
-    assert_eq!(resumed.metadata.generation, Some(4));
-    let last = s
-        .wait("life-01", "generation 4 ended", |o| {
-            run_ended(o, &run_of(&owner, 4, 0))
-        })
-        .await;
+    let last = edit_and_wait_for_its_run(&s, &owner, json!({"suspend": false}), 4).await;
     deletion_runs_the_finalizer(&s, &last).await;
+}
+
+/// Merges `spec` into life-01, which makes `generation`, and waits for
+/// that generation's first run to end.
+async fn edit_and_wait_for_its_run(
+    s: &Stack,
+    owner: &str,
+    spec: serde_json::Value,
+    generation: u64,
+) -> AssetScan {
+    let edited = s.merge("life-01", json!({ "spec": spec })).await;
+    assert_eq!(edited.metadata.generation, Some(generation as i64));
+    s.wait("life-01", &format!("generation {generation} ended"), |o| {
+        run_ended(o, &run_of(owner, generation, 0))
+    })
+    .await
 }
 
 /// The operator's credentials are the chart's Role, not the caller's: it

@@ -6,12 +6,12 @@
 use crate::backend::Backend;
 use crate::cluster::{self, Ledger, Prepared};
 use crate::controller_kit::kit::scans::ScanBuilder;
-use crate::controller_kit::kit::tickets::asset_id;
+use crate::controller_kit::kit::tickets::{asset_id, layout_of, own_store};
 use crate::controller_kit::{config_yaml, create_in, metric, online_in};
 use assetscan_operator::cli::config::Config;
 use assetscan_operator::kubernetes::crd::{AssetScan, AssetScanReport};
 use assetscan_operator::providers::install_crypto_provider;
-use assetscan_operator::store::{AssetKeys, AuditEntry, RedisTarget, TicketStore};
+use assetscan_operator::store::{AssetKeys, AuditEntry, TicketStore};
 use assetscan_testkit::emulator::{Emulator, EmulatorOptions};
 use assetscan_testkit::process::{OperatorCommand, OperatorProcess, free_port};
 use assetscan_testkit::redis::RedisServer;
@@ -242,18 +242,14 @@ impl Stack {
             .await
     }
 
+    /// The Redis keys of `asset`.
     pub fn keys(&self, asset: &str) -> AssetKeys {
-        AssetKeys::new(&self.config.store().prefix, &asset_id(asset))
+        layout_of(&self.config, asset)
     }
 
-    /// The scenario's own view of the ticket store.
+    /// The test's own view of the ticket store (not used by any controller).
     pub async fn store(&self) -> TicketStore {
-        TicketStore::connect(
-            &RedisTarget::Standalone(self.redis.url()),
-            self.config.store(),
-        )
-        .await
-        .expect("store connects")
+        own_store(&self.redis, &self.config).await
     }
 
     /// The runs whose tickets Redis holds for `asset`.

@@ -8,14 +8,30 @@
 //! let zombie = a.stall();                   // renewals stop, the lock stays
 //! ```
 
+use assetscan_operator::cli::config::Config;
 use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::ticket::{Status, Ticket};
-use assetscan_operator::store::{Acquired, Claim, LeaseGuard, Patch, StoreError, TicketStore};
+use assetscan_operator::store::{
+    Acquired, AssetKeys, Claim, LeaseGuard, Patch, RedisTarget, StoreError, TicketStore,
+};
+use assetscan_testkit::redis::RedisServer;
 use std::ops::{Deref, DerefMut};
 
 /// The asset id `id`, which the test knows to be valid.
 pub fn asset_id(id: &str) -> AssetId {
     AssetId::new(id).unwrap_or_else(|e| panic!("asset id {id:?}: {e}"))
+}
+
+/// The Redis keys of `asset` under `config`'s prefix.
+pub fn layout_of(config: &Config, asset: &str) -> AssetKeys {
+    AssetKeys::new(&config.store().prefix, &asset_id(asset))
+}
+
+/// A test's own view of the ticket store `config` names on `redis` (no
+/// controller uses it).
+pub async fn own_store(redis: &RedisServer, config: &Config) -> TicketStore {
+    let target = RedisTarget::Standalone(redis.url());
+    (TicketStore::connect(&target, config.store()).await).expect("store connects")
 }
 
 /// From `INIT` to `FINISHED` through every status of a confirmed risk.

@@ -84,34 +84,26 @@ pub const SBOM_REF_PATTERN: &str = concat!(
 /// enforce a minimum.
 pub const DURATION_PATTERN: &str = "^([0-9]+[hms])+$";
 
-/// The YAML of every CRD the operator owns (today: `AssetScan`), as the `crd`
-/// subcommand prints it and as `crds/` stores it.
-pub fn crd_yaml() -> String {
-    crate::yaml::to_string(&AssetScan::crd()).expect("a CRD is plain data and serializes to YAML")
-}
-
-/// The AssetScanReport CRD as YAML.
-pub fn report_crd_yaml() -> String {
-    crate::yaml::to_string(&AssetScanReport::crd())
-        .expect("a CRD is plain data and serializes to YAML")
-}
-
-/// The FindingException CRD as YAML.
-pub fn exception_crd_yaml() -> String {
-    crate::yaml::to_string(&FindingException::crd())
-        .expect("a CRD is plain data and serializes to YAML")
-}
-
-/// The NotificationChannel CRD as YAML.
-pub fn channel_crd_yaml() -> String {
-    crate::yaml::to_string(&NotificationChannel::crd())
-        .expect("a CRD is plain data and serializes to YAML")
-}
-
-/// The ClusterNotificationChannel CRD as YAML.
-pub fn cluster_channel_crd_yaml() -> String {
-    crate::yaml::to_string(&ClusterNotificationChannel::crd())
-        .expect("a CRD is plain data and serializes to YAML")
+/// Every CRD the operator owns, by name, as YAML: what the `crd` subcommand
+/// prints and `crds/` stores.
+pub fn crds_yaml() -> Vec<(&'static str, String)> {
+    [
+        (AssetScan::crd_name(), AssetScan::crd()),
+        (AssetScanReport::crd_name(), AssetScanReport::crd()),
+        (FindingException::crd_name(), FindingException::crd()),
+        (NotificationChannel::crd_name(), NotificationChannel::crd()),
+        (
+            ClusterNotificationChannel::crd_name(),
+            ClusterNotificationChannel::crd(),
+        ),
+    ]
+    .into_iter()
+    .map(|(name, crd)| {
+        let yaml =
+            crate::yaml::to_string(&crd).expect("a CRD is plain data and serializes to YAML");
+        (name, yaml)
+    })
+    .collect()
 }
 
 /// Ports as `int32` in 1..=65535. Written out because schemars would describe

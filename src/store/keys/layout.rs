@@ -246,15 +246,11 @@ async fn detect(
     })
 }
 
-fn failed(source: redis::RedisError) -> StoreError {
-    StoreError::Redis {
-        op: "layout",
-        source,
-    }
-}
-
 async fn get(conn: &RedisConn, key: &str) -> Result<Option<String>, StoreError> {
-    conn.clone().get(key).await.map_err(failed)
+    conn.clone()
+        .get(key)
+        .await
+        .map_err(StoreError::redis("layout"))
 }
 
 /// `SET` (or `SET NX` with `only_new`): whether it was written.
@@ -264,7 +260,10 @@ async fn set(conn: &RedisConn, key: &str, value: &str, only_new: bool) -> Result
     if only_new {
         cmd.arg("NX");
     }
-    let reply: Option<String> = cmd.query_async(&mut conn.clone()).await.map_err(failed)?;
+    let reply: Option<String> = cmd
+        .query_async(&mut conn.clone())
+        .await
+        .map_err(StoreError::redis("layout"))?;
     Ok(reply.is_some())
 }
 
@@ -273,17 +272,23 @@ async fn set(conn: &RedisConn, key: &str, value: &str, only_new: bool) -> Result
 async fn first_key(conn: &RedisConn, pattern: &str) -> Result<Option<String>, StoreError> {
     let mut conn = conn.clone();
     if conn.is_cluster() {
-        let keys: Vec<String> = conn.keys(pattern).await.map_err(failed)?;
+        let keys: Vec<String> = conn
+            .keys(pattern)
+            .await
+            .map_err(StoreError::redis("layout"))?;
         return Ok(keys.into_iter().min());
     }
     use futures::StreamExt;
     let options = redis::ScanOptions::default()
         .with_pattern(pattern)
         .with_count(1000);
-    let mut keys = conn.scan_options::<String>(options).await.map_err(failed)?;
+    let mut keys = conn
+        .scan_options::<String>(options)
+        .await
+        .map_err(StoreError::redis("layout"))?;
     match keys.next().await {
         Some(Ok(key)) => Ok(Some(key)),
-        Some(Err(source)) => Err(failed(source)),
+        Some(Err(source)) => Err(StoreError::redis("layout")(source)),
         None => Ok(None),
     }
 }

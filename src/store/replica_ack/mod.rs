@@ -158,7 +158,7 @@ pub(super) async fn invoke_acknowledged<T: FromRedisValue>(
         .cmd("WAIT")
         .arg(wanted)
         .arg(millis(wait.timeout));
-    let redis_err = |source| StoreError::Redis { op, source };
+    let redis_err = StoreError::redis(op);
     let mut replies = (conn.pipeline_on_master_of(key, &pipe, 2).await).map_err(redis_err)?;
     if is_noscript(replies.first()) {
         script.load_async(conn).await.map_err(redis_err)?;

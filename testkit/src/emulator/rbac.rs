@@ -179,39 +179,30 @@ mod tests {
         .is_some()
     }
 
+    /// Each case: the role's URLs, the caller, the path and verb asked, and
+    /// whether RBAC's rule allows it.
     #[test]
-    fn a_bound_service_account_may_get_the_url_and_nothing_else() {
-        let urls = json!(["/metrics"]);
-        assert!(decide(
-            &sa("prometheus"),
-            &metrics("/metrics", "get"),
-            urls.clone()
-        ));
-        assert!(!decide(
-            &sa("prometheus"),
-            &metrics("/metrics", "post"),
-            urls.clone()
-        ));
-        assert!(!decide(
-            &sa("prometheus"),
-            &metrics("/metricsx", "get"),
-            urls.clone()
-        ));
-        assert!(!decide(&sa("other"), &metrics("/metrics", "get"), urls));
-    }
-
-    #[test]
-    fn a_trailing_star_matches_by_prefix() {
-        let urls = json!(["/debug/*"]);
-        assert!(decide(
-            &sa("prometheus"),
-            &metrics("/debug/pprof", "get"),
-            urls.clone()
-        ));
-        assert!(!decide(
-            &sa("prometheus"),
-            &metrics("/metrics", "get"),
-            urls
-        ));
+    fn a_bound_service_account_may_get_its_urls_and_nothing_else() {
+        for (urls, caller, path, verb, allowed) in [
+            (json!(["/metrics"]), "prometheus", "/metrics", "get", true),
+            (json!(["/metrics"]), "prometheus", "/metrics", "post", false),
+            (json!(["/metrics"]), "prometheus", "/metricsx", "get", false),
+            (json!(["/metrics"]), "other", "/metrics", "get", false),
+            // A trailing star matches by prefix.
+            (
+                json!(["/debug/*"]),
+                "prometheus",
+                "/debug/pprof",
+                "get",
+                true,
+            ),
+            (json!(["/debug/*"]), "prometheus", "/metrics", "get", false),
+        ] {
+            assert_eq!(
+                decide(&sa(caller), &metrics(path, verb), urls.clone()),
+                allowed,
+                "{caller} {verb} {path} under {urls}"
+            );
+        }
     }
 }

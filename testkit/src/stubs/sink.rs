@@ -239,23 +239,18 @@ async fn receive(
         body: body.to_vec(),
         new_effect: false,
     };
-    if !standard && !legacy {
-        state.rejected += 1;
-        state.refusals.push(recorded(&headers));
-        return (
-            StatusCode::UNAUTHORIZED,
-            Json(json!({"error": "bad signature"})),
-        )
-            .into_response();
-    }
-    let Some(key) = header("idempotency-key").map(str::to_owned) else {
-        state.rejected += 1;
-        state.refusals.push(recorded(&headers));
-        return (
-            StatusCode::BAD_REQUEST,
-            Json(json!({"error": "Idempotency-Key missing"})),
-        )
-            .into_response();
+    let key = match header("idempotency-key") {
+        _ if !standard && !legacy => Err((StatusCode::UNAUTHORIZED, "bad signature")),
+        None => Err((StatusCode::BAD_REQUEST, "Idempotency-Key missing")),
+        Some(key) => Ok(key.to_owned()),
+    };
+    let key = match key {
+        Ok(key) => key,
+        Err((status, error)) => {
+            state.rejected += 1;
+            state.refusals.push(recorded(&headers));
+            return (status, Json(json!({ "error": error }))).into_response();
+        }
     };
     let new_effect = state.keys.insert(key);
     state.deliveries.push(Delivery {

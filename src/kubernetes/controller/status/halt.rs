@@ -18,14 +18,26 @@ pub fn shard_label_condition(
     invalid: Option<InvalidShardLabel>,
     now: Timestamp,
 ) {
-    let type_ = ConditionType::ShardLabelInvalid;
-    match invalid {
-        Some(label) => ConditionBuilder::new(status.observed_generation, now).set(
+    let holds = invalid.map(|label| ("NotABucket", label.message()));
+    true_while(status, ConditionType::ShardLabelInvalid, holds, now);
+}
+
+/// Sets `type_` to True with the reason and message of `holds`, or removes
+/// it when `holds` is `None`: for the conditions whose absence means false,
+/// so that an object in order carries none of them.
+fn true_while(
+    status: &mut AssetScanStatus,
+    type_: ConditionType,
+    holds: Option<(&str, String)>,
+    now: Timestamp,
+) {
+    match holds {
+        Some((reason, message)) => ConditionBuilder::new(status.observed_generation, now).set(
             &mut status.conditions,
             type_,
             ConditionStatus::True,
-            "NotABucket",
-            &label.message(),
+            reason,
+            &message,
         ),
         None => status.conditions.retain(|c| c.type_ != type_.as_str()),
     }
@@ -50,18 +62,8 @@ impl Refused {
 /// Sets `ChannelRefused` on `status` while a channel is refused, and
 /// removes it once none is (absent means false).
 pub fn channel_condition(status: &mut AssetScanStatus, refused: &Refused, now: Timestamp) {
-    let type_ = ConditionType::ChannelRefused;
-    if refused.0.is_empty() {
-        status.conditions.retain(|c| c.type_ != type_.as_str());
-        return;
-    }
-    ConditionBuilder::new(status.observed_generation, now).set(
-        &mut status.conditions,
-        type_,
-        ConditionStatus::True,
-        "ChannelNotAllowed",
-        &refused.message(),
-    );
+    let holds = (!refused.0.is_empty()).then(|| ("ChannelNotAllowed", refused.message()));
+    true_while(status, ConditionType::ChannelRefused, holds, now);
 }
 
 /// A rescan the annotation asks for that `scanStarts.rescanMinInterval`
@@ -103,17 +105,8 @@ pub fn rescan_condition(
     deferred: Option<&DeferredRescan>,
     now: Timestamp,
 ) {
-    let type_ = ConditionType::RescanPending;
-    match deferred {
-        Some(deferred) => ConditionBuilder::new(status.observed_generation, now).set(
-            &mut status.conditions,
-            type_,
-            ConditionStatus::True,
-            "RescanDeferred",
-            &deferred.message(),
-        ),
-        None => status.conditions.retain(|c| c.type_ != type_.as_str()),
-    }
+    let holds = deferred.map(|deferred| ("RescanDeferred", deferred.message()));
+    true_while(status, ConditionType::RescanPending, holds, now);
 }
 
 /// Why no run goes on.
