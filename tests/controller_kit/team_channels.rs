@@ -58,15 +58,26 @@ pub async fn secret_in(client: &Client, namespace: &str, name: &str, keys: &[(&s
 
 /// Creates NotificationChannel `name` in `namespace` with `spec`.
 pub async fn channel_in(client: &Client, namespace: &str, name: &str, spec: Value) {
-    let channel: NotificationChannel = serde_json::from_value(json!({
-        "apiVersion": "assetscan.io/v1alpha1", "kind": "NotificationChannel",
+    let api = Api::<NotificationChannel>::namespaced(client.clone(), namespace);
+    create_channel(api, name, spec).await;
+}
+
+/// Creates the channel object `name` of kind `K` with `spec` through `api`.
+async fn create_channel<K>(api: Api<K>, name: &str, spec: Value)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let object: K = serde_json::from_value(json!({
+        "apiVersion": K::api_version(&()), "kind": K::kind(&()),
         "metadata": {"name": name}, "spec": spec,
     }))
-    .expect("a channel");
-    Api::<NotificationChannel>::namespaced(client.clone(), namespace)
-        .create(&PostParams::default(), &channel)
-        .await
-        .unwrap_or_else(|e| panic!("NotificationChannel {namespace}/{name}: {e}"));
+    .unwrap_or_else(|e| panic!("a {} {name}: {e}", K::kind(&())));
+    (api.create(&PostParams::default(), &object).await)
+        .unwrap_or_else(|e| panic!("create {name} at {}: {e}", api.resource_url()));
 }
 
 /// A team's webhook channel `name` in `namespace`, to `url` and signed
@@ -92,15 +103,7 @@ pub async fn webhook_channel_in(
 /// Creates ClusterNotificationChannel `name` with `spec` (on a cluster,
 /// named `<the run's namespace>-…`: the e2e clean-up sweeps them so).
 pub async fn cluster_channel(client: &Client, name: &str, spec: Value) {
-    let channel: ClusterNotificationChannel = serde_json::from_value(json!({
-        "apiVersion": "assetscan.io/v1alpha1", "kind": "ClusterNotificationChannel",
-        "metadata": {"name": name}, "spec": spec,
-    }))
-    .expect("a cluster channel");
-    Api::<ClusterNotificationChannel>::all(client.clone())
-        .create(&PostParams::default(), &channel)
-        .await
-        .unwrap_or_else(|e| panic!("ClusterNotificationChannel {name}: {e}"));
+    create_channel(Api::<ClusterNotificationChannel>::all(client.clone()), name, spec).await;
 }
 
 /// Waits until the channel's condition of `type_` has `reason`: its
