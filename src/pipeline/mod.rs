@@ -141,23 +141,7 @@ impl<E: Effects> Pipeline<E> {
             .await;
         let acquired = match acquired {
             Ok(acquired) => acquired,
-            Err(StoreError::RunRetired { .. }) => {
-                warn!(asset = %req.asset, run = %req.run, "the run's owner was deleted: not starting it");
-                return Ok(Outcome::Retired);
-            }
-            Err(StoreError::EarlierRunAlerting { .. }) => {
-                info!(asset = %req.asset, run = %req.run, "the run it replaces is alerting: that one goes first");
-                return Ok(Outcome::EarlierRunAlerting);
-            }
-            Err(StoreError::Locked {
-                holder, pttl_ms, ..
-            }) => {
-                return Ok(Outcome::Locked {
-                    holder,
-                    retry_after: Duration::from_millis(pttl_ms.max(0) as u64),
-                });
-            }
-            Err(err) => return Err(err.into()),
+            Err(refused) => return not_claimed(refused, req),
         };
         if acquired.ticket.status.is_terminal() {
             // The run had ended (unread, or since the read): the claim took
@@ -187,6 +171,29 @@ impl<E: Effects> Pipeline<E> {
         let outcome = run.drive(acquired.ticket).await;
         release_quietly(&store, req, &acquired.lease).await;
         Ok(outcome?)
+    }
+}
+
+/// What a claim the store refused comes to: the outcomes a run expects
+/// (its owner retired, an earlier run alerting, another holder), or the
+/// store's failure.
+fn not_claimed(refused: StoreError, req: &ScanRequest) -> Result<Outcome, StoreFailure> {
+    match refused {
+        StoreError::RunRetired { .. } => {
+            warn!(asset = %req.asset, run = %req.run, "the run's owner was deleted: not starting it");
+            Ok(Outcome::Retired)
+        }
+        StoreError::EarlierRunAlerting { .. } => {
+            info!(asset = %req.asset, run = %req.run, "the run it replaces is alerting: that one goes first");
+            Ok(Outcome::EarlierRunAlerting)
+        }
+        StoreError::Locked {
+            holder, pttl_ms, ..
+        } => Ok(Outcome::Locked {
+            holder,
+            retry_after: Duration::from_millis(pttl_ms.max(0) as u64),
+        }),
+        err => Err(err.into()),
     }
 }
 

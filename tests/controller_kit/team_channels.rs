@@ -103,7 +103,12 @@ pub async fn webhook_channel_in(
 /// Creates ClusterNotificationChannel `name` with `spec` (on a cluster,
 /// named `<the run's namespace>-…`: the e2e clean-up sweeps them so).
 pub async fn cluster_channel(client: &Client, name: &str, spec: Value) {
-    create_channel(Api::<ClusterNotificationChannel>::all(client.clone()), name, spec).await;
+    create_channel(
+        Api::<ClusterNotificationChannel>::all(client.clone()),
+        name,
+        spec,
+    )
+    .await;
 }
 
 /// Waits until the channel's condition of `type_` has `reason`: its
