@@ -23,9 +23,8 @@ use std::time::{Duration, Instant};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_down_mid_run_stalls_retries_with_backoff_and_finishes() {
     let mut h = Harness::start_with(Options { appendonly: true }).await;
-    h.stubs.osv.faults().hold();
-    let outage = scan("outage-01").high_risk();
-    let (ctl, online) = h.run_until("ctl-a", outage, Status::AssetOnline).await;
+    let held = Held::VulnerabilityQuery;
+    let (ctl, online) = h.high_risk_held("ctl-a", "outage-01", held).await;
     // The probes, in process, over this controller's store and metrics.
     let port = free_port();
     let probe = tokio::spawn(assetscan_operator::probes::serve(
@@ -172,9 +171,8 @@ async fn failed_reconciles_back_off_exponentially_with_a_cap() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_back_empty_keeps_tokens_increasing() {
     let mut h = Harness::start().await;
-    h.stubs.osv.faults().hold();
-    let amnesia = scan("amnesia-01").high_risk();
-    let (ctl, online) = h.run_until("ctl-a", amnesia, Status::AssetOnline).await;
+    let held = Held::VulnerabilityQuery;
+    let (ctl, online) = h.high_risk_held("ctl-a", "amnesia-01", held).await;
     let before = status(&online).clone();
 
     h.redis.restart().expect("redis restarts, empty");
@@ -276,9 +274,8 @@ async fn status_write_conflicts_and_errors_are_retried_without_losing_transition
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ticket_lost_mid_run_stalls_on_the_latest_status_and_recovers() {
     let h = Harness::start().await;
-    h.stubs.osv.faults().hold();
-    let evicted = scan("evicted-01").high_risk();
-    let (ctl, online) = h.run_until("ctl-a", evicted, Status::AssetOnline).await;
+    let held = Held::VulnerabilityQuery;
+    let (ctl, online) = h.high_risk_held("ctl-a", "evicted-01", held).await;
     let before = status(&online).clone();
     let key = h.ticket_key(&online);
     let deleted: i64 = h.redis.query(redis::cmd("DEL").arg(&key)).unwrap();

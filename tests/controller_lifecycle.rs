@@ -233,9 +233,9 @@ async fn rescan_interval_schedules_the_next_run() {
 async fn a_spec_edit_does_not_abandon_a_risk_the_status_does_not_show_yet() {
     let h = Harness::start().await;
     // ctl-a's notification is held in flight, then ctl-a is killed.
-    h.stubs.sink.faults().hold();
-    let lagging = scan("lag-01").high_risk();
-    let (a, notifying) = h.run_until("ctl-a", lagging, Status::Notifying).await;
+    let (a, notifying) = h
+        .high_risk_held("ctl-a", "lag-01", Held::Notification)
+        .await;
     a.kill().await;
     let store = h.store().await;
     let id = asset_id(&notifying.spec.asset_id);

@@ -189,9 +189,7 @@ async fn a_claim_over_a_status_changed_since_the_read_is_not_recorded() {
 async fn replica_dying_mid_notification_is_taken_over() {
     let h = Harness::start().await;
     // replica-a's notification is held in flight.
-    h.stubs.sink.faults().hold();
-    let takeover = scan("takeover-01").high_risk();
-    let (a, notifying) = h.run_until("replica-a", takeover, Status::Notifying).await;
+    let (a, notifying) = (h.high_risk_held("replica-a", "takeover-01", Held::Notification)).await;
     let before = status(&notifying).clone();
     let id = asset_id(&notifying.spec.asset_id);
     let lock = h.keys(id.as_str()).lock();

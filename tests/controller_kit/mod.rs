@@ -288,6 +288,29 @@ impl Harness {
         (ctl, self.wait_phase(&name, phase).await)
     }
 
+    /// Controller `instance`, and the high-risk scan `name` run under it
+    /// until it waits on `held`, whose replies are held in flight: its
+    /// status shows the step before.
+    pub async fn high_risk_held(
+        &self,
+        instance: &str,
+        name: &str,
+        held: Held,
+    ) -> (Running, AssetScan) {
+        let phase = match held {
+            Held::VulnerabilityQuery => {
+                self.stubs.osv.faults().hold();
+                Status::AssetOnline
+            }
+            Held::Notification => {
+                self.stubs.sink.faults().hold();
+                Status::Notifying
+            }
+        };
+        self.run_until(instance, scan(name).high_risk(), phase)
+            .await
+    }
+
     /// Controller `instance`, and `scan` (its asset online) created and
     /// run under it to its end.
     pub async fn run_to_end(&self, instance: &str, scan: ScanBuilder) -> (Running, AssetScan) {
@@ -503,6 +526,14 @@ pub async fn create_in(api: &Api<AssetScan>, scan: &AssetScan) -> AssetScan {
     api.create(&PostParams::default(), scan)
         .await
         .unwrap_or_else(|e| panic!("create {}: {e}", scan.name_any()))
+}
+
+/// The provider call a run is held at ([`Harness::high_risk_held`]).
+pub enum Held {
+    /// The OSV query: the run shows `ASSET_ONLINE`.
+    VulnerabilityQuery,
+    /// The webhook's delivery: the run shows `NOTIFYING`.
+    Notification,
 }
 
 /// The events.k8s.io Events of `namespace` about the object `name`, as

@@ -3,7 +3,7 @@
 //! scripts/upgrade-test.sh builds the previous release and passes it here.
 
 use assetscan_chaos::replicas::sibling_operator;
-use assetscan_chaos::upgrade::{Inject, Options, Receiver};
+use assetscan_chaos::upgrade::{Build, Inject, Options, Receiver};
 use clap::{Parser, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -106,10 +106,14 @@ fn main() -> ExitCode {
             Receives::Both => Receiver::Both,
             Receives::Standard => Receiver::Standard,
         },
-        previous_tree: args.previous_tree,
-        previous_operator: args.previous_operator,
-        tree: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."),
-        operator,
+        previous: Build {
+            tree: args.previous_tree,
+            operator: args.previous_operator,
+        },
+        current: Build {
+            tree: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."),
+            operator,
+        },
         kubeconfig: args.kubeconfig,
         inject: args.inject.map(|i| match i {
             Injected::DifferentLock => Inject::DifferentLock,

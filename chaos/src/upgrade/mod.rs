@@ -102,12 +102,10 @@ pub struct Options {
     /// ([`release::Understands`]).
     pub previous_version: Version,
     pub receiver: Receiver,
-    /// The previous release's source tree (its `crds/` and `lua/`).
-    pub previous_tree: PathBuf,
-    pub previous_operator: PathBuf,
-    /// This tree's root and operator binary.
-    pub tree: PathBuf,
-    pub operator: PathBuf,
+    /// The previous release.
+    pub previous: Build,
+    /// This tree.
+    pub current: Build,
     /// A real cluster; the API emulator when absent.
     pub kubeconfig: Option<PathBuf>,
     pub inject: Option<Inject>,
@@ -119,6 +117,14 @@ pub struct Options {
     pub capture: Option<PathBuf>,
     /// Logs, configs and the recorded history.
     pub dir: PathBuf,
+}
+
+/// One release as built: its source tree and its operator binary.
+#[derive(Clone, Debug)]
+pub struct Build {
+    /// The source tree's root (its `crds/` and `lua/`).
+    pub tree: PathBuf,
+    pub operator: PathBuf,
 }
 
 /// Runs the phases, then checks and prints what was found.

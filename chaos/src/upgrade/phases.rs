@@ -23,9 +23,9 @@ pub(super) async fn run(options: Options) -> Result<Verdict, ChaosError> {
 impl Upgrade {
     fn start_replica(&mut self, slot: usize, release: &'static str) -> Result<(), ChaosError> {
         let launch = if release == "previous" {
-            self.previous.clone()
+            self.previous.launch.clone()
         } else {
-            self.current.clone()
+            self.current.launch.clone()
         };
         self.replicas.relaunch(launch);
         let first = !self
@@ -76,7 +76,7 @@ impl Upgrade {
                 }
             ));
         }
-        self.cluster.apply_crds(&self.previous_crds).await?;
+        self.cluster.apply_crds(&self.previous.crds).await?;
         self.namespaces_created = self.cluster.ensure_namespaces(&NAMESPACES).await?;
         let existing = self.cluster.existing(&NAMESPACES).await?;
         if !existing.is_empty() {
@@ -142,7 +142,7 @@ impl Upgrade {
     /// Phases 2 and 3: this tree's CRDs, then each replica replaced.
     async fn roll(&mut self) -> Result<(), ChaosError> {
         self.say("phase 2: this tree's CRDs applied");
-        self.cluster.apply_crds(&self.current_crds).await?;
+        self.cluster.apply_crds(&self.current.crds).await?;
         self.say("phase 3: rolling upgrade, one replica at a time, AssetScans created all along");
         for slot in 0..REPLICAS {
             self.replace(slot, "this tree's").await?;

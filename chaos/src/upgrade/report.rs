@@ -44,8 +44,8 @@ pub(super) async fn finish(upgrade: Upgrade) -> Result<Verdict, ChaosError> {
         options,
         t0,
         replicas,
-        previous_crds,
-        current_crds,
+        previous,
+        current,
         refused,
         started,
         ..
@@ -83,7 +83,7 @@ pub(super) async fn finish(upgrade: Upgrade) -> Result<Verdict, ChaosError> {
         println!("{line}");
     }
     violations += validated.violations;
-    let changes = schema_changes(&previous_crds, &current_crds);
+    let changes = schema_changes(&previous.crds, &current.crds);
     println!(
         "crd schema since the previous release: added {:?}, removed {:?}, newly required {:?}",
         changes.added, changes.removed, changes.newly_required
@@ -323,8 +323,8 @@ async fn validate_both(upgrade: &Upgrade, history: &History) -> Result<Validated
     let mut lines = Vec::new();
     let mut dropped_by_previous = BTreeSet::new();
     for (name, crds, pruned_is_loss) in [
-        ("the previous release's", &upgrade.previous_crds, false),
-        ("this tree's", &upgrade.current_crds, true),
+        ("the previous release's", &upgrade.previous.crds, false),
+        ("this tree's", &upgrade.current.crds, true),
     ] {
         let validator = match upgrade.options.kubeconfig {
             Some(_) => {
@@ -389,9 +389,11 @@ async fn validate_both(upgrade: &Upgrade, history: &History) -> Result<Validated
 /// is there: a fixture that differs is a violation.
 fn compare_previous(options: &super::Options) -> Result<usize, ChaosError> {
     let changes =
-        script_changes(&options.previous_tree, &options.tree).map_err(|source| ChaosError::Io {
-            context: "compare the Lua scripts".into(),
-            source,
+        script_changes(&options.previous.tree, &options.current.tree).map_err(|source| {
+            ChaosError::Io {
+                context: "compare the Lua scripts".into(),
+                source,
+            }
         })?;
     if changes.none() {
         println!(
@@ -404,8 +406,7 @@ fn compare_previous(options: &super::Options) -> Result<usize, ChaosError> {
         );
     }
     let version = options.previous_version;
-    let fixtures = options
-        .tree
+    let fixtures = (options.current.tree)
         .join(FIXTURES)
         .join(version.to_string())
         .join("crds");
@@ -421,7 +422,7 @@ fn compare_previous(options: &super::Options) -> Result<usize, ChaosError> {
         let name = entry.file_name().to_string_lossy().into_owned();
         let kept = std::fs::read_to_string(entry.path()).unwrap_or_default();
         match file_at(
-            &options.tree,
+            &options.current.tree,
             &options.previous_commit,
             &format!("crds/{name}"),
         ) {

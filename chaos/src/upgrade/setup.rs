@@ -42,10 +42,8 @@ pub(super) struct Upgrade {
     pub _emulator: Option<Emulator>,
     pub cluster: Cluster,
     pub replicas: ReplicaSet,
-    pub previous: Launch,
-    pub current: Launch,
-    pub previous_crds: Vec<Value>,
-    pub current_crds: Vec<Value>,
+    pub previous: Release,
+    pub current: Release,
     /// Every AssetScan created, in order.
     pub created: Vec<Scan>,
     /// The namespaces of [`NAMESPACES`] the run created (and deletes).
@@ -54,6 +52,12 @@ pub(super) struct Upgrade {
     pub refused: Vec<(String, String)>,
     /// Instance names of the replicas started, with their release.
     pub started: Vec<(String, &'static str)>,
+}
+
+/// One release in the run: how its replicas start, and its CRDs.
+pub(super) struct Release {
+    pub launch: Launch,
+    pub crds: Vec<Value>,
 }
 
 pub(super) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> ChaosError {
@@ -110,17 +114,21 @@ impl Upgrade {
             redis_url: redis.url(),
             dir: dir.clone(),
         };
-        let previous = launch(&options.previous_operator, previous_config);
-        let current = launch(&options.operator, current_config);
-        let previous_crds = read_crd_dir(&options.previous_tree.join("crds"))?;
-        let mut current_crds = read_crd_dir(&options.tree.join("crds"))?;
+        let previous = Release {
+            launch: launch(&options.previous.operator, previous_config),
+            crds: read_crd_dir(&options.previous.tree.join("crds"))?,
+        };
+        let mut current = Release {
+            launch: launch(&options.current.operator, current_config),
+            crds: read_crd_dir(&options.current.tree.join("crds"))?,
+        };
         if options.inject == Some(Inject::RequiredField) {
-            require_new_field(&mut current_crds);
+            require_new_field(&mut current.crds);
         }
         Ok(Upgrade {
             t0: Instant::now(),
             view: RedisView::new(&redis.url()),
-            replicas: ReplicaSet::new(previous.clone(), REPLICAS).all_namespaces(),
+            replicas: ReplicaSet::new(previous.launch.clone(), REPLICAS).all_namespaces(),
             scale,
             _redis: redis,
             stubs,
@@ -128,8 +136,6 @@ impl Upgrade {
             cluster,
             previous,
             current,
-            previous_crds,
-            current_crds,
             created: Vec::new(),
             namespaces_created: Vec::new(),
             refused: Vec::new(),
