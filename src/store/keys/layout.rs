@@ -246,11 +246,11 @@ async fn detect(
     })
 }
 
+/// The operation a Redis failure of this module is reported under.
+const OP: &str = "layout";
+
 async fn get(conn: &RedisConn, key: &str) -> Result<Option<String>, StoreError> {
-    conn.clone()
-        .get(key)
-        .await
-        .map_err(StoreError::redis("layout"))
+    conn.clone().get(key).await.map_err(StoreError::redis(OP))
 }
 
 /// `SET` (or `SET NX` with `only_new`): whether it was written.
@@ -263,7 +263,7 @@ async fn set(conn: &RedisConn, key: &str, value: &str, only_new: bool) -> Result
     let reply: Option<String> = cmd
         .query_async(&mut conn.clone())
         .await
-        .map_err(StoreError::redis("layout"))?;
+        .map_err(StoreError::redis(OP))?;
     Ok(reply.is_some())
 }
 
@@ -272,10 +272,7 @@ async fn set(conn: &RedisConn, key: &str, value: &str, only_new: bool) -> Result
 async fn first_key(conn: &RedisConn, pattern: &str) -> Result<Option<String>, StoreError> {
     let mut conn = conn.clone();
     if conn.is_cluster() {
-        let keys: Vec<String> = conn
-            .keys(pattern)
-            .await
-            .map_err(StoreError::redis("layout"))?;
+        let keys: Vec<String> = conn.keys(pattern).await.map_err(StoreError::redis(OP))?;
         return Ok(keys.into_iter().min());
     }
     use futures::StreamExt;
@@ -285,12 +282,8 @@ async fn first_key(conn: &RedisConn, pattern: &str) -> Result<Option<String>, St
     let mut keys = conn
         .scan_options::<String>(options)
         .await
-        .map_err(StoreError::redis("layout"))?;
-    match keys.next().await {
-        Some(Ok(key)) => Ok(Some(key)),
-        Some(Err(source)) => Err(StoreError::redis("layout")(source)),
-        None => Ok(None),
-    }
+        .map_err(StoreError::redis(OP))?;
+    keys.next().await.transpose().map_err(StoreError::redis(OP))
 }
 
 #[cfg(test)]
