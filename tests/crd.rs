@@ -24,7 +24,23 @@ fn crd_file(name: &str) -> PathBuf {
 /// with UPDATE_CRDS=1).
 #[test]
 fn checked_in_crds_match_the_rust_types() {
-    let mut names: Vec<String> = crds_yaml()
+    let crds = crds_yaml();
+    for (name, yaml) in &crds {
+        let expected = format!("{HEADER}{yaml}");
+        let path = crd_file(name);
+        if std::env::var_os("UPDATE_CRDS").is_some_and(|v| v == "1") {
+            std::fs::write(&path, &expected).unwrap();
+            continue;
+        }
+        let actual = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            actual == expected,
+            "{} is out of date with src/kubernetes/crd/; regenerate it with\n  UPDATE_CRDS=1 cargo test -p assetscan-operator --test crd",
+            path.display()
+        );
+    }
+    // After the files are written, so that UPDATE_CRDS=1 creates a new one.
+    let mut names: Vec<String> = crds
         .iter()
         .map(|(name, _)| format!("{name}.yaml"))
         .collect();
@@ -39,20 +55,6 @@ fn checked_in_crds_match_the_rust_types() {
         names, files,
         "crds/ holds one file for each CRD, and no other"
     );
-    for (name, yaml) in crds_yaml() {
-        let expected = format!("{HEADER}{yaml}");
-        let path = crd_file(name);
-        if std::env::var_os("UPDATE_CRDS").is_some_and(|v| v == "1") {
-            std::fs::write(&path, &expected).unwrap();
-            continue;
-        }
-        let actual = std::fs::read_to_string(&path).unwrap_or_default();
-        assert!(
-            actual == expected,
-            "{} is out of date with src/kubernetes/crd/; regenerate it with\n  UPDATE_CRDS=1 cargo test -p assetscan-operator --test crd",
-            path.display()
-        );
-    }
 }
 
 /// The report: namespaced, no status subresource (written whole, once),

@@ -32,9 +32,9 @@ fn sources(dir: &Path) -> Vec<(PathBuf, String)> {
 
 /// The lines of `text` that name the store's module by path: as
 /// `crate::store`, `super::store` or `self::store`, from the crate root
-/// (`use store::…` in lib.rs), or inside a grouped import
-/// (`use crate::{store::X, …}`, over several lines too: the group's
-/// opening line is the one named).
+/// (`use store::…` in lib.rs), or inside a grouped import from any
+/// module (`use crate::{store::X, …}`, `use super::super::{store::X}`, over
+/// several lines too: the group's opening line is the one named).
 fn store_paths(text: &str) -> Vec<&str> {
     let lines: Vec<&str> = text.lines().collect();
     let mut named = Vec::new();
@@ -45,7 +45,13 @@ fn store_paths(text: &str) -> Vec<&str> {
             .any(|path| line.contains(path))
             || trimmed.starts_with("use store::")
             || trimmed.starts_with("pub use store::");
-        let grouped = trimmed.contains("crate::{") && {
+        let path = trimmed
+            .trim_start_matches("pub ")
+            .trim_start_matches("use ");
+        let ours = ["crate::", "super::", "self::"]
+            .iter()
+            .any(|root| path.starts_with(root));
+        let grouped = ours && path.contains("::{") && {
             let group: String = (lines[i..].iter())
                 .scan(false, |closed, l| {
                     (!*closed).then(|| {
@@ -117,9 +123,13 @@ fn the_checks_see_a_store_item_passed_on() {
     assert!(store_paths("use crate::pipeline::{Effects, Pipeline};").is_empty());
     let grouped = "pub use crate::{\n    pipeline::Pipeline,\n    store::StoreError,\n};\n";
     assert_eq!(store_paths(grouped), ["pub use crate::{"]);
+    let from_above = "use super::super::{\n    store::TicketStore,\n};\n";
+    assert_eq!(store_paths(from_above), ["use super::super::{"]);
     assert_eq!(
         store_paths("pub use store::TicketStore;"),
         ["pub use store::TicketStore;"]
     );
     assert!(store_paths("use crate::{ports::StoreFailure, pipeline::Outcome};").is_empty());
+    // Another crate's `store` is not ours.
+    assert!(store_paths("use kube::runtime::reflector::{Store, store::Writer};").is_empty());
 }

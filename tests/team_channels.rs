@@ -20,7 +20,8 @@ use assetscan_testkit::stubs::{Answer, ReceiverStub, WebhookSink};
 use assetscan_testkit::wait;
 use controller_kit::team_channels::{
     WHSEC, channel_access_to, channel_condition, channel_in, cluster_channel,
-    each_team_alerted_on_its_own_channel, high_risk_naming, secret_in, webhook_channel_in,
+    each_team_alerted_on_its_own_channel, high_risk_naming, platform_receiver, secret_in,
+    webhook_channel_in,
 };
 use controller_kit::*;
 use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -348,10 +349,7 @@ async fn a_cluster_channel_opens_by_labels_and_a_teams_own_channel_comes_first()
         .patch("team-b", &PatchParams::default(), &Patch::Merge(&label))
         .await
         .unwrap();
-    let platform = WebhookSink::start(WHSEC[2]).await.unwrap();
-    let url = platform.hook_url();
-    let keys = [("url", url.as_str()), ("secret", WHSEC[2])];
-    secret_in(&h.client, "assetscan", "secops", &keys).await;
+    let platform = platform_receiver(&h.client, ("assetscan", "secops")).await;
     let spec = json!({
         "type": "webhook",
         "secretRef": {"name": "secops", "namespace": "assetscan"},
@@ -413,12 +411,7 @@ async fn a_cluster_channel_whose_access_cannot_be_applied_opens_to_no_one() {
 
     let api: Api<AssetScan> = Api::namespaced(h.client.clone(), "team-a");
     create_in(&api, &h.online(scan("web").high_risk().notify(&["chat"]))).await;
-    let done = wait::object(&api, "web", "the refusal", PATIENCE, |o| {
-        is_terminal(o) && controller_kit::condition(o, ConditionType::ChannelRefused).is_some()
-    })
-    .await;
-    let (_, reason, message) =
-        controller_kit::condition(&done, ConditionType::ChannelRefused).unwrap();
+    let (_, (_, reason, message)) = ended_refusing(&api, "web", PATIENCE).await;
     assert_eq!(reason, "ChannelNotAllowed");
     assert_eq!(
         message,
@@ -460,12 +453,8 @@ async fn labels_the_operator_may_not_read_refuse_the_channel_not_the_run() {
 
     let api: Api<AssetScan> = Api::namespaced(h.client.clone(), "team-b");
     create_in(&api, &h.online(scan("web").high_risk().notify(&["chat"]))).await;
-    let done = wait::object(&api, "web", "the refusal", PATIENCE, |o| {
-        is_terminal(o) && controller_kit::condition(o, ConditionType::ChannelRefused).is_some()
-    })
-    .await;
+    let (done, (_, _, message)) = ended_refusing(&api, "web", PATIENCE).await;
     assert_eq!(phase(&done), Some(Status::Finished));
-    let (_, _, message) = controller_kit::condition(&done, ConditionType::ChannelRefused).unwrap();
     assert!(
         message.contains(
             "channel chat refuses namespace team-b: its namespaceSelector needs the namespace's labels, and the operator may not read them (forbidden)"
@@ -483,10 +472,7 @@ async fn labels_the_operator_may_not_read_refuse_the_channel_not_the_run() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_channel_object_created_under_a_judged_name_waits_for_the_next_check() {
     let h = harness().await;
-    let platform = WebhookSink::start(WHSEC[2]).await.unwrap();
-    let url = platform.hook_url();
-    let keys = [("url", url.as_str()), ("secret", WHSEC[2])];
-    secret_in(&h.client, "assetscan", "secops", &keys).await;
+    let platform = platform_receiver(&h.client, ("assetscan", "secops")).await;
     h.stubs.osv.faults().hold();
     let ctl = h.controller("judged").await;
     let api: Api<AssetScan> = Api::namespaced(h.client.clone(), "team-a");
@@ -510,12 +496,7 @@ async fn a_channel_object_created_under_a_judged_name_waits_for_the_next_check()
     channel_condition(&h.client, ("", "secops-webhook"), ready, PATIENCE).await;
     h.stubs.osv.faults().release();
 
-    let refused = |o: &AssetScan| controller_kit::condition(o, ConditionType::ChannelRefused);
-    let done = wait::object(&api, "web", "the next check's refusal", PATIENCE, |o| {
-        is_terminal(o) && refused(o).is_some()
-    })
-    .await;
-    let (_, _, message) = refused(&done).unwrap();
+    let (_, (_, _, message)) = ended_refusing(&api, "web", PATIENCE).await;
     assert!(
         message.contains("channel secops-webhook refuses namespace team-a: no namespace is listed"),
         "{message}"

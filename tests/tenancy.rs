@@ -11,7 +11,7 @@ mod controller_kit;
 use assetscan_operator::domain::ticket::{NotificationState, Status};
 use assetscan_operator::kubernetes::controller::ConditionType;
 use assetscan_operator::kubernetes::crd::{AssetScan, SHARD_LABEL};
-use assetscan_testkit::{listener, wait};
+use assetscan_testkit::listener;
 use controller_kit::tenants::{Tenant, TwoTenants, share_no_lock_token_or_history};
 use controller_kit::*;
 use k8s_openapi::api::core::v1::Namespace;
@@ -218,21 +218,14 @@ async fn a_namespace_uses_only_the_channels_open_to_it() {
     let team_a = high_risk_in(&h, "team-a", "alerting").await;
     let team_b = high_risk_in(&h, "team-b", "alerting").await;
 
-    let refused_condition = |o: &AssetScan| condition(o, ConditionType::ChannelRefused);
-    let done_a = wait::object(&team_a, "alerting", "end and condition", PATIENCE, |o| {
-        is_terminal(o) && refused_condition(o).is_some()
-    })
-    .await;
-    let done_b = wait::object(&team_b, "alerting", "end and condition", PATIENCE, |o| {
-        is_terminal(o) && refused_condition(o).is_some()
-    })
-    .await;
+    let (done_a, refused_a) = ended_refusing(&team_a, "alerting", PATIENCE).await;
+    let (done_b, refused_b) = ended_refusing(&team_b, "alerting", PATIENCE).await;
 
     // team-a: the webhook and Slack delivered; WeCom refused.
     assert_eq!(phase(&done_a), Some(Status::Finished));
     let sent = status(&done_a).notification.as_ref().map(|n| n.state);
     assert_eq!(sent, Some(NotificationState::Sent));
-    let (on, reason, message) = refused_condition(&done_a).unwrap();
+    let (on, reason, message) = refused_a;
     assert_eq!(
         (on.as_str(), reason.as_str()),
         ("True", "ChannelNotAllowed")
@@ -244,7 +237,7 @@ async fn a_namespace_uses_only_the_channels_open_to_it() {
     );
     // team-b: every channel refused, the run ends all the same.
     assert_eq!(phase(&done_b), Some(Status::Finished));
-    let (_, _, message) = refused_condition(&done_b).unwrap();
+    let (_, _, message) = refused_b;
     for why in [
         "channel secops-webhook refuses namespace team-b: it is not among team-a",
         "channel secops-slack refuses namespace team-b: no namespace is listed and its labels \

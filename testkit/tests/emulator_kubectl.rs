@@ -56,10 +56,11 @@ impl Kubectl {
     }
 
     /// Runs a command that must fail; its error output.
-    async fn fails(&self, args: &[&str]) -> String {
+    /// Runs kubectl, which must fail saying `words`.
+    async fn fails_saying(&self, args: &[&str], words: &str) {
         let out = self.run(args).await;
         assert!(!out.ok, "kubectl {args:?} succeeded: {}", out.stdout);
-        out.stderr
+        assert!(out.stderr.contains(words), "{}", out.stderr);
     }
 }
 
@@ -159,11 +160,12 @@ async fn client_side_apply_get_yaml_and_delete() {
         s.kubectl.ok(&["delete", "-f", &changed]).await.trim(),
         "assetscan.example.com \"web\" deleted"
     );
-    let stderr = s.kubectl.fails(&["get", "assetscan", "web"]).await;
-    assert!(
-        stderr.contains("assetscans.example.com \"web\" not found"),
-        "{stderr}"
-    );
+    s.kubectl
+        .fails_saying(
+            &["get", "assetscan", "web"],
+            "assetscans.example.com \"web\" not found",
+        )
+        .await;
 }
 
 /// Server-side table with the CRD's printer columns.
@@ -207,23 +209,21 @@ async fn errors_read_as_against_a_real_cluster() {
         "bad",
         &[("example.org", "example.org\n    port: 70000")],
     );
-    let stderr = s.kubectl.fails(&["apply", "-f", &bad]).await;
-    assert!(
-        stderr.contains(
-            "The AssetScan \"bad\" is invalid: spec.target.port: Invalid value: 70000: spec.target.port in body should be less than or equal to 65535"
-        ),
-        "{stderr}"
-    );
+    let too_big = "The AssetScan \"bad\" is invalid: spec.target.port: Invalid value: 70000: spec.target.port in body should be less than or equal to 65535";
+    s.kubectl
+        .fails_saying(&["apply", "-f", &bad], too_big)
+        .await;
     let unknown = scan_manifest(
         s.dir.path(),
         "unknown",
         &[("spec:\n", "spec:\n  bogus: 1\n")],
     );
-    let stderr = s.kubectl.fails(&["apply", "-f", &unknown]).await;
-    assert!(
-        stderr.contains("strict decoding error: unknown field \"spec.bogus\""),
-        "{stderr}"
-    );
+    s.kubectl
+        .fails_saying(
+            &["apply", "-f", &unknown],
+            "strict decoding error: unknown field \"spec.bogus\"",
+        )
+        .await;
 }
 
 /// Server-side apply: the object created, with kubectl as its manager.

@@ -115,10 +115,8 @@ async fn a_replacement_with_the_same_instance_name_cannot_enter_the_old_lock() {
     let name = "same-name-01";
     // The old process's run stays in the (held) vulnerability query,
     // holding the asset's lock.
-    h.stubs.osv.faults().hold();
-    let (old, online) = h
-        .run_until("assetscan-0", scan(name).high_risk(), Status::AssetOnline)
-        .await;
+    let held = Held::VulnerabilityQuery;
+    let (old, online) = h.high_risk_held("assetscan-0", name, held).await;
     let id = asset_id(&online.spec.asset_id);
     let store = h.store().await;
     let claims = async || -> Vec<(String, u64)> {

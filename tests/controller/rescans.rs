@@ -192,7 +192,7 @@ async fn a_deferred_rescan_says_when_it_starts_in_one_write_and_one_event() {
     ctl.stop().await;
 }
 
-/// The deferred run starts once the minimum interval (5 s here) has
+/// The deferred run starts once the minimum interval (15 s here) has
 /// passed since the last run ended, and its claim ends `RescanPending` in
 /// the claim's own write: the write before the claim says when the run
 /// starts, the claim and every write after it say nothing of it.

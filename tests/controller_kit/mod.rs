@@ -21,7 +21,9 @@ use assetscan_operator::domain::AssetId;
 use assetscan_operator::domain::shard::Shard;
 use assetscan_operator::domain::ticket::{Status, Ticket};
 use assetscan_operator::kubernetes::channel_access::ChannelPolicy;
-use assetscan_operator::kubernetes::controller::{self, Context, ControllerSettings};
+use assetscan_operator::kubernetes::controller::{
+    self, ConditionType, Context, ControllerSettings,
+};
 use assetscan_operator::kubernetes::crd::AssetScan;
 use assetscan_operator::pipeline::Pipeline;
 use assetscan_operator::providers::{Providers, install_crypto_provider};
@@ -534,6 +536,23 @@ pub enum Held {
     VulnerabilityQuery,
     /// The webhook's delivery: the run shows `NOTIFYING`.
     Notification,
+}
+
+/// Waits until `name` of `api` has ended with channels refused: the object
+/// as read then, and its `ChannelRefused` condition (status, reason,
+/// message).
+pub async fn ended_refusing(
+    api: &Api<AssetScan>,
+    name: &str,
+    patience: Duration,
+) -> (AssetScan, (String, String, String)) {
+    let refused = |o: &AssetScan| condition(o, ConditionType::ChannelRefused);
+    let done = wait::object(api, name, "its end, channels refused", patience, |o| {
+        is_terminal(o) && refused(o).is_some()
+    })
+    .await;
+    let condition = refused(&done).expect("the condition the wait saw");
+    (done, condition)
 }
 
 /// The events.k8s.io Events of `namespace` about the object `name`, as

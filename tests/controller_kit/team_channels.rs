@@ -8,7 +8,7 @@
 //! opening 127.0.0.1 (the stubs' address).
 
 use super::kit::scans::{condition, is_terminal, phase, scan};
-use super::{create_in, online_in};
+use super::{create_in, ended_refusing, online_in};
 use assetscan_operator::domain::ticket::Status;
 use assetscan_operator::kubernetes::controller::ConditionType;
 use assetscan_operator::kubernetes::crd::{
@@ -100,6 +100,21 @@ pub async fn webhook_channel_in(
     channel_in(client, namespace, name, spec).await;
 }
 
+/// The platform's receiver (signing with `WHSEC[2]`), its address and key
+/// in the Secret `secret` of `namespace`, as a cluster channel names it.
+pub async fn platform_receiver(client: &Client, (namespace, secret): (&str, &str)) -> WebhookSink {
+    let sink = WebhookSink::start(WHSEC[2]).await.expect("sink");
+    let url = sink.hook_url();
+    secret_in(
+        client,
+        namespace,
+        secret,
+        &[("url", &url), ("secret", WHSEC[2])],
+    )
+    .await;
+    sink
+}
+
 /// Creates ClusterNotificationChannel `name` with `spec` (on a cluster,
 /// named `<the run's namespace>-…`: the e2e clean-up sweeps them so).
 pub async fn cluster_channel(client: &Client, name: &str, spec: Value) {
@@ -183,11 +198,8 @@ pub async fn each_team_alerted_on_its_own_channel(
     secret_in(client, first, "metadata", &metadata).await;
     let spec = json!({"type": "teams", "secretRef": {"name": "metadata"}});
     channel_in(client, first, "inside", spec).await;
-    let platform = WebhookSink::start(WHSEC[2]).await.expect("sink");
+    let platform = platform_receiver(client, (first, "platform")).await;
     let cluster = format!("{first}-secops");
-    let url = platform.hook_url();
-    let keys = [("url", url.as_str()), ("secret", WHSEC[2])];
-    secret_in(client, first, "platform", &keys).await;
     let spec = json!({
         "type": "webhook",
         "secretRef": {"name": "platform", "namespace": first},
@@ -215,14 +227,9 @@ pub async fn each_team_alerted_on_its_own_channel(
     }
     // The second's run ends with the refusals in its status (written
     // beside the run's end, not necessarily with it).
-    let refused = |o: &AssetScan| condition(o, ConditionType::ChannelRefused);
     let api: Api<AssetScan> = Api::namespaced(client.clone(), second);
-    let done = wait::object(&api, "web", "the refusal", patience, |o| {
-        is_terminal(o) && refused(o).is_some()
-    })
-    .await;
+    let (done, (on, reason, message)) = ended_refusing(&api, "web", patience).await;
     assert_eq!(phase(&done), Some(Status::Finished));
-    let (on, reason, message) = refused(&done).expect("two channels refused");
     assert_eq!(
         (on.as_str(), reason.as_str()),
         ("True", "ChannelNotAllowed")
@@ -239,7 +246,7 @@ pub async fn each_team_alerted_on_its_own_channel(
     let api: Api<AssetScan> = Api::namespaced(client.clone(), first);
     let done = api.get("web").await.expect("the first's AssetScan");
     assert_eq!(phase(&done), Some(Status::Finished));
-    assert_eq!(refused(&done), None);
+    assert_eq!(condition(&done, ConditionType::ChannelRefused), None);
     for (namespace, sink) in namespaces.iter().zip(&sinks) {
         assert_eq!(sink.rejected(), 0, "signed with {namespace}'s own key");
         let deliveries = sink.deliveries();

@@ -31,7 +31,7 @@ use assetscan_operator::providers::Providers;
 use assetscan_operator::store::{RedisTarget, TicketStore};
 use assetscan_testkit::redis::RedisServer;
 use assetscan_testkit::stubs::{Fault, ProviderStubs, StubServer};
-use kit::tickets::{HIGH_RISK, OFFLINE, transitions};
+use kit::tickets::{HIGH_RISK, OFFLINE, own_store, transitions};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -124,12 +124,7 @@ impl Env {
 
     /// A store of its own (connection and watchdog), as another process has.
     async fn store(&self) -> TicketStore {
-        TicketStore::connect(
-            &RedisTarget::Standalone(self.redis.url()),
-            self.config.store(),
-        )
-        .await
-        .unwrap()
+        own_store(&self.redis, &self.config).await
     }
 
     /// Fresh providers: no record cache, no KEV catalog loaded yet.
